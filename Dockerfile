@@ -1,0 +1,15 @@
+# Image for the app and GPU workers. Install a CUDA build of torch first, then CoopLab.
+FROM python:3.11-slim
+WORKDIR /opt/cooplab
+# The default Linux torch wheel is a CUDA build; pin the version your driver supports.
+RUN pip install --no-cache-dir "torch>=2.6"
+COPY pyproject.toml README.md ./
+COPY engine engine
+COPY db db
+COPY jobs jobs
+COPY app app
+COPY cooplab cooplab
+RUN pip install --no-cache-dir ".[postgres,gpu]"
+ENV COOPLAB_HOME=/data
+EXPOSE 8501
+CMD ["cooplab", "up"]

@@ -1,0 +1,1 @@
+"""The Streamlit dashboard (reads through db, controls runs through jobs.client; never imports torch)."""

@@ -1,0 +1,3 @@
+from cooplab.cli import main
+
+main()

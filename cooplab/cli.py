@@ -1,0 +1,59 @@
+"""``cooplab``: one entry point for training, workers, the dashboard, the database and benchmarks.
+
+Each command group lives in its own module with a ``register(app)`` function; heavy imports
+(torch, celery, streamlit) happen inside the commands, so ``cooplab --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from cooplab import __version__
+
+app = typer.Typer(
+    name="cooplab",
+    help="Train teams of LLM agents to cooperate, and run the experiments from a browser.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+# modules that add commands to the app: (module, what it provides)
+_COMMAND_MODULES = (
+    "cooplab.cmd_train",  # train, bench
+    "cooplab.cmd_jobs",  # worker, up, ui, db, submit, stop
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"cooplab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Train teams of LLM agents to cooperate, and run the experiments from a browser."""
+
+
+def _register_commands() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    app()

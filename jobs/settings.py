@@ -1,0 +1,80 @@
+"""Runtime settings, read from ``COOPLAB_*`` environment variables through :func:`get_settings`.
+
+Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
+value, so tests and the CLI can change the environment before use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Where data lives and which servers to talk to."""
+
+    model_config = SettingsConfigDict(env_prefix="COOPLAB_", extra="ignore")
+
+    home: Path = Field(Path(".cooplab"), description="Data directory: database, broker folders, checkpoints, logs.")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<home>/cooplab.db.")
+    broker_url: str | None = Field(None, description="Celery broker; default the filesystem transport under home.")
+    result_backend: str | None = Field(None, description="Celery result backend; default matches the broker.")
+    log_level: str = Field("INFO", description="Log level of the app and workers.")
+    heartbeat_timeout_s: float = Field(60.0, gt=0, description="A running run with an older heartbeat is lost.")
+    stop_grace_s: float = Field(30.0, ge=0, description="Seconds a run may take to stop before it is terminated.")
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """How often a running job refreshes its heartbeat: a quarter of the timeout, 0.2 s to 10 s."""
+        return min(10.0, max(0.2, self.heartbeat_timeout_s / 4))
+
+    @property
+    def maintenance_interval_s(self) -> float:
+        """How often workers and the app look for lost runs and overdue stops (0.2 s to 10 s)."""
+        shortest = min(self.heartbeat_timeout_s, self.stop_grace_s or self.heartbeat_timeout_s)
+        return min(10.0, max(0.2, shortest / 4))
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'cooplab.db'}"
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.data_dir / "broker"
+
+    @property
+    def resolved_broker_url(self) -> str:
+        return self.broker_url or "filesystem://"
+
+    @property
+    def resolved_result_backend(self) -> str:
+        if self.result_backend:
+            return self.result_backend
+        if self.resolved_broker_url.startswith(("redis://", "rediss://")):
+            return self.resolved_broker_url
+        return f"file://{self.data_dir / 'results'}"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def ensure_dirs(self) -> None:
+        """Create the data directory layout (idempotent)."""
+        for folder in (self.data_dir, self.broker_dir / "in", self.broker_dir / "processed",
+                       self.runs_dir, self.logs_dir, self.data_dir / "results"):
+            folder.mkdir(parents=True, exist_ok=True)
+
+
+def get_settings() -> Settings:
+    """Read the settings from the environment now."""
+    return Settings()

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Prepare what the test suite needs on a fresh machine, run it, and stop what was started here.
+#  - Redis: reuse one answering on 127.0.0.1:6379, else start redis-server on a free port
+#    (installing the Debian package when missing and running as root).
+#  - Chromium from Debian for the browser tests (installed when missing and running as root).
+#  - PostgreSQL: used by the store tests when one answers on 127.0.0.1:5432 (database `test`).
+# Extra arguments go to pytest, e.g. `make test ARGS="tests/db -x"`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+started_redis_pid=""
+apt_updated=""
+
+cleanup() {
+  if [[ -n "$started_redis_pid" ]]; then
+    kill "$started_redis_pid" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+
+apt_install() {
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "test.sh: $* is missing and cannot be installed here (needs root and apt-get)" >&2
+    return 1
+  fi
+  if [[ -z "$apt_updated" ]]; then
+    apt-get update -qq >/dev/null
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+redis_answers() {  # url
+  "$PY" - "$1" <<'PYEOF' >/dev/null 2>&1
+import sys, redis
+redis.Redis.from_url(sys.argv[1], socket_connect_timeout=1).ping()
+PYEOF
+}
+
+free_port() {
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# --- Redis -----------------------------------------------------------------------------------
+if [[ -z "${COOPLAB_TEST_REDIS_URL:-}" ]]; then
+  if redis_answers "redis://127.0.0.1:6379/0"; then
+    export COOPLAB_TEST_REDIS_URL="redis://127.0.0.1:6379"
+  else
+    command -v redis-server >/dev/null || apt_install redis-server
+    port=$(free_port)
+    redis_dir=$(mktemp -d)
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$redis_dir" \
+      --daemonize no >"$redis_dir/redis.log" 2>&1 &
+    started_redis_pid=$!
+    export COOPLAB_TEST_REDIS_URL="redis://127.0.0.1:$port"
+    for _ in $(seq 50); do redis_answers "$COOPLAB_TEST_REDIS_URL/0" && break; sleep 0.1; done
+    redis_answers "$COOPLAB_TEST_REDIS_URL/0" || { echo "test.sh: redis-server did not start" >&2; exit 1; }
+    echo "test.sh: started redis-server on port $port (pid $started_redis_pid)"
+  fi
+fi
+echo "test.sh: Redis at $COOPLAB_TEST_REDIS_URL"
+
+# --- Chromium --------------------------------------------------------------------------------
+if [[ -z "${COOPLAB_CHROMIUM:-}" ]]; then
+  command -v chromium >/dev/null || apt_install chromium || true
+  if command -v chromium >/dev/null; then
+    export COOPLAB_CHROMIUM="$(command -v chromium)"
+  fi
+fi
+echo "test.sh: Chromium at ${COOPLAB_CHROMIUM:-<none>}"
+
+# --- PostgreSQL (optional) -------------------------------------------------------------------
+if [[ -z "${COOPLAB_TEST_POSTGRES_URL:-}" ]]; then
+  pg_url="postgresql+psycopg2://postgres@127.0.0.1:5432/test"
+  if "$PY" - "$pg_url" <<'PYEOF' >/dev/null 2>&1
+import sys, sqlalchemy
+engine = sqlalchemy.create_engine(sys.argv[1], connect_args={"connect_timeout": 2})
+with engine.connect() as conn:
+    conn.execute(sqlalchemy.text("select 1"))
+PYEOF
+  then
+    export COOPLAB_TEST_POSTGRES_URL="$pg_url"
+  fi
+fi
+echo "test.sh: PostgreSQL at ${COOPLAB_TEST_POSTGRES_URL:-<none: store tests run on SQLite only>}"
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export COOPLAB_TEST_ARTIFACTS="${COOPLAB_TEST_ARTIFACTS:-$PWD/test-artifacts}"
+mkdir -p "$COOPLAB_TEST_ARTIFACTS"
+
+set +e
+"$PY" -m pytest "$@"
+status=$?
+set -e
+exit $status
