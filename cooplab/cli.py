@@ -21,8 +21,9 @@ app = typer.Typer(
 
 # modules that add commands to the app: (module, what it provides)
 _COMMAND_MODULES = (
-    "cooplab.cmd_train",  # train, bench
-    "cooplab.cmd_jobs",  # worker, up, ui, db, submit, stop
+    "cooplab.cmd_train",  # train
+    "cooplab.cmd_bench",  # bench
+    "cooplab.cmd_jobs",  # worker, up, ui, db, submit, stop, runs
 )
 
 
@@ -43,13 +44,7 @@ def _root(
 
 def _register_commands() -> None:
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(app)
+        importlib.import_module(name).register(app)
 
 
 _register_commands()

@@ -1,0 +1,85 @@
+"""Transcripts: the sampled episodes of a training step as dialogues, filterable, two steps side by side."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import context
+from app.components.transcript_view import render_episode
+from app.queries import episodes_by_item, experiment_names, run_label
+
+store = context.store()
+st.title("Transcripts")
+
+names = experiment_names(store)
+recent = store.list_runs(limit=200)
+if not recent:
+    st.info("No runs yet. Launch one from the Experiments page; each training step stores sampled "
+            "episodes that you can read here.")
+    st.stop()
+ids = [r.id for r in recent]
+current = context.selected_run()
+labels = {r.id: run_label(r, names) for r in recent}
+run_id = st.selectbox("run", ids, index=ids.index(current) if current in ids else 0, key="tr_pick",
+                      format_func=lambda i: labels[i])
+if run_id != current:
+    context.select_run(run_id)
+
+f1, f2, f3, f4 = st.columns([1, 2, 2, 1])
+split = f1.selectbox("split", [None, "train", "eval"], key="tr_split",
+                     format_func=lambda s: "(all)" if s is None else s)
+text = f2.text_input("text search", placeholder="words in a prompt or reply", key="tr_text") or None
+r1, r2 = f3.columns(2)
+min_reward = r1.number_input("min reward", value=None, format="%g", key="tr_min")
+max_reward = r2.number_input("max reward", value=None, format="%g", key="tr_max")
+limit = f4.selectbox("episodes", [5, 10, 20, 50], index=1, key="tr_limit")
+show_prompts = st.toggle("show every prompt", key="tr_prompts")
+filters = {"split": split, "text": text, "min_reward": min_reward, "max_reward": max_reward}
+
+steps = store.episode_steps(run_id, split=split)
+if not steps:
+    st.info("This run has no stored episodes yet; they appear after its first training step.")
+    st.stop()
+
+side_by_side = st.toggle("compare two steps side by side", key="tr_compare")
+if not side_by_side:
+    s1, s2 = st.columns([1, 4])
+    latest = s1.toggle("latest step", value=True, key="tr_latest",
+                       help="Follow the newest step while the run trains.")
+    if latest:
+        @st.fragment(run_every=context.refresh_every())
+        def live_latest() -> None:
+            newest = store.episode_steps(run_id, split=split)[-1]
+            st.caption(f"latest step: {newest}")
+            episodes = store.episodes(run_id, step=newest, limit=limit, **filters)
+            if not episodes:
+                st.info("No episode at this step matches the filters.")
+            for episode in episodes:
+                render_episode(episode, key=f"tr.{episode.id}", show_prompts=show_prompts)
+
+        live_latest()
+    else:
+        step = s2.select_slider("step", steps, value=steps[-1], key=f"tr_step_{run_id}")
+        episodes = store.episodes(run_id, step=step, limit=limit, **filters)
+        if not episodes:
+            st.info("No episode at this step matches the filters.")
+        for episode in episodes:
+            render_episode(episode, key=f"tr.{episode.id}", show_prompts=show_prompts)
+else:
+    c1, c2 = st.columns(2)
+    step_a = c1.selectbox("earlier step", steps, index=0, key=f"tr_a_{run_id}")
+    step_b = c2.selectbox("later step", steps, index=len(steps) - 1, key=f"tr_b_{run_id}")
+    left = episodes_by_item(store.episodes(run_id, step=step_a, limit=limit, **filters))
+    right = episodes_by_item(store.episodes(run_id, step=step_b, limit=limit, **filters))
+    shared = [item for item in left if item in right]
+    if not shared:
+        st.info("These two steps share no dataset item (with these filters); pick other steps.")
+    for item in shared:
+        a, b = left[item], right[item]
+        st.markdown(f"#### item {item} · team reward {a.reward:.3f} → {b.reward:.3f} "
+                    f"({b.reward - a.reward:+.3f})")
+        col_a, col_b = st.columns(2)
+        with col_a:
+            render_episode(a, key=f"tra.{a.id}", show_prompts=show_prompts)
+        with col_b:
+            render_episode(b, key=f"trb.{b.id}", show_prompts=show_prompts)

@@ -1,0 +1,71 @@
+"""Workers: who is connected, what they run, the queues, and this machine's CPU/RAM/GPU use."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import context
+from app.queries import experiment_names, heartbeat_age, run_label
+from app.sysinfo import gpu_stats, host_stats
+
+store = context.store()
+st.title("Workers")
+
+
+@st.fragment(run_every=context.refresh_every())
+def live_workers() -> None:
+    """Workers, queues and utilisation, re-read on each refresh."""
+    workers = store.list_workers()
+    if not workers:
+        st.info("No worker has connected yet. `cooplab up` starts the dashboard with one CPU worker; "
+                "`cooplab worker --device cuda:0` adds a GPU worker (one per GPU).")
+    else:
+        st.dataframe(
+            [
+                {
+                    "worker": w.name,
+                    "online": "🟢 online" if w.online else "⚫ offline",
+                    "last heartbeat": heartbeat_age(w.last_seen),
+                    "devices": ", ".join(w.devices),
+                    "queues": ", ".join(w.queues),
+                    "current run": f"#{w.current_run_id}" if w.current_run_id else "idle",
+                    "host": w.host,
+                    "pid": w.pid,
+                }
+                for w in workers
+            ],
+            hide_index=True,
+        )
+
+    st.subheader("Queues")
+    queued = store.list_runs(statuses=["queued"], limit=500)
+    if not queued:
+        st.caption("No run is waiting.")
+    else:
+        names = experiment_names(store)
+        by_queue: dict[str, list[str]] = {}
+        for run in sorted(queued, key=lambda r: r.id):
+            by_queue.setdefault(run.queue, []).append(run_label(run, names))
+        for queue, labels in sorted(by_queue.items()):
+            serving = [w.name for w in workers if w.online and queue in w.queues]
+            st.markdown(f"**{queue}** · {len(labels)} waiting · served by {', '.join(serving) or 'no online worker'}")
+            for position, label in enumerate(labels, start=1):
+                st.markdown(f"{position}. {label}")
+
+    st.subheader("This machine")
+    host = host_stats()
+    h1, h2 = st.columns(2)
+    h1.metric("CPU", f"{host.cpu_percent:.0f}%", help=f"{host.cpu_count} logical cores")
+    h2.metric("RAM", f"{host.ram_used_gb:.1f} / {host.ram_total_gb:.1f} GiB", f"{host.ram_percent:.0f}%",
+              delta_color="off")
+    gpus, reason = gpu_stats()
+    if reason:
+        st.caption(f"GPU: {reason}.")
+    for gpu in gpus:
+        g1, g2, g3 = st.columns(3)
+        g1.metric(f"GPU {gpu.index}", gpu.name)
+        g2.metric("utilisation", f"{gpu.util_percent:.0f}%")
+        g3.metric("memory", f"{gpu.mem_used_gb:.1f} / {gpu.mem_total_gb:.1f} GiB")
+
+
+live_workers()

@@ -1,0 +1,1 @@
+"""Reusable Streamlit building blocks shared by the views."""

@@ -1,0 +1,197 @@
+"""The experiment editor: team (one row per agent), task with its own parameters, trainer settings.
+
+Everything is generated from the schemas (``AgentSpec``, ``TrainerSpec``, the task's params model),
+edited as a plain draft dict, validated on every rerun, and each problem is printed next to the field
+it concerns before anything can be saved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from app import draft as drafts
+from app.components.model_form import place_errors, render_fields, show_errors
+from app.fields import FieldForm, field_form, model_forms
+from engine.spec import AgentSpec, RunConfig, TrainerSpec
+
+BUILTIN_MODELS = ("builtin:tiny-llama", "builtin:tiny-qwen2", "builtin:smollm2-135m")
+
+AGENT_MAIN = ("device", "learning_rate", "temperature", "top_p", "top_k", "max_new_tokens")
+AGENT_EXTRA = ("tokenizer", "model_kwargs")
+TRAINER_CORE = (
+    "algorithm", "num_generations", "num_turns", "joint_mode", "turn_order", "loss_type",
+    "agent_learning_rate", "num_train_epochs", "max_steps", "items_per_step", "max_new_tokens",
+    "temperature", "top_p", "top_k", "device", "seed", "eval_interval", "checkpoint_interval",
+    "transcripts_per_step",
+)
+
+
+@dataclass
+class EditorResult:
+    """What the editor produced this run: the edited draft, its config when valid, and its errors."""
+
+    draft: dict[str, Any]
+    config: RunConfig | None
+    errors: dict[str, list[str]]
+    add_agent: bool = False
+    remove_agent: int | None = None
+
+
+def _forms(model: type, names: tuple[str, ...]) -> list[FieldForm]:
+    fields = model.model_fields
+    return [field_form(name, fields[name]) for name in names if name in fields]
+
+
+def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, slots: dict,
+               can_remove: bool) -> tuple[dict[str, Any], dict[str, list[str]], bool]:
+    """One agent: role name, model source, sharing, sampling, prompts. Returns (agent, input errors, remove)."""
+    path = f"agents.{index}"
+    out = dict(agent)
+    with st.container(border=True):
+        head, remove_col = st.columns([6, 1])
+        head.markdown(f"**Agent {index}** · `{agent.get('name', '')}`")
+        remove = remove_col.button("Remove", key=f"{key}.remove", disabled=not can_remove,
+                                   help="Remove this agent from the team")
+        c1, c2, c3 = st.columns([1, 2, 1])
+        with c1:
+            out["name"] = st.text_input("role name", value=str(agent.get("name") or ""), key=f"{key}.name",
+                                        help=AgentSpec.model_fields["name"].description)
+            slots[f"{path}.name"] = st.empty()
+        with c2:
+            model = str(agent.get("model") or "")
+            options = list(BUILTIN_MODELS) + ([model] if model and model not in BUILTIN_MODELS else [])
+            out["model"] = st.selectbox(
+                "model source", options, index=options.index(model) if model in options else None,
+                key=f"{key}.model", accept_new_options=True,
+                help=AgentSpec.model_fields["model"].description,
+            )
+            slots[f"{path}.model"] = st.empty()
+        with c3:
+            share = agent.get("share_weights_with")
+            choices = [None, *earlier] + ([share] if share and share not in earlier else [])
+            out["share_weights_with"] = st.selectbox(
+                "share weights with", choices, index=choices.index(share), key=f"{key}.share",
+                format_func=lambda v: "(own weights)" if v is None else str(v),
+                help=AgentSpec.model_fields["share_weights_with"].description,
+            )
+            slots[f"{path}.share_weights_with"] = st.empty()
+        values, input_errors = render_fields(_forms(AgentSpec, AGENT_MAIN), out, key=key, path=path,
+                                             slots=slots, columns=6)
+        out.update(values)
+        p1, p2 = st.columns(2)
+        with p1:
+            text = st.text_area("system prompt", value=agent.get("system_prompt") or "", height=68,
+                                key=f"{key}.system_prompt",
+                                help=AgentSpec.model_fields["system_prompt"].description)
+            out["system_prompt"] = text or None
+            slots[f"{path}.system_prompt"] = st.empty()
+        with p2:
+            text = st.text_area("prompt template", value=agent.get("prompt_template") or "", height=68,
+                                key=f"{key}.prompt_template",
+                                help=AgentSpec.model_fields["prompt_template"].description)
+            out["prompt_template"] = text or None
+            slots[f"{path}.prompt_template"] = st.empty()
+        with st.expander("More agent settings"):
+            extra, extra_errors = render_fields(_forms(AgentSpec, AGENT_EXTRA), out, key=key, path=path,
+                                                slots=slots, columns=2)
+        out.update(extra)
+        input_errors.update(extra_errors)
+        slots[path] = st.empty()
+    return out, input_errors, remove
+
+
+def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -> EditorResult:
+    """Draw the whole editor for ``draft``; widget keys include ``gen`` so loading a new draft resets them."""
+    key = f"ed{gen}"
+    slots: dict[str, Any] = {}
+    input_errors: dict[str, list[str]] = {}
+    out = dict(draft)
+    top = st.empty()
+
+    c1, c2, c3 = st.columns([2, 3, 2])
+    out["name"] = c1.text_input("experiment name", value=str(draft.get("name") or ""), key=f"{key}.name")
+    with c1:
+        slots["name"] = st.empty()
+    out["description"] = c2.text_input("description", value=str(draft.get("description") or ""),
+                                       key=f"{key}.description")
+    tags_text = c3.text_input("tags (comma-separated)", value=", ".join(draft.get("tags") or []),
+                              key=f"{key}.tags")
+    out["tags"] = [t.strip() for t in tags_text.split(",") if t.strip()]
+
+    # ---- team
+    st.subheader("Team")
+    agents_in = [a if isinstance(a, dict) else {} for a in draft.get("agents") or []]
+    agents_out = []
+    remove_index = None
+    for index, agent in enumerate(agents_in):
+        earlier = [str(a.get("name")) for a in agents_out]
+        edited, errs, remove = _agent_row(index, agent, earlier, f"{key}.agent{index}", slots,
+                                          can_remove=len(agents_in) > 1)
+        agents_out.append(edited)
+        input_errors.update(errs)
+        if remove:
+            remove_index = index
+    out["agents"] = agents_out
+    add_agent = st.button("Add agent", key=f"{key}.add_agent", icon=":material/add:")
+    slots["agents"] = st.empty()
+
+    # ---- task
+    st.subheader("Task")
+    task = dict(draft.get("task") or {})
+    names = list(catalog)
+    current = str(task.get("name") or "")
+    options = names + ([current] if current and current not in names else [])
+    chosen = st.selectbox(
+        "task", options, index=options.index(current) if current in options else None, key=f"{key}.task",
+        accept_new_options=True, format_func=lambda n: f"{catalog[n].title} ({n})" if n in catalog else n,
+        help="A built-in task, or 'package.module:factory' for your own.",
+    )
+    slots["task.name"] = st.empty()
+    info = catalog.get(chosen)
+    params = dict(task.get("params") or {})
+    if chosen != current:
+        params = info.default_params() if info is not None else {}
+    if info is not None:
+        st.caption(f"{info.description} · roles: {', '.join(info.roles)} · team sizes: "
+                   f"{', '.join(str(n) for n in info.team_sizes)}")
+        params, errs = render_fields(model_forms(info.params_model), params,
+                                     key=f"{key}.task.{chosen}", path="task.params", slots=slots)
+        input_errors.update(errs)
+    else:
+        forms = [FieldForm(name="params", kind="json", optional=False,
+                           help="Parameters passed to your task factory, as JSON.")]
+        values, errs = render_fields(forms, {"params": params}, key=f"{key}.task.custom", path="task",
+                                     slots=slots, columns=1)
+        params = values["params"]
+        input_errors.update(errs)
+    out["task"] = {**task, "name": chosen or "", "params": params}
+    slots["task.params"] = st.empty()
+
+    # ---- trainer
+    st.subheader("Trainer")
+    trainer = dict(draft.get("trainer") or {})
+    trainer, errs = render_fields(_forms(TrainerSpec, TRAINER_CORE), trainer, key=f"{key}.trainer",
+                                  path="trainer", slots=slots, columns=4)
+    input_errors.update(errs)
+    with st.expander("Advanced trainer settings"):
+        rest = model_forms(TrainerSpec, exclude=TRAINER_CORE)
+        trainer, errs = render_fields(rest, trainer, key=f"{key}.trainer", path="trainer", slots=slots,
+                                      columns=4)
+        input_errors.update(errs)
+    out["trainer"] = trainer
+    slots["trainer"] = st.empty()
+
+    config, errors = drafts.validate(out, info)
+    for path, messages in input_errors.items():
+        errors[path] = messages + [m for m in errors.get(path, []) if m not in messages]
+    if input_errors:
+        config = None
+    leftovers = place_errors(slots, errors)
+    if errors:
+        with top.container():
+            show_errors([f"{len(errors)} field(s) need attention before this experiment can be saved; "
+                         "see the messages next to the fields.", *leftovers])
+    return EditorResult(out, config, errors, add_agent=add_agent, remove_agent=remove_index)

@@ -1,0 +1,110 @@
+"""Run header and controls shared by the Runs and Run detail pages: status, stop, cancel, resume,
+delete (with confirmation), tags and notes."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import context, control
+from app.queries import heartbeat_age
+from app.runinfo import actions_for, badge, format_duration
+from db.errors import NotFoundError, RunActiveError
+from db.records import Run
+from db.states import InvalidTransition
+from db.store import Store
+
+
+def status_line(store: Store, run_id: int) -> Run | None:
+    """Status badge, progress, rate and heartbeat of a run (refreshed inside a live fragment)."""
+    try:
+        run = store.get_run(run_id)
+    except NotFoundError:
+        st.warning(f"Run #{run_id} no longer exists.")
+        return None
+    rate = store.run_rate(run_id)
+    c1, c2, c3, c4, c5 = st.columns(5)
+    c1.metric("status", badge(run.status))
+    c2.metric("step", f"{run.step}/{run.total_steps}" if run.total_steps else str(run.step))
+    c3.metric("steps/s", f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—")
+    c4.metric("ETA", format_duration(rate.eta_s) if run.is_active else "—")
+    c5.metric("heartbeat", heartbeat_age(run.heartbeat_at))
+    if run.progress is not None:
+        st.progress(run.progress)
+    st.caption(f"device {run.device or run.queue} · worker {run.worker or '—'} · attempt {run.attempt}"
+               + (f" · resumed from #{run.resumed_from}" if run.resumed_from else ""))
+    if run.status == "stopping":
+        st.info("Stopping: the worker saves a checkpoint and ends the run; the final state appears here.")
+    if run.error:
+        with st.expander("error", expanded=run.status == "failed"):
+            st.code(run.error, language="text")
+    return run
+
+
+def action_buttons(store: Store, run: Run, key: str) -> None:
+    """The buttons a run's state allows; each goes through ``jobs.client`` (delete through the store)."""
+    allowed = actions_for(run.status)
+    cols = st.columns(4)
+    try:
+        if allowed.stop and cols[0].button("Stop", key=f"{key}.stop", icon=":material/stop:"):
+            control.stop(run.id)
+            st.toast(f"Asked run #{run.id} to stop.")
+            st.rerun()
+        if allowed.cancel and cols[0].button("Cancel", key=f"{key}.cancel", icon=":material/cancel:"):
+            control.cancel(run.id)
+            st.toast(f"Cancelled queued run #{run.id}.")
+            st.rerun()
+        if allowed.resume and cols[1].button("Resume", key=f"{key}.resume", icon=":material/play_arrow:",
+                                             help="A new attempt that continues from the last checkpoint."):
+            new_id = control.resume(run.id)
+            context.select_run(new_id)
+            st.toast(f"Resumed as run #{new_id}.")
+            st.rerun()
+    except (InvalidTransition, RunActiveError, ValueError) as exc:
+        st.error(str(exc))
+    if allowed.delete:
+        with cols[2].popover("Delete", icon=":material/delete:"):
+            st.markdown(f"Delete run #{run.id} with its metrics and transcripts? Files on disk stay.")
+            if st.button("Yes, delete", type="primary", key=f"{key}.delete"):
+                try:
+                    store.delete_run(run.id)
+                except RunActiveError as exc:
+                    st.error(str(exc))
+                else:
+                    context.select_run(None)
+                    st.toast(f"Deleted run #{run.id}.")
+                    st.rerun()
+
+
+def run_header(store: Store, run_id: int, key: str) -> Run | None:
+    """Live status of a run, with its control buttons below.
+
+    Only the status refreshes on the timer; the buttons are drawn outside the auto-refreshing region
+    so that they stay put under the pointer, and the page is redrawn when the state changes (so
+    the buttons always match the state, e.g. Resume appears once a run has stopped).
+    """
+    try:
+        shown = store.get_run(run_id)
+    except NotFoundError:
+        st.warning(f"Run #{run_id} no longer exists.")
+        return None
+
+    @st.fragment(run_every=context.refresh_every())
+    def live_status() -> None:
+        run = status_line(store, run_id)
+        if run is not None and run.status != shown.status:
+            st.rerun()
+
+    live_status()
+    action_buttons(store, shown, key)
+    return shown
+
+
+def notes_editor(store: Store, run: Run, key: str) -> None:
+    """Tags and notes of a run (a form: nothing is written until Save)."""
+    with st.form(f"{key}.notes_form"):
+        tags = st.text_input("tags (comma-separated)", value=", ".join(run.tags), key=f"{key}.tags")
+        notes = st.text_area("notes (markdown)", value=run.notes, key=f"{key}.notes", height=80)
+        if st.form_submit_button("Save tags and notes"):
+            store.set_run_notes(run.id, tags=[t.strip() for t in tags.split(",") if t.strip()], notes=notes)
+            st.toast("Saved.")
+            st.rerun()

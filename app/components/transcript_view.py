@@ -1,0 +1,37 @@
+"""Dialogue rendering of stored episodes: turn by turn, one chat bubble per agent with its role name,
+the prompt it saw (collapsible, "view as agent"), its reply, and reward/return/advantage beside it."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+import streamlit as st
+
+from db.records import EpisodeView, TurnView
+
+AVATARS = ("🟦", "🟧", "🟩", "🟥", "🟪", "🟨")
+
+
+def turn_caption(turn: TurnView) -> str:
+    """``reward 0.50 · return 0.75 · advantage +0.12``."""
+    return f"reward {turn.reward:.3f} · return {turn.ret:.3f} · advantage {turn.advantage:+.3f}"
+
+
+def episode_title(episode: EpisodeView) -> str:
+    item = f" · item {episode.item_index}" if episode.item_index is not None else ""
+    return (f"step {episode.step} · {episode.split} · sample {episode.sample_index}{item} · "
+            f"team reward {episode.reward:.3f} · return {episode.ret:.3f}")
+
+
+def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False) -> None:
+    """One episode as a dialogue."""
+    with st.container(border=True):
+        st.markdown(f"**{episode_title(episode)}**")
+        for turn_index, turns in groupby(episode.turns, key=lambda t: t.turn):
+            st.caption(f"turn {turn_index}")
+            for turn in turns:
+                with st.chat_message(turn.agent_name, avatar=AVATARS[turn.agent_index % len(AVATARS)]):
+                    st.markdown(f"**{turn.agent_name}** · {turn_caption(turn)}")
+                    with st.expander(f"view as {turn.agent_name}: the prompt it saw", expanded=show_prompts):
+                        st.code(turn.prompt, language="text", wrap_lines=True)
+                    st.text(turn.completion if turn.completion else "(empty reply)")

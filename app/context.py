@@ -1,0 +1,129 @@
+"""Shared handles for every page: the settings, the store (one per database URL) and the task catalog.
+
+The store is a ``st.cache_resource`` singleton per URL (thread-safe: each call takes its own
+connection), created with ``migrate=True`` so a fresh data directory works on first visit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from db.store import Store
+from jobs.settings import Settings, get_settings
+
+
+@st.cache_resource(show_spinner=False)
+def _store_for(url: str) -> Store:
+    return Store(url, migrate=True)
+
+
+def settings() -> Settings:
+    """The current settings (read from ``COOPLAB_*`` environment variables)."""
+    return get_settings()
+
+
+def store() -> Store:
+    """The store of the configured database, schema brought up to date on first use."""
+    current = get_settings()
+    if current.database_url is None:
+        current.data_dir.mkdir(parents=True, exist_ok=True)
+    return _store_for(current.resolved_database_url)
+
+
+@st.cache_resource(show_spinner=False)
+def task_catalog() -> dict[str, Any]:
+    """Registered tasks by name (``engine.tasks.task_catalog()``, torch-free)."""
+    from engine.tasks import task_catalog as catalog
+
+    entries = catalog()
+    if isinstance(entries, dict):
+        return dict(entries)
+    return {info.name: info for info in entries}
+
+
+@st.cache_resource(show_spinner=False)
+def presets() -> dict[str, dict[str, Any]]:
+    """Ready-made run configs by name (``engine.tasks.presets.PRESETS``)."""
+    from engine.tasks.presets import PRESETS
+
+    return dict(PRESETS)
+
+
+def _preset_entry(name: str) -> dict[str, Any]:
+    entry = presets().get(name)
+    if entry is None:
+        known = ", ".join(presets()) or "none"
+        raise KeyError(f"no preset named {name!r}; known presets: {known}")
+    return entry
+
+
+def preset_config(name: str) -> dict[str, Any]:
+    """The run-config dict of a preset (entries may wrap it as ``{"title", "description", "config"}``)."""
+    from engine.spec import RunConfig
+
+    entry = _preset_entry(name)
+    if isinstance(entry.get("config"), dict):
+        return dict(entry["config"])
+    return {k: v for k, v in entry.items() if k in RunConfig.model_fields}
+
+
+def preset_title(name: str) -> str:
+    """A preset's display title (its name when it has none)."""
+    entry = _preset_entry(name)
+    return str(entry.get("title") or name)
+
+
+def preset_description(name: str) -> str:
+    """A preset's one-paragraph description."""
+    entry = _preset_entry(name)
+    config = entry.get("config") if isinstance(entry.get("config"), dict) else entry
+    return str(entry.get("description") or config.get("description") or "")
+
+
+def devices(current: Store) -> list[str]:
+    """Devices a run can be queued on: ``cpu`` plus every device a known worker serves."""
+    found = {"cpu"}
+    for worker in current.list_workers():
+        found.update(worker.devices)
+        found.update(worker.queues)
+    return ["cpu", *sorted(found - {"cpu"})]
+
+
+REFRESH_CHOICES = (1.0, 2.0, 5.0, 10.0)
+
+
+def refresh_every() -> float | None:
+    """Seconds between live refreshes of the auto-updating regions, None when live refresh is off."""
+    if not st.session_state.get("live_refresh", True):
+        return None
+    return float(st.session_state.get("refresh_s", 2.0))
+
+
+def live_controls() -> None:
+    """Sidebar switch and interval for live refresh (shared by every page)."""
+    st.sidebar.toggle("Live refresh", value=True, key="live_refresh",
+                      help="Re-read runs, charts and logs from the database every few seconds.")
+    st.sidebar.select_slider("every (s)", REFRESH_CHOICES, value=2.0, key="refresh_s",
+                             disabled=not st.session_state.get("live_refresh", True))
+
+
+def selected_run() -> int | None:
+    """The run the user is looking at: ``?run=N`` in the URL, else the last one picked on any page."""
+    raw = st.query_params.get("run")
+    if raw is not None:
+        try:
+            return int(raw)
+        except ValueError:
+            st.query_params.pop("run")
+    return st.session_state.get("selected_run")
+
+
+def select_run(run_id: int | None) -> None:
+    """Remember the run across pages and in the URL (so the link can be shared)."""
+    st.session_state["selected_run"] = run_id
+    if run_id is None:
+        st.query_params.pop("run", None)
+    else:
+        st.query_params["run"] = str(run_id)

@@ -1,0 +1,121 @@
+"""The experiment being edited ("draft"): a plain run-config dict, and its validation by field.
+
+The form keeps the draft as the same nested dict ``engine.spec`` reads (``agents``, ``task``,
+``trainer``), so YAML import/export, presets and stored experiments all load into it unchanged.
+Validation returns errors keyed by dotted field path, so each one can be printed next to its field
+before anything is saved.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from app.fields import error_paths
+from engine.spec import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
+
+
+def blank_draft() -> dict[str, Any]:
+    """A minimal valid draft: two default agents on the default task with default trainer settings."""
+    return {
+        "name": "experiment",
+        "description": "",
+        "tags": [],
+        "agents": [new_agent([]), new_agent([{"name": "agent_1"}])],
+        "task": TaskSpec().model_dump(mode="json"),
+        "trainer": TrainerSpec().model_dump(mode="json"),
+    }
+
+
+def new_agent(existing: list[dict[str, Any]]) -> dict[str, Any]:
+    """A default agent whose name does not clash with the existing ones (``agent_0``, ``agent_1``, ...)."""
+    names = {a.get("name") for a in existing}
+    index = len(existing)
+    while f"agent_{index}" in names:
+        index += 1
+    agent = AgentSpec().model_dump(mode="json")
+    agent["name"] = f"agent_{index}"
+    if existing and existing[0].get("model"):
+        agent["model"] = existing[0]["model"]
+    return agent
+
+
+def normalise(config: dict[str, Any]) -> dict[str, Any]:
+    """Fill every section with the schema defaults so each field has a value to show.
+
+    Unknown keys are kept (validation will name them), so nothing the user wrote is lost silently.
+    """
+    draft = copy.deepcopy(config)
+    draft.setdefault("name", "experiment")
+    draft.setdefault("description", "")
+    draft.setdefault("tags", [])
+    agents = draft.get("agents") or []
+    draft["agents"] = [
+        {**AgentSpec().model_dump(mode="json"), **(a if isinstance(a, dict) else {})} for a in agents
+    ]
+    task = draft.get("task") if isinstance(draft.get("task"), dict) else {}
+    draft["task"] = {**TaskSpec().model_dump(mode="json"), **task}
+    trainer = draft.get("trainer") if isinstance(draft.get("trainer"), dict) else {}
+    draft["trainer"] = {**TrainerSpec().model_dump(mode="json"), **trainer}
+    return draft
+
+
+def validate(draft: dict[str, Any], task_info: Any = None) -> tuple[RunConfig | None, dict[str, list[str]]]:
+    """Validate a draft; return the config (None when invalid) and the errors by dotted field path.
+
+    With the task's catalog entry (``engine.tasks.base.TaskInfo``), task parameters are checked
+    against the task's own params model (``task.params.<field>``), the team size against the sizes
+    the task supports (``agents``) and the number of turns against its maximum
+    (``trainer.num_turns``); the rest is checked by :class:`engine.spec.RunConfig`.
+    """
+    errors: dict[str, list[str]] = {}
+    if task_info is not None:
+        try:
+            task_info.params_model.model_validate(draft.get("task", {}).get("params") or {})
+        except ValidationError as exc:
+            errors.update(error_paths(exc, ("task", "params")))
+        agents = draft.get("agents") or []
+        sizes = tuple(task_info.team_sizes)
+        if sizes and len(agents) not in sizes:
+            errors.setdefault("agents", []).append(
+                f"task {task_info.name!r} is played by {' or '.join(str(n) for n in sizes)} agent(s), "
+                f"not {len(agents)}; add or remove agents"
+            )
+        turns = (draft.get("trainer") or {}).get("num_turns")
+        if task_info.max_turns is not None and isinstance(turns, int) and turns > task_info.max_turns:
+            errors.setdefault("trainer.num_turns", []).append(
+                f"task {task_info.name!r} supports at most {task_info.max_turns} turn(s)"
+            )
+    try:
+        config = RunConfig.model_validate(draft)
+    except ValidationError as exc:
+        for path, messages in error_paths(exc).items():
+            errors.setdefault(path, []).extend(messages)
+        return None, errors
+    return (config if not errors else None), errors
+
+
+def to_yaml(config: RunConfig) -> str:
+    """The YAML text `cooplab train` reads."""
+    return dump_run_config(config)
+
+
+class DraftImportError(ValueError):
+    """An uploaded YAML file that cannot become a draft."""
+
+
+def from_yaml(text: str) -> dict[str, Any]:
+    """Read uploaded YAML into a draft (not yet validated: the form shows the problems by field)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DraftImportError(f"the file is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise DraftImportError(
+            "a run config must be a mapping with the sections agents, task and trainer "
+            f"(got {type(data).__name__}); export one from the form to see the layout"
+        )
+    return normalise(data)

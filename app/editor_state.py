@@ -1,0 +1,54 @@
+"""Session state of the experiment editor: which experiment is open and its draft.
+
+Loading a new draft bumps a generation number that is part of every widget key, so the widgets
+start from the loaded values instead of keeping what was typed for the previous draft.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app import draft as drafts
+
+DRAFT = "exp_draft"
+GEN = "exp_gen"
+OPEN_ID = "exp_open_id"
+NOTICE = "exp_notice"
+
+
+def ensure(default: dict[str, Any]) -> None:
+    """Initialise the editor state on first visit with ``default`` as the draft."""
+    if DRAFT not in st.session_state:
+        st.session_state[DRAFT] = drafts.normalise(default)
+        st.session_state[GEN] = 0
+        st.session_state[OPEN_ID] = None
+
+
+def load(config: dict[str, Any], experiment_id: int | None) -> None:
+    """Put ``config`` in the editor as the draft of ``experiment_id`` (None: a new experiment)."""
+    st.session_state[DRAFT] = drafts.normalise(config)
+    st.session_state[GEN] = st.session_state.get(GEN, 0) + 1
+    st.session_state[OPEN_ID] = experiment_id
+
+
+def draft() -> dict[str, Any]:
+    return st.session_state[DRAFT]
+
+
+def gen() -> int:
+    return st.session_state[GEN]
+
+
+def open_id() -> int | None:
+    return st.session_state.get(OPEN_ID)
+
+
+def notify(message: str) -> None:
+    """A message shown once at the top of the page after the next rerun."""
+    st.session_state[NOTICE] = message
+
+
+def pop_notice() -> str | None:
+    return st.session_state.pop(NOTICE, None)

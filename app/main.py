@@ -1,0 +1,40 @@
+"""CoopLab dashboard entry point: ``streamlit run app/main.py`` (``cooplab up`` starts it).
+
+A router only: it sets the page frame and hands over to the chosen view in ``app/app_pages``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # running from a source tree: make `app`, `db`, `jobs`, `engine` importable
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import context  # noqa: E402
+
+PAGES = Path(__file__).resolve().parent / "app_pages"
+
+st.set_page_config(page_title="CoopLab", page_icon=":material/diversity_3:", layout="wide")
+
+navigation = st.navigation(
+    {
+        "Configure": [
+            st.Page(PAGES / "experiments.py", title="Experiments", icon=":material/science:", default=True),
+        ],
+        "Track": [
+            st.Page(PAGES / "runs.py", title="Runs", icon=":material/directions_run:"),
+            st.Page(PAGES / "run_detail.py", title="Run detail", icon=":material/monitoring:"),
+            st.Page(PAGES / "transcripts.py", title="Transcripts", icon=":material/forum:"),
+            st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+        ],
+        "Operate": [
+            st.Page(PAGES / "workers.py", title="Workers", icon=":material/dns:"),
+        ],
+    }
+)
+context.live_controls()
+navigation.run()

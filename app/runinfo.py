@@ -1,0 +1,68 @@
+"""Run status vocabulary for the Runs and Run detail views: badges, allowed actions, durations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from db.states import (
+    ALL_STATUSES,
+    LIVE_STATUSES,
+    QUEUED,
+    RUNNING,
+    STARTING,
+    STOPPING,
+    TERMINAL_STATUSES,
+)
+
+__all__ = ["ALL_STATUSES", "LIVE_STATUSES", "TERMINAL_STATUSES", "actions_for", "badge", "format_duration"]
+
+_BADGES = {
+    QUEUED: "⏳ queued",
+    STARTING: "🚀 starting",
+    RUNNING: "🟢 running",
+    STOPPING: "🟠 stopping",
+    "succeeded": "✅ succeeded",
+    "failed": "❌ failed",
+    "stopped": "⏹️ stopped",
+    "lost": "💀 lost",
+    "cancelled": "🚫 cancelled",
+}
+
+
+def badge(status: str) -> str:
+    """The status with an icon, as shown in tables and headers."""
+    return _BADGES.get(status, status)
+
+
+@dataclass(frozen=True)
+class RunActions:
+    """Which control buttons a run in a given state offers."""
+
+    stop: bool
+    cancel: bool
+    resume: bool
+    delete: bool
+
+
+def actions_for(status: str) -> RunActions:
+    """Stop while it may be working, cancel while queued, resume and delete once it has ended."""
+    return RunActions(
+        stop=status in {STARTING, RUNNING},
+        cancel=status == QUEUED,
+        resume=status in {"stopped", "failed", "lost"},
+        delete=status in TERMINAL_STATUSES,
+    )
+
+
+def format_duration(seconds: float | None) -> str:
+    """``1h 02m``, ``3m 05s``, ``42s``; a dash when unknown."""
+    if seconds is None:
+        return "—"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

@@ -1,0 +1,37 @@
+"""``cooplab bench``: the fixed training benchmark (engine vs bare model calls, optionally vs CoMLRL)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` command to the CLI."""
+
+    @app.command("bench")
+    def bench(
+        vs_comlrl: bool = typer.Option(
+            False, "--vs-comlrl", help="Also run CoMLRL 1.4.3's MAGRPOTrainer on the same workload."
+        ),
+        steps: int = typer.Option(5, "--steps", min=1, help="Timed training steps (after one warm-up step)."),
+        size: str = typer.Option("m", "--size", help="Tiny model size: xs, s or m."),
+        threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads per process."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Time training steps of 2 tiny agents (K=4, 32 new tokens): phases, tokens/s, peak memory,
+        engine overhead over the bare model calls, and with --vs-comlrl the speed-up over CoMLRL."""
+        from dataclasses import replace
+
+        from engine.bench import ComlrlMissingError, Workload, format_report, run_bench
+
+        if size not in ("xs", "s", "m"):
+            raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
+        workload = replace(Workload(), steps=steps, size=size, threads=threads)
+        try:
+            result = run_bench(workload, vs_comlrl=vs_comlrl)
+        except ComlrlMissingError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from exc
+        typer.echo(json.dumps(result, indent=2) if as_json else format_report(result))

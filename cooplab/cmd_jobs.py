@@ -1,0 +1,176 @@
+"""Commands for running experiments as jobs: worker, up, ui, db upgrade, submit, stop, resume, runs.
+
+Heavy imports (celery, the store, streamlit) happen inside the commands so ``cooplab --help`` stays
+instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
+
+DEVICE_HELP = "Device whose queue to use: cpu or cuda:N (e.g. cuda:0)."
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def _check_device(device: str) -> str:
+    from jobs.celery_app import validate_device
+
+    try:
+        return validate_device(device)
+    except ValueError as exc:
+        _fail(str(exc))
+    return device
+
+
+def worker(
+    device: str = typer.Option("cpu", "--device", "-d", help=DEVICE_HELP),
+    loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default COOPLAB_LOG_LEVEL)."),
+) -> None:
+    """Run a worker that trains the runs queued for one device, one at a time."""
+    from jobs.worker import start_worker
+
+    start_worker(_check_device(device), loglevel=loglevel)
+
+
+def up(
+    port: int = typer.Option(8501, help="Dashboard port on 127.0.0.1."),
+    device: str = typer.Option("cpu", "--device", "-d", help="Device of the embedded worker. " + DEVICE_HELP),
+    no_worker: bool = typer.Option(False, "--no-worker", help="Start only the dashboard."),
+) -> None:
+    """Upgrade the database, then run the dashboard and one worker until Ctrl-C."""
+    from jobs.supervisor import Supervisor
+
+    supervisor = Supervisor(port=port, device=_check_device(device), with_worker=not no_worker)
+    typer.echo(f"CoopLab dashboard: http://127.0.0.1:{port}  (Ctrl-C stops everything)")
+    raise typer.Exit(supervisor.run())
+
+
+def ui(port: int = typer.Option(8501, help="Dashboard port on 127.0.0.1.")) -> None:
+    """Run only the dashboard (workers are started separately with `cooplab worker`)."""
+    from jobs.supervisor import Supervisor
+
+    typer.echo(f"CoopLab dashboard: http://127.0.0.1:{port}")
+    raise typer.Exit(Supervisor(port=port, with_worker=False).run())
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create or migrate the database schema to the newest version."""
+    from db.migrate import upgrade
+    from jobs.settings import get_settings
+
+    settings = get_settings()
+    settings.ensure_dirs()
+    upgrade(settings.resolved_database_url)
+    typer.echo(f"database up to date: {settings.resolved_database_url}")
+
+
+def submit(
+    config_path: Path = typer.Argument(..., help="Run config (YAML or JSON)."),
+    device: str = typer.Option("cpu", "--device", "-d", help=DEVICE_HELP),
+    experiment: str = typer.Option(None, "--experiment", "-e", help="Experiment name (default: the config's name)."),
+) -> None:
+    """Queue a run of CONFIG_PATH for a worker; prints the run id."""
+    from db.migrate import upgrade
+    from engine.spec import ConfigError, load_run_config
+    from jobs.client import get_store, submit_run
+    from jobs.settings import get_settings
+
+    try:
+        config = load_run_config(config_path)
+    except ConfigError as exc:
+        _fail(f"invalid run config {config_path}:\n{exc}")
+    device = _check_device(device)
+    settings = get_settings()
+    settings.ensure_dirs()
+    upgrade(settings.resolved_database_url)
+    store = get_store(settings)
+    name = experiment or config.name
+    found = store.find_experiment(name)
+    if found is None:
+        found = store.create_experiment(name, description=config.description, tags=config.tags,
+                                        config=config.model_dump(mode="json"))
+    run_id = submit_run(config, experiment_id=found.id, device=device, settings=settings)
+    typer.echo(f"run {run_id} queued on {device} (experiment {found.name!r})")
+
+
+def stop(
+    run_id: int = typer.Argument(..., help="Run id (see `cooplab runs`)."),
+    wait: bool = typer.Option(False, "--wait", help="Wait until the run has stopped (enforcing the grace period)."),
+) -> None:
+    """Ask a run to stop (a queued run is cancelled)."""
+    import time
+
+    from db.errors import NotFoundError
+    from jobs.client import get_store, stop_run
+    from jobs.maintenance import StopEnforcer, run_maintenance
+    from jobs.settings import get_settings
+
+    settings = get_settings()
+    try:
+        status = stop_run(run_id, settings=settings)
+    except NotFoundError as exc:
+        _fail(str(exc))
+    typer.echo(f"run {run_id}: {status}")
+    if not wait:
+        return
+    store, enforcer = get_store(settings), StopEnforcer()
+    while store.get_run(run_id).is_active:
+        time.sleep(settings.maintenance_interval_s)
+        run_maintenance(settings, store=store, enforcer=enforcer)
+    typer.echo(f"run {run_id}: {store.get_run(run_id).status}")
+
+
+def resume(run_id: int = typer.Argument(..., help="A finished run with a checkpoint.")) -> None:
+    """Queue a new attempt of a run that continues from its last checkpoint."""
+    from db.errors import NotFoundError
+    from jobs.client import ResumeError, resume_run
+
+    try:
+        new_id = resume_run(run_id)
+    except (ResumeError, NotFoundError) as exc:
+        _fail(str(exc))
+    typer.echo(f"run {new_id} queued, resuming run {run_id}")
+
+
+def runs(
+    experiment: str = typer.Option(None, "--experiment", "-e", help="Only this experiment's runs."),
+    status: list[str] = typer.Option(None, "--status", "-s", help="Only runs in this state (repeatable)."),
+    limit: int = typer.Option(30, help="At most this many runs, newest first."),
+) -> None:
+    """List runs with their state and progress."""
+    from jobs.client import get_store
+
+    store = get_store()
+    experiment_id = None
+    if experiment:
+        found = store.find_experiment(experiment)
+        if found is None:
+            _fail(f"no experiment named {experiment!r}")
+        experiment_id = found.id
+    rows = store.list_runs(experiment_id, statuses=status or None, limit=limit)
+    typer.echo(f"{'id':>5}  {'exp':>4}  {'try':>3}  {'status':<10} {'queue':<7} {'progress':>11}  worker")
+    for r in rows:
+        progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
+        typer.echo(f"{r.id:>5}  {r.experiment_id:>4}  {r.attempt:>3}  {r.status:<10} {r.queue:<7} "
+                   f"{progress:>11}  {r.worker or ''}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the job commands to the ``cooplab`` CLI."""
+    app.command()(worker)
+    app.command()(up)
+    app.command()(ui)
+    app.command()(submit)
+    app.command()(stop)
+    app.command()(resume)
+    app.command()(runs)
+    app.add_typer(db_app, name="db")

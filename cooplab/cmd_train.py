@@ -1,0 +1,58 @@
+"""``cooplab train CONFIG.yaml``: run a training headless from a run config file.
+
+Shows a progress bar, writes ``metrics.jsonl``/``transcripts.jsonl``, checkpoints and the final
+models into the output folder. A config that does not validate prints one line per bad field and
+exits with status 2. Torch loads only when the command runs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+EXIT_CONFIG_ERROR = 2
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``train`` command to the CLI."""
+
+    @app.command("train")
+    def train(
+        config: Path = typer.Argument(..., help="Run config (YAML or JSON): agents, task, trainer."),
+        output: Path | None = typer.Option(
+            None, "--output", "-o", help="Output folder (default ./runs/<name>-<timestamp>)."
+        ),
+        resume: Path | None = typer.Option(None, "--resume", help="Checkpoint folder to continue from."),
+        max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Stop after this many steps."),
+    ) -> None:
+        """Train a team of agents from a run config."""
+        from engine.spec import ConfigError, load_run_config, parse_run_config
+
+        try:
+            run_config = load_run_config(config)
+            if max_steps is not None:
+                data = run_config.model_dump(mode="json")
+                data["trainer"]["max_steps"] = max_steps
+                run_config = parse_run_config(data)
+        except ConfigError as exc:
+            typer.echo(f"invalid run config {config}:\n{exc}", err=True)
+            raise typer.Exit(EXIT_CONFIG_ERROR) from None
+        out = output or Path("runs") / f"{run_config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out.mkdir(parents=True, exist_ok=True)
+
+        from engine.build import run_training
+        from engine.sinks import ConsoleSink, JsonlSink, MultiSink
+        from engine.tasks import TaskError
+
+        sink = MultiSink(ConsoleSink(), JsonlSink(out))
+        try:
+            result = run_training(run_config, output_dir=out, sink=sink, resume_from=resume)
+        except (ConfigError, TaskError) as exc:
+            typer.echo(f"invalid run config {config}:\n{exc}", err=True)
+            raise typer.Exit(EXIT_CONFIG_ERROR) from None
+        typer.echo(
+            f"{result.status}: step {result.step}, env_step {result.env_step}; "
+            f"outputs in {out} (last checkpoint: {result.last_checkpoint})"
+        )

@@ -1,0 +1,80 @@
+"""ORM rows → frozen records (the only place that knows both)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from db.models import CheckpointRow, EpisodeRow, ExperimentRow, RunRow, TurnRow, WorkerRow
+from db.records import Checkpoint, EpisodeView, Experiment, Run, TurnView, Worker
+
+
+def clean_tags(tags: Iterable[str] | None) -> list[str]:
+    """Tags stripped, without empties or duplicates, in first-seen order; a lone string is refused
+    (it would otherwise become one tag per character)."""
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        raise TypeError(f"tags must be a list of strings, not the string {tags!r}; use [{tags!r}]")
+    seen: dict[str, None] = {}
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise TypeError(f"tag {tag!r} is not a string")
+        tag = tag.strip()
+        if tag:
+            seen.setdefault(tag, None)
+    return list(seen)
+
+
+def experiment(row: ExperimentRow) -> Experiment:
+    return Experiment(id=row.id, name=row.name, description=row.description or "", tags=tuple(row.tags or ()),
+                      config=copy.deepcopy(row.config or {}), created_at=row.created_at, updated_at=row.updated_at)
+
+
+def run(row: RunRow) -> Run:
+    return Run(
+        id=row.id, experiment_id=row.experiment_id, attempt=row.attempt, status=row.status,
+        config=copy.deepcopy(row.config or {}), queue=row.queue, device=row.device, celery_task_id=row.celery_task_id,
+        worker=row.worker, created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at,
+        heartbeat_at=row.heartbeat_at, step=row.step or 0, env_step=row.env_step or 0,
+        total_steps=row.total_steps, error=row.error, resumed_from=row.resumed_from,
+        stop_requested=bool(row.stop_requested), tags=tuple(row.tags or ()), notes=row.notes or "",
+        log_path=row.log_path, output_dir=row.output_dir,
+    )
+
+
+def turn(row: TurnRow) -> TurnView:
+    return TurnView(turn=row.turn, agent_index=row.agent_index, agent_name=row.agent_name, prompt=row.prompt,
+                    completion=row.completion, reward=row.reward, ret=row.ret, advantage=row.advantage)
+
+
+def episode(row: EpisodeRow, turns: Sequence[TurnRow]) -> EpisodeView:
+    return EpisodeView(id=row.id, run_id=row.run_id, step=row.step, split=row.split,
+                       sample_index=row.sample_index, item_index=row.item_index, reward=row.reward,
+                       ret=row.ret, turns=tuple(turn(t) for t in turns))
+
+
+def checkpoint(row: CheckpointRow) -> Checkpoint:
+    return Checkpoint(id=row.id, run_id=row.run_id, step=row.step, path=row.path, created_at=row.created_at)
+
+
+def worker(row: WorkerRow) -> Worker:
+    return Worker(name=row.name, host=row.host, devices=tuple(row.devices or ()), queues=tuple(row.queues or ()),
+                  pid=row.pid, online=bool(row.online), last_seen=row.last_seen,
+                  current_run_id=row.current_run_id)
+
+
+def json_config(config: Any) -> dict[str, Any]:
+    """A deep, JSON-clean copy of a config mapping (later edits of the caller's dict do not leak into
+    the stored snapshot); refuses non-mappings and values JSON cannot hold, naming them."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping (a dict from the run-config schema), not {type(config).__name__}")
+    try:
+        return json.loads(json.dumps(dict(config), allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"config is not JSON-serialisable ({err}); dump it with engine.spec.dump_run_config "
+                         f"or keep to dicts, lists, strings, finite numbers, booleans and None") from err

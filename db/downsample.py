@@ -1,0 +1,143 @@
+"""Server-side downsampling of a metric series (the SQL lives here; bucket math is pure).
+
+The x range ``[lo, hi]`` is cut into ``n`` equal buckets; bucket ``b`` holds the points with
+``floor((x - lo) * n / (hi - lo)) == b`` (the point at ``hi`` joins the last bucket). From each bucket
+the point with the smallest and the one with the largest value are kept, and the first and last
+point of the range always are, so a one-step spike survives any zoom level. The database does the
+grouping: only the kept points travel to Python.
+
+Two plans compute the same buckets. Along ``step`` (the indexed axis) a CTE lists the buckets' integer
+step ranges and, per bucket, one index range seek picks the min and the max row: no sort of the whole
+series, index-only on the ``(run_id, key, step, value)`` index (about 0.4 s for 1M points on SQLite).
+Along ``env_step`` / ``wall_time`` (not indexed) the points are grouped by a computed bucket number.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import Float, Integer, and_, case, cast, func, literal, select, text, union_all
+from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement, Select
+
+from db.models import MetricRow
+
+X_COLUMNS = {"step": MetricRow.step, "env_step": MetricRow.env_step, "wall_time": MetricRow.wall_time}
+
+
+def x_column(x: str) -> Any:
+    """The metrics column used as x-axis ``x`` (``step``, ``env_step`` or ``wall_time``)."""
+    try:
+        return X_COLUMNS[x]
+    except KeyError:
+        raise ValueError(f"unknown x-axis {x!r}; use one of: {', '.join(X_COLUMNS)}") from None
+
+
+def bucket_count(max_points: int) -> int:
+    """How many buckets fit in ``max_points``: two points each, plus the first and the last point."""
+    if max_points < 4:
+        raise ValueError(f"max_points must be at least 4 (first, last and one bucket's min and max), got {max_points}")
+    return (max_points - 2) // 2
+
+
+def bucket_of(x: float, lo: float, hi: float, n: int) -> int:
+    """The bucket index of ``x`` (the pure twin of the SQL expression, for tests and reasoning)."""
+    if hi <= lo:
+        return 0
+    return min(n - 1, math.floor((x - lo) * n / (hi - lo)))
+
+
+def in_range(run_id: int, key: str, x: str, x_min: float | None, x_max: float | None) -> ColumnElement[bool]:
+    """The WHERE clause for one series: this run and key, x present, inside the requested range."""
+    col = x_column(x)
+    conditions = [MetricRow.run_id == run_id, MetricRow.key == key, col.is_not(None), MetricRow.value.is_not(None)]
+    if x_min is not None:
+        conditions.append(col >= x_min)
+    if x_max is not None:
+        conditions.append(col <= x_max)
+    return and_(*conditions)
+
+
+def _bucket_expr(col: Any, lo: float, hi: float, n: int, dialect: str) -> Any:
+    scaled = (cast(col, Float) - literal(float(lo), Float)) * literal(float(n), Float) / literal(float(hi - lo), Float)
+    # SQLite's CAST truncates toward zero (= floor here, x >= lo); PostgreSQL's rounds, so floor there.
+    raw = cast(scaled, Integer) if dialect == "sqlite" else cast(func.floor(scaled), Integer)
+    return case((raw >= n, n - 1), else_=raw)
+
+
+def kept_points(session: Session, where: ColumnElement[bool], *, run_id: int, key: str, x: str, lo: float,
+                hi: float, n: int) -> list[tuple[float, float]]:
+    """The (x, value) pairs kept from the range: first, last, and each bucket's min and max."""
+    col = x_column(x)
+    if hi <= lo:
+        n = 1
+    if x == "step":
+        pairs = _step_bucket_extremes(session, run_id=run_id, key=key, lo=lo, hi=hi, n=n)
+    else:
+        pairs = _grouped_bucket_extremes(session, where, col, lo=lo, hi=hi, n=n)
+    kept = {(float(px), float(pv)) for px, pv in pairs if pv is not None}
+    first = session.execute(select(col, MetricRow.value).where(where).order_by(col.asc(), MetricRow.id.asc())
+                            .limit(1)).first()
+    last = session.execute(select(col, MetricRow.value).where(where).order_by(col.desc(), MetricRow.id.desc())
+                           .limit(1)).first()
+    for point in (first, last):
+        if point is not None:
+            kept.add((float(point[0]), float(point[1])))
+    return sorted(kept)
+
+
+def step_bucket_bounds(lo: int, hi: int, n: int) -> list[tuple[int, int]]:
+    """Half-open integer step ranges ``[start, stop)`` of the non-empty buckets, exactly the steps
+    :func:`bucket_of` puts in each bucket (integer arithmetic: no rounding at the edges)."""
+    span = hi - lo
+    if span <= 0:
+        return [(lo, hi + 1)]
+    # smallest step of bucket b: lo + ceil(b * span / n)
+    starts = [lo + -((-b * span) // n) for b in range(n)] + [hi + 1]
+    return [(a, z) for a, z in zip(starts, starts[1:], strict=False) if z > a]
+
+
+def _step_bucket_sql(dialect: str, bounds: list[tuple[int, int]]) -> str:
+    # The bounds are integers computed here, so they are written into the statement: integer
+    # comparisons keep the (run_id, key, step, value) index usable on every backend.
+    values = ", ".join(f"({int(a)}, {int(z)})" for a, z in bounds)
+    bucket_range = ("m.run_id = :run_id AND m.key = :key AND m.value IS NOT NULL"
+                    " AND m.step >= bk.lo AND m.step < bk.hi")
+    if dialect == "sqlite":
+        # SQLite fills a bare column from the row holding the single min()/max(): one pass, no sort.
+        pick = "(SELECT i FROM (SELECT m.id AS i, {agg}(m.value) FROM metrics m WHERE " + bucket_range + "))"
+        low, high = pick.format(agg="MIN"), pick.format(agg="MAX")
+    else:
+        pick = ("(SELECT m.id FROM metrics m WHERE " + bucket_range
+                + " ORDER BY m.value {order}, m.step ASC LIMIT 1)")
+        low, high = pick.format(order="ASC"), pick.format(order="DESC")
+    return (f"WITH bk(lo, hi) AS (VALUES {values}) "
+            f"SELECT step, value FROM metrics WHERE id IN (SELECT {low} FROM bk UNION ALL SELECT {high} FROM bk)")
+
+
+def _step_bucket_extremes(session: Session, *, run_id: int, key: str, lo: float, hi: float,
+                          n: int) -> list[tuple[Any, Any]]:
+    dialect = session.get_bind().dialect.name
+    bounds = step_bucket_bounds(int(lo), int(hi), n)
+    sql = _step_bucket_sql(dialect, bounds)
+    return [tuple(row) for row in session.execute(text(sql), {"run_id": run_id, "key": key})]
+
+
+def _grouped_bucket_extremes(session: Session, where: ColumnElement[bool], col: Any, *, lo: float, hi: float,
+                             n: int) -> list[tuple[Any, Any]]:
+    dialect = session.get_bind().dialect.name
+    bucket = literal(0, Integer) if hi <= lo else _bucket_expr(col, lo, hi, n, dialect)
+    points = select(col.label("x"), MetricRow.value.label("v"), bucket.label("b")).where(where).subquery()
+    if dialect == "sqlite":
+        lows: Select[Any] = select(points.c.x, func.min(points.c.v)).group_by(points.c.b)
+        highs: Select[Any] = select(points.c.x, func.max(points.c.v)).group_by(points.c.b)
+        query: Any = union_all(lows, highs)
+    else:
+        ranked = select(
+            points.c.x, points.c.v,
+            func.row_number().over(partition_by=points.c.b, order_by=(points.c.v.asc(), points.c.x.asc())).label("lo"),
+            func.row_number().over(partition_by=points.c.b, order_by=(points.c.v.desc(), points.c.x.asc())).label("hi"),
+        ).subquery()
+        query = select(ranked.c.x, ranked.c.v).where((ranked.c.lo == 1) | (ranked.c.hi == 1))
+    return [tuple(row) for row in session.execute(query)]

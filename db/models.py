@@ -1,0 +1,174 @@
+"""SQLAlchemy 2 ORM models: the tables. They never leave ``db/`` (see :mod:`db.records`).
+
+Times are stored as naive UTC (``UTCDateTime``) so SQLite and PostgreSQL compare them the same way;
+they come back timezone-aware. Metric wall times are float epoch seconds so they can be an x-axis.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets 64-bit ids for the big tables.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Naive UTC in the database, aware UTC in Python (naive input is taken to be UTC)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value.replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every CoopLab table."""
+
+
+class ExperimentRow(Base):
+    __tablename__ = "experiments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    runs: Mapped[list[RunRow]] = relationship(back_populates="experiment", cascade="all, delete-orphan",
+                                              passive_deletes=True)
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    queue: Mapped[str] = mapped_column(String(100))
+    device: Mapped[str | None] = mapped_column(String(100))
+    celery_task_id: Mapped[str | None] = mapped_column(String(200))
+    worker: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    env_step: Mapped[int] = mapped_column(BigInteger, default=0)
+    total_steps: Mapped[int | None] = mapped_column(Integer)
+    first_step: Mapped[int | None] = mapped_column(Integer)
+    first_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(Text)
+    resumed_from: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    stop_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    stop_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    log_path: Mapped[str | None] = mapped_column(Text)
+    output_dir: Mapped[str | None] = mapped_column(Text)
+
+    experiment: Mapped[ExperimentRow] = relationship(back_populates="runs")
+
+
+class MetricRow(Base):
+    __tablename__ = "metrics"
+    # value is in the index so range reads and per-bucket min/max never touch the table.
+    __table_args__ = (Index("ix_metrics_run_key_step", "run_id", "key", "step", "value"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(200))
+    step: Mapped[int] = mapped_column(Integer)
+    env_step: Mapped[int | None] = mapped_column(BigInteger)
+    value: Mapped[float | None] = mapped_column(Float)  # NULL stands for NaN
+    wall_time: Mapped[float] = mapped_column(Float)
+
+
+class EpisodeRow(Base):
+    __tablename__ = "episodes"
+    __table_args__ = (Index("ix_episodes_run_step", "run_id", "step"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    split: Mapped[str] = mapped_column(String(20))
+    sample_index: Mapped[int] = mapped_column(Integer)
+    item_index: Mapped[int | None] = mapped_column(Integer)
+    reward: Mapped[float] = mapped_column(Float)
+    ret: Mapped[float] = mapped_column(Float)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+    __table_args__ = (Index("ix_turns_episode", "episode_id"), Index("ix_turns_run_step", "run_id", "step"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    episode_id: Mapped[int] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    turn: Mapped[int] = mapped_column(Integer)
+    agent_index: Mapped[int] = mapped_column(Integer)
+    agent_name: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(Text)
+    completion: Mapped[str] = mapped_column(Text)
+    reward: Mapped[float] = mapped_column(Float)
+    ret: Mapped[float] = mapped_column(Float)
+    advantage: Mapped[float] = mapped_column(Float)
+
+
+class CheckpointRow(Base):
+    __tablename__ = "checkpoints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class WorkerRow(Base):
+    __tablename__ = "workers"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200))
+    devices: Mapped[list[str]] = mapped_column(JSON, default=list)
+    queues: Mapped[list[str]] = mapped_column(JSON, default=list)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    online: Mapped[bool] = mapped_column(Boolean, default=True)
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    current_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))

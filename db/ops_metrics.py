@@ -1,0 +1,165 @@
+"""Metric writes (batched, one transaction per step) and reads (keys, latest, downsampled series)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, func, insert, select, text, update
+from sqlalchemy.orm import Session
+
+from db.downsample import bucket_count, in_range, kept_points, x_column
+from db.errors import NotFoundError
+from db.models import MetricRow, RunRow, utcnow
+from db.ops_runs import ts
+from db.ops_transcripts import insert_episodes
+from db.records import MetricPoint, Series
+
+MAX_KEY_CHARS = 200
+
+
+def metric_rows(run_id: int, step: int, env_step: int | None, metrics: Mapping[str, Any],
+                wall_time: float) -> list[dict[str, Any]]:
+    """Validated rows for one batch; NaN is stored as NULL (and read back as NaN)."""
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"metrics must be a mapping of key -> number, not {type(metrics).__name__}")
+    rows = []
+    for key, value in metrics.items():
+        if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
+            raise ValueError(f"metric key {key!r} must be a non-empty string of at most {MAX_KEY_CHARS} characters")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"metric {key!r} has value {value!r}, which is not a number") from None
+        rows.append({"run_id": run_id, "key": key, "step": int(step), "env_step": env_step,
+                     "value": None if math.isnan(number) else number, "wall_time": wall_time})
+    return rows
+
+
+def log_metrics(session: Session, run_id: int, *, step: int, env_step: int | None, metrics: Mapping[str, Any],
+                wall_time: float | None) -> None:
+    rows = metric_rows(run_id, step, env_step, metrics, time.time() if wall_time is None else wall_time)
+    if session.scalar(select(RunRow.id).where(RunRow.id == run_id)) is None:
+        raise NotFoundError(f"no run with id {run_id}")
+    if rows:
+        session.execute(insert(MetricRow), rows)
+
+
+def import_metrics(session: Session, run_id: int, points: Iterable[MetricPoint], *, batch_size: int = 20_000) -> int:
+    if session.scalar(select(RunRow.id).where(RunRow.id == run_id)) is None:
+        raise NotFoundError(f"no run with id {run_id}")
+    written = 0
+    batch: list[dict[str, Any]] = []
+    for p in points:
+        batch.extend(metric_rows(run_id, p.step, p.env_step, {p.key: p.value}, p.wall_time))
+        if len(batch) >= batch_size:
+            session.execute(insert(MetricRow), batch)
+            written, batch = written + len(batch), []
+    if batch:
+        session.execute(insert(MetricRow), batch)
+        written += len(batch)
+    return written
+
+
+def log_step(session: Session, run_id: int, *, step: int, env_step: int, metrics: Mapping[str, Any],
+             episodes: Sequence[Any], wall_time: float | None) -> bool:
+    rows = metric_rows(run_id, step, env_step, metrics, time.time() if wall_time is None else wall_time)
+    now = ts(utcnow())
+    # One statement moves progress and heartbeat and hands back the stop flag.
+    stop = session.execute(
+        update(RunRow).where(RunRow.id == run_id)
+        .values(step=int(step), env_step=int(env_step), heartbeat_at=now, last_step_at=now,
+                first_step=func.coalesce(RunRow.first_step, int(step)),
+                first_step_at=func.coalesce(RunRow.first_step_at, now))
+        .returning(RunRow.stop_requested)
+        .execution_options(synchronize_session=False)).scalar_one_or_none()
+    if stop is None:
+        raise NotFoundError(f"no run with id {run_id}")
+    if rows:
+        session.execute(insert(MetricRow), rows)
+    insert_episodes(session, run_id, step=int(step), episodes=episodes)
+    return bool(stop)
+
+
+def metric_keys(session: Session, run_id: int) -> list[str]:
+    # A loose index scan (one index seek per distinct key) instead of reading every point.
+    query = text(
+        "WITH RECURSIVE k(key) AS ("
+        " SELECT MIN(key) FROM metrics WHERE run_id = :run_id"
+        " UNION ALL"
+        " SELECT (SELECT MIN(m.key) FROM metrics m WHERE m.run_id = :run_id AND m.key > k.key)"
+        " FROM k WHERE k.key IS NOT NULL"
+        ") SELECT key FROM k WHERE key IS NOT NULL"
+    )
+    return sorted(session.scalars(query, {"run_id": run_id}))
+
+
+def _value(v: float | None) -> float:
+    return math.nan if v is None else float(v)
+
+
+def latest_metrics(session: Session, run_id: int, *, keys: Iterable[str] | None) -> dict[str, MetricPoint]:
+    wanted = metric_keys(session, run_id) if keys is None else list(dict.fromkeys(keys))
+    out: dict[str, MetricPoint] = {}
+    for key in wanted:
+        row = session.execute(
+            select(MetricRow.step, MetricRow.env_step, MetricRow.value, MetricRow.wall_time)
+            .where(MetricRow.run_id == run_id, MetricRow.key == key)
+            .order_by(MetricRow.step.desc(), MetricRow.id.desc()).limit(1)).first()
+        if row is not None:
+            out[key] = MetricPoint(key=key, step=row.step, env_step=row.env_step, value=_value(row.value),
+                                   wall_time=row.wall_time)
+    return out
+
+
+def series(session: Session, run_id: int, key: str, *, x: str, max_points: int, x_min: float | None,
+           x_max: float | None) -> Series:
+    col = x_column(x)
+    n = bucket_count(max_points)
+    where = in_range(run_id, key, x, x_min, x_max)
+    lo, hi, total = session.execute(select(func.min(col), func.max(col), func.count()).where(where)).one()
+    total = int(total or 0)
+    if total == 0:
+        return Series(run_id=run_id, key=key, x=x, xs=(), ys=(), total_points=0, downsampled=False)
+    if total <= max_points:
+        rows = session.execute(select(col, MetricRow.value).where(where).order_by(col, MetricRow.id)).all()
+        return Series(run_id=run_id, key=key, x=x, xs=tuple(float(r[0]) for r in rows),
+                      ys=tuple(_value(r[1]) for r in rows), total_points=total, downsampled=False)
+    points = kept_points(session, where, run_id=run_id, key=key, x=x, lo=float(lo), hi=float(hi), n=n)
+    return Series(run_id=run_id, key=key, x=x, xs=tuple(p[0] for p in points), ys=tuple(p[1] for p in points),
+                  total_points=total, downsampled=True)
+
+
+def iter_metrics(engine: Engine, run_id: int, *, keys: Iterable[str] | None, batch_size: int) -> Iterator[MetricPoint]:
+    query = (select(MetricRow.key, MetricRow.step, MetricRow.env_step, MetricRow.value, MetricRow.wall_time)
+             .where(MetricRow.run_id == run_id).order_by(MetricRow.key, MetricRow.step, MetricRow.id))
+    if keys is not None:
+        query = query.where(MetricRow.key.in_(list(keys)))
+    with engine.connect() as conn:
+        result = conn.execution_options(stream_results=True, yield_per=batch_size).execute(query)
+        for row in result:
+            yield MetricPoint(key=row.key, step=row.step, env_step=row.env_step, value=_value(row.value),
+                              wall_time=row.wall_time)
+
+
+def to_csv(points: Iterable[MetricPoint]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["key", "step", "env_step", "value", "wall_time"])
+    for p in points:
+        writer.writerow([p.key, p.step, "" if p.env_step is None else p.env_step, repr(p.value), repr(p.wall_time)])
+    return buf.getvalue()
+
+
+def to_jsonl(points: Iterable[MetricPoint]) -> str:
+    return "".join(
+        json.dumps({"key": p.key, "step": p.step, "env_step": p.env_step,
+                    "value": None if math.isnan(p.value) else p.value, "wall_time": p.wall_time}) + "\n"
+        for p in points)
+
+

@@ -1,0 +1,296 @@
+"""Run, state and checkpoint operations on an open session (called by :class:`db.store.Store`).
+
+State changes are compare-and-set: ``UPDATE runs SET status=:to WHERE id=:id AND status IN
+(:allowed_sources)``. Whoever's UPDATE matches the row wins; a loser sees zero rows changed and gets
+:class:`InvalidTransition` naming the state the run is really in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Text, and_, cast, delete, func, literal, select, update
+from sqlalchemy.orm import Session
+
+from db import convert
+from db.errors import NotFoundError, RunActiveError
+from db.models import CheckpointRow, RunRow, UTCDateTime, WorkerRow, utcnow
+from db.ops_experiments import load as load_experiment
+from db.ops_experiments import tag_pattern
+from db.records import Checkpoint, Run, RunRate
+from db.states import (
+    ACTIVE_STATUSES,
+    ALL_STATUSES,
+    CANCELLED,
+    LIVE_STATUSES,
+    LOST,
+    QUEUED,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    TERMINAL_STATUSES,
+    InvalidTransition,
+    check_status,
+    sources_of,
+)
+
+MAX_ERROR_CHARS = 20_000
+
+
+def load(session: Session, run_id: int) -> RunRow:
+    row = session.get(RunRow, run_id)
+    if row is None:
+        raise NotFoundError(f"no run with id {run_id}")
+    return row
+
+
+def ts(moment: datetime) -> Any:
+    """``moment`` as a SQL value of the UTC column type (inside expressions like ``coalesce``)."""
+    return literal(moment, UTCDateTime())
+
+
+def create_run(session: Session, *, experiment_id: int, config: Mapping[str, Any], queue: str,
+               total_steps: int | None, resumed_from: int | None, device: str | None, tags: Iterable[str],
+               notes: str) -> Run:
+    load_experiment(session, experiment_id)
+    if not isinstance(queue, str) or not queue.strip():
+        raise ValueError("a run needs a queue name (the device it runs on, e.g. 'cpu' or 'cuda:0')")
+    if total_steps is not None and total_steps < 0:
+        raise ValueError(f"total_steps must be >= 0, got {total_steps}")
+    attempt = 1
+    if resumed_from is not None:
+        previous = load(session, resumed_from)
+        if previous.experiment_id != experiment_id:
+            raise ValueError(f"run {resumed_from} belongs to experiment {previous.experiment_id}, not "
+                             f"{experiment_id}; resume it within its own experiment")
+        attempt = previous.attempt + 1
+    row = RunRow(experiment_id=experiment_id, attempt=attempt, status=QUEUED, config=convert.json_config(config),
+                 queue=queue.strip(), device=device, total_steps=total_steps, resumed_from=resumed_from,
+                 stop_requested=False, tags=convert.clean_tags(tags), notes=notes or "", created_at=utcnow(),
+                 step=0, env_step=0)
+    session.add(row)
+    session.flush()
+    return convert.run(row)
+
+
+def get_run(session: Session, run_id: int) -> Run:
+    return convert.run(load(session, run_id))
+
+
+def list_runs(session: Session, *, experiment_id: int | None, statuses: Iterable[str] | None, limit: int,
+              offset: int, tag: str | None) -> list[Run]:
+    query = select(RunRow).order_by(RunRow.id.desc()).limit(limit).offset(offset)
+    if experiment_id is not None:
+        query = query.where(RunRow.experiment_id == experiment_id)
+    if statuses is not None:
+        wanted = [check_status(s) for s in ([statuses] if isinstance(statuses, str) else statuses)]
+        query = query.where(RunRow.status.in_(wanted))
+    if tag:
+        query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
+    return [convert.run(row) for row in session.scalars(query)]
+
+
+def _refuse(session: Session, run_id: int, to: str, expected_from: str | None) -> InvalidTransition:
+    current = session.scalar(select(RunRow.status).where(RunRow.id == run_id))
+    if current is None:
+        raise NotFoundError(f"no run with id {run_id}")
+    return InvalidTransition(run_id, current, to, expected_from)
+
+
+def transition(session: Session, run_id: int, to: str, *, error: str | None, expected_from: str | None,
+               worker: str | None, now: datetime | None = None) -> Run:
+    check_status(to)
+    sources = sources_of(to)
+    if expected_from is not None:
+        check_status(expected_from)
+        sources = sources & {expected_from}
+    now = now or utcnow()
+    values: dict[str, Any] = {"status": to}
+    if error is not None:
+        values["error"] = error[-MAX_ERROR_CHARS:]
+    if worker is not None:
+        values["worker"] = worker
+    if to in (STARTING, RUNNING):
+        values["heartbeat_at"] = now
+    if to == RUNNING:
+        values["started_at"] = func.coalesce(RunRow.started_at, ts(now))
+    if to == STOPPING:
+        values["stop_requested"] = True
+        values["stop_requested_at"] = func.coalesce(RunRow.stop_requested_at, ts(now))
+    if to in TERMINAL_STATUSES:
+        values["finished_at"] = now
+    result = session.execute(
+        update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(sources)).values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        raise _refuse(session, run_id, to, expected_from)
+    session.expire_all()
+    return get_run(session, run_id)
+
+
+def request_stop(session: Session, run_id: int) -> Run:
+    now = utcnow()
+    row = load(session, run_id)
+    if row.status == QUEUED:
+        changed = session.execute(
+            update(RunRow).where(RunRow.id == run_id, RunRow.status == QUEUED)
+            .values(status=CANCELLED, stop_requested=True, stop_requested_at=now, finished_at=now)
+            .execution_options(synchronize_session=False)).rowcount
+    else:
+        changed = 0
+    if not changed:
+        # Not queued (or no longer): flag it, and move a starting/running run to stopping.
+        session.execute(
+            update(RunRow).where(RunRow.id == run_id, RunRow.status.in_((STARTING, RUNNING)))
+            .values(status=STOPPING).execution_options(synchronize_session=False))
+        session.execute(
+            update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(ACTIVE_STATUSES),
+                                 RunRow.stop_requested.is_(False))
+            .values(stop_requested=True, stop_requested_at=now).execution_options(synchronize_session=False))
+    session.expire_all()
+    return get_run(session, run_id)
+
+
+def stop_requested(session: Session, run_id: int) -> bool:
+    flag = session.scalar(select(RunRow.stop_requested).where(RunRow.id == run_id))
+    if flag is None:
+        raise NotFoundError(f"no run with id {run_id}")
+    return bool(flag)
+
+
+def heartbeat(session: Session, run_id: int, *, worker: str | None, now: datetime | None = None) -> bool:
+    now = now or utcnow()
+    values: dict[str, Any] = {"heartbeat_at": now}
+    if worker is not None:
+        values["worker"] = worker
+    stop = session.execute(update(RunRow).where(RunRow.id == run_id).values(**values)
+                           .returning(RunRow.stop_requested)
+                           .execution_options(synchronize_session=False)).scalar_one_or_none()
+    if stop is None:
+        raise NotFoundError(f"no run with id {run_id}")
+    if worker is not None:
+        session.execute(update(WorkerRow).where(WorkerRow.name == worker).values(last_seen=now, online=True)
+                        .execution_options(synchronize_session=False))
+    return bool(stop)
+
+
+def update_run(session: Session, run_id: int, **fields: Any) -> Run:
+    row = load(session, run_id)
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name == "total_steps" and value < 0:
+            raise ValueError(f"total_steps must be >= 0, got {value}")
+        setattr(row, name, value)
+    session.flush()
+    return convert.run(row)
+
+
+def set_run_notes(session: Session, run_id: int, *, tags: Iterable[str] | None, notes: str | None) -> Run:
+    row = load(session, run_id)
+    if tags is not None:
+        row.tags = convert.clean_tags(tags)
+    if notes is not None:
+        row.notes = notes
+    session.flush()
+    return convert.run(row)
+
+
+def delete_run(session: Session, run_id: int, *, force: bool) -> None:
+    row = load(session, run_id)
+    if row.status in ACTIVE_STATUSES and not force:
+        raise RunActiveError(f"run {run_id} is {row.status}; stop or cancel it before deleting, or pass force=True")
+    session.execute(delete(RunRow).where(RunRow.id == run_id).execution_options(synchronize_session=False))
+    session.expunge(row)
+
+
+def run_counts_by_status(session: Session, *, experiment_id: int | None) -> dict[str, int]:
+    query = select(RunRow.status, func.count()).group_by(RunRow.status)
+    if experiment_id is not None:
+        query = query.where(RunRow.experiment_id == experiment_id)
+    counts = dict.fromkeys(ALL_STATUSES, 0)
+    for status, count in session.execute(query):
+        counts[status] = int(count)
+    return counts
+
+
+def compute_rate(step: int, total_steps: int | None, first_step: int | None, first_at: datetime | None,
+                 last_at: datetime | None) -> tuple[float | None, float | None]:
+    """Steps per second between the first and the last logged step, and seconds left at that rate.
+
+    Pure: ``(None, None)`` until two different steps were logged at two different times.
+    """
+    if first_step is None or first_at is None or last_at is None or step <= first_step:
+        return None, None
+    elapsed = (last_at - first_at).total_seconds()
+    if elapsed <= 0:
+        return None, None
+    rate = (step - first_step) / elapsed
+    eta = max(0.0, (total_steps - step) / rate) if total_steps is not None else None
+    return rate, eta
+
+
+def run_rate(session: Session, run_id: int) -> RunRate:
+    row = load(session, run_id)
+    rate, eta = compute_rate(row.step, row.total_steps, row.first_step, row.first_step_at, row.last_step_at)
+    return RunRate(run_id=run_id, step=row.step, total_steps=row.total_steps, first_step=row.first_step,
+                   first_step_at=row.first_step_at, last_step_at=row.last_step_at, steps_per_s=rate, eta_s=eta)
+
+
+def reap_lost(session: Session, *, timeout_s: float, now: datetime | None) -> list[int]:
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+    now = now or utcnow()
+    cutoff = now - timedelta(seconds=timeout_s)
+    # A run that never sent a heartbeat counts from when it was created.
+    stale = func.coalesce(RunRow.heartbeat_at, RunRow.created_at) < ts(cutoff)
+    candidates = session.execute(
+        select(RunRow.id, RunRow.status, RunRow.stop_requested).where(RunRow.status.in_(LIVE_STATUSES), stale)
+    ).all()
+    changed: list[int] = []
+    for run_id, status, asked in candidates:
+        to = STOPPED if status == STOPPING and asked else LOST
+        error = None if to == STOPPED else f"no heartbeat for more than {timeout_s:g} s: the worker died or hung"
+        values: dict[str, Any] = {"status": to, "finished_at": now}
+        if error is not None:
+            values["error"] = func.coalesce(RunRow.error, error)
+        # Compare-and-set on the state we saw and on staleness, so a run that just woke up is spared.
+        result = session.execute(
+            update(RunRow).where(and_(RunRow.id == run_id, RunRow.status == status, stale)).values(**values)
+            .execution_options(synchronize_session=False))
+        if result.rowcount == 1:
+            changed.append(run_id)
+    if changed:
+        session.execute(update(WorkerRow).where(WorkerRow.current_run_id.in_(changed))
+                        .values(current_run_id=None).execution_options(synchronize_session=False))
+    return changed
+
+
+# ---------------------------------------------------------------------------------- checkpoints
+
+
+def add_checkpoint(session: Session, run_id: int, *, step: int, path: str) -> Checkpoint:
+    load(session, run_id)
+    if step < 0:
+        raise ValueError(f"checkpoint step must be >= 0, got {step}")
+    row = CheckpointRow(run_id=run_id, step=step, path=str(path), created_at=utcnow())
+    session.add(row)
+    session.flush()
+    return convert.checkpoint(row)
+
+
+def list_checkpoints(session: Session, run_id: int) -> list[Checkpoint]:
+    query = select(CheckpointRow).where(CheckpointRow.run_id == run_id).order_by(CheckpointRow.step,
+                                                                                  CheckpointRow.id)
+    return [convert.checkpoint(row) for row in session.scalars(query)]
+
+
+def latest_checkpoint(session: Session, run_id: int) -> Checkpoint | None:
+    query = (select(CheckpointRow).where(CheckpointRow.run_id == run_id)
+             .order_by(CheckpointRow.step.desc(), CheckpointRow.id.desc()).limit(1))
+    row = session.scalar(query)
+    return convert.checkpoint(row) if row is not None else None

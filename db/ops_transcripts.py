@@ -1,0 +1,127 @@
+"""Episodes and turns: batch writes of a step's transcripts, filtered reads, export."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import exists, func, insert, or_, select
+from sqlalchemy.orm import Session
+
+from db import convert
+from db.models import EpisodeRow, TurnRow
+from db.ops_experiments import like_pattern
+from db.records import EpisodeView
+
+SPLITS = ("train", "eval")
+
+
+def episode_totals(turns: Sequence[Any]) -> tuple[float, float]:
+    """``(reward, ret)`` of an episode from its turns: the sum over turns of the team reward (the mean
+    over agents of a turn, which all carry the same team reward) and the first turn's return."""
+    by_turn: dict[int, list[Any]] = defaultdict(list)
+    for t in turns:
+        by_turn[int(t.turn)].append(t)
+    if not by_turn:
+        return 0.0, 0.0
+    reward = sum(sum(float(t.reward) for t in group) / len(group) for group in by_turn.values())
+    first = by_turn[min(by_turn)]
+    ret = sum(float(t.ret) for t in first) / len(first)
+    return reward, ret
+
+
+def _check_episode(ep: Any) -> None:
+    for name in ("sample_index", "split", "turns"):
+        if not hasattr(ep, name):
+            raise TypeError(f"episode {ep!r} has no {name!r}; pass db.records.EpisodeIn (or the engine's Episode)")
+    if ep.split not in SPLITS:
+        raise ValueError(f"episode split must be one of {SPLITS}, got {ep.split!r}")
+
+
+def insert_episodes(session: Session, run_id: int, *, step: int, episodes: Sequence[Any]) -> int:
+    """Insert episodes and all their turns with two batched INSERTs; returns the number of turns."""
+    if not episodes:
+        return 0
+    episode_rows = []
+    for ep in episodes:
+        _check_episode(ep)
+        reward, ret = episode_totals(ep.turns)
+        episode_rows.append({"run_id": run_id, "step": step, "split": ep.split, "sample_index": int(ep.sample_index),
+                             "item_index": getattr(ep, "item_index", None), "reward": reward, "ret": ret})
+    ids = session.execute(insert(EpisodeRow).returning(EpisodeRow.id, sort_by_parameter_order=True),
+                          episode_rows).scalars().all()
+    turn_rows = [
+        {"episode_id": episode_id, "run_id": run_id, "step": step, "turn": int(t.turn),
+         "agent_index": int(t.agent_index), "agent_name": str(t.agent_name), "prompt": str(t.prompt),
+         "completion": str(t.completion), "reward": float(t.reward), "ret": float(t.ret),
+         "advantage": float(t.advantage)}
+        for episode_id, ep in zip(ids, episodes, strict=True)
+        for t in ep.turns
+    ]
+    if turn_rows:
+        session.execute(insert(TurnRow), turn_rows)
+    return len(turn_rows)
+
+
+def episodes(session: Session, run_id: int, *, step: int | None, split: str | None, min_reward: float | None,
+             max_reward: float | None, text: str | None, limit: int, offset: int) -> list[EpisodeView]:
+    query = select(EpisodeRow).where(EpisodeRow.run_id == run_id)
+    if step is not None:
+        query = query.where(EpisodeRow.step == step)
+    if split is not None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        query = query.where(EpisodeRow.split == split)
+    if min_reward is not None:
+        query = query.where(EpisodeRow.reward >= min_reward)
+    if max_reward is not None:
+        query = query.where(EpisodeRow.reward <= max_reward)
+    if text:
+        pattern = like_pattern(text)
+        query = query.where(exists().where(
+            TurnRow.episode_id == EpisodeRow.id,
+            or_(func.lower(TurnRow.prompt).like(pattern, escape="\\"),
+                func.lower(TurnRow.completion).like(pattern, escape="\\"))))
+    query = query.order_by(EpisodeRow.step.desc(), EpisodeRow.split, EpisodeRow.sample_index, EpisodeRow.id)
+    rows = session.scalars(query.limit(limit).offset(offset)).all()
+    return _with_turns(session, rows)
+
+
+def _with_turns(session: Session, rows: Sequence[EpisodeRow]) -> list[EpisodeView]:
+    if not rows:
+        return []
+    turns: dict[int, list[TurnRow]] = defaultdict(list)
+    turn_query = (select(TurnRow).where(TurnRow.episode_id.in_([r.id for r in rows]))
+                  .order_by(TurnRow.episode_id, TurnRow.turn, TurnRow.agent_index, TurnRow.id))
+    for t in session.scalars(turn_query):
+        turns[t.episode_id].append(t)
+    return [convert.episode(r, turns[r.id]) for r in rows]
+
+
+def episode_steps(session: Session, run_id: int, *, split: str | None) -> list[int]:
+    query = select(EpisodeRow.step).where(EpisodeRow.run_id == run_id).distinct().order_by(EpisodeRow.step)
+    if split is not None:
+        query = query.where(EpisodeRow.split == split)
+    return [int(s) for s in session.scalars(query)]
+
+
+def export_jsonl(session: Session, run_id: int, *, batch_size: int = 500) -> str:
+    lines: list[str] = []
+    last_id = -1
+    while True:
+        rows = session.scalars(select(EpisodeRow).where(EpisodeRow.run_id == run_id, EpisodeRow.id > last_id)
+                               .order_by(EpisodeRow.id).limit(batch_size)).all()
+        if not rows:
+            break
+        last_id = rows[-1].id
+        for ep in _with_turns(session, rows):
+            lines.append(json.dumps({
+                "step": ep.step, "split": ep.split, "sample_index": ep.sample_index, "item_index": ep.item_index,
+                "reward": ep.reward, "return": ep.ret,
+                "turns": [{"turn": t.turn, "agent_index": t.agent_index, "agent_name": t.agent_name,
+                           "prompt": t.prompt, "completion": t.completion, "reward": t.reward, "return": t.ret,
+                           "advantage": t.advantage} for t in ep.turns],
+            }))
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,205 @@
+"""Plain frozen dataclasses: what leaves the store (never ORM objects) and what goes into ``log_step``.
+
+Times are timezone-aware UTC ``datetime`` objects; ``wall_time`` of metric points is seconds since
+the Unix epoch (what ``time.time()`` returns), so it can be an x-axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from db.states import ACTIVE_STATUSES
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named family of runs sharing a run config (the one the form edits)."""
+
+    id: int
+    name: str
+    description: str
+    tags: tuple[str, ...]
+    config: Mapping[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Run:
+    """One attempt at training one config. ``step`` / ``env_step`` is the progress last logged."""
+
+    id: int
+    experiment_id: int
+    attempt: int
+    status: str
+    config: Mapping[str, Any]
+    queue: str
+    device: str | None
+    celery_task_id: str | None
+    worker: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    step: int
+    env_step: int
+    total_steps: int | None
+    error: str | None
+    resumed_from: int | None
+    stop_requested: bool
+    tags: tuple[str, ...]
+    notes: str
+    log_path: str | None
+    output_dir: str | None
+
+    @property
+    def is_active(self) -> bool:
+        """True while the run may still change state (queued, starting, running, stopping)."""
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def progress(self) -> float | None:
+        """Fraction of steps done (0..1), or None when the total is unknown."""
+        if not self.total_steps:
+            return None
+        return min(1.0, max(0.0, self.step / self.total_steps))
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    """One logged value of one metric key."""
+
+    key: str
+    step: int
+    env_step: int | None
+    value: float
+    wall_time: float
+
+
+@dataclass(frozen=True)
+class Series:
+    """A metric's points along one x-axis, possibly downsampled for plotting.
+
+    ``total_points`` counts the stored points in the requested x range; ``downsampled`` is True when
+    fewer came back (first and last kept, and each bucket's minimum and maximum).
+    """
+
+    run_id: int
+    key: str
+    x: str
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+    total_points: int
+    downsampled: bool
+
+    def __len__(self) -> int:
+        return len(self.xs)
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """What one agent saw and said at one turn of a stored episode."""
+
+    turn: int
+    agent_index: int
+    agent_name: str
+    prompt: str
+    completion: str
+    reward: float
+    ret: float
+    advantage: float
+
+
+@dataclass(frozen=True)
+class EpisodeView:
+    """A stored episode (one branch of a rollout tree) with its turns in (turn, agent) order.
+
+    ``reward`` is the sum over turns of the team reward; ``ret`` the return from the first turn.
+    """
+
+    id: int
+    run_id: int
+    step: int
+    split: str
+    sample_index: int
+    item_index: int | None
+    reward: float
+    ret: float
+    turns: tuple[TurnView, ...]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A saved training state on disk."""
+
+    id: int
+    run_id: int
+    step: int
+    path: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A worker process as it last reported itself."""
+
+    name: str
+    host: str
+    devices: tuple[str, ...]
+    queues: tuple[str, ...]
+    pid: int | None
+    online: bool
+    last_seen: datetime
+    current_run_id: int | None
+
+
+@dataclass(frozen=True)
+class RunRate:
+    """Inputs for a progress bar: step rate over the logged steps and the estimated time left.
+
+    ``steps_per_s`` and ``eta_s`` are None until two different steps have been logged (and ``eta_s``
+    also when the total is unknown).
+    """
+
+    run_id: int
+    step: int
+    total_steps: int | None
+    first_step: int | None
+    first_step_at: datetime | None
+    last_step_at: datetime | None
+    steps_per_s: float | None
+    eta_s: float | None
+
+
+# ---------------------------------------------------------------------------- input to log_step
+
+
+@dataclass(frozen=True)
+class TurnIn:
+    """One agent's turn to store (same fields as the engine's ``TurnRecord``)."""
+
+    turn: int
+    agent_index: int
+    agent_name: str
+    prompt: str
+    completion: str
+    reward: float
+    ret: float
+    advantage: float
+
+
+@dataclass(frozen=True)
+class EpisodeIn:
+    """One episode to store (same fields as the engine's ``Episode``).
+
+    ``log_step`` accepts any object with these attributes, so a sink may pass the engine's episodes
+    unchanged.
+    """
+
+    sample_index: int
+    split: str = "train"
+    item_index: int | None = None
+    turns: tuple[TurnIn, ...] = field(default_factory=tuple)

@@ -1,0 +1,52 @@
+"""CoopLab's training library: cooperative multi-LLM reinforcement learning (MAGRPO family).
+
+The public names load lazily, so ``import engine.spec`` (the run-config schema) does not import
+torch. ``from engine import MAGRPOConfig, MAGRPOTrainer`` works as in CoMLRL.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "RunConfig": "engine.spec",
+    "AgentSpec": "engine.spec",
+    "TaskSpec": "engine.spec",
+    "TrainerSpec": "engine.spec",
+    "ConfigError": "engine.spec",
+    "load_run_config": "engine.spec",
+    "parse_run_config": "engine.spec",
+    "Sink": "engine.sinks.base",
+    "BaseSink": "engine.sinks.base",
+    "Episode": "engine.sinks.base",
+    "TurnRecord": "engine.sinks.base",
+    "MAGRPOConfig": "engine.config",
+    "MAREINFORCEConfig": "engine.config",
+    "MAReMaxConfig": "engine.config",
+    "MARLOOConfig": "engine.config",
+    "MAGRPOTrainer": "engine.trainer",
+    "MAREINFORCETrainer": "engine.trainer",
+    "MAReMaxTrainer": "engine.trainer",
+    "MARLOOTrainer": "engine.trainer",
+    "TrainResult": "engine.trainer",
+    "RewardProcessors": "engine.rewards",
+    "build_trainer": "engine.build",
+    "run_training": "engine.build",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

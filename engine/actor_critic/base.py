@@ -1,0 +1,383 @@
+"""What IAC and MAAC share: construction (CoMLRL's constructor), the step (roll out, values,
+TD targets, advantages, critic and actor updates), the training loop, evaluation and checkpoints.
+
+Subclasses say where values come from (:meth:`_record_values`) and how critics learn
+(:meth:`_update_critics`); everything else is here. Agents, sampling, prompt rendering, the policy
+loss and checkpoint folders are the MAGRPO trainer's own pieces, reused as they are.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.actor_critic.config import ActorCriticConfig
+from engine.actor_critic.critics import ValueHead
+from engine.actor_critic.rollout import ACRollout, AgentRewards, Chain, ChainSettings, run_chains
+from engine.actor_critic.targets import discounted_returns, normalize, td_targets
+from engine.actor_critic.update import StepSettings, update_actor
+from engine.formatting import normalize_formatters
+from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
+from engine.trainer.checkpoint import CheckpointMixin
+from engine.trainer.setup import build_agents, resolve_sources, resolve_tokenizers
+from engine.trainer.trainer import TrainResult, dataset_length, seed_everything
+
+
+class ActorCriticTrainerBase(CheckpointMixin):
+    """Base of :class:`IACTrainer` and :class:`MAACTrainer` (see the module docstring)."""
+
+    config_class: type[ActorCriticConfig] = ActorCriticConfig
+
+    def __init__(
+        self,
+        agent_model: Any = None,
+        agents: Sequence[Any] | None = None,
+        tokenizer: Any = None,
+        model_config: dict[str, Any] | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        reward_func: Any = None,
+        reward_processor: Callable[[float], float] | None = None,
+        formatters: Any = None,
+        external_transition: Callable | None = None,
+        wandb_config: dict[str, Any] | None = None,
+        eval_logger: Callable | None = None,
+        eval_aggregator: Callable | None = None,
+        args: ActorCriticConfig | None = None,
+        critic_model: Any = None,
+        critics: Sequence[Any] | None = None,
+        metrics_callback: Callable[[list[Chain]], dict[str, float]] | None = None,
+        *,
+        critic_tokenizer: Any = None,
+        sink: Sink | None = None,
+        agent_names: Sequence[str] | None = None,
+        agent_learning_rates: Sequence[float | None] | None = None,
+        agent_generation: Sequence[dict[str, Any] | None] | None = None,
+        system_prompts: Sequence[str | None] | None = None,
+        output_dir: str | Path | None = None,
+    ) -> None:
+        self.args = args if args is not None else self.config_class()
+        if model_config is not None:
+            self.args.model_config = dict(model_config)
+        cfg = self.args
+        if train_dataset is None:
+            raise ValueError("train_dataset is required (a list of dicts or a datasets.Dataset)")
+        self.num_train_items = dataset_length(train_dataset, "train_dataset")
+        if self.num_train_items == 0:
+            raise ValueError("train_dataset is empty")
+        if reward_func is None:
+            raise ValueError("reward_func is required: one team reward (or one per agent) per joint action")
+        sources = resolve_sources(agent_model, agents, cfg.num_agents)
+        self.num_agents = len(sources)
+        if cfg.num_turns > 1 and external_transition is None:
+            raise ValueError("num_turns > 1 needs external_transition to build each trajectory's next prompts")
+        names = list(agent_names or cfg.agent_names or [f"agent_{i}" for i in range(self.num_agents)])
+        if len(names) != self.num_agents or len(set(names)) != len(names):
+            raise ValueError(f"agent_names must be {self.num_agents} distinct names, got {names}")
+        self.agent_names = names
+        seed_everything(cfg.seed)
+        self.agents = build_agents(
+            sources, resolve_tokenizers(tokenizer, self.num_agents), cfg,
+            formatters=normalize_formatters(formatters, self.num_agents), names=names,
+            learning_rates=list(agent_learning_rates) if agent_learning_rates else None,
+            generation_overrides=list(agent_generation) if agent_generation else None,
+            system_prompts=list(system_prompts) if system_prompts else None,
+        )
+        self.train_dataset = train_dataset
+        self.eval_dataset = eval_dataset
+        self.reward_func = reward_func
+        self.rewards = AgentRewards(reward_func, reward_processor, self.num_agents)
+        self.external_transition = external_transition
+        self.eval_logger = eval_logger
+        self.eval_aggregator = eval_aggregator
+        self.metrics_callback = metrics_callback
+        self.wandb_config = wandb_config
+        self.sink = sink
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.critics: list[torch.nn.Module] = []
+        self.critic_optimizers: list[torch.optim.Optimizer] = []
+        self.value_heads: list[ValueHead] = []
+        self._build_critics(critic_model, critics, critic_tokenizer)
+        self.settings = StepSettings(
+            train_batch_size=cfg.effective_train_batch_size, loss_type=cfg.loss_type,
+            max_grad_norm=cfg.max_grad_norm, value_clip_range=getattr(cfg, "value_clip_range", None),
+            value_loss_coef=cfg.value_loss_coef, critic_type=cfg.critic_type,
+        )
+        per_item = cfg.num_generations * cfg.num_turns
+        rollouts_per_step = max(1, math.ceil(cfg.rollout_buffer_size / (cfg.items_per_step * per_item)))
+        self.items_per_update = cfg.items_per_step * rollouts_per_step
+        self.steps_per_epoch = math.ceil(self.num_train_items / self.items_per_update)
+        total = cfg.num_train_epochs * self.steps_per_epoch
+        self.total_steps = min(total, cfg.max_steps) if cfg.max_steps else total
+        self.step = 0
+        self.env_step = 0
+        self._update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(self.num_agents + 1)]
+        self._report_rng = random.Random(cfg.seed + 104729)
+        self.last_checkpoint: str | None = None
+
+    # -- what subclasses provide -----------------------------------------------------------------
+    def _build_critics(self, critic_model: Any, critics: Sequence[Any] | None, critic_tokenizer: Any) -> None:
+        raise TypeError(f"{type(self).__name__} must define _build_critics")
+
+    def _record_values(self, rollout: ACRollout) -> None:
+        """Fill every sample's rollout-time ``old_value`` (no gradients)."""
+        raise TypeError(f"{type(self).__name__} must define _record_values")
+
+    def _update_critics(self, rollout: ACRollout) -> dict[str, float]:
+        """Critic steps on the rollout's targets; returns ``critic/...`` metrics."""
+        raise TypeError(f"{type(self).__name__} must define _update_critics")
+
+    def _head_of(self, agent_index: int) -> ValueHead | None:
+        return None
+
+    # -- data ------------------------------------------------------------------------------------
+    def epoch_order(self, epoch: int) -> list[int]:
+        if not self.args.shuffle:
+            return list(range(self.num_train_items))
+        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch)
+        return torch.randperm(self.num_train_items, generator=gen).tolist()
+
+    def items_for_step(self, step: int) -> list[int]:
+        """Dataset indices a training step consumes (a pure function of the step number)."""
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        return self.epoch_order(epoch)[pos * self.items_per_update:(pos + 1) * self.items_per_update]
+
+    # -- the step --------------------------------------------------------------------------------
+    def _chain_settings(self, *, num_generations: int | None = None, greedy: bool = False) -> ChainSettings:
+        cfg = self.args
+        return ChainSettings(
+            num_generations=num_generations or cfg.num_generations, num_turns=cfg.num_turns,
+            early_termination_threshold=cfg.early_termination_threshold,
+            external_prompt_passthrough=cfg.external_prompt_passthrough,
+            reference_kl_coef=cfg.reference_kl_coef if cfg.reference_kl_enabled else 0.0, greedy=greedy,
+        )
+
+    def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None) -> ACRollout:
+        """Roll out trajectories for ``items``, record the critic's values, targets and advantages."""
+        indices = list(item_indices) if item_indices is not None else list(range(len(items)))
+        rollout = run_chains(self.agents, self.rewards, self.external_transition, [dict(i) for i in items],
+                             indices, self._chain_settings())
+        self._record_values(rollout)
+        self.assign_targets(rollout)
+        return rollout
+
+    def assign_targets(self, rollout: ACRollout) -> None:
+        """TD(0) targets per chain and agent, advantages ``target - V_old`` (z-normalised per agent and turn)."""
+        cfg = self.args
+        for chain in rollout.chains:
+            for i in range(self.num_agents):
+                samples = [turn[i] for turn in chain.turns]
+                targets = td_targets([s.reward for s in samples], [s.old_value for s in samples], cfg.discount)
+                for s, y in zip(samples, targets, strict=True):
+                    s.target = y
+                    s.advantage = y - s.old_value
+        if cfg.advantage_normalization:
+            for i in range(self.num_agents):
+                by_turn: dict[int, list] = {}
+                for s in rollout.samples(i):
+                    by_turn.setdefault(s.turn, []).append(s)
+                for group in by_turn.values():
+                    values = normalize(torch.tensor([s.advantage for s in group], dtype=torch.float64)).tolist()
+                    for s, a in zip(group, values, strict=True):
+                        s.advantage = float(a)
+
+    def update(self, rollout: ACRollout) -> dict[str, float]:
+        """Critic updates, then one pass of actor updates per agent. Returns the metrics."""
+        metrics = self._update_critics(rollout)
+        for agent in self.agents:
+            stats = update_actor(agent, rollout.samples(agent.index), self.settings, self._update_rngs[agent.index],
+                                 head=self._head_of(agent.index))
+            metrics.update({f"agent/{agent.name}/{k}": v for k, v in stats.items()})
+        return metrics
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """One training step: the step's items rolled out, critics and actors updated."""
+        cfg = self.args
+        t_start = time.perf_counter()
+        indices = self.items_for_step(self.step)
+        rollout = self.rollout([dict(self.train_dataset[i]) for i in indices], indices)
+        t_update = time.perf_counter()
+        metrics = self.update(rollout)
+        t_end = time.perf_counter()
+        self.step += 1
+        self.env_step += rollout.env_steps
+        metrics.update(self.rollout_metrics(rollout))
+        gen = rollout.timings["generate_s"]
+        metrics.update({
+            "perf/step_time_s": t_end - t_start, "perf/generate_s": gen, "perf/reward_s": rollout.timings["reward_s"],
+            "perf/update_s": t_end - t_update, "perf/tokens_per_s": rollout.num_tokens / gen if gen > 0 else 0.0,
+            "train/epoch": (self.step - 1) // self.steps_per_epoch + 1,
+        })
+        chosen = self._report_rng.sample(rollout.chains, min(cfg.transcripts_per_step, len(rollout.chains)))
+        return metrics, [self.chain_episode(c, k) for k, c in enumerate(chosen)]
+
+    # -- reporting -------------------------------------------------------------------------------
+    def rollout_metrics(self, rollout: ACRollout, *, split: str = "train") -> dict[str, float]:
+        """Reward and discounted return per turn (team = mean over agents), KL and reward terms.
+
+        Train keys: ``train/reward_mean``, ``turn_t/...``, ``reward/<term>``; eval keys: ``eval/...``.
+        """
+        cfg = self.args
+        turn_prefix = "" if split == "train" else f"{split}/"
+        team = [[sum(s.reward for s in turn) / len(turn) for turn in c.turns] for c in rollout.chains]
+        returns = [discounted_returns(r, cfg.discount) for r in team]
+        out = {f"{split}/reward_mean": _mean([x for r in team for x in r])}
+        for t in range(cfg.num_turns):
+            rewards_t = [r[t] for r in team if len(r) > t]
+            if rewards_t:
+                out[f"{turn_prefix}turn_{t + 1}/reward_mean"] = _mean(rewards_t)
+                out[f"{turn_prefix}turn_{t + 1}/expected_return"] = _mean([g[t] for g in returns if len(g) > t])
+        kls = [s.ref_kl for c in rollout.chains for turn in c.turns for s in turn if s.ref_kl is not None]
+        if kls:
+            out[f"{split}/reference_kl_mean"] = _mean(kls)
+        for term, values in rollout.reward_terms.items():
+            out[f"{turn_prefix}reward/{term}"] = _mean(values)
+        return out
+
+    def chain_episode(self, chain: Chain, sample_index: int, split: str = "train") -> Episode:
+        """A chain as an :class:`Episode`: every turn of every agent with its reward, return and advantage."""
+        turns = []
+        for i in range(self.num_agents):
+            rewards = [turn[i].reward for turn in chain.turns]
+            for s, ret in zip([turn[i] for turn in chain.turns], discounted_returns(rewards, self.args.discount),
+                              strict=True):
+                turns.append((s.turn, i, TurnRecord(turn=s.turn + 1, agent_index=i, agent_name=self.agent_names[i],
+                                                    prompt=s.prompt, completion=s.text, reward=float(s.reward),
+                                                    ret=float(ret), advantage=float(s.advantage))))
+        ordered = tuple(r for _, _, r in sorted(turns, key=lambda x: (x[0], x[1])))
+        return Episode(sample_index=sample_index, split=split, item_index=chain.item_index, turns=ordered)
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def evaluate(self, num_eval_samples: int | None = None, *, greedy: bool | None = None,
+                 sink: Sink | None = None) -> dict[str, float]:
+        """One trajectory per eval item; ``eval/turn_t/{reward_mean,expected_return}`` and hook metrics."""
+        cfg = self.args
+        if self.eval_dataset is None:
+            return {}
+        count = min(cfg.eval_num_samples if num_eval_samples is None else num_eval_samples, len(self.eval_dataset))
+        if count <= 0:
+            return {}
+        items = [dict(self.eval_dataset[i]) for i in range(count)]
+        greedy = cfg.eval_greedy if greedy is None else greedy
+        rollout = run_chains(self.agents, self.rewards, self.external_transition, items, list(range(count)),
+                             self._chain_settings(num_generations=1, greedy=greedy))
+        metrics = self.rollout_metrics(rollout, split="eval")
+        if self.metrics_callback is not None:
+            extra = self.metrics_callback(rollout.chains) or {}
+            metrics.update({(k if k.startswith("eval/") else f"eval/{k}"): float(v) for k, v in extra.items()})
+        if self.eval_logger is not None:
+            completions = [[[turn[i].text for turn in c.turns] for c in rollout.chains] for i in range(self.num_agents)]
+            per_item = self.eval_logger(agent_completions_turns=completions, batch_items=items,
+                                        prompts=[str(it.get("prompt", "")) for it in items]) or []
+            reduced = (self.eval_aggregator(per_item, num_turns=cfg.num_turns) if self.eval_aggregator is not None
+                       else _average_rows(per_item))
+            metrics.update({(k if k.startswith("eval/") else f"eval/{k}"): float(v) for k, v in reduced.items()
+                            if isinstance(v, int | float)})
+        if sink is not None:
+            sink.log_metrics(self.step, self.env_step, metrics)
+            sink.log_transcripts(self.step, [self.chain_episode(c, k, "eval") for k, c in enumerate(rollout.chains)])
+        return metrics
+
+    # -- the loop --------------------------------------------------------------------------------
+    def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
+              checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
+              sink: Sink | None = None) -> TrainResult:
+        """Train until ``total_steps`` or until the sink asks to stop (checkpointing on the way out)."""
+        cfg = self.args
+        sink = sink or self.sink or BaseSink()
+        interval = cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval
+        limit = cfg.checkpoint_total_limit if checkpoint_total_limit is None else checkpoint_total_limit
+        root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
+        if resume_from_checkpoint is not None:
+            self.load_checkpoint(resume_from_checkpoint)
+        sink.start(self.total_steps, cfg.to_dict())
+        status, saved_at = "completed", -1
+        try:
+            while self.step < self.total_steps:
+                if sink.should_stop():
+                    status = "stopped"
+                    break
+                if self.eval_dataset is not None and cfg.eval_interval and self.step % cfg.eval_interval == 0:
+                    self.evaluate(sink=sink)
+                metrics, episodes = self.train_step()
+                log_now = self.step % cfg.logging_steps == 0 or self.step in (1, self.total_steps)
+                sink.log_step(self.step, self.env_step, metrics if log_now else {}, episodes if log_now else [])
+                if root is not None and interval and self.step % interval == 0:
+                    self._checkpoint(root, limit, sink)
+                    saved_at = self.step
+            if root is not None and saved_at != self.step:
+                self._checkpoint(root, limit, sink)
+        except BaseException:
+            sink.finish("failed")
+            raise
+        sink.finish(status)
+        return TrainResult(status=status, step=self.step, env_step=self.env_step, last_checkpoint=self.last_checkpoint)
+
+    def _checkpoint(self, root: Path, limit: int | None, sink: Sink) -> None:
+        path = self.save_checkpoint(root / f"checkpoint-{self.step}")
+        self.last_checkpoint = str(path)
+        sink.log_checkpoint(self.step, str(path))
+        if limit:
+            existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                              key=lambda p: int(p.name.split("-")[-1]))
+            for old in existing[:-limit]:
+                shutil.rmtree(old, ignore_errors=True)
+
+    # -- state: the actors' part comes from CheckpointMixin, the critics' is added here ----------
+    def _training_state(self) -> dict[str, Any]:
+        state = super()._training_state()
+        state["critics"] = [{k: v.detach().cpu().clone() for k, v in c.state_dict().items()} for c in self.critics]
+        state["critic_optimizers"] = [o.state_dict() for o in self.critic_optimizers]
+        state["value_heads"] = [{k: v.detach().cpu().clone() for k, v in h.state_dict().items()}
+                                for h in self.value_heads]
+        return state
+
+    def _restore_training_state(self, state: dict[str, Any]) -> None:
+        if len(state.get("critics", [])) != len(self.critics) or \
+                len(state.get("value_heads", [])) != len(self.value_heads):
+            raise ValueError("the checkpoint's critics differ from this trainer's (another algorithm or critic setup)")
+        for critic, weights in zip(self.critics, state["critics"], strict=True):
+            critic.load_state_dict(weights)
+        for head, weights in zip(self.value_heads, state["value_heads"], strict=True):
+            head.load_state_dict(weights)
+        for opt, opt_state in zip(self.critic_optimizers, state["critic_optimizers"], strict=True):
+            opt.load_state_dict(opt_state)
+        super()._restore_training_state(state)
+
+    def save_model(self, output_dir: str | Path) -> None:
+        """``agent_{i}/`` (model + tokenizer) per agent, plus the critics' weights (``critic_*.pt``)."""
+        out = Path(output_dir)
+        for agent in self.agents:
+            folder = out / f"agent_{agent.index}"
+            folder.mkdir(parents=True, exist_ok=True)
+            agent.model.save_pretrained(folder)
+            agent.tokenizer.save_pretrained(folder)
+        for u, critic in enumerate(self.critics):
+            torch.save(critic.state_dict(), out / f"critic_{u}.pt")
+        for u, head in enumerate(self.value_heads):
+            torch.save(head.state_dict(), out / f"agent_{u}" / "value_head.pt")
+
+    def close(self) -> None:
+        """Nothing runs in the background; kept for the trainers' common interface."""
+        return None
+
+
+def _mean(values: Sequence[float]) -> float:
+    values = list(values)
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def _average_rows(rows: Sequence[dict]) -> dict[str, float]:
+    sums: dict[str, list[float]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                sums.setdefault(key, []).append(float(value))
+    return {k: sum(v) / len(v) for k, v in sums.items()}

@@ -1,0 +1,389 @@
+"""A fixed training benchmark: CoopLab's trainer against bare model calls and, optionally, CoMLRL.
+
+The workload: N agents (tiny random Llamas by default, one seed each), K samples per agent per
+prompt, a fixed number of new tokens, single-turn, two dataset items per update (CoMLRL's default
+``rollout_buffer_size``), a length-ratio team reward, and a fixed number of timed steps after a
+warm-up step. Three measurements, each in its own subprocess so peak memory is per part:
+
+- ``engine``: ``engine.MAGRPOTrainer.train()``; per-step wall time, the trainer's own phase
+  timings (generate / reward / update), tokens per second, peak memory;
+- ``bare``: the model calls such a step needs and nothing else: per agent and item one Hugging
+  Face ``generate`` (K return sequences), then one padded forward + backward over the step's
+  completions and one AdamW step. *Engine overhead* = engine step time / bare step time;
+- ``comlrl`` (``--vs-comlrl``): CoMLRL 1.4.3's ``MAGRPOTrainer`` on the same models, data, K and
+  lengths; per-step time from the wall clock between its updates. *Speed-up* = CoMLRL / engine.
+
+Run ``python -m engine.bench`` or ``cooplab bench``. CoMLRL is an optional benchmark extra:
+``pip install --no-deps comlrl==1.4.3 && pip install wandb openai``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+COMLRL_INSTALL = "pip install --no-deps comlrl==1.4.3 && pip install wandb openai"
+PROMPTS = [
+    "Describe a sunny day at the market.",
+    "Explain why teams share information.",
+    "Write about a river in spring.",
+    "Tell a short story about two robots.",
+    "Summarise the rules of a simple game.",
+    "Give advice to a new student.",
+]
+
+
+class ComlrlMissingError(ImportError):
+    """CoMLRL is not installed; the message says how to install it for the benchmark."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every measured part runs (the defaults are the reported benchmark)."""
+
+    arch: str = "llama"
+    size: str = "m"
+    num_agents: int = 2
+    num_generations: int = 4
+    max_new_tokens: int = 32
+    steps: int = 5  # timed steps
+    warmup_steps: int = 1  # untimed steps run first (first-call allocations, lazy inits)
+    items_per_update: int = 2  # CoMLRL's default rollout_buffer_size
+    items_per_step: int = 1  # engine only: items rolled out together (1 = CoMLRL's one item at a time)
+    temperature: float = 0.6
+    top_p: float = 0.6
+    top_k: int | None = 50
+    learning_rate: float = 1e-5
+    seed: int = 0
+    # torch CPU threads per process: 1 by default, because several processes share the CPU (a
+    # multi-threaded run on an oversubscribed machine spends its time spinning, not computing)
+    threads: int | None = 1
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup_steps + self.steps
+
+
+def length_ratio_reward(completions1: list[str], completions2: list[str]) -> list[float]:
+    """1 when the second reply is 2-3x as long as the first, decaying with the distance otherwise."""
+    rewards = []
+    for a, b in zip(completions1, completions2, strict=True):
+        ratio = len(b) / max(len(a), 1)
+        rewards.append(1.0 if 2.0 <= ratio <= 3.0 else math.exp(-min(abs(ratio - 2.0), abs(ratio - 3.0))))
+    return rewards
+
+
+def _formatters(num_agents: int) -> list[Any]:
+    roles = ["Answer briefly: ", "Answer at length: ", "Add a detail: ", "Conclude: "]
+    return [lambda item, role=roles[i % len(roles)]: role + item["prompt"] for i in range(num_agents)]
+
+
+def _dataset(w: Workload) -> list[dict[str, str]]:
+    n = w.total_steps * w.items_per_update
+    return [{"prompt": PROMPTS[i % len(PROMPTS)]} for i in range(n)]
+
+
+def _setup(w: Workload) -> tuple[list[Any], list[Any]]:
+    import torch
+
+    from engine.models.tiny import build_tiny_model
+
+    if w.threads:
+        torch.set_num_threads(w.threads)
+    pairs = [build_tiny_model(w.arch, w.size, seed=w.seed + i) for i in range(w.num_agents)]
+    return [m for m, _ in pairs], [t for _, t in pairs]
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process in MiB (peak allocated GPU memory when CUDA is in use)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def _summary(step_times: list[float], w: Workload) -> dict[str, float]:
+    timed = step_times[w.warmup_steps :] or step_times
+    return {"step_s_mean": statistics.fmean(timed), "step_s_median": statistics.median(timed)}
+
+
+class _ClockSink:
+    """Keeps each step's metrics and the wall time between consecutive steps (reporting included)."""
+
+    def __init__(self) -> None:
+        from engine.sinks import MemorySink
+
+        self._memory = MemorySink()
+        self.wall: list[float] = []
+        self._last = time.perf_counter()
+
+    def __getattr__(self, name: str) -> Any:  # every other sink call goes to the memory sink
+        return getattr(self._memory, name)
+
+    @property
+    def steps(self) -> list[Any]:
+        return self._memory.steps
+
+    def mark(self) -> None:
+        self._last = time.perf_counter()
+
+    def log_step(self, step: int, env_step: int, metrics: dict[str, float], episodes: list[Any]) -> None:
+        now = time.perf_counter()
+        self.wall.append(now - self._last)
+        self._last = now
+        self._memory.log_step(step, env_step, metrics, episodes)
+
+
+# ---------------------------------------------------------------------------------------------
+# the three parts
+
+
+def run_engine(w: Workload) -> dict[str, Any]:
+    """CoopLab's trainer on the workload."""
+    from engine import MAGRPOConfig, MAGRPOTrainer
+
+    models, tokenizers = _setup(w)
+    config = MAGRPOConfig(
+        num_train_epochs=1, agent_learning_rate=w.learning_rate, num_generations=w.num_generations,
+        max_new_tokens=w.max_new_tokens, temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, num_turns=1,
+        rollout_buffer_size=w.items_per_update, logging_steps=1, eval_interval=0, seed=w.seed,
+        max_steps=w.total_steps, items_per_step=w.items_per_step,
+    )  # fmt: skip
+    sink = _ClockSink()
+    trainer = MAGRPOTrainer(
+        agents=models, tokenizer=tokenizers, train_dataset=_dataset(w), reward_func=length_ratio_reward,
+        formatters=_formatters(w.num_agents), args=config,
+    )  # fmt: skip
+    sink.mark()
+    trainer.train(sink=sink)
+    steps = sink.steps[w.warmup_steps :] or sink.steps
+    phases = {
+        key.split("/")[1]: statistics.fmean(s.metrics[key] for s in steps)
+        for key in ("perf/generate_s", "perf/reward_s", "perf/update_s", "perf/step_time_s")
+    }
+    tokens_per_s = statistics.fmean(s.metrics["perf/tokens_per_s"] for s in steps)
+    return {
+        **_summary(sink.wall, w),
+        "phases": phases,
+        "tokens_per_s": tokens_per_s,
+        "peak_mem_mb": peak_memory_mb(),
+    }
+
+
+def run_bare(w: Workload) -> dict[str, Any]:
+    """Only the model calls a step needs: generate per agent and item, one forward/backward, AdamW."""
+    import torch
+    from transformers import GenerationConfig
+
+    models, tokenizers = _setup(w)
+    formatters = _formatters(w.num_agents)
+    data = _dataset(w)
+    torch.manual_seed(w.seed)
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=w.learning_rate) for m in models]
+    gen_config = GenerationConfig(
+        max_new_tokens=w.max_new_tokens, do_sample=True, temperature=w.temperature, top_p=w.top_p,
+        top_k=w.top_k or 0, num_return_sequences=w.num_generations,
+    )  # fmt: skip
+    steps, gen_times, update_times, tokens = [], [], [], 0
+    for step in range(w.total_steps):
+        items = data[step * w.items_per_update : (step + 1) * w.items_per_update]
+        t0 = time.perf_counter()
+        gen_s = upd_s = 0.0
+        for model, tok, fmt, opt in zip(models, tokenizers, formatters, optimizers, strict=True):
+            g0 = time.perf_counter()
+            model.eval()
+            rows = []
+            with torch.inference_mode():
+                for item in items:
+                    ids = tok(fmt(item), return_tensors="pt")["input_ids"]
+                    gen_config.pad_token_id = tok.pad_token_id
+                    out = model.generate(
+                        input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=gen_config
+                    )
+                    rows.extend(out.tolist())
+            model.train()
+            g1 = time.perf_counter()
+            width = max(len(r) for r in rows)
+            batch = torch.tensor([[tok.pad_token_id] * (width - len(r)) + r for r in rows])
+            mask = (
+                torch.arange(width)[None, :] >= torch.tensor([width - len(r) for r in rows])[:, None]
+            ).long()
+            tokens += len(rows) * w.max_new_tokens
+            logits = model(input_ids=batch, attention_mask=mask).logits[:, -w.max_new_tokens - 1 : -1]
+            logp = logits.float().log_softmax(-1).gather(2, batch[:, -w.max_new_tokens :, None]).squeeze(2)
+            advantages = torch.linspace(-1.0, 1.0, len(rows))
+            loss = -(advantages * logp.sum(dim=1)).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            gen_s += g1 - g0
+            upd_s += time.perf_counter() - g1
+        steps.append(time.perf_counter() - t0)
+        gen_times.append(gen_s)
+        update_times.append(upd_s)
+    timed = slice(w.warmup_steps, None)
+    phases = {
+        "generate_s": statistics.fmean(gen_times[timed]),
+        "update_s": statistics.fmean(update_times[timed]),
+    }
+    return {**_summary(steps, w), "phases": phases, "peak_mem_mb": peak_memory_mb()}
+
+
+def import_comlrl() -> Any:
+    """CoMLRL's MAGRPO classes, or ComlrlMissingError with the install command."""
+    try:
+        from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
+    except ImportError as exc:
+        raise ComlrlMissingError(
+            f"--vs-comlrl needs CoMLRL 1.4.3 (a benchmark-only extra, never a runtime dependency): "
+            f"{COMLRL_INSTALL}  [{exc}]"
+        ) from exc
+    return MAGRPOConfig, MAGRPOTrainer
+
+
+def run_comlrl(w: Workload) -> dict[str, Any]:
+    """CoMLRL 1.4.3's MAGRPOTrainer on the same models, data, K and lengths."""
+    config_cls, trainer_cls = import_comlrl()
+    from datasets import Dataset
+
+    models, tokenizers = _setup(w)
+    config = config_cls(
+        num_train_epochs=1, agent_learning_rate=w.learning_rate, num_generations=w.num_generations,
+        max_new_tokens=w.max_new_tokens, temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, num_turns=1,
+        rollout_buffer_size=w.items_per_update, eval_interval=0, logging_steps=1,
+    )  # fmt: skip
+    trainer = trainer_cls(
+        agents=models, tokenizer=tokenizers, train_dataset=Dataset.from_list(_dataset(w)),
+        reward_func=length_ratio_reward, formatters=_formatters(w.num_agents), args=config,
+        wandb_config=None,
+    )  # fmt: skip
+    trainer.verbose = False
+    # a step ends when the update after every `items_per_update`-th item has run
+    marks = [time.perf_counter()]
+    original = trainer._train_step_returns
+    done = {"items": 0}
+
+    def timed_item(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        done["items"] += 1
+        if done["items"] % w.items_per_update == 0:
+            marks.append(time.perf_counter())
+        return result
+
+    trainer._train_step_returns = timed_item
+    trainer.train()
+    step_times = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    return {**_summary(step_times, w), "peak_mem_mb": peak_memory_mb()}
+
+
+PARTS = {"engine": run_engine, "bare": run_bare, "comlrl": run_comlrl}
+
+
+# ---------------------------------------------------------------------------------------------
+# orchestration and report
+
+
+def run_part(part: str, w: Workload, *, isolate: bool = True) -> dict[str, Any]:
+    """Run one part, in a fresh Python process when ``isolate`` (own imports and peak memory)."""
+    if part not in PARTS:
+        raise ValueError(f"unknown bench part {part!r}; expected one of {sorted(PARTS)}")
+    if part == "comlrl":
+        import_comlrl()  # fail early, with the install hint, before any subprocess starts
+    if not isolate:
+        return PARTS[part](w)
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "engine.bench", "--part", part, "--workload", json.dumps(asdict(w))]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench part {part!r} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_bench(w: Workload, *, vs_comlrl: bool = False, isolate: bool = True) -> dict[str, Any]:
+    """Every part of the benchmark and the derived ratios, as one JSON-able dict."""
+    if vs_comlrl:
+        import_comlrl()  # fail before the slow parts when CoMLRL is missing
+    result: dict[str, Any] = {"workload": asdict(w)}
+    result["engine"] = run_part("engine", replace(w, items_per_step=1), isolate=isolate)
+    result["engine_batched"] = run_part(
+        "engine", replace(w, items_per_step=w.items_per_update), isolate=isolate
+    )
+    result["bare"] = run_part("bare", w, isolate=isolate)
+    for name in ("engine", "engine_batched"):
+        result[f"overhead_{name}"] = result[name]["step_s_mean"] / result["bare"]["step_s_mean"]
+    if vs_comlrl:
+        result["comlrl"] = run_part("comlrl", w, isolate=isolate)
+        for name in ("engine", "engine_batched"):
+            result[f"speedup_{name}"] = result["comlrl"]["step_s_mean"] / result[name]["step_s_mean"]
+    return result
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """A plain-text table of the benchmark result."""
+    w = result["workload"]
+    lines = [
+        f"workload: {w['num_agents']} agents, tiny-{w['arch']}-{w['size']}, K={w['num_generations']}, "
+        f"{w['max_new_tokens']} new tokens, {w['items_per_update']} items per step, "
+        f"{w['steps']} timed steps after {w['warmup_steps']} warm-up",
+        f"{'':15}{'step s (mean)':>15}{'step s (median)':>17}{'generate s':>12}{'update s':>10}{'peak MiB':>10}",
+    ]
+    for name in ("engine", "engine_batched", "bare", "comlrl"):
+        part = result.get(name)
+        if part is None:
+            continue
+        phases = part.get("phases", {})
+        gen, upd = phases.get("generate_s"), phases.get("update_s")
+        lines.append(
+            f"{name:15}{part['step_s_mean']:>15.3f}{part['step_s_median']:>17.3f}"
+            f"{(f'{gen:.3f}' if gen is not None else '-'):>12}{(f'{upd:.3f}' if upd is not None else '-'):>10}"
+            f"{part['peak_mem_mb']:>10.0f}"
+        )
+    for name in ("engine", "engine_batched"):
+        lines.append(
+            f"{name}: {result[name]['tokens_per_s']:.0f} generated tokens/s; overhead (step / bare model calls) "
+            f"{result[f'overhead_{name}']:.2f}x"
+            + (
+                f"; {result[f'speedup_{name}']:.2f}x faster than CoMLRL"
+                if f"speedup_{name}" in result
+                else ""
+            )
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--vs-comlrl", action="store_true", help="also run CoMLRL 1.4.3 on the same workload")
+    parser.add_argument("--steps", type=int, default=Workload.steps, help="timed steps")
+    parser.add_argument("--size", default=Workload.size, help="tiny model size: xs, s or m")
+    parser.add_argument("--threads", type=int, default=Workload.threads, help="torch CPU threads per process")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--part", choices=sorted(PARTS), help=argparse.SUPPRESS)
+    parser.add_argument("--workload", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.part:  # a subprocess worker: run one part, print its JSON
+        w = Workload(**json.loads(args.workload)) if args.workload else Workload()
+        print(json.dumps(PARTS[args.part](w)))
+        return 0
+    w = replace(Workload(), steps=args.steps, size=args.size, threads=args.threads)
+    try:
+        result = run_bench(w, vs_comlrl=args.vs_comlrl)
+    except ComlrlMissingError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""Limits of one sandboxed run and the result it reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Modules imported before privileges are dropped: when the interpreter's standard library lives
+# where the sandbox user cannot read it (e.g. under /root), later imports would fail.
+DEFAULT_PRELOAD: tuple[str, ...] = (
+    "math", "re", "collections", "collections.abc", "itertools", "functools", "heapq", "bisect",
+    "string", "typing", "random", "statistics", "fractions", "decimal", "datetime", "hashlib",
+    "json", "copy", "operator", "dataclasses", "enum", "array", "cmath", "numbers", "textwrap",
+    "unicodedata", "time", "struct", "traceback", "signal", "io", "contextlib", "socket",
+)
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandboxed program.
+
+    ``timeout_s`` is the wall-clock limit; ``cpu_s`` the CPU-time limit of each process (defaults
+    to the wall-clock limit rounded up); ``memory_mb`` the address-space limit (RLIMIT_AS);
+    ``max_processes`` the process/thread count of the sandbox user (RLIMIT_NPROC); ``max_file_mb``
+    the largest file the program may write, which also caps its captured stdout and stderr.
+    ``network`` False isolates the program in its own network namespace when possible and blocks
+    sockets inside Python in any case.
+    """
+
+    timeout_s: float = 5.0
+    cpu_s: int | None = None
+    memory_mb: int = 512
+    max_processes: int = 32
+    max_file_mb: int = 8
+    max_open_files: int = 64
+    network: bool = False
+    preload: tuple[str, ...] = DEFAULT_PRELOAD
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.cpu_s is not None and self.cpu_s < 1:
+            raise ValueError(f"cpu_s must be >= 1 second, got {self.cpu_s}")
+        if self.memory_mb < 64:
+            raise ValueError(f"memory_mb must be >= 64 (the interpreter needs it), got {self.memory_mb}")
+        if self.max_processes < 1:
+            raise ValueError(f"max_processes must be >= 1, got {self.max_processes}")
+        if self.max_file_mb < 1:
+            raise ValueError(f"max_file_mb must be >= 1, got {self.max_file_mb}")
+
+    @property
+    def cpu_seconds(self) -> int:
+        return self.cpu_s if self.cpu_s is not None else max(1, int(self.timeout_s + 0.999))
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What happened to one sandboxed program.
+
+    ``status`` is ``ok`` (exit code 0), ``error`` (an exception or a non-zero exit), ``timeout``
+    (wall clock), ``killed`` (a signal, e.g. the CPU limit) or ``blocked`` (a sandbox rule stopped
+    it). ``reason`` says why in one line; ``violations`` lists the rules the program hit.
+    """
+
+    status: str
+    reason: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    network_isolation: str = "blocked"
+    violations: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"

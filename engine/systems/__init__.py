@@ -1,0 +1,35 @@
+"""Systems of trainers: several MAGRPO-family trainers playing one task, updated on a schedule.
+
+``engine.systems.spec`` (the config schema) and ``engine.systems.schedule`` are torch-free; the
+other modules load the training stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "System": "engine.systems.system",
+    "SystemRollout": "engine.systems.system",
+    "deferred_reward": "engine.systems.system",
+    "build_system": "engine.systems.build",
+    "run_system": "engine.systems.build",
+    "SystemSpec": "engine.systems.spec",
+    "parse_system_spec": "engine.systems.spec",
+    "AllTogether": "engine.systems.schedule",
+    "Alternating": "engine.systems.schedule",
+    "RoundRobin": "engine.systems.schedule",
+    "EveryK": "engine.systems.schedule",
+    "Custom": "engine.systems.schedule",
+    "ScheduleError": "engine.systems.schedule",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine.systems' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,107 @@
+"""From a run config with a ``system`` section to a :class:`System` of MAGRPO-family trainers.
+
+The task is built once for the whole team (its formatters and team reward); each trainer group
+gets its agents' models (``share_weights_with`` inside the group), its agents' formatters, the
+run's trainer settings with the group's overrides, and :func:`deferred_reward` (the system scores).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.actor_critic.build import load_team_models
+from engine.formatting import template_formatter
+from engine.sinks.base import Sink
+from engine.spec import ConfigError, RunConfig, dump_run_config
+from engine.systems.schedule import (
+    AllTogether,
+    Alternating,
+    Custom,
+    EveryK,
+    RoundRobin,
+    Schedule,
+    load_callable,
+)
+from engine.systems.spec import (
+    AlternatingSpec,
+    CustomSpec,
+    EveryKSpec,
+    RoundRobinSpec,
+    SystemSpec,
+    group_trainer_spec,
+    parse_system_spec,
+)
+from engine.systems.system import System, deferred_reward
+from engine.trainer import MAGRPOTrainer, TrainResult
+
+
+def schedule_from_spec(spec: SystemSpec) -> Schedule:
+    """The schedule object a validated spec describes."""
+    s = spec.schedule
+    if isinstance(s, AlternatingSpec):
+        return Alternating(phase_length=s.phase_length, order=tuple(s.order) if s.order else None)
+    if isinstance(s, RoundRobinSpec):
+        return RoundRobin(phase_length=s.phase_length, order=tuple(s.order) if s.order else None)
+    if isinstance(s, EveryKSpec):
+        return EveryK(every=dict(s.every))
+    if isinstance(s, CustomSpec):
+        return Custom(load_callable(s.function))
+    return AllTogether()
+
+
+def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink | None = None) -> System:
+    """Agents, task, one trainer per group, and the system coordinating them."""
+    from engine.build import trainer_config
+    from engine.tasks import build_task
+
+    spec = parse_system_spec(config)
+    try:
+        schedule = schedule_from_spec(spec)
+    except ValueError as exc:
+        raise ConfigError(f"system.schedule: {exc}") from None
+    task = build_task(config.task.name, dict(config.task.params), len(config.agents))
+    index_of = {a.name: i for i, a in enumerate(config.agents)}
+    out = Path(output_dir) if output_dir is not None else None
+    trainers: dict[str, MAGRPOTrainer] = {}
+    for group in spec.trainers:
+        agents = [config.agents[index_of[name]] for name in group.agents]
+        cfg = trainer_config(group_trainer_spec(config, group), agents)
+        devices = cfg.agent_devices if isinstance(cfg.agent_devices, list) else [cfg.agent_devices or "cpu"]
+        models, tokenizers = load_team_models(agents, devices, (cfg.model_config or {}).get("torch_dtype"))
+        formatters = [template_formatter(a.prompt_template) if a.prompt_template else task.formatters[index_of[a.name]]
+                      for a in agents]
+        trainers[group.name] = MAGRPOTrainer(
+            agents=models, tokenizer=tokenizers, train_dataset=task.train_dataset, reward_func=deferred_reward,
+            formatters=formatters, args=cfg, agent_names=[a.name for a in agents],
+            agent_learning_rates=[a.learning_rate for a in agents],
+            agent_generation=[{"max_new_tokens": a.max_new_tokens, "temperature": a.temperature, "top_p": a.top_p,
+                               "top_k": a.top_k} for a in agents],
+            system_prompts=[a.system_prompt for a in agents],
+            output_dir=out / "trainers" / group.name if out is not None else None,
+        )
+    caps = [r for r in (spec.rounds, config.trainer.max_steps) if r is not None]
+    rounds = min(caps) if caps else None  # trainer.max_steps (e.g. cooplab train --max-steps) caps the rounds
+    return System(
+        trainers, reward_func=task.reward_func, train_dataset=task.train_dataset, schedule=schedule, rounds=rounds,
+        num_epochs=config.trainer.num_train_epochs, items_per_round=spec.items_per_round, seed=config.trainer.seed,
+        shuffle=config.trainer.shuffle, transcripts_per_round=spec.transcripts_per_round,
+        checkpoint_interval=spec.checkpoint_interval, checkpoint_total_limit=config.trainer.checkpoint_total_limit,
+        sink=sink, output_dir=out, config=spec.model_dump(mode="json"), eval_dataset=task.eval_dataset,
+        eval_interval=config.trainer.eval_interval, eval_num_samples=config.trainer.eval_num_samples,
+    )
+
+
+def run_system(config: RunConfig, *, output_dir: str | Path, sink: Sink,
+               resume_from: str | Path | None = None) -> TrainResult:
+    """Train a system end to end: ``config.yaml``, ``checkpoints/``, and on completion ``model/<trainer>/``."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(dump_run_config(config), encoding="utf-8")
+    system = build_system(config, output_dir=out, sink=sink)
+    try:
+        result = system.train(resume_from_checkpoint=resume_from, checkpoint_dir=out / "checkpoints", sink=sink)
+        if result.status == "completed":
+            system.save_model(out / "model")
+    finally:
+        system.close()
+    return result

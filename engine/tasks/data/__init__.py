@@ -1,0 +1,1 @@
+"""Data files shipped with the built-in tasks (read with importlib.resources)."""

@@ -1,0 +1,96 @@
+"""Turning a dataset source into a Hugging Face ``Dataset`` of item dicts.
+
+A source is a plain list of dicts, a ``Dataset`` already, a local ``.json``/``.jsonl``/``.csv``/
+``.parquet`` file, or a hub name (``org/name``, optionally ``org/name:split``) when online.
+``datasets`` is imported inside the functions so importing :mod:`engine.tasks` stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.tasks.base import TaskError
+
+_FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def items_to_dataset(items: Sequence[dict[str, Any]]) -> Any:
+    """A ``datasets.Dataset`` holding ``items`` (a list of dicts with the same keys)."""
+    from datasets import Dataset
+
+    items = list(items)
+    if not items:
+        raise TaskError("a dataset needs at least one item; the list is empty")
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise TaskError(f"dataset item {index} is {type(item).__name__}; items must be dicts")
+    return Dataset.from_list(items)
+
+
+def load_items(source: Any, *, split: str = "train") -> Any:
+    """Load ``source`` as a ``datasets.Dataset``; raise :class:`TaskError` naming the source on failure."""
+    from datasets import Dataset, DatasetDict
+
+    if isinstance(source, Dataset):
+        return source
+    if isinstance(source, DatasetDict):
+        if split not in source:
+            raise TaskError(f"dataset has no split {split!r}; splits: {sorted(source)}")
+        return source[split]
+    if isinstance(source, (list, tuple)):
+        return items_to_dataset(source)
+    if not isinstance(source, (str, Path)):
+        raise TaskError(
+            f"cannot load a dataset from {type(source).__name__}; give a list of dicts, a file path "
+            "(.json/.jsonl/.csv/.parquet) or a hub name"
+        )
+    text = str(source)
+    path = Path(text).expanduser()
+    suffix = path.suffix.lower()
+    if suffix in _FILE_BUILDERS or path.exists():
+        return _load_file(path, suffix)
+    return _load_hub(text, split)
+
+
+def _load_file(path: Path, suffix: str) -> Any:
+    from datasets import load_dataset
+
+    if not path.is_file():
+        raise TaskError(f"dataset file not found: {path}")
+    builder = _FILE_BUILDERS.get(suffix)
+    if builder is None:
+        known = ", ".join(sorted(_FILE_BUILDERS))
+        raise TaskError(f"dataset file {path} has an unknown format; use one of {known}")
+    try:
+        return load_dataset(builder, data_files=str(path), split="train")
+    except Exception as exc:  # datasets raises many types for malformed files
+        raise TaskError(f"could not read dataset file {path}: {exc}") from exc
+
+
+def _load_hub(name: str, split: str) -> Any:
+    from datasets import load_dataset
+
+    if ":" in name:
+        name, split = name.rsplit(":", 1)
+    try:
+        return load_dataset(name, split=split)
+    except Exception as exc:
+        raise TaskError(
+            f"could not load dataset {name!r} (split {split!r}) from the Hugging Face hub: {exc}. "
+            "Offline? Point to a local .json/.jsonl/.csv/.parquet file instead."
+        ) from exc
+
+
+def split_items(items: Sequence[dict[str, Any]], eval_size: int) -> tuple[list[dict], list[dict]]:
+    """Split a list into (train, eval) keeping the last ``eval_size`` items for evaluation.
+
+    With too few items to hold some out, both splits are the whole list (a demo-sized dataset).
+    """
+    items = list(items)
+    if eval_size <= 0:
+        return items, []
+    if len(items) <= eval_size:
+        return items, items
+    return items[:-eval_size], items[-eval_size:]

@@ -1,0 +1,119 @@
+"""Reading model-written code: pull it out of a completion and find the structure the reward needs.
+
+Everything here is static analysis with :mod:`ast`; nothing is executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+_FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL)
+
+
+def extract_code(completion: str) -> str:
+    """The code of a completion: the first fenced block if there is one, else the text itself."""
+    match = _FENCE.search(completion)
+    code = match.group(1) if match else completion
+    return code.rstrip() + "\n" if code.strip() else ""
+
+
+def assemble_program(prompt: str, helper_code: str, main_code: str, entry_point: str) -> str:
+    """The joint program: the problem's prompt (imports, helpers, stub), the helper, then the main
+    function. A main part without ``def <entry_point>`` is a body that continues the prompt's stub."""
+    if not _defines(main_code, entry_point) and main_code.strip():
+        main_code = prompt.rstrip("\n") + "\n" + main_code
+    parts = [prompt.rstrip("\n"), helper_code.rstrip("\n"), main_code.rstrip("\n")]
+    return "\n\n".join(p for p in parts if p.strip()) + "\n"
+
+
+def _defines(code: str, name: str) -> bool:
+    return re.search(rf"^\s*(async\s+)?def\s+{re.escape(name)}\s*\(", code, re.MULTILINE) is not None
+
+
+@dataclass(frozen=True)
+class CodeFacts:
+    """What the reward's structure and cooperation levels look at."""
+
+    helper_defined: bool
+    helper_returns: bool
+    main_defined: bool
+    main_returns: bool
+    syntax_ok: bool
+    syntax_error: str
+    calls_helper: bool
+    trivial_wrapper: bool
+    helper_result_ignored: bool
+
+
+def _last_def(tree: ast.AST, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            found = node
+    return found
+
+
+def _returns_value(fn: ast.AST | None) -> bool:
+    return fn is not None and any(
+        isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)
+    )
+
+
+def _body_without_docstring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(
+        body[0].value.value, str
+    ):
+        body = body[1:]
+    return body
+
+
+def _is_call_to(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+
+
+def analyze(
+    helper_code: str, main_code: str, program: str, entry_point: str, helper_name: str = "aux"
+) -> CodeFacts:
+    """Structure facts of the helper part, the main part and the joint program they assemble into."""
+    try:
+        helper_tree = ast.parse(helper_code) if helper_code.strip() else None
+    except SyntaxError:
+        helper_tree = None
+    helper_fn = _last_def(helper_tree, helper_name) if helper_tree is not None else None
+    try:
+        tree = ast.parse(program)
+        syntax_ok, syntax_error = True, ""
+    except SyntaxError as exc:
+        tree, syntax_ok = None, False
+        syntax_error = f"SyntaxError: {exc.msg} (line {exc.lineno}, column {exc.offset})"
+    main_fn = _last_def(tree, entry_point) if tree is not None else None
+    if main_fn is None and not syntax_ok:
+        # a broken program: judge the main part by its text so it still earns structure credit
+        main_defined = bool(main_code.strip())
+        main_returns = main_defined and re.search(r"\breturn\b\s*\S", main_code) is not None
+    else:
+        main_defined = main_fn is not None and bool(_body_without_docstring(main_fn))
+        main_returns = _returns_value(main_fn)
+    calls = main_fn is not None and any(_is_call_to(n, helper_name) for n in ast.walk(main_fn))
+    body = _body_without_docstring(main_fn) if main_fn is not None else []
+    trivial = (
+        len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
+        and _is_call_to(body[0].value, helper_name)
+    )
+    ignored = main_fn is not None and any(
+        isinstance(n, ast.Expr) and _is_call_to(n.value, helper_name) for n in ast.walk(main_fn)
+    )
+    return CodeFacts(
+        helper_defined=helper_fn is not None,
+        helper_returns=_returns_value(helper_fn),
+        main_defined=main_defined,
+        main_returns=main_returns,
+        syntax_ok=syntax_ok,
+        syntax_error=syntax_error,
+        calls_helper=calls,
+        trivial_wrapper=trivial,
+        helper_result_ignored=ignored,
+    )

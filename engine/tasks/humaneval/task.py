@@ -1,0 +1,178 @@
+"""Cooperative coding on HumanEval: a helper author and a main-function author (or one coder).
+
+Two agents: ``helper`` writes ``aux(...)``, ``main`` writes the problem's entry point and may call
+``aux``. The tiered reward (see :mod:`engine.tasks.humaneval.reward`) runs the problem's tests in
+the sandbox. With more than one turn, the transition tells each agent its team's test results and
+asks for a revision. ``num_agents=1`` is the single-agent baseline (one model writes everything).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import Field, field_validator
+
+from engine.sandbox import SandboxPool, default_workers
+from engine.tasks.base import Task, TaskError, TaskParams
+from engine.tasks.datasets import items_to_dataset
+from engine.tasks.humaneval.execution import default_limits
+from engine.tasks.humaneval.problems import load_problems
+from engine.tasks.humaneval.scoring import CodeScorer
+from engine.tasks.rewards import RewardGroup, RewardTerms
+from engine.tasks.transitions import revise_with_feedback
+
+_SLICE = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")
+
+REVISE_TEMPLATE = (
+    "{original}\n\nYour previous code:\n{previous}\n\nTest feedback:\n{feedback}\n\n"
+    "Fix the problems and write the code again."
+)
+
+
+class HumanEvalParams(TaskParams):
+    train_slice: str = Field("0:133", description="Problems used for training, as start:end over the 164.")
+    eval_slice: str = Field("133:164", description="Problems used for evaluation (CoMLRL uses the last 31).")
+    helper_name: str = Field("aux", pattern=r"^[A-Za-z_]\w*$", description="Name of the helper function.")
+    sandbox_timeout_s: float = Field(10.0, gt=0, le=120, description="Wall-clock limit per program run.")
+    step_timeout_s: float = Field(3.0, gt=0, le=60, description="Time limit of each test statement.")
+    workers: int | None = Field(None, ge=1, le=64, description="Programs tested in parallel (default: CPU cores).")
+    feedback: bool = Field(True, description="Multi-turn: show test results (else only ask for a revision).")
+
+    @field_validator("train_slice", "eval_slice")
+    @classmethod
+    def _valid_slice(cls, value: str) -> str:
+        if not _SLICE.match(value):
+            raise ValueError(f"{value!r} is not a slice; write start:end, e.g. 0:133")
+        return value
+
+
+def parse_slice(text: str, size: int) -> slice:
+    """``"a:b"`` as a slice over ``size`` problems, checked to be non-empty."""
+    match = _SLICE.match(text)
+    if match is None:
+        raise TaskError(f"{text!r} is not a slice; write start:end, e.g. 0:133")
+    start = int(match.group(1)) if match.group(1) else 0
+    end = int(match.group(2)) if match.group(2) else size
+    if not 0 <= start < end <= size:
+        raise TaskError(f"slice {text!r} must satisfy 0 <= start < end <= {size}")
+    return slice(start, end)
+
+
+def problem_items(selection: str) -> list[dict]:
+    """Dataset items (prompt, task_id, entry_point, test) for a slice of the problems."""
+    problems = load_problems()
+    chosen = problems[parse_slice(selection, len(problems))]
+    return [
+        {"prompt": p["prompt"], "task_id": p["task_id"], "entry_point": p["entry_point"], "test": p["test"]}
+        for p in chosen
+    ]
+
+
+def role_prompts(helper_name: str, team: bool):
+    """First-turn prompt builders per role; later turns pass the transition's prompt through."""
+
+    def helper_text(item: dict) -> str:
+        return (
+            f"Write one Python helper function named `{helper_name}` that would help implement the "
+            f"function `{item['entry_point']}` below. Write only the helper, no tests.\n\n{item['prompt']}"
+        )
+
+    def main_text(item: dict) -> str:
+        return (
+            f"Implement the function `{item['entry_point']}` below. Your partner writes a helper function "
+            f"`{helper_name}(...)` that you may call. Write the complete function.\n\n{item['prompt']}"
+        )
+
+    def single_text(item: dict) -> str:
+        return f"Implement the function `{item['entry_point']}` below. Write the complete function.\n\n{item['prompt']}"
+
+    builders = [helper_text, main_text] if team else [single_text]
+
+    def make(builder):
+        def formatter(item: dict, external_prompts: str | None = None) -> str:
+            return external_prompts if external_prompts is not None else builder(item)
+
+        formatter.__name__ = builder.__name__
+        return formatter
+
+    return builders, [make(b) for b in builders]
+
+
+def build_humaneval(params: HumanEvalParams, num_agents: int) -> Task:
+    """Build the coding task for one or two agents."""
+    team = num_agents == 2
+    train_items = problem_items(params.train_slice)
+    eval_items = problem_items(params.eval_slice)
+    by_prompt = {item["prompt"]: item for item in [*train_items, *eval_items]}
+    pool = SandboxPool(params.workers or default_workers(), limits=default_limits(params.sandbox_timeout_s))
+    scorer = CodeScorer(pool, team=team, helper_name=params.helper_name, step_timeout_s=params.step_timeout_s)
+    builders, formatters = role_prompts(params.helper_name, team)
+
+    def resolve(prompt: str) -> dict:
+        item = by_prompt.get(prompt)
+        if item is None:
+            raise TaskError("humaneval transition: the prompt does not belong to a known problem")
+        return item
+
+    def feedback(*, prompt, completion, agent_index, turn, agent_completions) -> str:
+        return scorer.feedback(resolve(prompt), agent_completions, agent_index)
+
+    transition = revise_with_feedback(
+        feedback if params.feedback else None,
+        template=REVISE_TEMPLATE,
+        original=lambda prompt, agent: builders[agent](resolve(prompt)),
+    )
+
+    def check(item: dict, agent_completions: Sequence[str]) -> bool:
+        return scorer.evaluate(item, list(agent_completions)).solved
+
+    reward = RewardTerms(
+        task="humaneval",
+        terms=[RewardGroup(scorer.terms, {name: 1.0 for name in scorer.term_names}, label="tiered_code_reward")],
+    )
+    return Task(
+        name="humaneval",
+        roles=["helper", "main"] if team else ["coder"],
+        train_dataset=items_to_dataset(train_items),
+        eval_dataset=items_to_dataset(eval_items),
+        formatters=formatters,
+        reward_func=reward,
+        external_transition=transition,
+        eval_logger=make_eval_logger(scorer),
+        eval_aggregator=mean_aggregator,
+        check=check,
+        max_turns=None,
+        description="Cooperative coding on HumanEval with a tiered reward and sandboxed tests.",
+        extras={"scorer": scorer, "pool": pool},
+    )
+
+
+def make_eval_logger(scorer: CodeScorer):
+    """CoMLRL-style eval logger: per item, each turn's test fraction and whether it was solved.
+
+    ``agent_completions_turns[agent][item][turn]`` holds the completions of the evaluated path.
+    """
+
+    def eval_logger(*, agent_completions_turns, batch_items, prompts=None, **_) -> list[dict[str, float]]:
+        rows = []
+        for index, item in enumerate(batch_items):
+            per_agent = [agent[index] for agent in agent_completions_turns]
+            row: dict[str, float] = {}
+            for turn in range(min(len(turns) for turns in per_agent)):
+                evaluation = scorer.evaluate(item, [turns[turn] for turns in per_agent])
+                row[f"turn_{turn + 1}/tests_passed"] = evaluation.test_fraction
+                row[f"turn_{turn + 1}/solved"] = float(evaluation.solved)
+            rows.append(row)
+        return rows
+
+    return eval_logger
+
+
+def mean_aggregator(metrics: Sequence[dict[str, float]], num_turns: int | None = None, **_) -> dict[str, float]:
+    """Average every key over the evaluated items."""
+    totals: dict[str, list[float]] = {}
+    for row in metrics:
+        for key, value in row.items():
+            totals.setdefault(key, []).append(float(value))
+    return {key: sum(values) / len(values) for key, values in totals.items()}

@@ -1,0 +1,233 @@
+"""The task registry: built-in tasks by name, user tasks from ``package.module:factory`` strings or
+the ``cooplab.tasks`` entry-point group.
+
+``task_catalog()`` and ``get_task_info(name)`` describe tasks without building them (no torch, no
+``datasets``); ``build_task(name_or_path, params, num_agents)`` validates the parameters against the
+task's pydantic model and returns a checked :class:`Task`.
+
+A plugin target may be a :class:`TaskInfo` (full control over title, roles and parameters) or a
+plain factory function. A plain factory is called with the parameters as keyword arguments (plus
+``num_agents=`` when it accepts it); its signature becomes the parameter model, so a typo in a
+parameter name is reported like for built-in tasks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from engine.tasks.base import Task, TaskError, TaskInfo, TaskParams
+from engine.tasks.datasets import load_items
+
+ENTRY_POINT_GROUP = "cooplab.tasks"
+
+_REGISTRY: dict[str, TaskInfo] = {}
+_builtins_loaded = False
+
+
+def register_task(
+    name: str,
+    factory: Callable[[Any, int], Task],
+    *,
+    params_model: type[BaseModel] = TaskParams,
+    title: str | None = None,
+    description: str = "",
+    roles: tuple[str, ...] | list[str] = (),
+    default_num_agents: int = 2,
+    team_sizes: tuple[int, ...] | list[int] | None = None,
+    max_turns: int | None = 1,
+    tags: tuple[str, ...] | list[str] = (),
+    replace: bool = False,
+) -> TaskInfo:
+    """Register a task under ``name`` and return its :class:`TaskInfo`.
+
+    ``factory(params, num_agents)`` receives a validated ``params_model`` instance. ``max_turns=None``
+    declares that the task has a transition and supports any number of turns.
+    """
+    if not name or ":" in name:
+        raise TaskError(f"task name {name!r} is invalid: use a non-empty name without ':'")
+    if name in _REGISTRY and not replace:
+        raise TaskError(f"task {name!r} is already registered; pass replace=True to override it")
+    sizes = tuple(team_sizes) if team_sizes is not None else (default_num_agents,)
+    if default_num_agents not in sizes:
+        raise TaskError(f"task {name!r}: default_num_agents={default_num_agents} is not among team_sizes {sizes}")
+    info = TaskInfo(
+        name=name,
+        title=title or name.replace("_", " ").capitalize(),
+        description=description,
+        roles=tuple(roles),
+        default_num_agents=default_num_agents,
+        team_sizes=sizes,
+        max_turns=max_turns,
+        params_model=params_model,
+        factory=factory,
+        tags=tuple(tags),
+    )
+    _REGISTRY[name] = info
+    return info
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        importlib.import_module("engine.tasks.builtin")
+
+
+def task_catalog(*, include_plugins: bool = True) -> list[TaskInfo]:
+    """Every registered task (built-ins first), plus installed ``cooplab.tasks`` entry points."""
+    _load_builtins()
+    infos = list(_REGISTRY.values())
+    if include_plugins:
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in _REGISTRY:
+                continue
+            try:
+                target = ep.load()
+                infos.append(_info_from_target(target, ep.name, source=f"entry point {ep.name!r} ({ep.value})"))
+            except Exception:  # a broken plugin must not hide the rest of the catalog; build_task reports it
+                continue
+    return infos
+
+
+def get_task_info(name: str) -> TaskInfo:
+    """The catalog entry of a registered name, an entry point, or a ``package.module:factory`` path."""
+    _load_builtins()
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if ":" in name:
+        return _info_from_target(_import_target(name), name, source=name)
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        try:
+            target = ep.load()
+        except Exception as exc:
+            raise TaskError(f"task {name!r}: entry point {ep.value!r} failed to import: {exc}") from exc
+        return _info_from_target(target, name, source=f"entry point {name!r} ({ep.value})")
+    known = ", ".join(sorted(_REGISTRY))
+    raise TaskError(
+        f"unknown task {name!r}; built-in tasks: {known}. For your own task use 'package.module:factory' "
+        f"or register an entry point in the {ENTRY_POINT_GROUP!r} group"
+    )
+
+
+def validate_params(info: TaskInfo, params: dict[str, Any] | None) -> BaseModel:
+    """``params`` validated by the task's parameter model; errors name each bad field."""
+    params = dict(params or {})
+    try:
+        return info.params_model.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()
+        )
+        fields = ", ".join(info.params_model.model_fields) or "none"
+        raise TaskError(f"task {info.name!r}: invalid params: {problems} (accepted params: {fields})") from None
+
+
+def build_task(name_or_import_path: str, params: dict[str, Any] | None = None, num_agents: int | None = None) -> Task:
+    """Build a task ready for the trainer: resolve it, validate params and team size, check the result."""
+    info = get_task_info(name_or_import_path)
+    team = info.default_num_agents if num_agents is None else num_agents
+    info.check_team_size(team)
+    validated = validate_params(info, params)
+    try:
+        task = info.factory(validated, team)
+    except TaskError:
+        raise
+    except Exception as exc:
+        raise TaskError(f"task {info.name!r}: building it failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(task, Task):
+        raise TaskError(
+            f"task {info.name!r}: the factory returned {type(task).__name__}, expected engine.tasks.Task "
+            "(return Task(name=..., roles=..., train_dataset=..., formatters=..., reward_func=...))"
+        )
+    task.validate(team)
+    for attr in ("train_dataset", "eval_dataset"):
+        value = getattr(task, attr)
+        if isinstance(value, (list, tuple)):
+            setattr(task, attr, load_items(value) if value else None)
+    return task
+
+
+def _import_target(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise TaskError(f"task path {path!r} must look like 'package.module:factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise TaskError(f"task {path!r}: could not import module {module_name!r}: {type(exc).__name__}: {exc}") from exc
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise TaskError(f"task {path!r}: module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    return target
+
+
+def _info_from_target(target: Any, name: str, *, source: str) -> TaskInfo:
+    """A :class:`TaskInfo` for a plugin target: a TaskInfo as is, or a plain factory function."""
+    if isinstance(target, TaskInfo):
+        return target
+    if not callable(target):
+        raise TaskError(f"task {source}: {type(target).__name__} is neither a TaskInfo nor a factory function")
+    model, wants_num_agents = params_model_from_signature(target, name)
+
+    def factory(params: BaseModel, num_agents: int) -> Task:
+        kwargs = params.model_dump()
+        if wants_num_agents:
+            kwargs["num_agents"] = num_agents
+        return target(**kwargs)
+
+    doc = inspect.getdoc(target) or ""
+    return TaskInfo(
+        name=name,
+        title=name.rsplit(":", 1)[-1].replace("_", " ").capitalize(),
+        description=doc.split("\n\n")[0].replace("\n", " "),
+        roles=(),
+        default_num_agents=2,
+        team_sizes=tuple(range(1, 17)),
+        max_turns=None,
+        params_model=model,
+        factory=factory,
+    )
+
+
+def params_model_from_signature(func: Callable, name: str) -> tuple[type[BaseModel], bool]:
+    """A pydantic model whose fields are ``func``'s keyword parameters (``num_agents`` excluded)."""
+    try:
+        try:
+            sig = inspect.signature(func, eval_str=True)
+        except NameError:  # an annotation that cannot be resolved: fall back to the raw strings
+            sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise TaskError(f"task {name!r}: cannot read the factory's signature: {exc}") from exc
+    fields: dict[str, Any] = {}
+    wants_num_agents = False
+    extra = "forbid"
+    for param in sig.parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            extra = "allow"
+            continue
+        if param.kind is param.VAR_POSITIONAL:
+            continue
+        if param.name == "num_agents":
+            wants_num_agents = True
+            continue
+        annotation = param.annotation if param.annotation is not param.empty else Any
+        if isinstance(annotation, str):
+            annotation = Any  # postponed annotations: validate loosely rather than guess
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, Field(default))
+    if extra == "allow":
+        wants_num_agents = True
+    model = create_model(
+        f"{name.rsplit(':', 1)[-1].replace('.', '_')}_params",
+        __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True),
+        **fields,
+    )
+    return model, wants_num_agents

@@ -1,0 +1,142 @@
+"""Trainer state: in memory (``state_dict``) and on disk (atomic checkpoint folders).
+
+A checkpoint folder holds ``model_{u}.safetensors`` per distinct model (shared weights are saved
+once), ``trainer_state.pt`` (optimizers, counters, every RNG state) and ``meta.json``. It is written
+under a temporary name and renamed into place, so a crash never leaves a half-written checkpoint.
+The data position needs no storing: the items of step s are a pure function of s and the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+
+STATE_FILE = "trainer_state.pt"
+META_FILE = "meta.json"
+
+
+def _numpy_state() -> list[Any]:
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+
+
+def _set_numpy_state(state: list[Any]) -> None:
+    name, keys, pos, has_gauss, cached = state
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+
+
+def _rng_to_lists(state: tuple) -> list[Any]:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+class CheckpointMixin:
+    """``state_dict``/``load_state_dict`` and ``save_checkpoint``/``load_checkpoint``."""
+
+    def _model_groups(self) -> tuple[list[Any], list[int]]:
+        """Distinct model objects and, per agent, the index of its model."""
+        models: list[Any] = []
+        which: list[int] = []
+        for agent in self.agents:
+            for u, m in enumerate(models):
+                if m is agent.model:
+                    which.append(u)
+                    break
+            else:
+                models.append(agent.model)
+                which.append(len(models) - 1)
+        return models, which
+
+    def _training_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "step": self.step,
+            "env_step": self.env_step,
+            "num_agents": self.num_agents,
+            "optimizers": [agent.optimizer.state_dict() for agent in self.agents],
+            "generators": [agent.generator.get_state() for agent in self.agents],
+            "update_rngs": [_rng_to_lists(r.getstate()) for r in self._update_rngs],
+            "report_rng": _rng_to_lists(self._report_rng.getstate()),
+            "python_rng": _rng_to_lists(random.getstate()),
+            "numpy_rng": _numpy_state(),
+            "torch_rng": torch.get_rng_state(),
+        }
+        if torch.cuda.is_available():
+            state["cuda_rng"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def _restore_training_state(self, state: dict[str, Any]) -> None:
+        if state["num_agents"] != self.num_agents:
+            raise ValueError(f"checkpoint has {state['num_agents']} agents, this trainer {self.num_agents}")
+        self.step = int(state["step"])
+        self.env_step = int(state["env_step"])
+        for agent, opt_state, gen_state in zip(self.agents, state["optimizers"], state["generators"], strict=True):
+            agent.optimizer.load_state_dict(opt_state)
+            agent.generator.set_state(gen_state)
+        for rng, s in zip(self._update_rngs, state["update_rngs"], strict=True):
+            rng.setstate((s[0], tuple(s[1]), s[2]))
+        s = state["report_rng"]
+        self._report_rng.setstate((s[0], tuple(s[1]), s[2]))
+        s = state["python_rng"]
+        random.setstate((s[0], tuple(s[1]), s[2]))
+        _set_numpy_state(state["numpy_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: model weights, optimizers, counters, RNG states."""
+        models, which = self._model_groups()
+        state = self._training_state()
+        state["models"] = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in models]
+        state["model_of_agent"] = which
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        models, which = self._model_groups()
+        if which != list(state["model_of_agent"]):
+            raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
+        for model, weights in zip(models, state["models"], strict=True):
+            model.load_state_dict(weights)
+        self._restore_training_state(state)
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write a checkpoint folder atomically (temporary folder, then rename). Returns its path."""
+        final = Path(path)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        models, which = self._model_groups()
+        for u, model in enumerate(models):
+            save_model(model, str(tmp / f"model_{u}.safetensors"))
+        torch.save(self._training_state(), tmp / STATE_FILE)
+        meta = {"step": self.step, "env_step": self.env_step, "model_of_agent": which,
+                "agent_names": self.agent_names, "config": self.args.to_dict()}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        return final
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore a folder written by :meth:`save_checkpoint` into this (identically built) trainer."""
+        folder = Path(path)
+        if not (folder / STATE_FILE).is_file():
+            raise FileNotFoundError(f"{folder} is not a checkpoint (no {STATE_FILE}); pass a checkpoint-N folder")
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+        models, which = self._model_groups()
+        if which != meta["model_of_agent"]:
+            raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
+        for u, model in enumerate(models):
+            device = next(model.parameters()).device
+            load_model(model, str(folder / f"model_{u}.safetensors"), device=str(device))
+        self._restore_training_state(torch.load(folder / STATE_FILE, weights_only=True))
+        self.last_checkpoint = str(folder)

@@ -1,0 +1,77 @@
+"""What a training step reports: metric dicts (keys as DESIGN.md lists) and sampled episodes."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from engine.sinks.base import Episode, TurnRecord
+from engine.trainer.tree import Node, Rollout
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else 0.0
+
+
+def rollout_metrics(rollouts: Sequence[Rollout], num_turns: int) -> dict[str, float]:
+    """Team reward and return per turn, reward terms, and KL to the reference when measured.
+
+    ``train/reward_mean`` averages every joint action's reward of the step (all turns);
+    ``turn_t/reward_mean`` the joint actions at turn t; ``turn_t/expected_return`` their returns.
+    """
+    nodes = [n for r in rollouts for n in r.nodes]
+    metrics: dict[str, float] = {
+        "train/reward_mean": _mean([x for n in nodes for x in n.rewards]),
+        "train/return_mean": _mean([x for n in nodes if n.turn == 0 for x in n.returns]),
+    }
+    for t in range(num_turns):
+        at_t = [n for n in nodes if n.turn == t]
+        if not at_t:
+            continue
+        metrics[f"turn_{t + 1}/reward_mean"] = _mean([x for n in at_t for x in n.rewards])
+        metrics[f"turn_{t + 1}/expected_return"] = _mean([x for n in at_t for x in n.returns])
+        kls = [x for n in at_t for a in n.agents if a.ref_kl is not None for x in a.ref_kl]
+        if kls:
+            metrics[f"turn_{t + 1}/reference_kl_mean"] = _mean(kls)
+    terms: dict[str, list[float]] = {}
+    for n in nodes:
+        for term, values in n.reward_terms.items():
+            terms.setdefault(term, []).extend(values)
+    for term, values in terms.items():
+        metrics[f"reward/{term}"] = _mean(values)
+    return metrics
+
+
+def sample_episodes(rollouts: Sequence[Rollout], names: Sequence[str], count: int, rng: random.Random,
+                    *, split: str = "train") -> list[Episode]:
+    """``count`` random branches (leaf to root), each as an :class:`Episode` of per-turn records."""
+    leaves: list[tuple[Node, int]] = []
+    for rollout in rollouts:
+        for node in rollout.nodes:
+            leaves.extend((node, j) for j in range(len(node.rewards)) if j not in node.children)
+    if not leaves or count <= 0:
+        return []
+    chosen = rng.sample(leaves, min(count, len(leaves)))
+    return [branch_episode(node, j, names, index, split=split) for index, (node, j) in enumerate(chosen)]
+
+
+def branch_episode(node: Node, joint: int, names: Sequence[str], sample_index: int, *, split: str) -> Episode:
+    """The branch ending at joint action ``joint`` of ``node``, root first."""
+    path: list[tuple[Node, int]] = []
+    current: Node | None = node
+    j = joint
+    while current is not None:
+        path.append((current, j))
+        j = current.parent_joint if current.parent_joint is not None else 0
+        current = current.parent
+    turns: list[TurnRecord] = []
+    for n, jj in reversed(path):
+        for i, k in enumerate(n.joint_actions[jj]):
+            samples = n.agents[i]
+            turns.append(TurnRecord(
+                turn=n.turn + 1, agent_index=i, agent_name=names[i], prompt=samples.prompts[k],
+                completion=samples.texts[k], reward=float(n.rewards[jj]),
+                ret=float(n.returns[jj]) if n.returns else float(n.rewards[jj]),
+                advantage=float(samples.advantages[k]) if samples.advantages else 0.0,
+            ))
+    return Episode(sample_index=sample_index, split=split, item_index=node.item_index, turns=tuple(turns))

@@ -1,0 +1,212 @@
+"""Growing the rollout tree, level by level.
+
+For every turn all open nodes of the batch are expanded together: each agent samples K completions
+for every node's prompt in **one** batched call (agents run concurrently in ``mp`` mode), the
+joint actions of each node are scored with the team reward, and on non-final turns each joint
+action's branch gets a child node whose prompts come from the external transition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from engine.formatting import call_formatter, render_prompt, with_peer_replies
+from engine.rewards import TeamReward
+from engine.trainer.agents import AgentRuntime, SampledPrompt
+from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
+
+
+@dataclass
+class RolloutSettings:
+    """The parts of the config that shape a tree."""
+
+    num_generations: int
+    num_turns: int
+    joint_mode: str
+    turn_order: str
+    early_termination_threshold: float | None
+    external_prompt_passthrough: bool
+    greedy: bool = False
+    expand_first_only: bool = False  # evaluation: follow one path (joint action 0) instead of a tree
+
+
+class TransitionError(RuntimeError):
+    """The external transition returned something that cannot become the next prompts."""
+
+
+def call_transition(transition: Callable, node: Node, joint: int, num_agents: int) -> list[str]:
+    """CoMLRL's keyword-only transition call for one branch, with that branch's histories."""
+    completions = node.joint_completions(joint)
+    prompt_history = [list(h) + [node.agents[i].prompts[node.joint_actions[joint][i]]]
+                      for i, h in enumerate(node.prompt_history)]
+    response_history = [list(h) + [completions[i]] for i, h in enumerate(node.response_history)]
+    prompts = transition(
+        prompt=node.item.get("prompt", ""),
+        agent_completions=completions,
+        num_agents=num_agents,
+        prompt_history_per_agent=prompt_history,
+        response_history_per_agent=response_history,
+    )
+    if isinstance(prompts, str) or not isinstance(prompts, list | tuple) or len(prompts) != num_agents:
+        raise TransitionError(
+            f"external_transition must return a list of {num_agents} prompts (one per agent), got {prompts!r:.200}"
+        )
+    return [str(p) for p in prompts]
+
+
+def _map_agents(fn: Callable[[AgentRuntime], Any], agents: Sequence[AgentRuntime],
+                pool: ThreadPoolExecutor | None) -> list[Any]:
+    if pool is None:
+        return [fn(agent) for agent in agents]
+    return list(pool.map(fn, agents))
+
+
+class TreeBuilder:
+    """Builds rollouts for a team. Holds no state between rollouts except a node counter."""
+
+    def __init__(self, agents: list[AgentRuntime], reward: TeamReward, transition: Callable | None,
+                 settings: RolloutSettings, pool: ThreadPoolExecutor | None = None) -> None:
+        self.agents = agents
+        self.reward = reward
+        self.transition = transition
+        self.settings = settings
+        self.pool = pool
+        self._next_id = 0
+
+    def _new_node(self, **kwargs: Any) -> Node:
+        node = Node(node_id=self._next_id, **kwargs)
+        self._next_id += 1
+        return node
+
+    def _render(self, agent: AgentRuntime, value: Any, peers: list[tuple[str, str]] | None = None) -> str:
+        return render_prompt(with_peer_replies(value, peers or []), agent.tokenizer, system_prompt=agent.system_prompt)
+
+    def roots(self, items: Sequence[dict], item_indices: Sequence[int]) -> list[Node]:
+        """Turn-0 nodes: each agent's formatter applied to the item."""
+        n = len(self.agents)
+        return [
+            self._new_node(item_index=int(idx), item=dict(item), turn=0, parent=None, parent_joint=None,
+                           prompt_values=[call_formatter(a.formatter, item) for a in self.agents],
+                           prompt_history=[[] for _ in range(n)], response_history=[[] for _ in range(n)])
+            for item, idx in zip(items, item_indices, strict=True)
+        ]
+
+    def build(self, items: Sequence[dict], item_indices: Sequence[int]) -> Rollout:
+        """Grow the trees of ``items`` through every turn; returns the scored rollout."""
+        s = self.settings
+        timings = {"generate_s": 0.0, "reward_s": 0.0, "transition_s": 0.0}
+        level = self.roots(items, item_indices)
+        nodes: list[Node] = []
+        env_steps = 0
+        num_tokens = 0
+        for turn in range(s.num_turns):
+            if not level:
+                break
+            t0 = time.perf_counter()
+            num_tokens += self._generate_level(level)
+            timings["generate_s"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            for node in level:
+                node.joint_actions = joint_action_indices(s.joint_mode, len(self.agents), s.num_generations)
+                self._score(node)
+                env_steps += len(node.joint_actions)
+            timings["reward_s"] += time.perf_counter() - t0
+            nodes.extend(level)
+            if turn == s.num_turns - 1:
+                break
+            t0 = time.perf_counter()
+            level = self._expand(level)
+            timings["transition_s"] += time.perf_counter() - t0
+        return Rollout(roots=[n for n in nodes if n.turn == 0], nodes=nodes, env_steps=env_steps,
+                       num_tokens=num_tokens, timings=timings)
+
+    # -- generation ----------------------------------------------------------------------------
+    def _generate_level(self, level: list[Node]) -> int:
+        if self.settings.turn_order == "sequential" and len(self.agents) > 1:
+            return self._generate_sequential(level)
+        k = self.settings.num_generations
+
+        def run(agent: AgentRuntime) -> tuple[list[SampledPrompt], int, list[str]]:
+            prompts = [self._render(agent, node.prompt_values[agent.index]) for node in level]
+            sampled, tokens = agent.sample(prompts, k, greedy=self.settings.greedy)
+            return sampled, tokens, prompts
+
+        results = _map_agents(run, self.agents, self.pool)
+        total = 0
+        for sampled, tokens, prompts in results:
+            total += tokens
+            for node, sp, prompt in zip(level, sampled, prompts, strict=True):
+                node.agents.append(AgentSamples(prompts=[prompt] * k, prompt_ids=[sp.prompt_ids] * k,
+                                                completion_ids=sp.completion_ids, texts=sp.texts,
+                                                sampled_logps=sp.logprobs))
+        return total
+
+    def _generate_sequential(self, level: list[Node]) -> int:
+        """Agent 0 samples K per node; agent i > 0 samples once per (node, j) with the replies of
+        agents < i in joint action j added to its prompt, so joint action j is a real dialogue."""
+        k = self.settings.num_generations
+        total = 0
+        for agent in self.agents:
+            if agent.index == 0:
+                prompts = [self._render(agent, node.prompt_values[0]) for node in level]
+                sampled, tokens = agent.sample(prompts, k, greedy=self.settings.greedy)
+                for node, sp, prompt in zip(level, sampled, prompts, strict=True):
+                    node.agents.append(AgentSamples([prompt] * k, [sp.prompt_ids] * k, sp.completion_ids, sp.texts,
+                                                    sampled_logps=sp.logprobs))
+            else:
+                prompts = []
+                for node in level:
+                    for j in range(k):
+                        peers = [(self.agents[p].name, node.agents[p].texts[j]) for p in range(agent.index)]
+                        prompts.append(self._render(agent, node.prompt_values[agent.index], peers))
+                sampled, tokens = agent.sample(prompts, 1, greedy=self.settings.greedy)
+                for n_idx, node in enumerate(level):
+                    chunk = sampled[n_idx * k:(n_idx + 1) * k]
+                    node.agents.append(AgentSamples(
+                        prompts=prompts[n_idx * k:(n_idx + 1) * k],
+                        prompt_ids=[sp.prompt_ids for sp in chunk],
+                        completion_ids=[sp.completion_ids[0] for sp in chunk],
+                        texts=[sp.texts[0] for sp in chunk],
+                        sampled_logps=None if any(sp.logprobs is None for sp in chunk)
+                        else [sp.logprobs[0] for sp in chunk],
+                    ))
+            total += tokens
+        return total
+
+    # -- rewards and expansion -----------------------------------------------------------------
+    def _score(self, node: Node) -> None:
+        joint = node.joint_actions
+        completions = [[node.agents[i].texts[ja[i]] for ja in joint] for i in range(len(self.agents))]
+        prompts = [[node.agents[i].prompts[ja[i]] for ja in joint] for i in range(len(self.agents))]
+        node.rewards, node.reward_terms = self.reward.score(completions, [node.item] * len(joint), prompts)
+
+    def _expand(self, level: list[Node]) -> list[Node]:
+        s = self.settings
+        if self.transition is None:
+            raise TransitionError("num_turns > 1 needs an external_transition to build the next prompts")
+        children: list[Node] = []
+        for node in level:
+            mean_reward = sum(node.rewards) / len(node.rewards)
+            if s.early_termination_threshold is not None and mean_reward > s.early_termination_threshold:
+                continue
+            for j, ja in enumerate(node.joint_actions):
+                if s.expand_first_only and j > 0:
+                    break
+                next_prompts = call_transition(self.transition, node, j, len(self.agents))
+                values = []
+                for agent, text in zip(self.agents, next_prompts, strict=True):
+                    values.append(text if s.external_prompt_passthrough
+                                  else call_formatter(agent.formatter, node.item, external_prompt=text))
+                child = self._new_node(
+                    item_index=node.item_index, item=node.item, turn=node.turn + 1, parent=node, parent_joint=j,
+                    prompt_values=values,
+                    prompt_history=[h + [node.agents[i].prompts[ja[i]]] for i, h in enumerate(node.prompt_history)],
+                    response_history=[h + [node.agents[i].texts[ja[i]]] for i, h in enumerate(node.response_history)],
+                )
+                node.children[j] = child
+                children.append(child)
+        return children

@@ -1,0 +1,154 @@
+"""Turning the trainer's CoMLRL-style constructor arguments into agent runtimes.
+
+Handles ``agent_model`` (one id for a homogeneous team, loaded once per agent as CoMLRL does),
+``agents`` (ids or model objects, possibly the same object several times = parameter sharing),
+tokenizers (one or a list), ``model_config`` (dtype, model kwargs, special tokens), devices,
+reference models and optimizers.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from engine.config import MAGRPOConfig
+from engine.trainer.agents import AgentRuntime, GenerationSettings
+
+_GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
+
+
+def resolve_sources(agent_model: Any, agents: Sequence[Any] | None, num_agents: int) -> list[Any]:
+    """The list of per-agent model sources (ids or objects)."""
+    if agents is not None:
+        agents = list(agents)
+        if not agents:
+            raise ValueError("agents: the list is empty; pass one model (or id) per agent")
+        if isinstance(agent_model, str) and any(isinstance(a, str) and a != agent_model for a in agents):
+            raise ValueError("agent_model and agents disagree; pass only one of them")
+        return agents
+    if agent_model is None:
+        raise ValueError("pass agent_model (a model id for every agent) or agents (one model or id per agent)")
+    if not isinstance(agent_model, str):
+        raise ValueError(
+            "agent_model must be a model id or folder; to use loaded model objects pass agents=[...] "
+            "(the same object several times shares its weights)"
+        )
+    if num_agents < 1:
+        raise ValueError(f"num_agents must be >= 1, got {num_agents}")
+    return [agent_model] * num_agents
+
+
+def resolve_tokenizers(tokenizer: Any, num_agents: int) -> list[Any]:
+    if isinstance(tokenizer, list | tuple):
+        if len(tokenizer) != num_agents:
+            raise ValueError(f"tokenizer: got {len(tokenizer)} tokenizers for {num_agents} agents")
+        return list(tokenizer)
+    return [tokenizer] * num_agents
+
+
+def resolve_devices(config: MAGRPOConfig, num_agents: int) -> list[torch.device]:
+    """Agent devices: ``mp`` places agent i on ``agent_devices[i]`` (one entry is broadcast);
+    ``none`` puts everyone on the first listed device, else CUDA when available, else CPU."""
+    devices = config.agent_devices
+    if isinstance(devices, str):
+        devices = [devices]
+    if devices:
+        if len(devices) not in (1, num_agents):
+            raise ValueError(f"agent_devices: got {len(devices)} devices for {num_agents} agents (use 1 or N)")
+        if config.parallel_training == "mp":
+            return [torch.device(devices[i if len(devices) > 1 else 0]) for i in range(num_agents)]
+        return [torch.device(devices[0])] * num_agents
+    default = "cuda" if torch.cuda.is_available() else "cpu"
+    return [torch.device(default)] * num_agents
+
+
+def model_dtype(model_config: dict[str, Any] | None) -> Any:
+    cfg = model_config or {}
+    return cfg.get("torch_dtype", cfg.get("dtype"))
+
+
+def build_agents(
+    sources: list[Any],
+    tokenizers: list[Any],
+    config: MAGRPOConfig,
+    *,
+    formatters: list[Any],
+    names: list[str],
+    learning_rates: list[float | None] | None,
+    generation_overrides: list[dict[str, Any] | None] | None,
+    system_prompts: list[str | None] | None,
+) -> list[AgentRuntime]:
+    """Load or adopt every agent's model and tokenizer, place it, and give it an optimizer."""
+    from engine.models import load_agent
+
+    n = len(sources)
+    devices = resolve_devices(config, n)
+    model_cfg = dict(config.model_config or {})
+    dtype = model_dtype(model_cfg)
+    model_kwargs = dict(model_cfg.get("model_kwargs") or {})
+    special = model_cfg.get("special_tokens")
+    placed: dict[int, torch.device] = {}
+    runtimes: list[AgentRuntime] = []
+    for i, (source, tok) in enumerate(zip(sources, tokenizers, strict=True)):
+        model, tokenizer = load_agent(source, tokenizer=tok, device=devices[i], dtype=dtype, model_kwargs=model_kwargs)
+        if isinstance(source, torch.nn.Module):
+            prev = placed.get(id(source))
+            if prev is not None and prev != devices[i]:
+                raise ValueError(f"agents {names[i]!r} share a model object but are placed on {prev} and {devices[i]}")
+            placed[id(source)] = devices[i]
+        if special:
+            tokenizer.add_special_tokens({"additional_special_tokens": list(special)})
+            if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+                model.resize_token_embeddings(len(tokenizer))
+        gen = {k: getattr(config, k) for k in _GENERATION_KEYS}
+        gen.update({k: v for k, v in ((generation_overrides or [None] * n)[i] or {}).items() if v is not None})
+        lr = (learning_rates or [None] * n)[i] or config.agent_learning_rate
+        runtimes.append(AgentRuntime(
+            index=i, name=names[i], model=model, tokenizer=tokenizer, device=devices[i], learning_rate=float(lr),
+            generation=GenerationSettings(**gen), formatter=formatters[i],
+            system_prompt=(system_prompts or [None] * n)[i],
+        ))
+    _finish_models(runtimes, config)
+    return runtimes
+
+
+def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
+    """Gradient checkpointing, reference copies (one per distinct model), optimizers, generators."""
+    references: dict[int, Any] = {}
+    ref_devices = config.reference_devices
+    if isinstance(ref_devices, str):
+        ref_devices = [ref_devices]
+    for agent in runtimes:
+        model = agent.model
+        if config.gradient_checkpointing:
+            enable = getattr(model, "activation_checkpointing_enable", None) or getattr(
+                model, "gradient_checkpointing_enable", None)
+            if enable is None:
+                raise ValueError(f"gradient_checkpointing: agent {agent.name!r}'s model does not support it")
+            enable()
+            if hasattr(model.config, "use_cache"):
+                model.config.use_cache = False
+        if config.reference_kl_enabled:
+            if id(model) not in references:
+                ref = copy.deepcopy(model)
+                if ref_devices:
+                    ref = ref.to(torch.device(ref_devices[agent.index if len(ref_devices) > 1 else 0]))
+                ref.eval()
+                ref.requires_grad_(False)
+                references[id(model)] = ref
+            agent.reference_model = references[id(model)]
+        agent.optimizer = torch.optim.AdamW(
+            agent.trainable_parameters(), lr=agent.learning_rate, weight_decay=config.weight_decay
+        )
+        agent.generator = torch.Generator(device=agent.device).manual_seed(config.seed * 1000 + agent.index)
+
+
+def shared_groups(runtimes: list[AgentRuntime]) -> list[list[int]]:
+    """Agent indices grouped by model object: agents in one group share weights."""
+    groups: dict[int, list[int]] = {}
+    for agent in runtimes:
+        groups.setdefault(id(agent.model), []).append(agent.index)
+    return list(groups.values())

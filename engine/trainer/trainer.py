@@ -1,0 +1,371 @@
+"""``MAGRPOTrainer``: CoMLRL's constructor and ``train()``/``evaluate()``/``save_model()``, built from
+small steps a coordinator can also drive one by one:
+
+    rollout = trainer.rollout(items)          # grow and score the trees (no gradients)
+    metrics = trainer.update([rollout])       # advantages + one policy update per agent
+    state = trainer.state_dict()              # everything needed to continue exactly
+
+``train()`` is the loop over those: pick the step's items, roll out, update, report through the
+sink, evaluate and checkpoint on schedule, and stop when the sink asks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine.config import MAGRPOConfig
+from engine.formatting import normalize_formatters
+from engine.rewards import TeamReward
+from engine.sinks.base import BaseSink, Episode, Sink
+from engine.trainer.checkpoint import CheckpointMixin
+from engine.trainer.credit import assign_advantages, assign_returns
+from engine.trainer.evaluation import EvaluationMixin
+from engine.trainer.losses import lr_factor
+from engine.trainer.reporting import rollout_metrics, sample_episodes
+from engine.trainer.rollout import RolloutSettings, TreeBuilder
+from engine.trainer.setup import build_agents, resolve_sources, resolve_tokenizers, shared_groups
+from engine.trainer.tree import Rollout, nodes_per_item
+from engine.trainer.update import (
+    UpdateSettings,
+    collect_samples,
+    fill_advantages,
+    optimize_agent,
+    sample_kl,
+    score_logprobs,
+)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """How a ``train()`` call ended."""
+
+    status: str  # "completed" or "stopped"
+    step: int
+    env_step: int
+    last_checkpoint: str | None
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def dataset_length(dataset: Any, name: str) -> int:
+    try:
+        return len(dataset)
+    except TypeError:
+        raise ValueError(f"{name} must have a length (a list of dicts or a datasets.Dataset); "
+                         f"streaming/iterable datasets are not supported") from None
+
+
+def wandb_sink(wandb_config: dict[str, Any]) -> Sink:
+    """A WandbSink from CoMLRL's ``wandb_config`` (project, entity, name/run_name, dir, tags, id,
+    resume, config_sections); raises ImportError with the install command when wandb is missing."""
+    from engine.sinks import WandbSink
+
+    cfg = dict(wandb_config)
+    init = {k: cfg[k] for k in ("project", "entity", "dir", "tags", "id", "resume", "mode") if cfg.get(k) is not None}
+    name = cfg.get("name") or cfg.get("run_name")
+    if name:
+        init["name"] = name
+    if cfg.get("config_sections"):
+        init["config"] = dict(cfg["config_sections"])
+    return WandbSink(**init)
+
+
+class MAGRPOTrainer(EvaluationMixin, CheckpointMixin):
+    """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
+
+    Arguments up to ``args`` are CoMLRL's. The keyword-only extras: ``sink`` (where reports go;
+    nothing is reported by default), ``agent_names``, ``agent_learning_rates``, ``agent_generation``
+    (per-agent sampling overrides: max_new_tokens, temperature, top_p, top_k), ``system_prompts``,
+    ``eval_check(item, agent_completions) -> bool`` (enables pass@k) and ``output_dir`` (default
+    checkpoint location). CoMLRL's ``wandb_config`` (when no ``sink`` is given) reports to a
+    ``WandbSink``; otherwise nothing goes to wandb.
+    """
+
+    default_advantage_mode: str | None = None
+
+    def __init__(
+        self,
+        agent_model: Any = None,
+        agents: Sequence[Any] | None = None,
+        num_agents: int = 2,
+        tokenizer: Any = None,
+        model_config: dict[str, Any] | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        reward_func: Any = None,
+        reward_processor: Callable[[float], float] | None = None,
+        formatters: Any = None,
+        external_transition: Callable | None = None,
+        wandb_config: dict[str, Any] | None = None,
+        eval_logger: Callable | None = None,
+        eval_aggregator: Callable | None = None,
+        args: MAGRPOConfig | None = None,
+        *,
+        sink: Sink | None = None,
+        agent_names: Sequence[str] | None = None,
+        agent_learning_rates: Sequence[float | None] | None = None,
+        agent_generation: Sequence[dict[str, Any] | None] | None = None,
+        system_prompts: Sequence[str | None] | None = None,
+        eval_check: Callable[[dict, list[str]], bool] | None = None,
+        output_dir: str | Path | None = None,
+    ) -> None:
+        self.args = args if args is not None else self._default_config()
+        if model_config is not None:
+            self.args.model_config = dict(model_config)
+        cfg = self.args
+        if train_dataset is None:
+            raise ValueError("train_dataset is required (a list of dicts or a datasets.Dataset)")
+        self.num_train_items = dataset_length(train_dataset, "train_dataset")
+        if self.num_train_items == 0:
+            raise ValueError("train_dataset is empty")
+        if eval_dataset is not None:
+            dataset_length(eval_dataset, "eval_dataset")
+        sources = resolve_sources(agent_model, agents, num_agents)
+        self.num_agents = len(sources)
+        if cfg.num_turns > 1 and external_transition is None:
+            raise ValueError("num_turns > 1 needs external_transition to build each branch's next prompts")
+        names = list(agent_names or cfg.agent_names or [f"agent_{i}" for i in range(self.num_agents)])
+        if len(names) != self.num_agents or len(set(names)) != len(names):
+            raise ValueError(f"agent_names must be {self.num_agents} distinct names, got {names}")
+        self.agent_names = names
+        seed_everything(cfg.seed)
+        self.agents = build_agents(
+            sources, resolve_tokenizers(tokenizer, self.num_agents), cfg,
+            formatters=normalize_formatters(formatters, self.num_agents), names=names,
+            learning_rates=list(agent_learning_rates) if agent_learning_rates else None,
+            generation_overrides=list(agent_generation) if agent_generation else None,
+            system_prompts=list(system_prompts) if system_prompts else None,
+        )
+        self.train_dataset = train_dataset
+        self.eval_dataset = eval_dataset
+        self.reward = TeamReward(reward_func, reward_processor)
+        self.reward_func = reward_func
+        self.external_transition = external_transition
+        self.eval_logger = eval_logger
+        self.eval_aggregator = eval_aggregator
+        self.eval_check = eval_check
+        self.wandb_config = wandb_config
+        self.sink = sink if sink is not None or wandb_config is None else wandb_sink(wandb_config)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        parallel = cfg.parallel_training == "mp" and self.num_agents > 1
+        self._pool = ThreadPoolExecutor(max_workers=self.num_agents, thread_name_prefix="agent") if parallel else None
+        self._shared = any(len(g) > 1 for g in shared_groups(self.agents))
+        self.tree = TreeBuilder(self.agents, self.reward, external_transition, RolloutSettings(
+            num_generations=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,
+            turn_order=cfg.turn_order, early_termination_threshold=cfg.early_termination_threshold,
+            external_prompt_passthrough=cfg.external_prompt_passthrough,
+        ), pool=None if self._shared else self._pool)  # a shared model is not sampled from two threads
+        self.update_settings = UpdateSettings(
+            loss_type=cfg.loss_type, clip_epsilon=cfg.clip_epsilon, num_inner_epochs=cfg.num_inner_epochs,
+            train_batch_size=cfg.effective_train_batch_size, micro_batch_size=cfg.micro_batch_size,
+            max_grad_norm=cfg.max_grad_norm, reference_kl_enabled=cfg.reference_kl_enabled,
+            reference_kl_mode=cfg.reference_kl_mode, reference_kl_coef=cfg.reference_kl_coef,
+        )
+        # schedule: a step consumes enough items to fill the rollout buffer (CoMLRL's update trigger)
+        per_item = nodes_per_item(cfg.joint_mode, self.num_agents, cfg.num_generations, cfg.num_turns)
+        rollouts_per_step = max(1, math.ceil(cfg.rollout_buffer_size / (cfg.items_per_step * per_item)))
+        self.items_per_update = cfg.items_per_step * rollouts_per_step
+        self.steps_per_epoch = math.ceil(self.num_train_items / self.items_per_update)
+        self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
+        self.step = 0
+        self.env_step = 0
+        self._update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(self.num_agents)]
+        self._report_rng = random.Random(cfg.seed + 104729)
+        self.last_checkpoint: str | None = None
+
+    def _default_config(self) -> MAGRPOConfig:
+        return MAGRPOConfig()
+
+    # -- data ------------------------------------------------------------------------------------
+    def epoch_order(self, epoch: int) -> list[int]:
+        """Item order of an epoch: as stored, or a seeded permutation with ``shuffle``."""
+        if not self.args.shuffle:
+            return list(range(self.num_train_items))
+        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch)
+        return torch.randperm(self.num_train_items, generator=gen).tolist()
+
+    def items_for_step(self, step: int) -> list[int]:
+        """Dataset indices a training step consumes (a pure function of the step number)."""
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        order = self.epoch_order(epoch)
+        return order[pos * self.items_per_update:(pos + 1) * self.items_per_update]
+
+    # -- the three steps a coordinator drives -------------------------------------------------------
+    def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None) -> Rollout:
+        """Grow and score the rollout trees of ``items`` (no gradients); returns carry the discount."""
+        indices = list(item_indices) if item_indices is not None else list(range(len(items)))
+        rollout = self.tree.build([dict(i) for i in items], indices)
+        assign_returns(rollout, self.args.discount)
+        return rollout
+
+    def update(self, rollouts: Sequence[Rollout]) -> dict[str, float]:
+        """Advantages for every agent, then one update per agent. Returns ``agent/<name>/...`` metrics."""
+        cfg = self.args
+        samples = [collect_samples(agent, rollouts) for agent in self.agents]
+        need_old = cfg.clip_epsilon is not None or cfg.reference_kl_enabled
+
+        def prepare(agent) -> None:
+            # the sampler's own log-probs are the rollout policy's (tested equal); score only when missing
+            if need_old and any(s.old_logps is None for s in samples[agent.index]):
+                score_logprobs(agent, samples[agent.index], reference=False)
+            if cfg.reference_kl_enabled:
+                score_logprobs(agent, samples[agent.index], reference=True)
+
+        self._map(prepare, parallel=not self._shared)
+        if cfg.reference_kl_enabled:
+            for agent in self.agents:
+                kls = sample_kl(samples[agent.index])
+                pos = 0
+                for rollout in rollouts:
+                    for node in rollout.nodes:
+                        s = node.agents[agent.index]
+                        s.ref_kl = kls[pos:pos + s.num_samples]
+                        pos += s.num_samples
+        assign_advantages(
+            rollouts, mode=cfg.advantage_mode, normalize=cfg.advantage_normalization,
+            per_agent_normalization=cfg.per_agent_normalization,
+            kl_in_reward_coef=cfg.reference_kl_coef if cfg.reference_kl_enabled and cfg.reference_kl_mode == "reward"
+            else 0.0,
+        )
+        factor = lr_factor(self.step, warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
+                           schedule=cfg.lr_scheduler)
+        for agent in self.agents:
+            fill_advantages(agent, rollouts, samples[agent.index])
+            for group in agent.optimizer.param_groups:
+                group["lr"] = agent.learning_rate * factor
+
+        def run(agent) -> dict[str, float]:
+            return optimize_agent(agent, samples[agent.index], self.update_settings, self._update_rngs[agent.index])
+
+        stats = self._map(run, parallel=not self._shared)
+        metrics: dict[str, float] = {}
+        for agent, agent_stats in zip(self.agents, stats, strict=True):
+            prefix = f"agent/{agent.name}/"
+            metrics.update({prefix + k: v for k, v in agent_stats.items()})
+            metrics[prefix + "lr"] = agent.learning_rate * factor
+            if cfg.reference_kl_enabled:
+                kls = [x for r in rollouts for n in r.nodes for x in (n.agents[agent.index].ref_kl or [])]
+                metrics[prefix + "kl"] = float(sum(kls) / max(len(kls), 1))
+        return metrics
+
+    def _map(self, fn: Callable, *, parallel: bool = True) -> list[Any]:
+        if self._pool is not None and parallel:
+            return list(self._pool.map(fn, self.agents))
+        return [fn(agent) for agent in self.agents]
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """One training step: the step's items rolled out, one update, metrics and episodes."""
+        cfg = self.args
+        t_start = time.perf_counter()
+        indices = self.items_for_step(self.step)
+        rollouts = []
+        for start in range(0, len(indices), cfg.items_per_step):
+            chunk = indices[start:start + cfg.items_per_step]
+            rollouts.append(self.rollout([dict(self.train_dataset[i]) for i in chunk], chunk))
+        t_update = time.perf_counter()
+        metrics = self.update(rollouts)
+        t_end = time.perf_counter()
+        self.step += 1
+        self.env_step += sum(r.env_steps for r in rollouts)
+        metrics.update(rollout_metrics(rollouts, cfg.num_turns))
+        generate_s = sum(r.timings["generate_s"] for r in rollouts)
+        tokens = sum(r.num_tokens for r in rollouts)
+        metrics.update({
+            "perf/step_time_s": t_end - t_start,
+            "perf/generate_s": generate_s,
+            "perf/reward_s": sum(r.timings["reward_s"] for r in rollouts),
+            "perf/update_s": t_end - t_update,
+            "perf/tokens_per_s": tokens / generate_s if generate_s > 0 else 0.0,
+            "train/epoch": (self.step - 1) // self.steps_per_epoch + 1,
+        })
+        episodes = sample_episodes(rollouts, self.agent_names, cfg.transcripts_per_step, self._report_rng)
+        return metrics, episodes
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def train(
+        self,
+        resume_from_checkpoint: str | Path | None = None,
+        checkpoint_dir: str | Path | None = None,
+        checkpoint_interval: int | None = None,
+        checkpoint_total_limit: int | None = None,
+        *,
+        sink: Sink | None = None,
+    ) -> TrainResult:
+        """Train until ``total_steps`` (epochs or ``max_steps``) or until the sink asks to stop.
+
+        Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
+        ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
+        """
+        cfg = self.args
+        sink = sink or self.sink or BaseSink()
+        interval = cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval
+        limit = cfg.checkpoint_total_limit if checkpoint_total_limit is None else checkpoint_total_limit
+        ckpt_root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
+        if resume_from_checkpoint is not None:
+            self.load_checkpoint(resume_from_checkpoint)
+        sink.start(self.total_steps, self.args.to_dict())
+        status = "completed"
+        saved_at = -1
+        try:
+            while self.step < self.total_steps:
+                if sink.should_stop():
+                    status = "stopped"
+                    break
+                if self.eval_dataset is not None and cfg.eval_interval and self.step % cfg.eval_interval == 0:
+                    self.evaluate(sink=sink)
+                metrics, episodes = self.train_step()
+                log_now = self.step % cfg.logging_steps == 0 or self.step in (1, self.total_steps)
+                sink.log_step(self.step, self.env_step, metrics if log_now else {}, episodes if log_now else [])
+                if ckpt_root is not None and interval and self.step % interval == 0:
+                    self._checkpoint(ckpt_root, limit, sink)
+                    saved_at = self.step
+            if ckpt_root is not None and saved_at != self.step:
+                self._checkpoint(ckpt_root, limit, sink)
+        except BaseException:
+            sink.finish("failed")
+            raise
+        sink.finish(status)
+        return TrainResult(status=status, step=self.step, env_step=self.env_step, last_checkpoint=self.last_checkpoint)
+
+    def _checkpoint(self, root: Path, limit: int | None, sink: Sink) -> None:
+        path = self.save_checkpoint(root / f"checkpoint-{self.step}")
+        self.last_checkpoint = str(path)
+        sink.log_checkpoint(self.step, str(path))
+        if limit:
+            existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                              key=lambda p: int(p.name.split("-")[-1]))
+            for old in existing[:-limit]:
+                import shutil
+
+                shutil.rmtree(old, ignore_errors=True)
+
+    def save_model(self, output_dir: str | Path) -> None:
+        """Write each agent as ``<output_dir>/agent_{i}/`` (``save_pretrained`` model + tokenizer)."""
+        out = Path(output_dir)
+        for agent in self.agents:
+            folder = out / f"agent_{agent.index}"
+            folder.mkdir(parents=True, exist_ok=True)
+            agent.model.save_pretrained(folder)
+            agent.tokenizer.save_pretrained(folder)
+
+    def close(self) -> None:
+        """Stop the per-agent worker threads (``mp`` mode)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+            self.tree.pool = None

@@ -1,0 +1,194 @@
+"""The policy update of one agent from scored rollouts.
+
+Per agent: collect its samples (one per completion at every node), optionally compute the rollout
+policy's and the reference model's log-probs (no grad), then for each inner epoch walk the nodes
+turn by turn in shuffled mini-batches of ``train_batch_size`` nodes; each mini-batch is one AdamW
+step made of padded forwards over micro-batches of sequences.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from engine.trainer.agents import AgentRuntime
+from engine.trainer.losses import k3_kl, policy_loss
+from engine.trainer.tree import Rollout
+
+NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
+
+
+@dataclass
+class UpdateSettings:
+    """The parts of the config that shape an update."""
+
+    loss_type: str
+    clip_epsilon: float | None
+    num_inner_epochs: int
+    train_batch_size: int
+    micro_batch_size: int | None
+    max_grad_norm: float | None
+    reference_kl_enabled: bool
+    reference_kl_mode: str
+    reference_kl_coef: float
+
+
+@dataclass
+class TrainSample:
+    """One completion of one agent, ready for the loss."""
+
+    node_key: tuple[int, int]  # (rollout index, node id)
+    turn: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float = 0.0
+    old_logps: torch.Tensor | None = None  # (T,) rollout policy
+    ref_logps: torch.Tensor | None = None  # (T,) reference model
+
+
+def collect_samples(agent: AgentRuntime, rollouts: Sequence[Rollout]) -> list[TrainSample]:
+    """Agent's samples in rollout/node order (advantages filled in later by :func:`fill_advantages`)."""
+    out = []
+    for r_idx, rollout in enumerate(rollouts):
+        for node in rollout.nodes:
+            s = node.agents[agent.index]
+            for k in range(s.num_samples):
+                out.append(TrainSample((r_idx, node.node_id), node.turn, s.prompt_ids[k], s.completion_ids[k],
+                                       old_logps=s.sampled_logps[k] if s.sampled_logps is not None else None))
+    return out
+
+
+def fill_advantages(agent: AgentRuntime, rollouts: Sequence[Rollout], samples: list[TrainSample]) -> None:
+    flat = [a for rollout in rollouts for node in rollout.nodes for a in node.agents[agent.index].advantages]
+    for sample, adv in zip(samples, flat, strict=True):
+        sample.advantage = float(adv)
+
+
+@torch.no_grad()
+def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference: bool) -> None:
+    """Fill ``old_logps`` (current policy) or ``ref_logps`` (reference model) without gradients."""
+    model = agent.reference_model if reference else agent.model
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(samples), NO_GRAD_CHUNK):
+            chunk = samples[start:start + NO_GRAD_CHUNK]
+            batch = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
+            if reference:
+                batch = _to_device(batch, next(model.parameters()).device)
+            logps, _ = agent.forward_logprobs(batch, model=model)
+            logps = logps.float().cpu()
+            for row, s in enumerate(chunk):
+                value = logps[row, :len(s.completion_ids)].clone()
+                if reference:
+                    s.ref_logps = value
+                else:
+                    s.old_logps = value
+    finally:
+        model.train(was_training)
+
+
+def _to_device(batch, device):
+    from dataclasses import replace
+
+    return replace(batch, **{f: getattr(batch, f).to(device) for f in
+                             ("input_ids", "attention_mask", "position_ids", "completion_ids", "completion_mask")})
+
+
+def sample_kl(samples: Sequence[TrainSample]) -> list[float]:
+    """Sum of the per-token k3 KL of each sample (CoMLRL's KL-in-reward quantity)."""
+    return [float(k3_kl(s.old_logps, s.ref_logps).sum()) for s in samples]
+
+
+def _pad_rows(rows: list[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        out[i, :r.numel()] = r
+    return out.to(device)
+
+
+def minibatches(samples: list[TrainSample], batch_nodes: int, rng: random.Random) -> list[list[TrainSample]]:
+    """Group samples by node, nodes by turn; shuffle nodes within each turn; chunk into mini-batches
+    of ``batch_nodes`` nodes that never mix turns (as CoMLRL's buffer update does)."""
+    by_node: dict[tuple[int, int], list[TrainSample]] = {}
+    for s in samples:
+        by_node.setdefault(s.node_key, []).append(s)
+    turns: dict[int, list[tuple[int, int]]] = {}
+    for key, group in by_node.items():
+        turns.setdefault(group[0].turn, []).append(key)
+    batches = []
+    for turn in sorted(turns):
+        keys = turns[turn]
+        rng.shuffle(keys)
+        for start in range(0, len(keys), batch_nodes):
+            batches.append([s for key in keys[start:start + batch_nodes] for s in by_node[key]])
+    return batches
+
+
+def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: UpdateSettings,
+                   rng: random.Random) -> dict[str, float]:
+    """Run the inner epochs of mini-batch steps for one agent. Returns its training statistics."""
+    optimizer = agent.optimizer
+    params = agent.trainable_parameters()
+    loss_sum, loss_count, grad_norms, entropy_sum, entropy_count, clip_fracs, kl_losses = 0.0, 0, [], 0.0, 0, [], []
+    kl_as_loss = settings.reference_kl_enabled and settings.reference_kl_mode == "loss"
+    agent.model.train()
+    for epoch in range(settings.num_inner_epochs):
+        for batch in minibatches(samples, settings.train_batch_size, rng):
+            optimizer.zero_grad(set_to_none=True)
+            micro = settings.micro_batch_size or len(batch)
+            batch_loss = 0.0
+            for start in range(0, len(batch), micro):
+                chunk = batch[start:start + micro]
+                packed = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
+                logps, entropy = agent.forward_logprobs(packed, with_entropy=epoch == 0)
+                width = logps.shape[1]
+                adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=logps.device)
+                old = _pad_rows([s.old_logps for s in chunk], width, logps.device) \
+                    if settings.clip_epsilon is not None else None
+                ref = _pad_rows([s.ref_logps for s in chunk], width, logps.device) if kl_as_loss else None
+                loss, stats = policy_loss(
+                    logps, packed.completion_mask, adv, loss_type=settings.loss_type, old_logps=old,
+                    clip_epsilon=settings.clip_epsilon, ref_logps=ref,
+                    kl_coef=settings.reference_kl_coef if kl_as_loss else 0.0,
+                )
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"agent {agent.name!r}: the loss is {float(loss.detach())} (non-finite); check the rewards' scale, "
+                        f"lower agent_learning_rate or set max_grad_norm"
+                    )
+                (loss * (len(chunk) / len(batch))).backward()
+                batch_loss += float(loss.detach()) * len(chunk) / len(batch)
+                if entropy is not None:
+                    m = packed.completion_mask.bool()
+                    entropy_sum += float(entropy[m].sum())
+                    entropy_count += int(m.sum())
+                if "clip_fraction" in stats:
+                    clip_fracs.append(stats["clip_fraction"])
+                if "kl_loss" in stats:
+                    kl_losses.append(stats["kl_loss"])
+            norm = torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm or float("inf"))
+            norm = float(norm)
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"agent {agent.name!r}: the gradient norm is {norm} (non-finite)")
+            optimizer.step()
+            grad_norms.append(norm)
+            loss_sum += batch_loss
+            loss_count += 1
+    optimizer.zero_grad(set_to_none=True)
+    stats_out = {
+        "loss": loss_sum / max(loss_count, 1),
+        "grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
+        "entropy": entropy_sum / max(entropy_count, 1),
+        "response_len": sum(len(s.completion_ids) for s in samples) / max(len(samples), 1),
+        "optimizer_steps": float(loss_count),
+    }
+    if clip_fracs:
+        stats_out["clip_fraction"] = sum(clip_fracs) / len(clip_fracs)
+    if kl_losses:
+        stats_out["kl_loss"] = sum(kl_losses) / len(kl_losses)
+    return stats_out

@@ -1,0 +1,153 @@
+"""Submit, stop, resume and cancel runs: what the dashboard and the CLI call.
+
+Importing this module never imports torch or the task module: configs are validated with the
+torch-free :mod:`engine.spec`, and the task is sent by name (``jobs.run_training``) to the queue of
+the chosen device. Calls return as soon as the database and the broker have the request; stopping
+a run that ignores its stop flag is finished later by the stop enforcer (see :mod:`jobs.maintenance`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from db import states
+from db.records import Run
+from db.states import InvalidTransition
+from db.store import Store
+from engine.spec import RunConfig, parse_run_config
+from jobs.celery_app import TASK_NAME, device_queue, get_app, validate_device
+from jobs.lineage import resume_checkpoint
+from jobs.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+_STORES: dict[str, Store] = {}
+_STORES_LOCK = threading.Lock()
+
+
+class ResumeError(ValueError):
+    """A run cannot be resumed (still active, or no checkpoint); the message says what to do."""
+
+
+def get_store(settings: Settings | None = None) -> Store:
+    """A store for the settings' database, shared by the client calls of this process."""
+    url = (settings or get_settings()).resolved_database_url
+    with _STORES_LOCK:
+        if url not in _STORES:
+            _STORES[url] = Store(url)
+        return _STORES[url]
+
+
+def _config_dict(config: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(config, RunConfig):
+        return config.model_dump(mode="json")
+    return parse_run_config(dict(config)).model_dump(mode="json")
+
+
+def _total_steps(config: dict[str, Any]) -> int | None:
+    return config.get("trainer", {}).get("max_steps")
+
+
+def _enqueue(store: Store, run: Run, settings: Settings) -> Run:
+    """Record a fresh task id on the run, then send the task; a broker failure fails the run."""
+    task_id = str(uuid.uuid4())
+    run = store.update_run(run.id, celery_task_id=task_id)
+    try:
+        get_app(settings).send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue))
+    except Exception as exc:
+        store.transition(run.id, states.FAILED, expected_from=states.QUEUED,
+                         error=f"could not enqueue the run on queue {run.queue!r}: {exc}. Is the broker "
+                               f"({settings.resolved_broker_url}) reachable?")
+        raise
+    return run
+
+
+def enqueue_run(run_id: int, *, settings: Settings | None = None) -> str:
+    """Send an existing ``queued`` run to its device's queue again (e.g. after the broker lost its
+    messages); returns the new task id. Raises ``ValueError`` for a run that is not queued."""
+    settings = settings or get_settings()
+    store = get_store(settings)
+    run = store.get_run(run_id)
+    if run.status != states.QUEUED:
+        raise ValueError(f"run {run_id} is {run.status}, not queued; resume it instead to train again")
+    return _enqueue(store, run, settings).celery_task_id or ""
+
+
+def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, device: str = "cpu",
+               settings: Settings | None = None) -> int:
+    """Validate ``config``, store a ``queued`` run of ``experiment_id`` and enqueue it on ``device``'s queue.
+
+    Raises :class:`engine.spec.ConfigError` (naming each bad field) before anything is stored, and
+    ``ValueError`` for an unknown device. Returns the new run's id.
+    """
+    settings = settings or get_settings()
+    data = _config_dict(config)
+    validate_device(device)
+    store = get_store(settings)
+    run = store.create_run(experiment_id, data, device, total_steps=_total_steps(data))
+    _enqueue(store, run, settings)
+    log.info("run %s queued on %s", run.id, device)
+    return run.id
+
+
+def cancel_queued(run_id: int, *, settings: Settings | None = None) -> None:
+    """Cancel a run that has not started yet (``queued → cancelled``); its message is revoked, and a
+    worker that still receives it does not run it. Raises ``InvalidTransition`` if it already started."""
+    settings = settings or get_settings()
+    store = get_store(settings)
+    run = store.transition(run_id, states.CANCELLED, expected_from=states.QUEUED)
+    _revoke(run, settings, terminate=False)
+
+
+def stop_run(run_id: int, *, settings: Settings | None = None) -> str:
+    """Ask a run to stop and return its state right after.
+
+    A queued run is cancelled. A starting or running run gets the stop flag and becomes
+    ``stopping``: the trainer checkpoints and stops at the next step boundary (``stopped``); if it has
+    not stopped after ``stop_grace_s`` seconds, the stop enforcer terminates its job process and marks
+    it ``stopped``. A run that is already final is left as it is.
+    """
+    settings = settings or get_settings()
+    store = get_store(settings)
+    run = store.request_stop(run_id)
+    if run.status == states.CANCELLED:
+        _revoke(run, settings, terminate=False)
+    return run.status
+
+
+def resume_run(run_id: int, *, settings: Settings | None = None) -> int:
+    """Start a new attempt of a finished run that continues from its last checkpoint; returns the new
+    run's id. Raises :class:`ResumeError` when the run is still active or has no checkpoint."""
+    settings = settings or get_settings()
+    store = get_store(settings)
+    run = store.get_run(run_id)
+    if run.is_active:
+        raise ResumeError(f"run {run_id} is still {run.status}; stop it first, then resume it")
+    if resume_checkpoint(store, run, include_self=True) is None:
+        raise ResumeError(
+            f"run {run_id} has no checkpoint to resume from; set trainer.checkpoint_interval to save "
+            "checkpoints during training, or submit its config again to start over"
+        )
+    config = dict(run.config)
+    new = store.create_run(run.experiment_id, config, run.queue, total_steps=_total_steps(config),
+                           resumed_from=run.id, tags=run.tags)
+    _enqueue(store, new, settings)
+    log.info("run %s queued as attempt %s, resuming run %s", new.id, new.attempt, run_id)
+    return new.id
+
+
+def _revoke(run: Run, settings: Settings, *, terminate: bool) -> None:
+    if not run.celery_task_id:
+        return
+    try:
+        get_app(settings).control.revoke(run.celery_task_id, terminate=terminate)
+    except Exception:  # the run's state already says cancelled; the executor will not start it
+        log.warning("could not revoke task %s of run %s", run.celery_task_id, run.id, exc_info=True)
+
+
+__all__ = ["submit_run", "enqueue_run", "stop_run", "resume_run", "cancel_queued", "get_store", "ResumeError",
+           "InvalidTransition"]

@@ -1,0 +1,138 @@
+"""The sink a job hands to the trainer: every report goes to the database.
+
+Each training step's metrics and sampled episodes are written by one ``Store.log_step`` call (one
+transaction, which also records progress and the heartbeat). A background thread keeps the heartbeat
+fresh between steps, so a step that spends minutes generating is not mistaken for a dead worker. The
+stop flag is read from the database at every step boundary (and cached by the heartbeat thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from db import states
+from db.records import EpisodeIn, TurnIn
+from db.states import InvalidTransition
+from db.store import Store
+from engine.sinks.base import BaseSink, Episode
+
+log = logging.getLogger(__name__)
+
+
+def to_episode_in(episode: Episode) -> EpisodeIn:
+    """Copy an engine episode into the store's input dataclass (field for field)."""
+    turns = tuple(
+        TurnIn(turn=t.turn, agent_index=t.agent_index, agent_name=t.agent_name, prompt=t.prompt,
+               completion=t.completion, reward=float(t.reward), ret=float(t.ret), advantage=float(t.advantage))
+        for t in episode.turns
+    )
+    return EpisodeIn(sample_index=episode.sample_index, split=episode.split, item_index=episode.item_index,
+                     turns=turns)
+
+
+class DbSink(BaseSink):
+    """Writes one run's metrics, transcripts, progress, checkpoints and heartbeat to the store.
+
+    ``start`` moves the run from ``starting`` to ``running`` (the trainer calls it once agents and
+    task are built) and starts the heartbeat thread; ``close`` (or ``finish``) stops the thread.
+    """
+
+    def __init__(self, store: Store, run_id: int, *, worker: str | None = None,
+                 heartbeat_interval_s: float = 5.0, on_settled: Callable[[str], None] | None = None) -> None:
+        """``on_settled(status)`` is called from the heartbeat thread when a run asked to stop has been
+        settled elsewhere (the stop enforcer marked it ``stopped`` after the grace period) while this
+        process still trains; the job process uses it to exit at once."""
+        self.store = store
+        self.on_settled = on_settled
+        self.run_id = run_id
+        self.worker = worker
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.steps_logged = 0
+        self._stop_flag = False
+        self._running_marked = False
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ----------------------------------------------------------------------- heartbeat
+
+    def start_heartbeat(self) -> None:
+        """Start the background heartbeat (idempotent)."""
+        if self._thread is not None:
+            return
+        self._beat()
+        self._thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-run-{self.run_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        try:
+            self._stop_flag = self.store.heartbeat(self.run_id, worker=self.worker) or self._stop_flag
+            if self._stop_flag and self.on_settled is not None:
+                status = self.store.get_run(self.run_id).status
+                if status in states.TERMINAL_STATUSES:
+                    self.on_settled(status)
+        except Exception:  # a transient database error must not kill training; the next beat retries
+            log.warning("heartbeat for run %s failed", self.run_id, exc_info=True)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._halt.wait(self.heartbeat_interval_s):
+            self._beat()
+
+    def close(self) -> None:
+        """Stop the heartbeat thread and wait for it."""
+        self._halt.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, 2 * self.heartbeat_interval_s))
+            self._thread = None
+
+    # ------------------------------------------------------------------------- the Sink
+
+    def _mark_running(self) -> None:
+        if self._running_marked:
+            return
+        self._running_marked = True
+        try:
+            self.store.transition(self.run_id, states.RUNNING, expected_from=states.STARTING, worker=self.worker)
+        except InvalidTransition as exc:  # already stopping (a stop came during start-up): keep going
+            log.info("run %s not moved to running: %s", self.run_id, exc)
+
+    def start(self, total_steps: int | None, config: dict[str, Any]) -> None:
+        if total_steps is not None:
+            self.store.update_run(self.run_id, total_steps=int(total_steps))
+        self.start_heartbeat()
+        self._mark_running()
+
+    def log_step(self, step: int, env_step: int, metrics: dict[str, float], episodes: list[Episode]) -> None:
+        self._mark_running()
+        stop = self.store.log_step(self.run_id, int(step), int(env_step), _floats(metrics),
+                                   [to_episode_in(e) for e in episodes], wall_time=time.time())
+        self._stop_flag = self._stop_flag or bool(stop)
+        self.steps_logged += 1
+
+    def log_metrics(self, step: int, env_step: int, metrics: dict[str, float]) -> None:
+        self.store.log_metrics(self.run_id, int(step), None if env_step is None else int(env_step),
+                               _floats(metrics), wall_time=time.time())
+
+    def log_transcripts(self, step: int, episodes: Sequence[Episode]) -> None:
+        if episodes:
+            self.store.log_episodes(self.run_id, int(step), [to_episode_in(e) for e in episodes])
+
+    def log_checkpoint(self, step: int, path: str) -> None:
+        self.store.add_checkpoint(self.run_id, int(step), str(path))
+
+    def should_stop(self) -> bool:
+        if not self._stop_flag:
+            self._stop_flag = self.store.stop_requested(self.run_id)
+        return self._stop_flag
+
+    def finish(self, status: str) -> None:
+        self.close()
+
+
+def _floats(metrics: dict[str, Any]) -> dict[str, float]:
+    """Metric values as plain floats (tensors and numpy scalars convert through ``float``)."""
+    return {str(k): float(v) for k, v in metrics.items()}

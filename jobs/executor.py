@@ -1,0 +1,201 @@
+"""Execute one stored run from start to its truthful final state.
+
+:func:`execute_run` is the plain function behind the Celery task (the task only passes the run id).
+It claims the run with a compare-and-set ``queued → starting`` (so a redelivered message never runs a
+finished, stopped or lost run again), validates the stored config, trains through
+``engine.build.run_training`` with a :class:`~jobs.db_sink.DbSink`, and ends in ``succeeded``,
+``stopped`` or ``failed`` (with the error and traceback). torch and the engine are imported inside the
+function, so the worker parent that forks job processes never loads them (nor initialises CUDA).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from db import states
+from db.errors import NotFoundError
+from db.records import Run
+from db.states import InvalidTransition
+from db.store import Store
+from jobs.lineage import resume_checkpoint
+from jobs.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+TrainFn = Callable[..., Any]
+"""``run_training(config, *, output_dir, sink, resume_from=None) -> TrainResult``."""
+
+
+def local_device(queue: str) -> str:
+    """The torch device a job on ``queue`` uses inside its worker.
+
+    A ``cuda:N`` worker pins its GPU with ``CUDA_VISIBLE_DEVICES=N``, so inside the job that GPU is
+    ``cuda:0``; the ``cpu`` queue trains on the CPU.
+    """
+    return "cpu" if queue == "cpu" else "cuda:0"
+
+
+def run_output_dir(settings: Settings, run_id: int) -> Path:
+    """Where a run's checkpoints and exports go: ``<data dir>/runs/run-<id>``."""
+    return settings.runs_dir / f"run-{run_id}"
+
+
+def run_log_path(settings: Settings, run_id: int) -> Path:
+    """The run's own log file: ``<data dir>/logs/run-<id>.log``."""
+    return settings.logs_dir / f"run-{run_id}.log"
+
+
+def describe_error(exc: BaseException) -> str:
+    """The error first (what a person reads in the dashboard), then the full traceback."""
+    head = f"{type(exc).__name__}: {exc}"
+    trace = "".join(traceback.format_exception(exc))
+    return f"{head}\n\n{trace}"
+
+
+def _finish(store: Store, run_id: int, to: str, *, error: str | None = None) -> str:
+    """Move the run to a final state; if someone else settled it first (the stop enforcer, the
+    reaper), keep theirs and return it."""
+    try:
+        current = store.get_run(run_id).status
+        # the state machine has no shortcut running → stopped or starting → succeeded
+        if to == states.STOPPED and current == states.RUNNING:
+            store.transition(run_id, states.STOPPING, expected_from=states.RUNNING)
+        elif to == states.SUCCEEDED and current == states.STARTING:
+            store.transition(run_id, states.RUNNING, expected_from=states.STARTING)
+        return store.transition(run_id, to, error=error).status
+    except InvalidTransition as exc:
+        log.warning("run %s ended as %s, but it is already %s; keeping that", run_id, to, exc.current)
+        return exc.current
+
+
+class _RunLogFile:
+    """Attach a file handler for one run to the root logger while the run executes."""
+
+    def __init__(self, path: Path, level: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.handler = logging.FileHandler(path, encoding="utf-8")
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.handler.setLevel(level.upper())
+        self.root = logging.getLogger()
+        self.old_level = self.root.level
+
+    def __enter__(self) -> _RunLogFile:
+        self.root.addHandler(self.handler)
+        if self.root.level > self.handler.level or self.root.level == logging.NOTSET:
+            self.root.setLevel(self.handler.level)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.root.removeHandler(self.handler)
+        self.root.setLevel(self.old_level)
+        self.handler.close()
+
+
+def execute_run(run_id: int, *, settings: Settings | None = None, store: Store | None = None,
+                worker: str | None = None, train_fn: TrainFn | None = None,
+                exit_when_settled: bool = False) -> str:
+    """Run stored run ``run_id`` to completion and return the state it ended in.
+
+    ``train_fn`` defaults to ``engine.build.run_training``. A run that is not ``queued`` is left
+    alone (its state is returned), which makes redelivered task messages harmless. With
+    ``exit_when_settled`` (job processes) the process exits at once if the run is marked ``stopped``
+    by the stop enforcer while it still trains, so a terminated run never keeps computing.
+    """
+    settings = settings or get_settings()
+    own_store = store is None
+    store = store or Store(settings.resolved_database_url)
+    try:
+        return _execute(store, settings, run_id, worker=worker, train_fn=train_fn,
+                        exit_when_settled=exit_when_settled)
+    finally:
+        if own_store:
+            store.close()
+
+
+def _execute(store: Store, settings: Settings, run_id: int, *, worker: str | None,
+             train_fn: TrainFn | None, exit_when_settled: bool) -> str:
+    try:
+        run = store.get_run(run_id)
+    except NotFoundError:
+        log.error("run %s does not exist (deleted before it started?); nothing to do", run_id)
+        return "missing"
+    if run.status != states.QUEUED:
+        log.warning("run %s is %s, not queued: not running it again", run_id, run.status)
+        return run.status
+    try:
+        store.transition(run_id, states.STARTING, expected_from=states.QUEUED, worker=worker)
+    except InvalidTransition as exc:  # another delivery or a cancel won the race
+        log.warning("run %s could not be claimed: %s", run_id, exc)
+        return exc.current
+    # A run queued long ago has no heartbeat yet; beat now so the reaper does not count from creation.
+    store.heartbeat(run_id, worker=worker)
+
+    log_path = run_log_path(settings, run_id)
+    output_dir = run_output_dir(settings, run_id)
+    device = local_device(run.queue)
+    store.update_run(run_id, log_path=str(log_path), output_dir=str(output_dir), device=run.queue)
+    if worker:
+        _set_worker_run(store, worker, run_id)
+    try:
+        with _RunLogFile(log_path, settings.log_level):
+            log.info("run %s (experiment %s, attempt %s) starting on %s as %s", run_id, run.experiment_id,
+                     run.attempt, run.queue, device)
+            return _train(store, settings, run, device=device, output_dir=output_dir, worker=worker,
+                          train_fn=train_fn, exit_when_settled=exit_when_settled)
+    finally:
+        if worker:
+            _set_worker_run(store, worker, None)
+
+
+def _train(store: Store, settings: Settings, run: Run, *, device: str, output_dir: Path,
+           worker: str | None, train_fn: TrainFn | None, exit_when_settled: bool) -> str:
+    from engine.spec import ConfigError, parse_run_config
+
+    try:
+        data = dict(run.config)
+        data["trainer"] = {**dict(data.get("trainer") or {}), "device": device}
+        config = parse_run_config(data)
+    except ConfigError as exc:
+        message = f"invalid run config:\n{exc}\nFix the config and submit it again."
+        log.error("run %s: %s", run.id, message)
+        return _finish(store, run.id, states.FAILED, error=message)
+
+    from jobs.db_sink import DbSink
+
+    sink = DbSink(store, run.id, worker=worker, heartbeat_interval_s=settings.heartbeat_interval_s,
+                  on_settled=_exit_job_process if exit_when_settled else None)
+    try:
+        sink.start_heartbeat()
+        resume_from = resume_checkpoint(store, run)
+        if run.resumed_from is not None:
+            log.info("run %s resumes run %s from %s", run.id, run.resumed_from, resume_from)
+        if train_fn is None:
+            from engine.build import run_training as train_fn
+        output_dir.mkdir(parents=True, exist_ok=True)
+        result = train_fn(config, output_dir=str(output_dir), sink=sink, resume_from=resume_from)
+    except Exception as exc:
+        log.exception("run %s failed", run.id)
+        return _finish(store, run.id, states.FAILED, error=describe_error(exc))
+    finally:
+        sink.close()
+    status = getattr(result, "status", "completed")
+    log.info("run %s: training returned %s at step %s", run.id, status, getattr(result, "step", "?"))
+    return _finish(store, run.id, states.STOPPED if status == "stopped" else states.SUCCEEDED)
+
+
+def _exit_job_process(status: str) -> None:
+    log.error("this run was marked %s elsewhere while still training: exiting the job process", status)
+    logging.shutdown()
+    os._exit(1)
+
+
+def _set_worker_run(store: Store, worker: str, run_id: int | None) -> None:
+    try:
+        store.set_worker_run(worker, run_id)
+    except Exception:  # the registry is informative; it must never fail a run
+        log.warning("could not record run %s on worker %s", run_id, worker, exc_info=True)

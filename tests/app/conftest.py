@@ -1,0 +1,134 @@
+"""Fixtures for the dashboard tests: a fresh data directory (SQLite file, broker folders) per test,
+a store on it, a helper that fills it with runs, metrics and transcripts, and an AppTest factory."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from db.records import EpisodeIn, TurnIn
+from db.store import Store
+from engine.spec import RunConfig
+
+MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
+
+
+def two_agent_config(name: str = "demo", **trainer: Any) -> dict[str, Any]:
+    """A small valid run config (two tiny agents on the quickstart task)."""
+    config = {
+        "name": name,
+        "agents": [{"name": "writer", "model": "builtin:tiny-llama"},
+                   {"name": "editor", "model": "builtin:tiny-llama"}],
+        "task": {"name": "quickstart", "params": {}},
+        "trainer": {"max_steps": 5, "num_generations": 2, **trainer},
+    }
+    return RunConfig.model_validate(config).model_dump(mode="json")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private COOPLAB_HOME: the app, the store and the job client all use it."""
+    monkeypatch.setenv("COOPLAB_HOME", str(tmp_path / "home"))
+    for var in ("COOPLAB_DATABASE_URL", "COOPLAB_BROKER_URL", "COOPLAB_RESULT_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def store(home: Path) -> Store:
+    """A store on the test's SQLite file (created and migrated)."""
+    home.mkdir(parents=True, exist_ok=True)
+    st = Store(f"sqlite:///{home / 'cooplab.db'}", migrate=True)
+    yield st
+    st.close()
+
+
+def add_run(
+    store: Store,
+    experiment_id: int,
+    *,
+    status: str = "running",
+    steps: int = 0,
+    agents: tuple[str, ...] = ("writer", "editor"),
+    episodes_per_step: int = 0,
+    config: dict[str, Any] | None = None,
+    reward: Callable[[int], float] = lambda step: 0.1 * step,
+) -> int:
+    """A run moved through the real state machine to ``status`` with ``steps`` logged steps."""
+    config = config or dict(store.get_experiment(experiment_id).config)
+    run = store.create_run(experiment_id, config, "cpu", total_steps=max(steps, 1) * 2, device="cpu")
+    path = {"queued": [], "cancelled": ["cancelled"], "running": ["starting", "running"],
+            "stopping": ["starting", "running", "stopping"],
+            "succeeded": ["starting", "running", "succeeded"], "failed": ["starting", "running", "failed"],
+            "stopped": ["starting", "running", "stopping", "stopped"]}[status]
+    for index, state in enumerate(path):
+        if state == "stopping":
+            store.request_stop(run.id)
+        else:
+            store.transition(run.id, state, error="boom: a test failure" if state == "failed" else None)
+        if state == "running":
+            for step in range(1, steps + 1):
+                metrics = {"train/reward_mean": reward(step), "turn_1/reward_mean": reward(step),
+                           "turn_1/expected_return": 2 * reward(step)}
+                for agent in agents:
+                    metrics[f"agent/{agent}/loss"] = 1.0 / (step + 1)
+                episodes = [
+                    EpisodeIn(sample_index=k, split="train", item_index=k, turns=tuple(
+                        TurnIn(turn=1, agent_index=i, agent_name=agent, prompt=f"prompt of {agent} item {k}",
+                               completion=f"reply of {agent} at step {step}", reward=reward(step),
+                               ret=reward(step), advantage=0.5 - k)
+                        for i, agent in enumerate(agents)))
+                    for k in range(episodes_per_step)
+                ]
+                store.log_step(run.id, step, step * 4, metrics, episodes, wall_time=1.7e9 + step)
+        del index
+    return run.id
+
+
+@pytest.fixture
+def app(home: Path) -> Callable[..., AppTest]:
+    """Run the dashboard headless on one page: ``app("runs", run=3)`` (query params optional)."""
+
+    def start(page: str | None = None, **query: Any) -> AppTest:
+        at = AppTest.from_file(MAIN, default_timeout=30)
+        for key, value in query.items():
+            at.query_params[key] = str(value)
+        if page:
+            at.switch_page(f"app_pages/{page}.py")
+        return at.run()
+
+    return start
+
+
+def plotly_figures(at: AppTest) -> list[dict[str, Any]]:
+    """The Plotly figures on the page, as dicts (``data``, ``layout``)."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+@pytest.fixture
+def figures() -> Callable[[AppTest], list[dict[str, Any]]]:
+    """``figures(at)``: the Plotly figures an AppTest page drew."""
+    return plotly_figures
+
+
+@pytest.fixture
+def seed(store: Store) -> Callable[..., int]:
+    """``seed(experiment_id, status=..., steps=..., episodes_per_step=...)`` → run id (see ``add_run``)."""
+    return lambda experiment_id, **kw: add_run(store, experiment_id, **kw)
+
+
+@pytest.fixture
+def experiment(store: Store) -> int:
+    """An experiment with a valid two-agent config."""
+    return store.create_experiment("demo", config=two_agent_config()).id
+
+
+@pytest.fixture
+def make_config() -> Callable[..., dict[str, Any]]:
+    """``make_config(name, **trainer_overrides)``: a valid two-agent run config dict."""
+    return two_agent_config

@@ -1,0 +1,98 @@
+"""The experiment draft: schema-driven field kinds, validation errors by field path, YAML round trip."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import Field
+
+from app import draft as drafts
+from app.fields import FieldInputError, field_form, from_text, model_forms, to_text
+from engine.spec import AgentSpec, TrainerSpec, parse_run_config
+from engine.tasks.base import TaskInfo, TaskParams
+
+
+class PairParams(TaskParams):
+    target_len: int = Field(8, ge=1, description="Characters each agent should write.")
+
+
+PAIR = TaskInfo(name="pair", title="Pair", description="two agents", roles=("a", "b"), default_num_agents=2,
+                team_sizes=(2,), max_turns=1, params_model=PairParams, factory=lambda p, n: None)
+
+
+def test_field_kinds_come_from_the_schema() -> None:
+    forms = {f.name: f for f in model_forms(TrainerSpec)}
+    assert forms["joint_mode"].kind == "choice" and forms["joint_mode"].choices == ("aligned", "cross")
+    assert forms["num_generations"].kind == "int" and not forms["num_generations"].optional
+    assert forms["max_steps"].kind == "int" and forms["max_steps"].optional
+    assert forms["clip_epsilon"].kind == "float" and forms["clip_epsilon"].optional
+    assert forms["gradient_checkpointing"].kind == "bool"
+    assert forms["agent_devices"].kind == "list_str"
+    assert forms["num_generations"].help == TrainerSpec.model_fields["num_generations"].description
+    kwargs = field_form("model_kwargs", AgentSpec.model_fields["model_kwargs"])
+    assert kwargs.kind == "json" and kwargs.default == {}
+
+
+def test_text_fields_round_trip_and_name_bad_input() -> None:
+    devices = field_form("agent_devices", TrainerSpec.model_fields["agent_devices"])
+    assert from_text(devices, "cuda:0, cuda:1") == ["cuda:0", "cuda:1"]
+    assert from_text(devices, "  ") is None
+    assert to_text(devices, ["cuda:0", "cuda:1"]) == "cuda:0, cuda:1"
+    kwargs = field_form("model_kwargs", AgentSpec.model_fields["model_kwargs"])
+    assert from_text(kwargs, '{"dtype": "float32"}') == {"dtype": "float32"}
+    with pytest.raises(FieldInputError, match="not valid JSON"):
+        from_text(kwargs, "{dtype: float32")
+
+
+def test_validation_errors_are_keyed_by_field() -> None:
+    draft = drafts.blank_draft()
+    draft["agents"][1]["learning_rate"] = -1.0
+    draft["trainer"]["num_generations"] = 1
+    config, errors = drafts.validate(draft)
+    assert config is None
+    assert "agents.1.learning_rate" in errors and "greater than 0" in errors["agents.1.learning_rate"][0]
+    assert "trainer.num_generations" in errors
+
+
+def test_model_level_errors_are_reported_without_the_pydantic_prefix() -> None:
+    draft = drafts.blank_draft()
+    draft["agents"][1]["name"] = draft["agents"][0]["name"]
+    config, errors = drafts.validate(draft)
+    assert config is None
+    assert errors[""] == ["agent names must be unique; repeated: agent_0"]
+
+
+def test_task_params_team_size_and_turns_are_checked_against_the_task() -> None:
+    draft = drafts.blank_draft()
+    draft["task"] = {"name": "pair", "params": {"target_len": 0, "typo": 1}}
+    draft["agents"].append(drafts.new_agent(draft["agents"]))
+    draft["trainer"]["num_turns"] = 2
+    config, errors = drafts.validate(draft, PAIR)
+    assert config is None
+    assert "greater than or equal to 1" in errors["task.params.target_len"][0]
+    assert "task.params.typo" in errors  # unknown keys are rejected, not ignored
+    assert "played by 2 agent(s), not 3" in errors["agents"][0]
+    assert "at most 1 turn" in errors["trainer.num_turns"][0]
+
+
+def test_valid_draft_round_trips_through_yaml() -> None:
+    draft = drafts.blank_draft()
+    draft["task"] = {"name": "pair", "params": {"target_len": 4}}
+    config, errors = drafts.validate(draft, PAIR)
+    assert errors == {} and config is not None
+    text = drafts.to_yaml(config)
+    assert drafts.from_yaml(text) == drafts.normalise(config.model_dump(mode="json"))
+    assert parse_run_config(drafts.from_yaml(text)) == config
+
+
+def test_yaml_import_names_the_problem() -> None:
+    with pytest.raises(drafts.DraftImportError, match="not valid YAML"):
+        drafts.from_yaml("agents: [unclosed")
+    with pytest.raises(drafts.DraftImportError, match="must be a mapping"):
+        drafts.from_yaml("- just\n- a list\n")
+
+
+def test_new_agents_get_unique_names() -> None:
+    agents = [{"name": "agent_0", "model": "builtin:tiny-qwen2"}, {"name": "agent_2"}]
+    agent = drafts.new_agent(agents)
+    assert agent["name"] not in {"agent_0", "agent_2"}
+    assert agent["model"] == "builtin:tiny-qwen2"  # same model as the first agent by default

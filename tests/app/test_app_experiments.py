@@ -1,0 +1,137 @@
+"""Experiments page: first visit, the team form (valid and invalid input), presets, YAML, clone, delete,
+launch through the real job client."""
+
+from __future__ import annotations
+
+import yaml
+
+from db.store import Store
+from engine.tasks.presets import PRESETS
+
+
+def _column_with(at, key: str):
+    """The form column holding the widget ``key`` (its errors are printed in the same column)."""
+    for column in at.columns:
+        if any(w.key == key for w in (*column.number_input, *column.text_input, *column.selectbox)):
+            return column
+    raise AssertionError(f"no column holds widget {key}")
+
+
+def _create_quickstart(app):
+    at = app()
+    at.button(key="create_quickstart").click().run()
+    assert not at.exception
+    return at
+
+
+def test_first_visit_offers_the_quickstart_and_launches_it(app, store: Store) -> None:
+    at = app()
+    assert not at.exception
+    assert any("no experiments yet" in m.value for m in at.markdown)
+    at.button(key="create_quickstart").click().run()
+    [experiment] = store.list_experiments()
+    assert dict(experiment.config) == PRESETS["quickstart"]["config"]
+    assert at.header[0].value == f"Edit experiment #{experiment.id}"
+    assert at.text_input(key="ed1.agent0.name").value == "first"
+    at.button(key="exp_launch").click().run()
+    assert not at.exception
+    [run] = store.list_runs()
+    assert run.status == "queued" and run.experiment_id == experiment.id and run.queue == "cpu"
+    assert any(f"Queued run #{run.id}" in s.value for s in at.success)
+
+
+def test_invalid_input_is_shown_next_to_the_field_and_blocks_saving(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    before = dict(store.list_experiments()[0].config)
+    at.number_input(key="ed1.trainer.num_generations").set_value(1).run()
+    column = _column_with(at, "ed1.trainer.num_generations")
+    assert [e.value for e in column.error] == ["Input should be greater than or equal to 2"]
+    assert at.button(key="exp_save").disabled
+    assert "1 field(s) need attention" in at.error[0].value
+    assert dict(store.list_experiments()[0].config) == before  # nothing saved
+    at.number_input(key="ed1.trainer.num_generations").set_value(6).run()
+    assert not at.error and not at.button(key="exp_save").disabled
+    at.button(key="exp_save").click().run()
+    assert store.list_experiments()[0].config["trainer"]["num_generations"] == 6
+
+
+def test_team_rows_validate_names_sharing_and_team_size(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    at.text_input(key="ed1.agent1.name").set_value("first").run()
+    assert any("agent names must be unique; repeated: first" in e.value for e in at.error)
+    at.text_input(key="ed1.agent1.name").set_value("second").run()
+    at.selectbox(key="ed1.agent1.share").set_value("first").run()
+    assert not at.error
+    at.button(key="ed1.add_agent").click().run()
+    assert [t.value for t in at.text_input if t.key.endswith(".name") and ".agent" in t.key] == \
+        ["first", "second", "agent_2"]
+    assert any("is played by 2 agent(s), not 3" in e.value for e in at.error)
+    at.button(key="ed2.agent2.remove").click().run()
+    assert not at.error
+    at.button(key="exp_save").click().run()
+    agents = store.list_experiments()[0].config["agents"]
+    assert [a["name"] for a in agents] == ["first", "second"] and agents[1]["share_weights_with"] == "first"
+
+
+def test_task_parameters_come_from_the_tasks_schema(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    assert at.number_input(key="ed1.task.quickstart.num_items").value == 16
+    at.number_input(key="ed1.task.quickstart.num_items").set_value(0).run()
+    column = _column_with(at, "ed1.task.quickstart.num_items")
+    assert column.error and "greater than" in column.error[0].value
+    at.selectbox(key="ed1.task").set_value("writing").run()
+    assert at.text_input(key="ed1.task.writing.text_column").value  # the writing task's own parameter
+    assert not [w for w in at.number_input if w.key.startswith("ed1.task.quickstart")]
+
+
+def test_presets_new_experiment_and_duplicate_names(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    at.selectbox(key="exp_pick").set_value(0).run()
+    assert at.header[0].value == "New experiment"
+    at.selectbox(key="exp_preset").set_value("writing").run()
+    at.button(key="exp_load_preset").click().run()
+    name = PRESETS["writing"]["config"]["name"]
+    assert at.text_input(key=f"ed{at.session_state['exp_gen']}.name").value == name
+    at.button(key="exp_save").click().run()
+    assert {e.name for e in store.list_experiments()} == {"quickstart", name}
+    # a second experiment with a taken name is refused with a message, not an exception
+    at.selectbox(key="exp_pick").set_value(0).run()
+    at.text_input(key=f"ed{at.session_state['exp_gen']}.name").set_value("quickstart").run()
+    at.button(key="exp_save").click().run()
+    assert not at.exception
+    assert any("already exists" in e.value for e in at.error)
+    assert len(store.list_experiments()) == 2
+
+
+def test_yaml_import_and_export(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    assert not at.get("download_button")[0].disabled  # export of a valid config
+    config = yaml.safe_load(yaml.safe_dump(PRESETS["quickstart"]["config"]))
+    config["name"] = "from-yaml"
+    config["trainer"]["num_generations"] = 0
+    at.file_uploader(key="exp_upload").set_value(("cfg.yaml", yaml.safe_dump(config).encode(), "application/x-yaml"))
+    at.run()
+    at.button(key="exp_import").click().run()
+    gen = at.session_state["exp_gen"]
+    assert at.text_input(key=f"ed{gen}.name").value == "from-yaml"
+    column = _column_with(at, f"ed{gen}.trainer.num_generations")
+    assert column.error  # the imported problem shows next to its field
+    assert at.get("download_button") == [] or at.button(key="exp_export_off").disabled
+    at.file_uploader(key="exp_upload").set_value(("bad.yaml", b"- a\n- list\n", "application/x-yaml"))
+    at.run()
+    at.button(key="exp_import").click().run()
+    assert any("must be a mapping" in e.value for e in at.error)
+
+
+def test_search_clone_and_delete_with_confirmation(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    at.text_input(key="exp_clone_name_1").set_value("quickstart-lr").run()
+    at.button(key="exp_clone").click().run()
+    assert {e.name for e in store.list_experiments()} == {"quickstart", "quickstart-lr"}
+    assert at.header[0].value == "Edit experiment #2"
+    at.text_input(key="exp_search").set_value("-lr").run()
+    assert at.dataframe[0].value["name"].tolist() == ["quickstart-lr"]
+    assert at.button(key="exp_delete").disabled  # needs the confirmation first
+    at.checkbox(key="exp_delete_confirm_2").check().run()
+    at.button(key="exp_delete").click().run()
+    assert [e.name for e in store.list_experiments()] == ["quickstart"]

@@ -1,0 +1,80 @@
+"""Pure helpers of the dashboard: smoothing, config diff, metric grouping, run actions, log tail."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from app.configdiff import diff_configs, flatten
+from app.metricgroups import default_charts, group_metrics
+from app.queries import log_tail
+from app.runinfo import actions_for, format_duration
+from app.smoothing import ema, rolling_mean, smooth
+
+
+def test_ema_is_debiased_like_tensorboard() -> None:
+    # weight 0.5: running 0.5 → /0.5 = 1; running 0.25+1.5=1.75 → /0.75; running 0.875+2.5=3.375 → /0.875
+    assert ema([1.0, 3.0, 5.0], 0.5) == pytest.approx([1.0, 1.75 / 0.75, 3.375 / 0.875])
+    assert ema([2.0, 4.0], 0.0) == [2.0, 4.0]
+
+
+def test_ema_passes_non_finite_values_through() -> None:
+    out = ema([1.0, math.nan, 3.0], 0.5)
+    assert out[0] == 1.0 and math.isnan(out[1])
+    assert out[2] == pytest.approx(1.75 / 0.75)  # as if the NaN was not there
+
+
+def test_rolling_mean_and_dispatch() -> None:
+    assert rolling_mean([1, 2, 3, 4], 2) == [1.0, 1.5, 2.5, 3.5]
+    assert smooth([1.0, 2.0], "none", 0.9) == [1.0, 2.0]
+    assert smooth([1.0, 3.0], "window", 2) == [1.0, 2.0]
+    with pytest.raises(ValueError, match="unknown smoothing method 'median'"):
+        smooth([1.0], "median", 1)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        ema([1.0], 1.0)
+
+
+def test_config_diff_keeps_only_differences() -> None:
+    a = {"trainer": {"lr": 1e-4, "seed": 0}, "agents": [{"name": "a"}, {"name": "b"}]}
+    b = {"trainer": {"lr": 3e-4, "seed": 0}, "agents": [{"name": "a"}]}
+    assert flatten(a) == {"trainer.lr": 1e-4, "trainer.seed": 0, "agents.0.name": "a", "agents.1.name": "b"}
+    rows = diff_configs({"#1": a, "#2": b})
+    assert rows == [
+        {"field": "agents.1.name", "#1": "b", "#2": "—"},
+        {"field": "trainer.lr", "#1": "0.0001", "#2": "0.0003"},
+    ]
+    assert diff_configs({"#1": a}) == []
+    assert diff_configs({"#1": a, "#2": a}) == []
+
+
+def test_metric_grouping() -> None:
+    keys = ["train/reward_mean", "turn_1/reward_mean", "turn_2/reward_mean", "turn_1/expected_return",
+            "agent/writer/loss", "agent/editor/loss", "perf/step_time_s", "eval/pass@1", "reward/syntax"]
+    charts = group_metrics(keys)
+    by_title = {c.title: c for c in charts}
+    assert by_title["reward_mean per turn"].curves == (
+        ("all turns", "train/reward_mean"), ("turn 1", "turn_1/reward_mean"), ("turn 2", "turn_2/reward_mean"))
+    assert by_title["loss per agent"].curves == (("editor", "agent/editor/loss"), ("writer", "agent/writer/loss"))
+    assert "train/reward_mean" not in by_title  # drawn inside the per-turn chart
+    assert [c.section for c in charts] == ["team", "team", "agents", "eval", "reward", "perf"]
+    assert default_charts(charts)[0] == "reward_mean per turn"
+
+
+def test_actions_follow_the_state() -> None:
+    assert actions_for("running").stop and not actions_for("running").delete
+    assert actions_for("queued").cancel and not actions_for("queued").stop
+    assert not actions_for("stopping").stop  # already asked; the worker is settling it
+    assert actions_for("stopped").resume and actions_for("stopped").delete
+    assert not actions_for("succeeded").resume and actions_for("cancelled").delete
+    assert format_duration(3725) == "1h 02m" and format_duration(65) == "1m 05s"
+    assert format_duration(None) == "—"
+
+
+def test_log_tail_reads_only_the_end(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"line {i}\n" for i in range(1000)))
+    assert log_tail(str(log), lines=3) == "line 997\nline 998\nline 999"
+    assert log_tail(str(tmp_path / "missing.log")) == ""
+    assert log_tail(None) == ""

@@ -1,0 +1,79 @@
+"""Runs page: the table, empty states, and every control going through the real job client."""
+
+from __future__ import annotations
+
+import pytest
+
+from db.store import Store
+
+
+def test_empty_state_points_to_the_next_step(app) -> None:
+    at = app("runs")
+    assert not at.exception
+    text = " ".join(i.value for i in at.info)
+    assert "Create one on the Experiments page" in text and "No runs yet" in text
+
+
+def test_table_shows_status_progress_rate_and_sparkline(app, store: Store, experiment: int, seed) -> None:
+    running = seed(experiment, status="running", steps=4)
+    seed(experiment, status="queued")
+    at = app("runs")
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert len(table) == 2
+    row = table[table["id"] == running].iloc[0]
+    assert row["status"] == "🟢 running"
+    assert row["step"] == "4/8" and row["progress"] == 0.5
+    assert list(row["reward"]) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert row["device"] == "cpu"
+
+
+def test_stop_shows_stopping_then_the_final_state(app, store: Store, experiment: int, seed) -> None:
+    run_id = seed(experiment, status="running", steps=2)
+    at = app("runs", run=run_id)
+    at.button(key=f"runs.{run_id}.stop").click().run()
+    assert not at.exception
+    assert store.get_run(run_id).status == "stopping"
+    assert any(m.value == "🟠 stopping" for m in at.metric)
+    assert not [b for b in at.button if b.key == f"runs.{run_id}.stop"]  # no second stop
+    # the worker settles the run; the next refresh shows the truthful end state
+    store.transition(run_id, "stopped")
+    at.run()
+    assert any(m.value == "⏹️ stopped" for m in at.metric)
+
+
+def test_cancel_queued_and_delete_with_confirmation(app, store: Store, experiment: int, seed) -> None:
+    run_id = seed(experiment, status="queued")
+    at = app("runs", run=run_id)
+    at.button(key=f"runs.{run_id}.cancel").click().run()
+    assert store.get_run(run_id).status == "cancelled"
+    at.button(key=f"runs.{run_id}.delete").click().run()
+    assert not at.exception
+    assert store.list_runs() == []
+
+
+def test_launch_queues_a_run_through_the_job_client(app, store: Store, experiment: int) -> None:
+    at = app("runs")
+    at.button(key="runs_launch").click().run()
+    assert not at.exception
+    [run] = store.list_runs()
+    assert run.status == "queued" and run.experiment_id == experiment and run.celery_task_id
+    assert at.dataframe[0].value["id"].tolist() == [run.id]
+
+
+def test_tags_and_notes_are_saved(app, store: Store, experiment: int, seed) -> None:
+    run_id = seed(experiment, status="succeeded", steps=1)
+    at = app("runs", run=run_id)
+    at.text_input(key=f"runs.{run_id}.tags").set_value("baseline, lr-sweep")
+    at.text_area(key=f"runs.{run_id}.notes").set_value("the **good** one")
+    at.button[[b.label for b in at.button].index("Save tags and notes")].click().run()
+    run = store.get_run(run_id)
+    assert run.tags == ("baseline", "lr-sweep") and run.notes == "the **good** one"
+
+
+def test_status_filter(app, store: Store, experiment: int, seed) -> None:
+    seed(experiment, status="failed", steps=1)
+    ok = seed(experiment, status="succeeded", steps=1)
+    at = app("runs")
+    at.multiselect(key="runs_filter_status").set_value(["succeeded"]).run()
+    assert at.dataframe[0].value["id"].tolist() == [ok]

@@ -1,0 +1,89 @@
+"""The benchmark: reward, a one-step smoke run of every part, CoMLRL handling and the CLI command."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cooplab.cmd_bench import register
+from engine.bench import (
+    ComlrlMissingError,
+    Workload,
+    format_report,
+    import_comlrl,
+    length_ratio_reward,
+    run_bench,
+    run_comlrl,
+    run_part,
+)
+
+SMOKE = Workload(size="xs", steps=1, warmup_steps=0, max_new_tokens=8, num_generations=2)
+HAS_COMLRL = importlib.util.find_spec("comlrl") is not None
+
+
+def test_length_ratio_reward() -> None:
+    rewards = length_ratio_reward(["ab", "abcd", "ab", ""], ["abcde", "abcd", "abcdefgh", "xy"])
+    # ratios 2.5 (inside), 1.0 (1 below 2), 4.0 (1 above 3), 2/1=2.0 (empty first reply counts as length 1)
+    assert rewards == [1.0, pytest.approx(math.exp(-1)), pytest.approx(math.exp(-1)), 1.0]
+
+
+def test_one_step_bench_reports_every_part() -> None:
+    result = run_bench(SMOKE, isolate=False)
+    for name in ("engine", "engine_batched", "bare"):
+        part = result[name]
+        assert part["step_s_mean"] > 0 and part["step_s_median"] > 0
+        assert part["peak_mem_mb"] > 50
+    assert set(result["engine"]["phases"]) == {"generate_s", "reward_s", "update_s", "step_time_s"}
+    assert result["engine"]["tokens_per_s"] > 0
+    assert result["bare"]["phases"]["generate_s"] > 0
+    assert result["overhead_engine"] == pytest.approx(
+        result["engine"]["step_s_mean"] / result["bare"]["step_s_mean"]
+    )
+    report = format_report(result)
+    assert "engine_batched" in report and "overhead" in report and "tiny-llama-xs" in report
+    json.dumps(result)  # the --json output is plain JSON
+
+
+@pytest.mark.slow
+def test_a_part_runs_in_its_own_process() -> None:
+    result = run_part("bare", SMOKE, isolate=True)
+    assert result["step_s_mean"] > 0 and result["peak_mem_mb"] > 50
+
+
+def test_unknown_part_is_named() -> None:
+    with pytest.raises(ValueError, match="unknown bench part 'gpu'"):
+        run_part("gpu", SMOKE)
+
+
+def test_missing_comlrl_says_how_to_install_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "comlrl", None)  # `import comlrl` now fails as if it were absent
+    monkeypatch.setitem(sys.modules, "comlrl.trainers.reinforce", None)
+    with pytest.raises(ComlrlMissingError, match=r"pip install --no-deps comlrl==1\.4\.3"):
+        import_comlrl()
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)  # a second command keeps `bench` a named subcommand
+    out = CliRunner().invoke(app, ["bench", "--vs-comlrl", "--steps", "1", "--size", "xs"])
+    assert out.exit_code == 2
+    assert "comlrl==1.4.3" in out.output
+
+
+def test_cli_rejects_an_unknown_size() -> None:
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)
+    out = CliRunner().invoke(app, ["bench", "--size", "xl"])
+    assert out.exit_code != 0
+    assert "unknown size 'xl'" in out.output
+
+
+@pytest.mark.skipif(not HAS_COMLRL, reason="CoMLRL is an optional benchmark extra")
+def test_comlrl_runs_the_same_workload() -> None:
+    result = run_comlrl(SMOKE)
+    assert result["step_s_mean"] > 0

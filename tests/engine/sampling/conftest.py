@@ -1,0 +1,18 @@
+"""Module-scoped tiny models for the sampling tests."""
+
+from __future__ import annotations
+
+import pytest
+from sampling_fixtures import eos_prone
+
+from engine.models.tiny import build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return build_tiny_model("llama", "xs", seed=1)
+
+
+@pytest.fixture(scope="module")
+def eos_llama():
+    return eos_prone("llama")

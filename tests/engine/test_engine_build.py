@@ -1,0 +1,102 @@
+"""From a run config to a trainer: field mapping, weight sharing, run_training outputs, examples."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine.build import build_trainer, run_training, trainer_config
+from engine.config import MAGRPOConfig
+from engine.examples import example_names, example_path
+from engine.sinks import MemorySink
+from engine.spec import ConfigError, TrainerSpec, load_run_config, parse_run_config
+
+
+def _config(**trainer) -> dict:
+    values = {"max_steps": 2, "num_generations": 2, "max_new_tokens": 4, "rollout_buffer_size": 1,
+              "eval_interval": 0, "agent_learning_rate": 1e-3}
+    values.update(trainer)
+    return {
+        "name": "t",
+        "agents": [{"name": "first", "model": "builtin:tiny-llama"},
+                   {"name": "second", "model": "builtin:tiny-llama", "share_weights_with": "first",
+                    "learning_rate": 2e-3, "max_new_tokens": 3}],
+        "task": {"name": "quickstart", "params": {"num_items": 4, "eval_items": 1}},
+        "trainer": values,
+    }
+
+
+def test_every_trainer_spec_field_is_described_and_reaches_the_config() -> None:
+    config_fields = {f.name for f in dataclasses.fields(MAGRPOConfig)}
+    for name, field in TrainerSpec.model_fields.items():
+        assert field.description, f"TrainerSpec.{name} has no description"
+        assert name in config_fields or name in {"algorithm", "device", "torch_dtype"}, name
+
+
+@pytest.mark.parametrize(("algorithm", "mode"), [("magrpo", "mean"), ("mareinforce", "raw"), ("maremax", "max"),
+                                                  ("marloo", "rloo")])
+def test_algorithm_picks_the_baseline(algorithm: str, mode: str) -> None:
+    run = parse_run_config(_config(algorithm=algorithm))
+    cfg = trainer_config(run.trainer, run.agents)
+    assert cfg.advantage_mode == mode and cfg.agent_names == ["first", "second"]
+    assert cfg.agent_devices == ["cpu"] and cfg.max_steps == 2
+
+
+def test_unsupported_algorithm_choices_name_the_field() -> None:
+    run = parse_run_config(_config(algorithm="grpo"))
+    with pytest.raises(ConfigError, match="trainer.algorithm"):
+        trainer_config(run.trainer, run.agents)
+    run = parse_run_config(_config(algorithm="iac"))
+    with pytest.raises(ConfigError, match="trainer.algorithm"):
+        trainer_config(run.trainer, run.agents)
+
+
+def test_spec_rejects_bad_fields_by_name() -> None:
+    with pytest.raises(ConfigError, match="trainer.num_generations"):
+        parse_run_config(_config(num_generations=1))
+    with pytest.raises(ConfigError, match="trainer"):
+        parse_run_config(_config(turn_order="sequential", joint_mode="cross"))
+
+
+def test_build_trainer_shares_weights_and_applies_agent_overrides(tmp_path) -> None:
+    trainer = build_trainer(parse_run_config(_config()), output_dir=tmp_path)
+    first, second = trainer.agents
+    assert first.model is second.model and first.optimizer is not second.optimizer
+    assert (first.learning_rate, second.learning_rate) == (1e-3, 2e-3)
+    assert (first.generation.max_new_tokens, second.generation.max_new_tokens) == (4, 3)
+    assert trainer.agent_names == ["first", "second"]
+
+
+def test_multi_turn_on_a_single_turn_task_is_a_config_error(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="trainer.num_turns"):
+        build_trainer(parse_run_config(_config(num_turns=2)), output_dir=tmp_path)
+
+
+def test_run_training_writes_config_checkpoint_and_models(tmp_path) -> None:
+    sink = MemorySink()
+    result = run_training(parse_run_config(_config()), output_dir=tmp_path, sink=sink)
+    assert result.status == "completed" and result.step == 2 and result.env_step == 4
+    assert result.last_checkpoint == str(tmp_path / "checkpoints" / "checkpoint-2")
+    assert load_run_config(tmp_path / "config.yaml").name == "t"
+    assert (tmp_path / "model" / "agent_1" / "config.json").is_file()
+    assert [s.step for s in sink.steps] == [1, 2] and sink.finished == ["completed"]
+    resumed = run_training(parse_run_config(_config(max_steps=3)), output_dir=tmp_path / "again", sink=MemorySink(),
+                           resume_from=result.last_checkpoint)
+    assert resumed.step == 3 and resumed.env_step == 6
+
+
+@pytest.mark.parametrize("name", example_names())
+def test_example_configs_validate(name: str) -> None:
+    from engine.tasks import get_task_info, validate_params
+
+    config = load_run_config(example_path(name))
+    validate_params(get_task_info(config.task.name), config.task.params)
+    if config.system is None and config.trainer.algorithm not in ("iac", "maac"):
+        trainer_config(config.trainer, config.agents)
+
+
+def test_examples_are_shipped() -> None:
+    assert {"quickstart", "shared-sequential", "humaneval-smollm2"} <= set(example_names())
+    with pytest.raises(FileNotFoundError, match="available"):
+        example_path("missing")

@@ -1,0 +1,53 @@
+"""The executor in this process (the worker tests run it inside real Celery workers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from db import states
+from jobs.executor import execute_run, local_device, run_log_path
+from tests.jobs.helpers import tiny_config
+
+
+@pytest.mark.parametrize("status", [states.SUCCEEDED, states.STOPPED, states.LOST, states.CANCELLED,
+                                    states.RUNNING])
+def test_a_run_that_is_not_queued_is_never_run_again(jobs_env, store, experiment_id, status):
+    run = store.create_run(experiment_id, tiny_config(), "cpu")
+    path = {
+        states.SUCCEEDED: [states.STARTING, states.RUNNING, states.SUCCEEDED],
+        states.STOPPED: [states.STARTING, states.STOPPED],
+        states.LOST: [states.STARTING, states.LOST],
+        states.CANCELLED: [states.CANCELLED],
+        states.RUNNING: [states.STARTING, states.RUNNING],
+    }[status]
+    for to in path:
+        store.transition(run.id, to)
+    before = store.get_run(run.id)
+    assert execute_run(run.id, settings=jobs_env, store=store) == status
+    after = store.get_run(run.id)
+    assert after == before  # not touched: same state, no heartbeat, no log file
+    assert not run_log_path(jobs_env, run.id).exists()
+
+
+def test_a_missing_run_is_reported_not_raised(jobs_env, store):
+    assert execute_run(12345, settings=jobs_env, store=store) == "missing"
+
+
+def test_an_invalid_stored_config_fails_the_run_with_a_readable_error(jobs_env, store, experiment_id):
+    bad = tiny_config()
+    bad["trainer"]["temperature"] = -1
+    bad["agents"][0]["colour"] = "blue"
+    run = store.create_run(experiment_id, bad, "cpu")
+    assert execute_run(run.id, settings=jobs_env, store=store, worker=None) == states.FAILED
+    failed = store.get_run(run.id)
+    assert failed.status == states.FAILED
+    assert failed.error.startswith("invalid run config:")
+    assert "trainer.temperature" in failed.error and "agents.0.colour" in failed.error
+    assert "Traceback" not in failed.error
+    assert "invalid run config" in run_log_path(jobs_env, run.id).read_text()
+    assert failed.log_path == str(run_log_path(jobs_env, run.id))
+
+
+def test_the_queue_decides_the_device_inside_the_job():
+    assert local_device("cpu") == "cpu"
+    assert local_device("cuda:3") == "cuda:0"  # the worker pins GPU 3 with CUDA_VISIBLE_DEVICES=3
