@@ -127,3 +127,21 @@ def select_run(run_id: int | None) -> None:
         st.query_params.pop("run", None)
     else:
         st.query_params["run"] = str(run_id)
+
+
+def run_picker(labels: dict[int, str], key: str, label: str = "run") -> int:
+    """A run selectbox that follows the selected run (URL or another page) and updates it when the
+    user picks another. ``labels`` maps the run ids offered, in order, to their labels."""
+    ids = list(labels)
+    current = selected_run()
+    wanted = current if current in labels else ids[0]
+    if st.session_state.get(key) != wanted:
+        st.session_state[key] = wanted  # set before the widget exists: allowed, and wins over stale state
+
+    def _picked() -> None:
+        select_run(st.session_state[key])
+
+    picked = st.selectbox(label, ids, key=key, on_change=_picked, format_func=lambda i: labels[i])
+    if picked != current:
+        select_run(picked)
+    return picked

@@ -2,37 +2,55 @@
 
 The dashboard never moves a run's state itself; it asks the job client, which validates, stores
 and enqueues (submit), sets the stop flag (stop), or creates a new attempt (resume). ``jobs.client``
-is imported when an action is taken, so pages that only read do not load Celery.
+is imported when an action is taken, so pages that only read do not load Celery. Failures come back
+as :class:`ControlError` with a message the page shows as is.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ControlError(RuntimeError):
+    """A run action that did not happen; the message says why and what to do."""
+
+
+def _call(action: str, func: Callable[[], T]) -> T:
+    try:
+        return func()
+    except ValueError as exc:  # invalid config, unknown device, refused transition, nothing to resume
+        raise ControlError(f"Could not {action}: {exc}") from exc
+    except Exception as exc:  # the broker refused or is unreachable
+        raise ControlError(f"Could not {action}: {type(exc).__name__}: {exc}. Is the broker running "
+                           "(`cooplab up` or COOPLAB_BROKER_URL)?") from exc
 
 
 def launch(config: dict[str, Any], *, experiment_id: int, device: str = "cpu") -> int:
     """Queue a new run of ``config`` on ``device``; returns the new run's id."""
     from jobs import client
 
-    return client.submit_run(config, experiment_id=experiment_id, device=device)
+    return _call("queue the run", lambda: client.submit_run(config, experiment_id=experiment_id, device=device))
 
 
 def stop(run_id: int) -> None:
     """Ask a starting or running run to stop (it shows ``stopping`` until the worker ends it)."""
     from jobs import client
 
-    client.stop_run(run_id)
+    _call(f"stop run {run_id}", lambda: client.stop_run(run_id))
 
 
 def cancel(run_id: int) -> None:
     """Cancel a queued run before a worker picks it up."""
     from jobs import client
 
-    client.cancel_queued(run_id)
+    _call(f"cancel run {run_id}", lambda: client.cancel_queued(run_id))
 
 
 def resume(run_id: int) -> int:
     """Start a new attempt that continues from the run's last checkpoint; returns its id."""
     from jobs import client
 
-    return client.resume_run(run_id)
+    return _call(f"resume run {run_id}", lambda: client.resume_run(run_id))

@@ -64,11 +64,18 @@ def group_metrics(keys: list[str]) -> list[Chart]:
     return sorted(charts, key=lambda c: rank.get(c.section, len(rank)))
 
 
-DEFAULT_SECTIONS = ("team", "agents")
+PREFERRED = ("reward_mean", "expected_return", "loss")
 
 
 def default_charts(charts: list[Chart], limit: int = 4) -> list[str]:
-    """Titles drawn on first visit: the first team and per-agent charts (the reward comes first)."""
-    preferred = [c.title for c in charts if c.section in DEFAULT_SECTIONS]
-    reward_first = sorted(preferred, key=lambda t: ("reward" not in t, "loss" not in t))
-    return reward_first[:limit] if reward_first else [c.title for c in charts[:limit]]
+    """Titles drawn on first visit: team reward, expected return and loss first, then other team and
+    per-agent charts (any chart when there are none of those)."""
+
+    def rank(chart: Chart) -> tuple[int, int]:
+        for index, word in enumerate(PREFERRED):
+            if word in chart.title:
+                return (0, index)
+        return (1 if chart.section in ("team", "agents") else 2, 0)
+
+    ordered = sorted(charts, key=rank)  # stable: keeps the section order within a rank
+    return [c.title for c in ordered[:limit]]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.runinfo import badge, format_duration
+from db.errors import NotFoundError
 from db.records import EpisodeView, Experiment, Run, Series
 from db.store import Store
 
@@ -24,6 +25,14 @@ SPARK_POINTS = 40
 def experiment_names(store: Store) -> dict[int, str]:
     """Experiment id → name for labelling runs."""
     return {e.id: e.name for e in store.list_experiments(limit=10_000)}
+
+
+def experiment_or_none(store: Store, experiment_id: int) -> Experiment | None:
+    """The experiment, or None when it was deleted (for example from another browser tab)."""
+    try:
+        return store.get_experiment(experiment_id)
+    except NotFoundError:
+        return None
 
 
 def experiments_table(experiments: list[Experiment]) -> list[dict[str, Any]]:

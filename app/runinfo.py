@@ -14,7 +14,8 @@ from db.states import (
     TERMINAL_STATUSES,
 )
 
-__all__ = ["ALL_STATUSES", "LIVE_STATUSES", "TERMINAL_STATUSES", "actions_for", "badge", "format_duration"]
+__all__ = ["ALL_STATUSES", "LIVE_STATUSES", "TERMINAL_STATUSES", "actions_for", "badge", "format_duration",
+           "status_markdown"]
 
 _BADGES = {
     QUEUED: "⏳ queued",
@@ -29,9 +30,28 @@ _BADGES = {
 }
 
 
+_MARKDOWN = {
+    QUEUED: ("gray", "schedule"),
+    STARTING: ("blue", "rocket_launch"),
+    RUNNING: ("green", "play_circle"),
+    STOPPING: ("orange", "pending"),
+    "succeeded": ("green", "check_circle"),
+    "failed": ("red", "error"),
+    "stopped": ("gray", "stop_circle"),
+    "lost": ("red", "heart_broken"),
+    "cancelled": ("gray", "cancel"),
+}
+
+
 def badge(status: str) -> str:
-    """The status with an icon, as shown in tables and headers."""
+    """The status with an emoji, for table cells (plain text)."""
     return _BADGES.get(status, status)
+
+
+def status_markdown(status: str) -> str:
+    """The status as coloured markdown with an icon, for headers (``st.metric`` renders it)."""
+    color, icon = _MARKDOWN.get(status, ("gray", "help"))
+    return f":{color}[:material/{icon}: {status}]"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ def register(app: typer.Typer) -> None:
         steps: int = typer.Option(5, "--steps", min=1, help="Timed training steps (after one warm-up step)."),
         size: str = typer.Option("m", "--size", help="Tiny model size: xs, s or m."),
         threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads per process."),
+        rounds: int = typer.Option(1, "--rounds", min=1, help="Interleaved repetitions of every part."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Time training steps of 2 tiny agents (K=4, 32 new tokens): phases, tokens/s, peak memory,
@@ -30,7 +31,7 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
         workload = replace(Workload(), steps=steps, size=size, threads=threads)
         try:
-            result = run_bench(workload, vs_comlrl=vs_comlrl)
+            result = run_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds)
         except ComlrlMissingError as exc:
             typer.echo(str(exc), err=True)
             raise typer.Exit(2) from exc

@@ -156,6 +156,13 @@ def runs(
         if found is None:
             _fail(f"no experiment named {experiment!r}")
         experiment_id = found.id
+    from db.states import check_status
+
+    try:
+        for name in status or ():
+            check_status(name)
+    except ValueError as exc:
+        _fail(str(exc))
     rows = store.list_runs(experiment_id, statuses=status or None, limit=limit)
     typer.echo(f"{'id':>5}  {'exp':>4}  {'try':>3}  {'status':<10} {'queue':<7} {'progress':>11}  worker")
     for r in rows:

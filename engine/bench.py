@@ -112,9 +112,25 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
 
-def _summary(step_times: list[float], w: Workload) -> dict[str, float]:
-    timed = step_times[w.warmup_steps :] or step_times
-    return {"step_s_mean": statistics.fmean(timed), "step_s_median": statistics.median(timed)}
+def _clock() -> tuple[float, float]:
+    """(wall, CPU) seconds now. CPU time of this process is what the ratios use: other processes on a
+    shared machine stretch wall time, not the CPU time a step needs (with one thread per process)."""
+    return time.perf_counter(), time.process_time()
+
+
+def _summary(marks: list[tuple[float, float]], w: Workload) -> dict[str, Any]:
+    """Per-step wall and CPU seconds from consecutive clock marks, and their means/medians after warm-up."""
+    wall = [b[0] - a[0] for a, b in zip(marks, marks[1:], strict=False)]
+    cpu = [b[1] - a[1] for a, b in zip(marks, marks[1:], strict=False)]
+    timed_wall, timed_cpu = wall[w.warmup_steps :] or wall, cpu[w.warmup_steps :] or cpu
+    return {
+        "step_s_mean": statistics.fmean(timed_wall),
+        "step_s_median": statistics.median(timed_wall),
+        "step_cpu_s_mean": statistics.fmean(timed_cpu),
+        "step_cpu_s_median": statistics.median(timed_cpu),
+        "step_wall_s": wall,
+        "step_cpu_s": cpu,
+    }
 
 
 class _ClockSink:
@@ -124,8 +140,7 @@ class _ClockSink:
         from engine.sinks import MemorySink
 
         self._memory = MemorySink()
-        self.wall: list[float] = []
-        self._last = time.perf_counter()
+        self.marks: list[tuple[float, float]] = [_clock()]
 
     def __getattr__(self, name: str) -> Any:  # every other sink call goes to the memory sink
         return getattr(self._memory, name)
@@ -135,12 +150,10 @@ class _ClockSink:
         return self._memory.steps
 
     def mark(self) -> None:
-        self._last = time.perf_counter()
+        self.marks = [_clock()]
 
     def log_step(self, step: int, env_step: int, metrics: dict[str, float], episodes: list[Any]) -> None:
-        now = time.perf_counter()
-        self.wall.append(now - self._last)
-        self._last = now
+        self.marks.append(_clock())
         self._memory.log_step(step, env_step, metrics, episodes)
 
 
@@ -173,7 +186,7 @@ def run_engine(w: Workload) -> dict[str, Any]:
     }
     tokens_per_s = statistics.fmean(s.metrics["perf/tokens_per_s"] for s in steps)
     return {
-        **_summary(sink.wall, w),
+        **_summary(sink.marks, w),
         "phases": phases,
         "tokens_per_s": tokens_per_s,
         "peak_mem_mb": peak_memory_mb(),
@@ -194,10 +207,9 @@ def run_bare(w: Workload) -> dict[str, Any]:
         max_new_tokens=w.max_new_tokens, do_sample=True, temperature=w.temperature, top_p=w.top_p,
         top_k=w.top_k or 0, num_return_sequences=w.num_generations,
     )  # fmt: skip
-    steps, gen_times, update_times, tokens = [], [], [], 0
+    marks, gen_times, update_times = [_clock()], [], []
     for step in range(w.total_steps):
         items = data[step * w.items_per_update : (step + 1) * w.items_per_update]
-        t0 = time.perf_counter()
         gen_s = upd_s = 0.0
         for model, tok, fmt, opt in zip(models, tokenizers, formatters, optimizers, strict=True):
             g0 = time.perf_counter()
@@ -218,7 +230,6 @@ def run_bare(w: Workload) -> dict[str, Any]:
             mask = (
                 torch.arange(width)[None, :] >= torch.tensor([width - len(r) for r in rows])[:, None]
             ).long()
-            tokens += len(rows) * w.max_new_tokens
             logits = model(input_ids=batch, attention_mask=mask).logits[:, -w.max_new_tokens - 1 : -1]
             logp = logits.float().log_softmax(-1).gather(2, batch[:, -w.max_new_tokens :, None]).squeeze(2)
             advantages = torch.linspace(-1.0, 1.0, len(rows))
@@ -228,7 +239,7 @@ def run_bare(w: Workload) -> dict[str, Any]:
             opt.step()
             gen_s += g1 - g0
             upd_s += time.perf_counter() - g1
-        steps.append(time.perf_counter() - t0)
+        marks.append(_clock())
         gen_times.append(gen_s)
         update_times.append(upd_s)
     timed = slice(w.warmup_steps, None)
@@ -236,7 +247,33 @@ def run_bare(w: Workload) -> dict[str, Any]:
         "generate_s": statistics.fmean(gen_times[timed]),
         "update_s": statistics.fmean(update_times[timed]),
     }
-    return {**_summary(steps, w), "phases": phases, "peak_mem_mb": peak_memory_mb()}
+    return {**_summary(marks, w), "phases": phases, "peak_mem_mb": peak_memory_mb()}
+
+
+def run_decoders(w: Workload, repeats: int = 6) -> dict[str, Any]:
+    """The sampling call alone: the lean decoder against ``generate`` on one step's prompts (CPU s/call)."""
+    import torch
+
+    from engine.sampling import generate_completions
+
+    models, tokenizers = _setup(w)
+    prompts = [fmt(item) for fmt in _formatters(1) for item in _dataset(w)[: w.items_per_update]]
+    settings = {
+        "num_samples": w.num_generations, "max_new_tokens": w.max_new_tokens, "temperature": w.temperature,
+        "top_p": w.top_p, "top_k": w.top_k,
+    }  # fmt: skip
+    cpu: dict[str, list[float]] = {"lean": [], "generate": []}
+    for rep in range(repeats + 1):  # the first round warms up
+        for decoder in cpu:  # interleaved, so load changes hit both alike
+            gen = torch.Generator().manual_seed(rep)
+            start = time.process_time()
+            generate_completions(
+                models[0], tokenizers[0], prompts, decoder=decoder, generator=gen, **settings
+            )
+            if rep:
+                cpu[decoder].append(time.process_time() - start)
+    lean, hf = statistics.median(cpu["lean"]), statistics.median(cpu["generate"])
+    return {"lean_cpu_s": lean, "generate_cpu_s": hf, "lean_speedup": hf / lean, "prompts": len(prompts)}
 
 
 def import_comlrl() -> Any:
@@ -269,7 +306,7 @@ def run_comlrl(w: Workload) -> dict[str, Any]:
     )  # fmt: skip
     trainer.verbose = False
     # a step ends when the update after every `items_per_update`-th item has run
-    marks = [time.perf_counter()]
+    marks = [_clock()]
     original = trainer._train_step_returns
     done = {"items": 0}
 
@@ -277,16 +314,15 @@ def run_comlrl(w: Workload) -> dict[str, Any]:
         result = original(*args, **kwargs)
         done["items"] += 1
         if done["items"] % w.items_per_update == 0:
-            marks.append(time.perf_counter())
+            marks.append(_clock())
         return result
 
     trainer._train_step_returns = timed_item
     trainer.train()
-    step_times = [b - a for a, b in zip(marks, marks[1:], strict=False)]
-    return {**_summary(step_times, w), "peak_mem_mb": peak_memory_mb()}
+    return {**_summary(marks, w), "peak_mem_mb": peak_memory_mb()}
 
 
-PARTS = {"engine": run_engine, "bare": run_bare, "comlrl": run_comlrl}
+PARTS = {"engine": run_engine, "bare": run_bare, "comlrl": run_comlrl, "decoders": run_decoders}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,22 +345,57 @@ def run_part(part: str, w: Workload, *, isolate: bool = True) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_bench(w: Workload, *, vs_comlrl: bool = False, isolate: bool = True) -> dict[str, Any]:
-    """Every part of the benchmark and the derived ratios, as one JSON-able dict."""
+def _pool(rounds: list[dict[str, Any]], w: Workload) -> dict[str, Any]:
+    """One part's rounds merged: the timed steps of every round pooled, other values from round 1."""
+    timed = {
+        key: [x for r in rounds for x in r[key][w.warmup_steps :]] for key in ("step_wall_s", "step_cpu_s")
+    }
+    merged = dict(rounds[0])
+    merged.update(
+        step_s_mean=statistics.fmean(timed["step_wall_s"]),
+        step_s_median=statistics.median(timed["step_wall_s"]),
+        step_cpu_s_mean=statistics.fmean(timed["step_cpu_s"]),
+        step_cpu_s_median=statistics.median(timed["step_cpu_s"]),
+        step_wall_s=[x for r in rounds for x in r["step_wall_s"]],
+        step_cpu_s=[x for r in rounds for x in r["step_cpu_s"]],
+        peak_mem_mb=max(r["peak_mem_mb"] for r in rounds),
+        rounds=len(rounds),
+    )
+    return merged
+
+
+def run_bench(
+    w: Workload, *, vs_comlrl: bool = False, isolate: bool = True, rounds: int = 1
+) -> dict[str, Any]:
+    """Every part of the benchmark and the derived ratios, as one JSON-able dict.
+
+    With several ``rounds`` the parts run interleaved (engine, batched engine, bare, CoMLRL, then
+    again), so a change in the machine's load hits every part alike. Ratios use the median CPU
+    seconds per step; wall-clock figures are reported next to them.
+    """
     if vs_comlrl:
         import_comlrl()  # fail before the slow parts when CoMLRL is missing
-    result: dict[str, Any] = {"workload": asdict(w)}
-    result["engine"] = run_part("engine", replace(w, items_per_step=1), isolate=isolate)
-    result["engine_batched"] = run_part(
-        "engine", replace(w, items_per_step=w.items_per_update), isolate=isolate
-    )
-    result["bare"] = run_part("bare", w, isolate=isolate)
-    for name in ("engine", "engine_batched"):
-        result[f"overhead_{name}"] = result[name]["step_s_mean"] / result["bare"]["step_s_mean"]
+    plan = {
+        "engine": ("engine", replace(w, items_per_step=1)),
+        "engine_batched": ("engine", replace(w, items_per_step=w.items_per_update)),
+        "bare": ("bare", w),
+    }
     if vs_comlrl:
-        result["comlrl"] = run_part("comlrl", w, isolate=isolate)
-        for name in ("engine", "engine_batched"):
-            result[f"speedup_{name}"] = result["comlrl"]["step_s_mean"] / result[name]["step_s_mean"]
+        plan["comlrl"] = ("comlrl", w)
+    collected: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
+    for _ in range(rounds):
+        for name, (part, workload) in plan.items():
+            collected[name].append(run_part(part, workload, isolate=isolate))
+    result: dict[str, Any] = {"workload": asdict(w), "rounds": rounds}
+    result.update({name: _pool(parts, w) for name, parts in collected.items()})
+    result["decoders"] = run_part("decoders", w, isolate=isolate)
+    for name in ("engine", "engine_batched"):
+        cpu = result[name]["step_cpu_s_median"]
+        result[f"overhead_{name}"] = cpu / result["bare"]["step_cpu_s_median"]
+        result[f"overhead_{name}_wall"] = result[name]["step_s_median"] / result["bare"]["step_s_median"]
+        if vs_comlrl:
+            result[f"speedup_{name}"] = result["comlrl"]["step_cpu_s_median"] / cpu
+            result[f"speedup_{name}_wall"] = result["comlrl"]["step_s_median"] / result[name]["step_s_median"]
     return result
 
 
@@ -334,29 +405,37 @@ def format_report(result: dict[str, Any]) -> str:
     lines = [
         f"workload: {w['num_agents']} agents, tiny-{w['arch']}-{w['size']}, K={w['num_generations']}, "
         f"{w['max_new_tokens']} new tokens, {w['items_per_update']} items per step, "
-        f"{w['steps']} timed steps after {w['warmup_steps']} warm-up",
-        f"{'':15}{'step s (mean)':>15}{'step s (median)':>17}{'generate s':>12}{'update s':>10}{'peak MiB':>10}",
+        f"{w['steps']} timed steps after {w['warmup_steps']} warm-up, x{result.get('rounds', 1)} rounds, "
+        f"{w['threads']} thread(s)",
+        f"{'':15}{'CPU s/step':>11}{'wall s/step':>12}{'generate s':>11}{'update s':>9}{'peak MiB':>9}"
+        "   (medians; phases are wall-clock means)",
     ]
     for name in ("engine", "engine_batched", "bare", "comlrl"):
         part = result.get(name)
         if part is None:
             continue
         phases = part.get("phases", {})
-        gen, upd = phases.get("generate_s"), phases.get("update_s")
+        cells = [f"{phases[k]:.3f}" if k in phases else "-" for k in ("generate_s", "update_s")]
         lines.append(
-            f"{name:15}{part['step_s_mean']:>15.3f}{part['step_s_median']:>17.3f}"
-            f"{(f'{gen:.3f}' if gen is not None else '-'):>12}{(f'{upd:.3f}' if upd is not None else '-'):>10}"
-            f"{part['peak_mem_mb']:>10.0f}"
+            f"{name:15}{part['step_cpu_s_median']:>11.3f}{part['step_s_median']:>12.3f}"
+            f"{cells[0]:>11}{cells[1]:>9}{part['peak_mem_mb']:>9.0f}"
         )
     for name in ("engine", "engine_batched"):
-        lines.append(
-            f"{name}: {result[name]['tokens_per_s']:.0f} generated tokens/s; overhead (step / bare model calls) "
-            f"{result[f'overhead_{name}']:.2f}x"
-            + (
-                f"; {result[f'speedup_{name}']:.2f}x faster than CoMLRL"
-                if f"speedup_{name}" in result
-                else ""
+        text = (
+            f"{name}: {result[name]['tokens_per_s']:.0f} generated tokens/s; overhead over bare model calls "
+            f"{result[f'overhead_{name}']:.2f}x CPU ({result[f'overhead_{name}_wall']:.2f}x wall)"
+        )
+        if f"speedup_{name}" in result:
+            text += (
+                f"; {result[f'speedup_{name}']:.2f}x faster than CoMLRL "
+                f"({result[f'speedup_{name}_wall']:.2f}x wall)"
             )
+        lines.append(text)
+    dec = result.get("decoders")
+    if dec:
+        lines.append(
+            f"sampling call ({dec['prompts']} prompts x K): lean decoder {dec['lean_cpu_s']:.3f} CPU s, "
+            f"generate {dec['generate_cpu_s']:.3f} CPU s ({dec['lean_speedup']:.2f}x)"
         )
     return "\n".join(lines)
 
@@ -367,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=Workload.steps, help="timed steps")
     parser.add_argument("--size", default=Workload.size, help="tiny model size: xs, s or m")
     parser.add_argument("--threads", type=int, default=Workload.threads, help="torch CPU threads per process")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved repetitions of every part")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--part", choices=sorted(PARTS), help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
@@ -377,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     w = replace(Workload(), steps=args.steps, size=args.size, threads=args.threads)
     try:
-        result = run_bench(w, vs_comlrl=args.vs_comlrl)
+        result = run_bench(w, vs_comlrl=args.vs_comlrl, rounds=args.rounds)
     except ComlrlMissingError as exc:
         print(str(exc), file=sys.stderr)
         return 2

@@ -212,9 +212,11 @@ def _decode_with_generate(
     return out[:, ids.shape[1] :], None
 
 
-def _cache_kwarg(model: PreTrainedModel) -> str:
+def _forward_kwargs(model: PreTrainedModel) -> tuple[str, set[str]]:
+    """The name the model's forward gives its KV cache, and which optional inputs it accepts."""
     params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
+    accepted = {name for name in ("position_ids", "logits_to_keep") if name in params}
+    return ("cache" if "cache" in params else "past_key_values"), accepted
 
 
 def _decode_lean(
@@ -247,7 +249,8 @@ def _decode_lean(
         rng = torch.Generator(device=device)
         rng.manual_seed(seed)
     eos = torch.as_tensor(eos_ids, device=device)
-    cache_key = _cache_kwarg(model)
+    cache_key, accepted = _forward_kwargs(model)
+    optional = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
 
     tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logprobs = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
@@ -256,14 +259,9 @@ def _decode_lean(
     steps = 0
     for step in range(max_new_tokens):
         attn = None if full_mask is None else full_mask[:, : prompt_len + step]
-        out = model(
-            input_ids=step_ids,
-            attention_mask=attn,
-            position_ids=step_pos,
-            use_cache=True,
-            logits_to_keep=1,
-            **{cache_key: cache},
-        )
+        if "position_ids" in accepted:
+            optional["position_ids"] = step_pos
+        out = model(input_ids=step_ids, attention_mask=attn, use_cache=True, **optional, **{cache_key: cache})
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         logits = out.logits[:, -1].to(dtype=torch.float32)
         if do_sample:

@@ -43,9 +43,9 @@ class DbSink(BaseSink):
 
     def __init__(self, store: Store, run_id: int, *, worker: str | None = None,
                  heartbeat_interval_s: float = 5.0, on_settled: Callable[[str], None] | None = None) -> None:
-        """``on_settled(status)`` is called from the heartbeat thread when a run asked to stop has been
-        settled elsewhere (the stop enforcer marked it ``stopped`` after the grace period) while this
-        process still trains; the job process uses it to exit at once."""
+        """``on_settled(status)`` is called from the heartbeat thread when the run has been settled
+        elsewhere while this process still trains (the stop enforcer marked it ``stopped`` after the
+        grace period, or the reaper ``lost``); the job process uses it to exit at once."""
         self.store = store
         self.on_settled = on_settled
         self.run_id = run_id
@@ -71,7 +71,7 @@ class DbSink(BaseSink):
     def _beat(self) -> None:
         try:
             self._stop_flag = self.store.heartbeat(self.run_id, worker=self.worker) or self._stop_flag
-            if self._stop_flag and self.on_settled is not None:
+            if self.on_settled is not None:
                 status = self.store.get_run(self.run_id).status
                 if status in states.TERMINAL_STATUSES:
                     self.on_settled(status)
@@ -134,5 +134,6 @@ class DbSink(BaseSink):
 
 
 def _floats(metrics: dict[str, Any]) -> dict[str, float]:
-    """Metric values as plain floats (tensors and numpy scalars convert through ``float``)."""
-    return {str(k): float(v) for k, v in metrics.items()}
+    """Metric values as plain floats (tensors and numpy scalars convert through ``float``); a metric
+    without a value this step (None) is left out."""
+    return {str(k): float(v) for k, v in metrics.items() if v is not None}

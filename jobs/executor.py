@@ -138,15 +138,18 @@ def _execute(store: Store, settings: Settings, run_id: int, *, worker: str | Non
     log_path = run_log_path(settings, run_id)
     output_dir = run_output_dir(settings, run_id)
     device = local_device(run.queue)
-    store.update_run(run_id, log_path=str(log_path), output_dir=str(output_dir), device=run.queue)
     if worker:
         _set_worker_run(store, worker, run_id)
     try:
+        store.update_run(run_id, log_path=str(log_path), output_dir=str(output_dir), device=run.queue)
         with _RunLogFile(log_path, settings.log_level):
             log.info("run %s (experiment %s, attempt %s) starting on %s as %s", run_id, run.experiment_id,
                      run.attempt, run.queue, device)
             return _train(store, settings, run, device=device, output_dir=output_dir, worker=worker,
                           train_fn=train_fn, exit_when_settled=exit_when_settled)
+    except Exception as exc:  # anything after the claim must still end the run truthfully
+        log.exception("run %s could not be started", run_id)
+        return _finish(store, run_id, states.FAILED, error=describe_error(exc))
     finally:
         if worker:
             _set_worker_run(store, worker, None)
@@ -171,9 +174,7 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
                   on_settled=_exit_job_process if exit_when_settled else None)
     try:
         sink.start_heartbeat()
-        resume_from = resume_checkpoint(store, run)
-        if run.resumed_from is not None:
-            log.info("run %s resumes run %s from %s", run.id, run.resumed_from, resume_from)
+        resume_from = _resume_from(store, run)
         if train_fn is None:
             from engine.build import run_training as train_fn
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -186,6 +187,23 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
     status = getattr(result, "status", "completed")
     log.info("run %s: training returned %s at step %s", run.id, status, getattr(result, "step", "?"))
     return _finish(store, run.id, states.STOPPED if status == "stopped" else states.SUCCEEDED)
+
+
+def _resume_from(store: Store, run: Run) -> str | None:
+    """The checkpoint folder a resumed run starts from (None for a first attempt); raises
+    ``FileNotFoundError`` naming the problem when a resumed run has no usable checkpoint."""
+    if run.resumed_from is None:
+        return None
+    path = resume_checkpoint(store, run)
+    if path is None:
+        raise FileNotFoundError(f"run {run.id} resumes run {run.resumed_from}, which recorded no checkpoint; "
+                                "submit the config again to start over")
+    if not Path(path).exists():
+        raise FileNotFoundError(f"run {run.id} resumes from checkpoint {path}, which is not on this machine "
+                                "(checkpoints stay where they were written: run resumed attempts on that "
+                                "machine's worker, or share the data directory)")
+    log.info("run %s resumes run %s from %s", run.id, run.resumed_from, path)
+    return path
 
 
 def _exit_job_process(status: str) -> None:

@@ -7,7 +7,7 @@ import streamlit as st
 from app import context, control, editor_state
 from app import draft as drafts
 from app.components.experiment_form import render_editor
-from app.queries import experiments_table
+from app.queries import experiment_or_none, experiments_table
 from db.errors import DuplicateNameError, RunActiveError
 
 store = context.store()
@@ -86,6 +86,9 @@ with st.expander("Start from a preset or a YAML file"):
                 st.rerun()
 
 open_id = editor_state.open_id()
+if open_id is not None and experiment_or_none(store, open_id) is None:
+    editor_state.load(quickstart, None)  # deleted meanwhile (another tab or user)
+    open_id = None
 st.header(f"Edit experiment #{open_id}" if open_id is not None else "New experiment")
 result = render_editor(editor_state.draft(), gen=editor_state.gen(), catalog=catalog)
 
@@ -161,8 +164,12 @@ if open_id is not None:
         if unsaved:
             l2.warning("The form has unsaved changes; the run uses the saved config. Save first to use them.")
         if st.button("Launch run", type="primary", key="exp_launch"):
-            run_id = control.launch(saved_config, experiment_id=open_id, device=device)
-            st.session_state["selected_run"] = run_id
-            st.success(f"Queued run #{run_id} on {device}.")
-            st.page_link("app_pages/run_detail.py", label=f"Watch run #{run_id}", icon=":material/monitoring:",
-                         query_params={"run": str(run_id)})
+            try:
+                run_id = control.launch(saved_config, experiment_id=open_id, device=device)
+            except control.ControlError as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["selected_run"] = run_id
+                st.success(f"Queued run #{run_id} on {device}.")
+                st.page_link("app_pages/run_detail.py", label=f"Watch run #{run_id}",
+                             icon=":material/monitoring:", query_params={"run": str(run_id)})

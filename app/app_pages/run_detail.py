@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import context
 from app.components.charts import line_figure
-from app.components.downloads import zip_folder
+from app.components.downloads import exported_models, zip_folder
 from app.components.run_controls import notes_editor, run_header
 from app.metricgroups import default_charts, group_metrics
 from app.queries import chart_data, experiment_names, log_tail, run_label
@@ -25,20 +25,14 @@ if not recent:
     st.page_link("app_pages/runs.py", label="Go to Runs", icon=":material/directions_run:")
     st.stop()
 
-ids = [r.id for r in recent]
 current = context.selected_run()
-if current is not None and current not in ids:
-    try:
-        recent.insert(0, store.get_run(current))
-        ids.insert(0, current)
-    except NotFoundError:
-        current = None
 labels = {r.id: run_label(r, names) for r in recent}
-run_id = st.selectbox("run", ids, index=ids.index(current) if current in ids else 0, key="detail_pick",
-                      format_func=lambda i: labels[i])
-if run_id != current:
-    context.select_run(run_id)
-
+if current is not None and current not in labels:  # an older run linked directly
+    try:
+        labels = {current: run_label(store.get_run(current), names), **labels}
+    except NotFoundError:
+        context.select_run(None)
+run_id = context.run_picker(labels, key="detail_pick")
 
 run_header(store, run_id, key=f"detail.{run_id}")
 
@@ -128,8 +122,19 @@ with files_tab:
         else:
             c2.caption("folder not on this machine")
     if checkpoints:
-        st.caption("Checkpoint folders hold each agent as a Hugging Face model folder: load one with "
-                   "`AutoModelForCausalLM.from_pretrained(path)`, or use it as an agent's model source.")
+        st.caption("A checkpoint holds the weights (safetensors), optimizer and RNG state, for resuming "
+                   "(the Resume button) or for `cooplab train --resume`.")
+    st.markdown("**Exported models**")
+    exported = exported_models(run.output_dir)
+    if not exported:
+        st.caption("A run that completes exports each agent as a Hugging Face model folder "
+                   "(`<output_dir>/model`); none yet.")
+    for folder in exported:
+        c1, c2 = st.columns([3, 1])
+        c1.markdown(f"`{folder}`: load it with `AutoModelForCausalLM.from_pretrained(path)` or use the path "
+                    "as an agent's model source")
+        c2.download_button("zip", lambda p=folder: zip_folder(p), file_name=f"run{run_id}-{Path(folder).name}.zip",
+                           mime="application/zip", key=f"model.{folder}")
     st.divider()
     d1, d2, d3 = st.columns(3)
     d1.download_button("metrics CSV", lambda: store.export_metrics_csv(run_id), file_name=f"run{run_id}-metrics.csv",

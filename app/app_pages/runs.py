@@ -27,10 +27,14 @@ with st.expander("Launch a run", expanded=not store.list_runs(limit=1)):
         device = l2.selectbox("device", context.devices(store), key="runs_launch_device")
         if l3.button("Launch", type="primary", key="runs_launch"):
             config = dict(store.get_experiment(launch_exp).config)
-            run_id = control.launch(config, experiment_id=launch_exp, device=device)
-            context.select_run(run_id)
-            st.toast(f"Queued run #{run_id} on {device}.")
-            st.rerun()
+            try:
+                run_id = control.launch(config, experiment_id=launch_exp, device=device)
+            except control.ControlError as exc:
+                st.error(str(exc))
+            else:
+                context.select_run(run_id)
+                st.toast(f"Queued run #{run_id} on {device}.")
+                st.rerun()
 
 f1, f2, f3, f4 = st.columns([2, 2, 1, 1])
 filter_exp = f1.selectbox("experiment", [None, *names], key="runs_filter_exp",
@@ -71,14 +75,7 @@ live_runs()
 runs_here = store.list_runs(filter_exp, statuses or None, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, tag=tag)
 if runs_here:
     st.subheader("Run actions")
-    ids = [r.id for r in runs_here]
-    current = context.selected_run()
-    labels = {r.id: run_label(r, names) for r in runs_here}
-    picked = st.selectbox("run", ids, index=ids.index(current) if current in ids else 0, key="runs_pick",
-                          format_func=lambda i: labels[i])
-    if picked != current:
-        context.select_run(picked)
-
+    picked = context.run_picker({r.id: run_label(r, names) for r in runs_here}, key="runs_pick")
     run = run_header(store, picked, key=f"runs.{picked}")
     if run is not None:
         notes_editor(store, run, key=f"runs.{run.id}")

@@ -17,13 +17,7 @@ if not recent:
     st.info("No runs yet. Launch one from the Experiments page; each training step stores sampled "
             "episodes that you can read here.")
     st.stop()
-ids = [r.id for r in recent]
-current = context.selected_run()
-labels = {r.id: run_label(r, names) for r in recent}
-run_id = st.selectbox("run", ids, index=ids.index(current) if current in ids else 0, key="tr_pick",
-                      format_func=lambda i: labels[i])
-if run_id != current:
-    context.select_run(run_id)
+run_id = context.run_picker({r.id: run_label(r, names) for r in recent}, key="tr_pick")
 
 f1, f2, f3, f4 = st.columns([1, 2, 2, 1])
 split = f1.selectbox("split", [None, "train", "eval"], key="tr_split",

@@ -7,10 +7,9 @@ import streamlit as st
 
 from app import context, control
 from app.queries import heartbeat_age
-from app.runinfo import actions_for, badge, format_duration
+from app.runinfo import actions_for, format_duration, status_markdown
 from db.errors import NotFoundError, RunActiveError
 from db.records import Run
-from db.states import InvalidTransition
 from db.store import Store
 
 
@@ -22,11 +21,11 @@ def status_line(store: Store, run_id: int) -> Run | None:
         st.warning(f"Run #{run_id} no longer exists.")
         return None
     rate = store.run_rate(run_id)
-    c1, c2, c3, c4, c5 = st.columns(5)
-    c1.metric("status", badge(run.status))
+    c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 1])
+    c1.metric("status", status_markdown(run.status))
     c2.metric("step", f"{run.step}/{run.total_steps}" if run.total_steps else str(run.step))
     c3.metric("steps/s", f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—")
-    c4.metric("ETA", format_duration(rate.eta_s) if run.is_active else "—")
+    c4.metric("ETA", format_duration(rate.eta_s) if run.status in ("starting", "running") else "—")
     c5.metric("heartbeat", heartbeat_age(run.heartbeat_at))
     if run.progress is not None:
         st.progress(run.progress)
@@ -43,26 +42,32 @@ def status_line(store: Store, run_id: int) -> Run | None:
 def action_buttons(store: Store, run: Run, key: str) -> None:
     """The buttons a run's state allows; each goes through ``jobs.client`` (delete through the store)."""
     allowed = actions_for(run.status)
-    cols = st.columns(4)
+    shown = [name for name, on in (("stop", allowed.stop), ("cancel", allowed.cancel),
+                                   ("resume", allowed.resume), ("delete", allowed.delete)) if on]
+    if not shown:
+        return
+    cols = dict(zip(shown, st.columns(max(4, len(shown))), strict=False))
     try:
-        if allowed.stop and cols[0].button("Stop", key=f"{key}.stop", icon=":material/stop:"):
+        if allowed.stop and cols["stop"].button("Stop", key=f"{key}.stop", icon=":material/stop:"):
             control.stop(run.id)
             st.toast(f"Asked run #{run.id} to stop.")
             st.rerun()
-        if allowed.cancel and cols[0].button("Cancel", key=f"{key}.cancel", icon=":material/cancel:"):
+        if allowed.cancel and cols["cancel"].button("Cancel", key=f"{key}.cancel", icon=":material/cancel:"):
             control.cancel(run.id)
             st.toast(f"Cancelled queued run #{run.id}.")
             st.rerun()
-        if allowed.resume and cols[1].button("Resume", key=f"{key}.resume", icon=":material/play_arrow:",
-                                             help="A new attempt that continues from the last checkpoint."):
+        if allowed.resume and cols["resume"].button(
+            "Resume", key=f"{key}.resume", icon=":material/play_arrow:",
+            help="A new attempt that continues from the last checkpoint.",
+        ):
             new_id = control.resume(run.id)
             context.select_run(new_id)
             st.toast(f"Resumed as run #{new_id}.")
             st.rerun()
-    except (InvalidTransition, RunActiveError, ValueError) as exc:
+    except control.ControlError as exc:
         st.error(str(exc))
     if allowed.delete:
-        with cols[2].popover("Delete", icon=":material/delete:"):
+        with cols["delete"].popover("Delete", icon=":material/delete:"):
             st.markdown(f"Delete run #{run.id} with its metrics and transcripts? Files on disk stay.")
             if st.button("Yes, delete", type="primary", key=f"{key}.delete"):
                 try:

@@ -9,7 +9,8 @@ import streamlit as st
 
 from db.records import EpisodeView, TurnView
 
-AVATARS = ("🟦", "🟧", "🟩", "🟥", "🟪", "🟨")
+AVATARS = (":material/smart_toy:", ":material/psychology:", ":material/support_agent:", ":material/engineering:",
+           ":material/person:", ":material/face:")
 
 
 def turn_caption(turn: TurnView) -> str:

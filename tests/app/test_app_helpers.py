@@ -59,7 +59,10 @@ def test_metric_grouping() -> None:
     assert by_title["loss per agent"].curves == (("editor", "agent/editor/loss"), ("writer", "agent/writer/loss"))
     assert "train/reward_mean" not in by_title  # drawn inside the per-turn chart
     assert [c.section for c in charts] == ["team", "team", "agents", "eval", "reward", "perf"]
-    assert default_charts(charts)[0] == "reward_mean per turn"
+    assert default_charts(charts) == ["reward_mean per turn", "expected_return per turn", "loss per agent",
+                                      "eval/pass@1"]
+    assert default_charts(group_metrics(["train/reward_std", "agent/a/loss", "train/reward_mean"]), limit=2) == [
+        "train/reward_mean", "loss per agent"]
 
 
 def test_actions_follow_the_state() -> None:

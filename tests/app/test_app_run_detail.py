@@ -63,7 +63,10 @@ def test_config_log_tail_and_checkpoints(app, store: Store, experiment: int, see
     ckpt = tmp_path / "ckpt-2"
     ckpt.mkdir()
     (ckpt / "config.json").write_text("{}")
-    store.update_run(run_id, log_path=str(log))
+    for agent in ("agent_0", "agent_1"):  # what a completed run exports: one HF folder per agent
+        (tmp_path / "out" / "model" / agent).mkdir(parents=True)
+        (tmp_path / "out" / "model" / agent / "config.json").write_text("{}")
+    store.update_run(run_id, log_path=str(log), output_dir=str(tmp_path / "out"))
     store.add_checkpoint(run_id, 2, str(ckpt))
     at = app("run_detail", run=run_id)
     assert not at.exception
@@ -72,5 +75,8 @@ def test_config_log_tail_and_checkpoints(app, store: Store, experiment: int, see
     assert any(c.endswith("Traceback: boom") for c in codes)  # the log tail
     assert any("boom: a test failure" in c for c in codes)  # the failed run's error
     assert any("ckpt-2" in m.value and "step **2**" in m.value for m in at.markdown)
+    exported = [m.value for m in at.markdown if "from_pretrained" in m.value]
+    assert [e.split("`")[1] for e in exported] == [str(tmp_path / "out" / "model" / a) for a in ("agent_0", "agent_1")]
     labels = [b.label for b in at.get("download_button")]
-    assert {"metrics CSV", "metrics JSONL", "transcripts JSONL", "zip"} <= set(labels)
+    assert labels.count("zip") == 3  # one checkpoint, two exported models
+    assert {"metrics CSV", "metrics JSONL", "transcripts JSONL"} <= set(labels)

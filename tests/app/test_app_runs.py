@@ -34,12 +34,12 @@ def test_stop_shows_stopping_then_the_final_state(app, store: Store, experiment:
     at.button(key=f"runs.{run_id}.stop").click().run()
     assert not at.exception
     assert store.get_run(run_id).status == "stopping"
-    assert any(m.value == "🟠 stopping" for m in at.metric)
+    assert any(m.value == ":orange[:material/pending: stopping]" for m in at.metric)
     assert not [b for b in at.button if b.key == f"runs.{run_id}.stop"]  # no second stop
     # the worker settles the run; the next refresh shows the truthful end state
     store.transition(run_id, "stopped")
     at.run()
-    assert any(m.value == "⏹️ stopped" for m in at.metric)
+    assert any(m.value == ":gray[:material/stop_circle: stopped]" for m in at.metric)
 
 
 def test_cancel_queued_and_delete_with_confirmation(app, store: Store, experiment: int, seed) -> None:
@@ -77,3 +77,28 @@ def test_status_filter(app, store: Store, experiment: int, seed) -> None:
     at = app("runs")
     at.multiselect(key="runs_filter_status").set_value(["succeeded"]).run()
     assert at.dataframe[0].value["id"].tolist() == [ok]
+
+
+def test_resume_creates_a_new_attempt_or_explains_why_not(app, store: Store, experiment: int, seed,
+                                                           tmp_path) -> None:
+    run_id = seed(experiment, status="stopped", steps=2)
+    at = app("runs", run=run_id)
+    at.button(key=f"runs.{run_id}.resume").click().run()
+    assert not at.exception
+    assert any("has no checkpoint to resume from" in e.value for e in at.error)
+    store.add_checkpoint(run_id, 2, str(tmp_path / "ckpt-2"))
+    at.button(key=f"runs.{run_id}.resume").click().run()
+    new = store.list_runs(limit=1)[0]
+    assert new.id != run_id and new.resumed_from == run_id and new.attempt == 2 and new.status == "queued"
+    assert at.selectbox(key="runs_pick").value == new.id  # the page follows the new attempt
+
+
+def test_launch_of_an_invalid_stored_config_is_refused_with_the_reason(app, store: Store) -> None:
+    bad = store.create_experiment("broken", config={"agents": [], "trainer": {"num_generations": 1}})
+    at = app("runs")
+    at.selectbox(key="runs_launch_exp").set_value(bad.id)
+    at.button(key="runs_launch").click().run()
+    assert not at.exception
+    [message] = [e.value for e in at.error]
+    assert message.startswith("Could not queue the run:") and "agents" in message and "num_generations" in message
+    assert store.list_runs() == []  # nothing was stored

@@ -101,3 +101,9 @@ def test_series_matches_a_python_reference_on_random_data(store: Store, run_id: 
     series = store.series(run_id, "k", max_points=100)
     assert set(zip(series.xs, series.ys, strict=True)) == _reference(points, bucket_count(100))
     assert len(series) <= 100 and series.total_points == 2000
+
+
+def test_float_bounds_on_integer_axes_are_rounded_inwards(store: Store, run_id: int) -> None:
+    _sawtooth_with_spikes(store, run_id)
+    series = store.series(run_id, "r", x_min=29.5, x_max=69.9)  # plot zooms send floats
+    assert (series.xs[0], series.xs[-1], series.total_points) == (30, 69, 40)

@@ -3,6 +3,7 @@ directory, and a headless Debian Chromium driven by Playwright (never a download
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -70,13 +71,31 @@ def cooplab_up(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Ite
         _wait_healthy(url, proc, log)
         yield url
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)  # the supervisor stops the dashboard and the worker
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        _stop_tree(proc)
+
+
+def _stop_tree(proc: subprocess.Popen) -> None:
+    """Stop ``cooplab up`` like Ctrl-C would, then make sure none of its children outlives the test."""
+    import psutil
+
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # the supervisor stops the dashboard and the worker
+        try:
+            proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    for child in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ a transcript, stop the run and see ``stopped``. Screenshots go to the folder pri
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from pathlib import Path
@@ -19,10 +20,31 @@ POINTS_JS = """() => {
 }"""
 
 
+APP = '[data-testid="stApp"]'
+
+
 def _settle(page) -> None:
-    """Wait until Streamlit has finished the rerun an interaction started (debounce first)."""
-    page.wait_for_timeout(300)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    """Wait until Streamlit has finished the rerun an interaction started: see it start (a busy
+    machine may take a while to send it), then see it end."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    with contextlib.suppress(PlaywrightTimeout):  # it may have started and ended between two polls
+        page.wait_for_selector(f'{APP}[data-test-script-state="running"]', timeout=3_000)
+    page.wait_for_selector(f'{APP}[data-test-script-state="notRunning"]')
+
+
+def _click_when_steady(locator, timeout: float) -> None:
+    """Click a button that a busy page may redraw meanwhile: retry short clicks until one lands."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            locator.click(timeout=5_000)
+            return
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
 
 
 def _points(page) -> int:
@@ -50,6 +72,7 @@ def test_quickstart_from_form_to_stopped(cooplab_up: str, browser_page, artifact
     page.goto(url)
     page.get_by_role("button", name="Create the quick-start experiment").click()
     expect(page.get_by_text("Created experiment 'quickstart'")).to_be_visible()
+    _settle(page)  # the form is redrawn for the new experiment: type only into the new widgets
     # more steps than the preset, so the run is still training when we stop it
     steps = page.get_by_role("spinbutton", name="max_steps", exact=True)
     steps.fill("400")
@@ -59,6 +82,8 @@ def test_quickstart_from_form_to_stopped(cooplab_up: str, browser_page, artifact
     expect(save).to_be_enabled()
     save.click()
     expect(page.get_by_text("Saved experiment 'quickstart'")).to_be_visible()
+    # the form reloads what was stored
+    expect(page.get_by_role("spinbutton", name="max_steps", exact=True)).to_have_value("400")
     expect(page.get_by_text("unsaved changes")).to_have_count(0)
     page.screenshot(path=str(artifacts / "1-experiment-form.png"), full_page=True)
 
@@ -88,7 +113,8 @@ def test_quickstart_from_form_to_stopped(cooplab_up: str, browser_page, artifact
 
     # 5. stop: the header shows stopping, then the truthful final state
     page.goto(f"{url}/run_detail?run={run_id}")
-    page.get_by_test_id("stButton").get_by_role("button", name="Stop").click()
+    _settle(page)
+    _click_when_steady(page.get_by_test_id("stButton").get_by_role("button", name="Stop"), timeout=60)
     status = page.locator('[data-testid="stMetricValue"]').first
     expect(status).to_contain_text("stopp", timeout=15_000)
     page.screenshot(path=str(artifacts / "5-stopping.png"), full_page=True)

@@ -112,6 +112,10 @@ def test_docker_compose_names_real_entry_points_and_settings():
         command = service.get("command") or []
         if command and command[0] == "cooplab":
             assert command[1] in commands, f"service {name}: `cooplab {command[1]}` is not a command"
+            options = {opt for param in commands[command[1]].params for opt in param.opts}
+            for word in command[2:]:
+                if word.startswith("--"):
+                    assert word in options, f"service {name}: `cooplab {command[1]}` has no option {word}"
             checked += 1
         for var in service.get("environment") or {}:
             if var.startswith("COOPLAB_"):

@@ -94,15 +94,10 @@ class WorkerProcess:
             return []
 
     def kill(self) -> None:
-        """Kill the worker and its job processes (the whole process group)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(subprocess.TimeoutExpired, ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=1)
+        """Kill the worker and its job processes at once (the whole process group)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            self.proc.wait(timeout=10)
+        self.proc.wait(timeout=10)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:

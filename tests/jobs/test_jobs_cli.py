@@ -61,3 +61,5 @@ def test_unknown_device_and_unknown_run_are_clear_errors(jobs_env, tmp_path):
     assert missing.exit_code == 2 and "999" in missing.output
     resume = runner.invoke(app, ["resume", "999"])
     assert resume.exit_code == 2 and "999" in resume.output
+    status = runner.invoke(app, ["runs", "--status", "bogus"])
+    assert status.exit_code == 2 and "unknown run status 'bogus'" in status.output

@@ -51,3 +51,14 @@ def test_an_invalid_stored_config_fails_the_run_with_a_readable_error(jobs_env, 
 def test_the_queue_decides_the_device_inside_the_job():
     assert local_device("cpu") == "cpu"
     assert local_device("cuda:3") == "cuda:0"  # the worker pins GPU 3 with CUDA_VISIBLE_DEVICES=3
+
+
+def test_a_resumed_run_whose_checkpoint_is_missing_fails_with_the_reason(jobs_env, store, experiment_id, tmp_path):
+    old = store.create_run(experiment_id, tiny_config(), "cpu")
+    for to in (states.STARTING, states.RUNNING, states.FAILED):
+        store.transition(old.id, to)
+    store.add_checkpoint(old.id, 3, str(tmp_path / "gone" / "checkpoint-3"))
+    new = store.create_run(experiment_id, tiny_config(), "cpu", resumed_from=old.id)
+    assert execute_run(new.id, settings=jobs_env, store=store) == states.FAILED
+    error = store.get_run(new.id).error
+    assert error.startswith("FileNotFoundError:") and "checkpoint-3" in error and "not on this machine" in error

@@ -43,10 +43,14 @@ def test_one_step_bench_reports_every_part() -> None:
     assert result["engine"]["tokens_per_s"] > 0
     assert result["bare"]["phases"]["generate_s"] > 0
     assert result["overhead_engine"] == pytest.approx(
-        result["engine"]["step_s_mean"] / result["bare"]["step_s_mean"]
+        result["engine"]["step_cpu_s_median"] / result["bare"]["step_cpu_s_median"]
     )
+    assert len(result["engine"]["step_cpu_s"]) == SMOKE.total_steps
+    assert all(t > 0 for t in result["engine"]["step_cpu_s"])
+    assert result["decoders"]["lean_cpu_s"] > 0 and result["decoders"]["generate_cpu_s"] > 0
     report = format_report(result)
     assert "engine_batched" in report and "overhead" in report and "tiny-llama-xs" in report
+    assert "lean decoder" in report
     json.dumps(result)  # the --json output is plain JSON
 
 

@@ -33,6 +33,11 @@ def _reward(completions1: list[str], completions2: list[str]) -> list[float]:
     return [len(set(a + b)) / 20.0 for a, b in zip(completions1, completions2, strict=True)]
 
 
+def _chat(instruction: str):
+    """A formatter returning chat messages, so the engine applies SmolLM2's chat template."""
+    return lambda item: [{"role": "user", "content": f"{instruction} {item['prompt']}"}]
+
+
 def test_two_smollm2_agents_train_one_step(model_cache) -> None:
     agents = [load_agent("builtin:smollm2-135m", cache_dir=model_cache) for _ in range(2)]
     folder = model_cache / "smollm2-135m-instruct"
@@ -51,7 +56,7 @@ def test_two_smollm2_agents_train_one_step(model_cache) -> None:
     trainer = MAGRPOTrainer(
         agents=[model_a, model_b], tokenizer=[tok_a, tok_b], reward_func=_reward, args=config,
         train_dataset=[{"prompt": "Name a colour and a fruit."}],
-        formatters=[lambda item: "Answer briefly. " + item["prompt"], lambda item: "Answer at length. " + item["prompt"]],
+        formatters=[_chat("Answer in one short sentence."), _chat("Answer in two long sentences.")],
     )  # fmt: skip
     result = trainer.train(sink=sink)
 
@@ -64,4 +69,4 @@ def test_two_smollm2_agents_train_one_step(model_cache) -> None:
     assert metrics["train/reward_mean"] > 0
     assert not torch.equal(model_a.lm_head.weight[:4], before)  # the update reached the weights
     texts = [turn.completion for episode in sink.episodes for turn in episode.turns]
-    assert texts and all(isinstance(t, str) for t in texts)
+    assert texts and any(t.strip() for t in texts)

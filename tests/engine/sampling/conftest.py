@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from sampling_fixtures import eos_prone
 
 from engine.models.tiny import build_tiny_model
+from tests.engine.sampling.sampling_fixtures import eos_prone
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from sampling_fixtures import PROMPTS, eos_prone
 
 from engine.models.tiny import build_tiny_model
 from engine.sampling import generate_completions
+from tests.engine.sampling.sampling_fixtures import PROMPTS, eos_prone
 
 SETTINGS = {
     "greedy": {"do_sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": None},
