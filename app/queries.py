@@ -52,9 +52,12 @@ def experiments_table(experiments: list[Experiment]) -> list[dict[str, Any]]:
 
 
 def run_label(run: Run, names: dict[int, str]) -> str:
-    """``#12 quickstart (attempt 2) · running``: how a run is named in pickers."""
+    """``#12 quickstart (attempt 2) · 2026-11-30 14:05``: how a run is named in pickers.
+
+    The state is left out on purpose: pickers are not refreshed live, the status header is.
+    """
     attempt = f" (attempt {run.attempt})" if run.attempt > 1 else ""
-    return f"#{run.id} {names.get(run.experiment_id, '?')}{attempt} · {run.status}"
+    return f"#{run.id} {names.get(run.experiment_id, '?')}{attempt} · {run.created_at:%Y-%m-%d %H:%M}"
 
 
 def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dict[str, Any]]:

@@ -13,6 +13,31 @@ import typer
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
 
 DEVICE_HELP = "Device whose queue to use: cpu or cuda:N (e.g. cuda:0)."
+HOST_HELP = "Address the dashboard listens on: 127.0.0.1 (this machine only) or 0.0.0.0 (all interfaces)."
+
+
+def _check_host(host: str) -> str:
+    """A listen address: an IP address or a host name, without scheme, port or spaces."""
+    host = host.strip()
+    bad_chars = any(c in host for c in " /") or (":" in host and not _is_ipv6(host))
+    if not host or bad_chars:
+        _fail(f"--host {host!r} is not an address; use an IP address or host name such as 127.0.0.1 or 0.0.0.0 "
+              "(the port goes in --port)")
+    return host
+
+
+def _is_ipv6(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    """The host as written in a URL (IPv6 addresses in brackets)."""
+    return f"[{host}]" if _is_ipv6(host) else host
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -41,24 +66,30 @@ def worker(
 
 
 def up(
-    port: int = typer.Option(8501, help="Dashboard port on 127.0.0.1."),
+    port: int = typer.Option(8501, help="Dashboard port."),
+    host: str = typer.Option("127.0.0.1", "--host", help=HOST_HELP),
     device: str = typer.Option("cpu", "--device", "-d", help="Device of the embedded worker. " + DEVICE_HELP),
     no_worker: bool = typer.Option(False, "--no-worker", help="Start only the dashboard."),
 ) -> None:
     """Upgrade the database, then run the dashboard and one worker until Ctrl-C."""
     from jobs.supervisor import Supervisor
 
-    supervisor = Supervisor(port=port, device=_check_device(device), with_worker=not no_worker)
-    typer.echo(f"CoopLab dashboard: http://127.0.0.1:{port}  (Ctrl-C stops everything)")
+    host = _check_host(host)
+    supervisor = Supervisor(port=port, host=host, device=_check_device(device), with_worker=not no_worker)
+    typer.echo(f"CoopLab dashboard: http://{_url_host(host)}:{port}  (Ctrl-C stops everything)")
     raise typer.Exit(supervisor.run())
 
 
-def ui(port: int = typer.Option(8501, help="Dashboard port on 127.0.0.1.")) -> None:
+def ui(
+    port: int = typer.Option(8501, help="Dashboard port."),
+    host: str = typer.Option("127.0.0.1", "--host", help=HOST_HELP),
+) -> None:
     """Run only the dashboard (workers are started separately with `cooplab worker`)."""
     from jobs.supervisor import Supervisor
 
-    typer.echo(f"CoopLab dashboard: http://127.0.0.1:{port}")
-    raise typer.Exit(Supervisor(port=port, with_worker=False).run())
+    host = _check_host(host)
+    typer.echo(f"CoopLab dashboard: http://{_url_host(host)}:{port}")
+    raise typer.Exit(Supervisor(port=port, host=host, with_worker=False).run())
 
 
 @db_app.command("upgrade")

@@ -40,7 +40,8 @@ def run(row: RunRow) -> Run:
         worker=row.worker, created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at,
         heartbeat_at=row.heartbeat_at, step=row.step or 0, env_step=row.env_step or 0,
         total_steps=row.total_steps, error=row.error, resumed_from=row.resumed_from,
-        stop_requested=bool(row.stop_requested), tags=tuple(row.tags or ()), notes=row.notes or "",
+        stop_requested=bool(row.stop_requested),
+        stop_requested_at=row.stop_requested_at, tags=tuple(row.tags or ()), notes=row.notes or "",
         log_path=row.log_path, output_dir=row.output_dir,
     )
 

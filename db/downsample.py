@@ -127,8 +127,14 @@ def _step_bucket_sql(dialect: str, bounds: list[tuple[int, int]]) -> str:
 
 def _step_bucket_extremes(session: Session, *, run_id: int, key: str, lo: float, hi: float,
                           n: int) -> list[tuple[Any, Any]]:
+    return step_range_extremes(session, run_id=run_id, key=key, bounds=step_bucket_bounds(int(lo), int(hi), n))
+
+
+def step_range_extremes(session: Session, *, run_id: int, key: str,
+                        bounds: list[tuple[int, int]]) -> list[tuple[Any, Any]]:
+    """The (step, value) of the smallest and of the largest value (earliest step on ties) in each
+    half-open step range ``[start, stop)`` of ``bounds``, read from the metrics table's index."""
     dialect = session.get_bind().dialect.name
-    bounds = step_bucket_bounds(int(lo), int(hi), n)
     sql = _step_bucket_sql(dialect, bounds)
     if dialect == "postgresql":
         # The planner's cost estimate for this small query is high enough to trigger JIT compilation,

@@ -119,6 +119,25 @@ class MetricRow(Base):
     wall_time: Mapped[float] = mapped_column(Float)
 
 
+class MetricRollupRow(Base):
+    """Per run, key and power-of-two block of steps (``bucket = step >> level``): how many non-NaN
+    points it holds and its smallest and largest value with their steps (the earliest on ties).
+    Kept up to date in the transaction that writes the points; wide series queries read it instead of
+    every point (see :mod:`db.rollups`)."""
+
+    __tablename__ = "metric_rollups"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    level: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)
+    min_value: Mapped[float] = mapped_column(Float)
+    min_step: Mapped[int] = mapped_column(Integer)
+    max_value: Mapped[float] = mapped_column(Float)
+    max_step: Mapped[int] = mapped_column(Integer)
+
+
 class EpisodeRow(Base):
     __tablename__ = "episodes"
     __table_args__ = (Index("ix_episodes_run_step", "run_id", "step"),)

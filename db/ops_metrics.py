@@ -13,7 +13,8 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
-from db.downsample import bucket_count, in_range, kept_points, x_column
+from db import rollups
+from db.downsample import bucket_count, in_range, kept_points, step_range_extremes, x_column
 from db.errors import NotFoundError
 from db.models import MetricRow, RunRow, utcnow
 from db.ops_runs import ts
@@ -47,7 +48,13 @@ def log_metrics(session: Session, run_id: int, *, step: int, env_step: int | Non
     if session.scalar(select(RunRow.id).where(RunRow.id == run_id)) is None:
         raise NotFoundError(f"no run with id {run_id}")
     if rows:
-        session.execute(insert(MetricRow), rows)
+        _insert(session, run_id, rows)
+
+
+def _insert(session: Session, run_id: int, rows: list[dict[str, Any]]) -> None:
+    """Insert metric rows and fold them into the rollups, in the caller's transaction."""
+    session.execute(insert(MetricRow), rows)
+    rollups.write(session, run_id, ((r["key"], r["step"], r["value"]) for r in rows))
 
 
 def import_metrics(session: Session, run_id: int, points: Iterable[MetricPoint], *, batch_size: int = 20_000) -> int:
@@ -58,10 +65,10 @@ def import_metrics(session: Session, run_id: int, points: Iterable[MetricPoint],
     for p in points:
         batch.extend(metric_rows(run_id, p.step, p.env_step, {p.key: p.value}, p.wall_time))
         if len(batch) >= batch_size:
-            session.execute(insert(MetricRow), batch)
+            _insert(session, run_id, batch)
             written, batch = written + len(batch), []
     if batch:
-        session.execute(insert(MetricRow), batch)
+        _insert(session, run_id, batch)
         written += len(batch)
     return written
 
@@ -81,7 +88,7 @@ def log_step(session: Session, run_id: int, *, step: int, env_step: int, metrics
     if stop is None:
         raise NotFoundError(f"no run with id {run_id}")
     if rows:
-        session.execute(insert(MetricRow), rows)
+        _insert(session, run_id, rows)
     insert_episodes(session, run_id, step=int(step), episodes=episodes)
     return bool(stop)
 
@@ -118,10 +125,20 @@ def latest_metrics(session: Session, run_id: int, *, keys: Iterable[str] | None)
 
 
 def series(session: Session, run_id: int, key: str, *, x: str, max_points: int, x_min: float | None,
-           x_max: float | None) -> Series:
+           x_max: float | None, source: str = "auto") -> Series:
+    """See :meth:`db.store.Store.series`. Along ``step``, a range wide enough for the rollups is
+    bucketed into whole rollup blocks (:mod:`db.rollups`); ``source="raw"`` computes that same
+    bucketing from the metrics table alone (to check the rollups against)."""
+    if source not in ("auto", "raw"):
+        raise ValueError(f"unknown series source {source!r}; use 'auto' or 'raw'")
     col = x_column(x)
     n = bucket_count(max_points)
     where = in_range(run_id, key, x, x_min, x_max)
+    if x == "step":
+        wide = _wide_step_series(session, run_id, key, where, n=n, max_points=max_points, x_min=x_min,
+                                 x_max=x_max, source=source)
+        if wide is not None:
+            return wide
     lo, hi, total = session.execute(select(func.min(col), func.max(col), func.count()).where(where)).one()
     total = int(total or 0)
     if total == 0:
@@ -132,6 +149,73 @@ def series(session: Session, run_id: int, key: str, *, x: str, max_points: int, 
                       ys=tuple(_value(r[1]) for r in rows), total_points=total, downsampled=False)
     points = kept_points(session, where, run_id=run_id, key=key, x=x, lo=float(lo), hi=float(hi), n=n)
     return Series(run_id=run_id, key=key, x=x, xs=tuple(p[0] for p in points), ys=tuple(p[1] for p in points),
+                  total_points=total, downsampled=True)
+
+
+def _end_point(session: Session, where: Any, *, last: bool) -> tuple[int, float] | None:
+    order = (MetricRow.step.desc(), MetricRow.id.desc()) if last else (MetricRow.step.asc(), MetricRow.id.asc())
+    row = session.execute(select(MetricRow.step, MetricRow.value).where(where).order_by(*order).limit(1)).first()
+    return None if row is None else (int(row[0]), float(row[1]))
+
+
+def _raw_block(session: Session, run_id: int, key: str, start: int, stop: int) -> rollups.Extremes | None:
+    """The extremes of the steps ``[start, stop)`` from the metrics table (a block the requested range
+    cuts through; a few thousand points at most)."""
+    rows = session.execute(
+        select(MetricRow.step, MetricRow.value)
+        .where(MetricRow.run_id == run_id, MetricRow.key == key, MetricRow.value.is_not(None),
+               MetricRow.step >= start, MetricRow.step < stop)).all()
+    merged = rollups.aggregate(((key, int(step), float(v)) for step, v in rows), levels=(62,))
+    return next(iter(merged.values()), None)
+
+
+def _wide_step_series(session: Session, run_id: int, key: str, where: Any, *, n: int, max_points: int,
+                      x_min: float | None, x_max: float | None, source: str) -> Series | None:
+    """A step series answered through the rollups, or None when the range is too narrow for them."""
+    first = _end_point(session, where, last=False)
+    last = _end_point(session, where, last=True)
+    if first is None or last is None:
+        return None
+    lo, hi = first[0], last[0]
+    plan = rollups.plan(lo, hi, n)
+    if plan is None:
+        return None
+    kept = {first, last}
+    if source == "raw":
+        total = int(session.scalar(select(func.count()).where(where)) or 0)
+        pairs = step_range_extremes(session, run_id=run_id, key=key, bounds=plan.step_bounds(lo, hi))
+        kept.update((int(px), float(pv)) for px, pv in pairs if pv is not None)
+    else:
+        level = plan.level
+        first_block, last_block = plan.first_block, plan.last_block
+        # Blocks the requested range cuts through (only possible at its two ends) come from the metrics table.
+        cut_lo = x_min is not None and (first_block << level) < lo and first_block == lo >> level
+        cut_hi = x_max is not None and ((last_block + 1) << level) - 1 > hi
+        edges: list[tuple[int, rollups.Extremes | None]] = []
+        if first_block == last_block and (cut_lo or cut_hi):
+            edges.append((first_block, _raw_block(session, run_id, key, lo, hi + 1)))
+            clean = (first_block + 1, last_block)
+        else:
+            if cut_lo:
+                edges.append((first_block, _raw_block(session, run_id, key, lo, (first_block + 1) << level)))
+            if cut_hi:
+                edges.append((last_block, _raw_block(session, run_id, key, last_block << level, hi + 1)))
+            clean = (first_block + int(cut_lo), last_block - int(cut_hi))
+        blocks = rollups.read_blocks(session, run_id=run_id, key=key, level=level, first=clean[0],
+                                     last=clean[1]) if clean[0] <= clean[1] else []
+        blocks += [(b, e) for b, e in edges if e is not None]
+        buckets = rollups.merge_blocks(plan, blocks)
+        total = sum(e.count for e in buckets.values())
+        for e in buckets.values():
+            kept.add((e.min_step, e.min_value))
+            kept.add((e.max_step, e.max_value))
+    if total <= max_points:
+        rows = session.execute(select(MetricRow.step, MetricRow.value).where(where)
+                               .order_by(MetricRow.step, MetricRow.id)).all()
+        return Series(run_id=run_id, key=key, x="step", xs=tuple(float(r[0]) for r in rows),
+                      ys=tuple(_value(r[1]) for r in rows), total_points=total, downsampled=False)
+    points = sorted((float(px), float(pv)) for px, pv in kept)
+    return Series(run_id=run_id, key=key, x="step", xs=tuple(p[0] for p in points), ys=tuple(p[1] for p in points),
                   total_points=total, downsampled=True)
 
 

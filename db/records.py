@@ -29,7 +29,8 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Run:
-    """One attempt at training one config. ``step`` / ``env_step`` is the progress last logged."""
+    """One attempt at training one config. ``step`` / ``env_step`` is the progress last logged;
+    ``stop_requested_at`` is when a stop was first asked for (None while nobody asked)."""
 
     id: int
     experiment_id: int
@@ -50,6 +51,7 @@ class Run:
     error: str | None
     resumed_from: int | None
     stop_requested: bool
+    stop_requested_at: datetime | None
     tags: tuple[str, ...]
     notes: str
     log_path: str | None

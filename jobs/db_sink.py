@@ -92,13 +92,21 @@ class DbSink(BaseSink):
     # ------------------------------------------------------------------------- the Sink
 
     def _mark_running(self) -> None:
+        """Move the run ``starting → running``. When that is refused because a stop arrived while the
+        job was starting (the run is ``stopping``) or the run was settled elsewhere, the stop flag is
+        raised here, so the trainer stops before its first step (checkpointing what it has) and the
+        run ends ``stopped`` instead of training."""
         if self._running_marked:
             return
         self._running_marked = True
         try:
             self.store.transition(self.run_id, states.RUNNING, expected_from=states.STARTING, worker=self.worker)
-        except InvalidTransition as exc:  # already stopping (a stop came during start-up): keep going
-            log.info("run %s not moved to running: %s", self.run_id, exc)
+        except InvalidTransition as exc:
+            if exc.current == states.RUNNING:  # a second sink of the same job marked it; nothing to do
+                return
+            self._stop_flag = True
+            log.info("run %s is %s before training started: stopping now without training", self.run_id,
+                     exc.current)
 
     def start(self, total_steps: int | None, config: dict[str, Any]) -> None:
         if total_steps is not None:

@@ -6,6 +6,11 @@ finished, stopped or lost run again), validates the stored config, trains throug
 ``engine.build.run_training`` with a :class:`~jobs.db_sink.DbSink`, and ends in ``succeeded``,
 ``stopped`` or ``failed`` (with the error and traceback). torch and the engine are imported inside the
 function, so the worker parent that forks job processes never loads them (nor initialises CUDA).
+
+A stop requested while the run is ``starting`` moves it to ``stopping``; the job then never trains:
+before building it ends the run ``stopped`` at once, and when the stop arrives while agents and task
+are being built, the sink's refused ``starting → running`` raises the stop flag, so the trainer stops
+before its first step (saving a checkpoint of the state it was given) and the run ends ``stopped``.
 """
 
 from __future__ import annotations
@@ -174,6 +179,10 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
                   on_settled=_exit_job_process if exit_when_settled else None)
     try:
         sink.start_heartbeat()
+        if sink.should_stop():
+            # A stop arrived while the job was starting: nothing has been trained, so nothing is built.
+            log.info("run %s was asked to stop before training started: ending it stopped", run.id)
+            return _finish(store, run.id, states.STOPPED)
         resume_from = _resume_from(store, run)
         if train_fn is None:
             from engine.build import run_training as train_fn

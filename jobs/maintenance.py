@@ -45,8 +45,10 @@ class MaintenanceReport:
 class StopEnforcer:
     """Terminates runs that stay ``stopping`` past the grace period and marks them ``stopped``.
 
-    The grace period counts from the moment the stop was requested (``stop_requested_at`` when the
-    store reports it, else from the first time this enforcer saw the run stopping).
+    The grace period counts from the moment the stop was requested (the run's ``stop_requested_at``),
+    so an enforcer that starts late, or runs in another process than the one that asked, does not
+    extend it. A ``stopping`` run without that time (moved there directly, never flagged) counts from
+    the first time this enforcer saw it stopping.
     """
 
     def __init__(self) -> None:
@@ -58,7 +60,7 @@ class StopEnforcer:
         self._first_seen = {r.id: self._first_seen.get(r.id, now) for r in stopping}
         settled: list[int] = []
         for run in stopping:
-            since = getattr(run, "stop_requested_at", None) or self._first_seen[run.id]
+            since = run.stop_requested_at or self._first_seen[run.id]
             if now - since < timedelta(seconds=grace_s):
                 continue
             if app is not None and run.celery_task_id:

@@ -63,10 +63,13 @@ def child_environment(settings: Settings) -> dict[str, str]:
 class Supervisor:
     """Starts, watches and stops the dashboard and the embedded worker."""
 
-    def __init__(self, settings: Settings | None = None, *, port: int = 8501, device: str = "cpu",
-                 with_ui: bool = True, with_worker: bool = True) -> None:
+    def __init__(self, settings: Settings | None = None, *, port: int = 8501, host: str = "127.0.0.1",
+                 device: str = "cpu", with_ui: bool = True, with_worker: bool = True) -> None:
+        """``host`` is the address the dashboard listens on: ``127.0.0.1`` (this machine only) or
+        ``0.0.0.0`` (every interface, e.g. inside a container)."""
         self.settings = settings or get_settings()
         self.port = port
+        self.host = host
         self.device = device
         self.with_ui = with_ui
         self.with_worker = with_worker
@@ -83,9 +86,9 @@ class Supervisor:
             self.children["worker"] = subprocess.Popen(worker_command(self.device), env=env,
                                                        start_new_session=True)
         if self.with_ui:
-            self.children["dashboard"] = subprocess.Popen(dashboard_command(self.port), env=env,
+            self.children["dashboard"] = subprocess.Popen(dashboard_command(self.port, self.host), env=env,
                                                           start_new_session=True)
-            log.info("dashboard on http://127.0.0.1:%s", self.port)
+            log.info("dashboard on http://%s:%s", self.host, self.port)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stop_event.set()

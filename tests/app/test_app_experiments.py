@@ -135,3 +135,11 @@ def test_search_clone_and_delete_with_confirmation(app, store: Store) -> None:
     at.checkbox(key="exp_delete_confirm_2").check().run()
     at.button(key="exp_delete").click().run()
     assert [e.name for e in store.list_experiments()] == ["quickstart"]
+
+
+def test_experiment_deleted_elsewhere_falls_back_to_a_new_draft(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    store.delete_experiment(store.list_experiments()[0].id)  # e.g. from another browser tab
+    at.run()
+    assert not at.exception
+    assert at.header[0].value == "New experiment"

@@ -70,6 +70,24 @@ def test_request_stop_cancels_queued_and_stops_running(store: Store, experiment_
     assert store.request_stop(running.id).status == "stopped"  # final runs stay as they are
 
 
+def test_a_run_records_when_its_stop_was_first_requested(store: Store, experiment_id: int) -> None:
+    run = store.create_run(experiment_id, {}, "cpu")
+    store.transition(run.id, "starting")
+    store.transition(run.id, "running")
+    assert store.get_run(run.id).stop_requested_at is None
+    before = datetime.now(UTC)
+    asked = store.request_stop(run.id).stop_requested_at
+    after = datetime.now(UTC)
+    assert asked is not None and asked.tzinfo is not None
+    # the database may keep microseconds or not; allow for the rounding
+    assert before - timedelta(milliseconds=1) <= asked <= after + timedelta(milliseconds=1)
+    assert store.request_stop(run.id).stop_requested_at == asked  # asking again keeps the first time
+    assert store.transition(run.id, "stopped").stop_requested_at == asked
+
+    queued = store.create_run(experiment_id, {}, "cpu")
+    assert store.request_stop(queued.id).stop_requested_at is not None  # cancelled runs record it too
+
+
 def test_heartbeat_returns_the_stop_flag(store: Store, run_id: int) -> None:
     store.upsert_worker("cpu@h", host="h", devices=["cpu"], queues=["cpu"], pid=1)
     store.transition(run_id, "starting")

@@ -47,7 +47,9 @@ def test_one_step_bench_reports_every_part() -> None:
     )
     assert len(result["engine"]["step_cpu_s"]) == SMOKE.total_steps
     assert all(t > 0 for t in result["engine"]["step_cpu_s"])
-    assert result["decoders"]["lean_cpu_s"] > 0 and result["decoders"]["generate_cpu_s"] > 0
+    assert result["decoders"]["one_prompt"]["prompts"] == 1
+    assert result["decoders"]["step_prompts"]["prompts"] == SMOKE.items_per_update
+    assert all(d["lean_cpu_s"] > 0 and d["generate_cpu_s"] > 0 for d in result["decoders"].values())
     report = format_report(result)
     assert "engine_batched" in report and "overhead" in report and "tiny-llama-xs" in report
     assert "lean decoder" in report

@@ -1,0 +1,163 @@
+"""Multi-resolution rollups of metric series: what makes a whole-run series query cheap.
+
+For every run and key, the ``metric_rollups`` table keeps one row per block of ``2**level`` steps
+(``bucket = step >> level``) at each level of :data:`LEVELS`: the number of non-NaN points in the
+block and its smallest and largest value with their steps (the earliest step on ties, like the raw
+plans in :mod:`db.downsample`). The rows are written in the same transaction as the points
+(``log_step``, ``log_metrics``, ``import_metrics``), so a reader never sees one without the other.
+
+A wide series query (more than ``2**LEVELS[0]`` steps per bucket) cuts the range into buckets made of
+whole blocks of the coarsest level that still gives every bucket at least one block, reads at most
+about ``16 * n`` rollup rows instead of every point, and merges them per bucket here. A block that a
+requested range cuts through is read from the metrics table instead, so answers stay exact: every
+kept point is a stored point, and each bucket's minimum and maximum are the true ones. Narrower
+ranges are answered from the metrics table alone (:mod:`db.downsample`).
+
+The bucketing math and the merging are pure functions (tested by hand); the SQL is at the bottom.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, case, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from db.downsample import step_bucket_bounds
+from db.models import MetricRollupRow
+
+LEVELS: tuple[int, ...] = (4, 8, 12, 16)
+"""Block sizes of 16, 256, 4096 and 65536 steps: four rollup rows per written point, and a query
+reads at most 16 blocks per bucket (the ratio between neighbouring levels)."""
+
+
+@dataclass(frozen=True)
+class Extremes:
+    """A block's or a bucket's point count and its smallest and largest (value, step)."""
+
+    count: int
+    min_value: float
+    min_step: int
+    max_value: float
+    max_step: int
+
+    def merge(self, other: Extremes) -> Extremes:
+        """Both together: the smaller minimum and the larger maximum, earliest step on ties."""
+        low = min((self.min_value, self.min_step), (other.min_value, other.min_step))
+        high = max((self.max_value, -self.max_step), (other.max_value, -other.max_step))
+        return Extremes(self.count + other.count, low[0], low[1], high[0], -high[1])
+
+
+@dataclass(frozen=True)
+class RollupPlan:
+    """How a wide step range ``[lo, hi]`` is bucketed: blocks of ``2**level`` steps, bucket ``j``
+    made of the blocks ``block_ranges[j] = [first, stop)``."""
+
+    level: int
+    block_ranges: tuple[tuple[int, int], ...]
+
+    @property
+    def first_block(self) -> int:
+        return self.block_ranges[0][0]
+
+    @property
+    def last_block(self) -> int:
+        return self.block_ranges[-1][1] - 1
+
+    def step_bounds(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Each bucket's half-open step range ``[start, stop)``, clipped to ``[lo, hi]``."""
+        return [(max(lo, a << self.level), min(hi + 1, z << self.level)) for a, z in self.block_ranges]
+
+    def bucket_of_block(self, block: int) -> int:
+        """The index of the bucket holding ``block``."""
+        starts = [a for a, _ in self.block_ranges]
+        return bisect.bisect_right(starts, block) - 1
+
+
+def plan(lo: int, hi: int, n: int, levels: Sequence[int] = LEVELS) -> RollupPlan | None:
+    """The bucketing of ``[lo, hi]`` into at most ``n`` buckets of whole blocks, or None when the
+    range is too narrow for the finest level (fewer than ``2**levels[0]`` steps per bucket): then the
+    metrics table answers directly.
+
+    The level is the coarsest whose blocks still number at least ``n`` in the range; the blocks are
+    shared out over ``n`` buckets as evenly as whole blocks allow (sizes differ by at most one).
+    """
+    if n < 1:
+        raise ValueError(f"a series needs at least one bucket, got {n}")
+    span = hi - lo + 1
+    usable = [level for level in levels if (1 << level) * n <= span]
+    if not usable:
+        return None
+    level = max(usable)
+    first, last = lo >> level, hi >> level
+    return RollupPlan(level=level, block_ranges=tuple(step_bucket_bounds(first, last, n)))
+
+
+def aggregate(points: Iterable[tuple[str, int, float | None]], levels: Sequence[int] = LEVELS
+              ) -> dict[tuple[str, int, int], Extremes]:
+    """Rollup rows for a batch of ``(key, step, value)`` points: one per (key, level, block) they
+    touch. NaN points (value None) are left out, as every series leaves them out."""
+    out: dict[tuple[str, int, int], Extremes] = {}
+    for key, step, value in points:
+        if value is None:
+            continue
+        one = Extremes(1, value, step, value, step)
+        for level in levels:
+            slot = (key, level, step >> level)
+            seen = out.get(slot)
+            out[slot] = one if seen is None else seen.merge(one)
+    return out
+
+
+def merge_blocks(plan_: RollupPlan, blocks: Iterable[tuple[int, Extremes]]) -> dict[int, Extremes]:
+    """Per bucket index, the merged extremes of the ``(block, extremes)`` pairs that fall in it."""
+    buckets: dict[int, Extremes] = {}
+    for block, ext in blocks:
+        j = plan_.bucket_of_block(block)
+        seen = buckets.get(j)
+        buckets[j] = ext if seen is None else seen.merge(ext)
+    return buckets
+
+
+# ------------------------------------------------------------------------------------------ SQL
+
+
+def write(session: Session, run_id: int, points: Iterable[tuple[str, int, float | None]]) -> None:
+    """Fold a batch of points into the rollup table (one upsert per touched block)."""
+    rows = [{"run_id": run_id, "key": key, "level": level, "bucket": bucket, "count": e.count,
+             "min_value": e.min_value, "min_step": e.min_step, "max_value": e.max_value, "max_step": e.max_step}
+            for (key, level, bucket), e in aggregate(points).items()]
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    insert: Any = sqlite.insert if dialect == "sqlite" else postgresql.insert
+    stmt = insert(MetricRollupRow)
+    new, old = stmt.excluded, MetricRollupRow
+    lower = or_(new.min_value < old.min_value, and_(new.min_value == old.min_value, new.min_step < old.min_step))
+    higher = or_(new.max_value > old.max_value, and_(new.max_value == old.max_value, new.max_step < old.max_step))
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["run_id", "key", "level", "bucket"],
+        set_={
+            "count": old.count + new.count,
+            "min_value": case((lower, new.min_value), else_=old.min_value),
+            "min_step": case((lower, new.min_step), else_=old.min_step),
+            "max_value": case((higher, new.max_value), else_=old.max_value),
+            "max_step": case((higher, new.max_step), else_=old.max_step),
+        },
+    )
+    session.execute(stmt, rows)
+
+
+def read_blocks(session: Session, *, run_id: int, key: str, level: int, first: int, last: int
+                ) -> list[tuple[int, Extremes]]:
+    """The stored blocks ``first..last`` of one key at one level (blocks without points have no row)."""
+    r = MetricRollupRow
+    rows = session.execute(
+        select(r.bucket, r.count, r.min_value, r.min_step, r.max_value, r.max_step)
+        .where(r.run_id == run_id, r.key == key, r.level == level, r.bucket >= first, r.bucket <= last)
+    ).all()
+    return [(int(b), Extremes(int(c), float(lv), int(ls), float(hv), int(hs))) for b, c, lv, ls, hv, hs in rows]
