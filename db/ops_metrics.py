@@ -165,8 +165,7 @@ def _raw_block(session: Session, run_id: int, key: str, start: int, stop: int) -
         select(MetricRow.step, MetricRow.value)
         .where(MetricRow.run_id == run_id, MetricRow.key == key, MetricRow.value.is_not(None),
                MetricRow.step >= start, MetricRow.step < stop)).all()
-    merged = rollups.aggregate(((key, int(step), float(v)) for step, v in rows), levels=(62,))
-    return next(iter(merged.values()), None)
+    return rollups.extremes_of((int(step), float(v)) for step, v in rows)
 
 
 def _wide_step_series(session: Session, run_id: int, key: str, where: Any, *, n: int, max_points: int,
@@ -189,8 +188,8 @@ def _wide_step_series(session: Session, run_id: int, key: str, where: Any, *, n:
         level = plan.level
         first_block, last_block = plan.first_block, plan.last_block
         # Blocks the requested range cuts through (only possible at its two ends) come from the metrics table.
-        cut_lo = x_min is not None and (first_block << level) < lo and first_block == lo >> level
-        cut_hi = x_max is not None and ((last_block + 1) << level) - 1 > hi
+        cut_lo = x_min is not None and math.ceil(x_min) > first_block << level
+        cut_hi = x_max is not None and math.floor(x_max) < ((last_block + 1) << level) - 1
         edges: list[tuple[int, rollups.Extremes | None]] = []
         if first_block == last_block and (cut_lo or cut_hi):
             edges.append((first_block, _raw_block(session, run_id, key, lo, hi + 1)))

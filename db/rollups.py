@@ -6,7 +6,7 @@ block and its smallest and largest value with their steps (the earliest step on 
 plans in :mod:`db.downsample`). The rows are written in the same transaction as the points
 (``log_step``, ``log_metrics``, ``import_metrics``), so a reader never sees one without the other.
 
-A wide series query (more than ``2**LEVELS[0]`` steps per bucket) cuts the range into buckets made of
+A wide series query (at least :data:`MIN_SPAN` steps and ``2**LEVELS[0]`` steps per bucket) cuts the range into buckets made of
 whole blocks of the coarsest level that still gives every bucket at least one block, reads at most
 about ``16 * n`` rollup rows instead of every point, and merges them per bucket here. A block that a
 requested range cuts through is read from the metrics table instead, so answers stay exact: every
@@ -33,6 +33,10 @@ from db.models import MetricRollupRow
 LEVELS: tuple[int, ...] = (4, 8, 12, 16)
 """Block sizes of 16, 256, 4096 and 65536 steps: four rollup rows per written point, and a query
 reads at most 16 blocks per bucket (the ratio between neighbouring levels)."""
+
+MIN_SPAN = 1 << 14
+"""Ranges of fewer steps are answered from the metrics table (equal-width buckets, a few tens of
+milliseconds at most); wider ones through the rollups."""
 
 
 @dataclass(frozen=True)
@@ -78,10 +82,10 @@ class RollupPlan:
         return bisect.bisect_right(starts, block) - 1
 
 
-def plan(lo: int, hi: int, n: int, levels: Sequence[int] = LEVELS) -> RollupPlan | None:
+def plan(lo: int, hi: int, n: int, levels: Sequence[int] = LEVELS, min_span: int = MIN_SPAN) -> RollupPlan | None:
     """The bucketing of ``[lo, hi]`` into at most ``n`` buckets of whole blocks, or None when the
-    range is too narrow for the finest level (fewer than ``2**levels[0]`` steps per bucket): then the
-    metrics table answers directly.
+    range spans fewer than ``min_span`` steps or is too narrow for the finest level (fewer than
+    ``2**levels[0]`` steps per bucket): then the metrics table answers directly.
 
     The level is the coarsest whose blocks still number at least ``n`` in the range; the blocks are
     shared out over ``n`` buckets as evenly as whole blocks allow (sizes differ by at most one).
@@ -89,6 +93,8 @@ def plan(lo: int, hi: int, n: int, levels: Sequence[int] = LEVELS) -> RollupPlan
     if n < 1:
         raise ValueError(f"a series needs at least one bucket, got {n}")
     span = hi - lo + 1
+    if span < min_span:
+        return None
     usable = [level for level in levels if (1 << level) * n <= span]
     if not usable:
         return None
@@ -110,6 +116,15 @@ def aggregate(points: Iterable[tuple[str, int, float | None]], levels: Sequence[
             slot = (key, level, step >> level)
             seen = out.get(slot)
             out[slot] = one if seen is None else seen.merge(one)
+    return out
+
+
+def extremes_of(points: Iterable[tuple[int, float]]) -> Extremes | None:
+    """The extremes of some ``(step, value)`` points, or None when there are none."""
+    out: Extremes | None = None
+    for step, value in points:
+        one = Extremes(1, value, step, value, step)
+        out = one if out is None else out.merge(one)
     return out
 
 

@@ -11,7 +11,9 @@ and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the s
 - ``"generate"``: Hugging Face ``model.generate`` with an explicit sampling configuration (the
   model's own generation defaults such as repetition penalties are neutralised).
 
-With a ``torch.Generator`` both decoders are deterministic and draw the same random numbers.
+With a ``torch.Generator`` both decoders are deterministic and draw the same random numbers (the
+lean decoder uses a private generator, so agents may sample in parallel threads; the ``generate``
+decoder seeds a forked global RNG and is meant for one thread at a time).
 Sampling runs in ``torch.inference_mode()`` with the model in eval mode; its training mode is
 restored afterwards.
 """

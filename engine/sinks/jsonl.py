@@ -126,9 +126,10 @@ class JsonlSink(BaseSink):
 
     def close(self) -> None:
         """Close the open files (``finish`` does this; a later write reopens them in append mode)."""
-        for f in self._files.values():
+        files = getattr(self, "_files", {})  # absent when __init__ failed (e.g. the folder was unwritable)
+        for f in files.values():
             f.close()
-        self._files.clear()
+        files.clear()
 
     def __del__(self) -> None:
         self.close()

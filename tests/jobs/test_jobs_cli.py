@@ -63,3 +63,10 @@ def test_unknown_device_and_unknown_run_are_clear_errors(jobs_env, tmp_path):
     assert resume.exit_code == 2 and "999" in resume.output
     status = runner.invoke(app, ["runs", "--status", "bogus"])
     assert status.exit_code == 2 and "unknown run status 'bogus'" in status.output
+
+
+def test_ui_and_up_refuse_a_host_that_is_not_an_address(jobs_env):
+    for command in ("ui", "up"):
+        result = runner.invoke(app, [command, "--host", "http://0.0.0.0:8501"])
+        assert result.exit_code == 2, result.output
+        assert "--host 'http://0.0.0.0:8501' is not an address" in result.output and "--port" in result.output

@@ -93,3 +93,36 @@ def test_children_share_the_data_directory_as_an_absolute_path(tmp_path, monkeyp
     assert command[command.index("--server.port") + 1] == "8555"
     assert command[4].endswith(os.path.join("app", "main.py"))
     assert worker_command("cuda:2")[-2:] == ["--device", "cuda:2"]
+    wide = dashboard_command(port=8555, address="0.0.0.0")
+    assert wide[wide.index("--server.address") + 1] == "0.0.0.0"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_ui_listens_on_the_host_it_is_given(jobs_env, tmp_path):
+    """``cooplab ui --host 0.0.0.0`` (what docker-compose runs) serves on every interface."""
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    log_path = tmp_path / "ui.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "cooplab", "ui", "--host", "0.0.0.0", "--port", str(port)],
+                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    children: list[psutil.Process] = []
+    try:
+        wait_for(lambda: _healthy(port) or proc.poll() is not None, 90, "the dashboard to answer")
+        assert proc.poll() is None, log_path.read_text()
+        children = psutil.Process(proc.pid).children(recursive=True)
+        listening = {(c.laddr.ip, c.laddr.port) for p in children for c in p.net_connections(kind="tcp")
+                     if c.status == psutil.CONN_LISTEN}
+        assert ("0.0.0.0", port) in listening, listening
+        assert f"http://0.0.0.0:{port}" in log_path.read_text()
+        proc.send_signal(signal.SIGTERM)  # the supervisor stops the dashboard and exits
+        assert proc.wait(timeout=60) == 0, log_path.read_text()
+    finally:
+        for p in [psutil.Process(proc.pid) if proc.poll() is None else None, *children]:
+            if p is not None:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+        if proc.poll() is None:
+            proc.wait(timeout=10)

@@ -1,0 +1,106 @@
+"""The benchmark workload: agents, data, reward, and the clocks every part uses."""
+
+from __future__ import annotations
+
+import math
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+PROMPTS = [
+    "Describe a sunny day at the market.",
+    "Explain why teams share information.",
+    "Write about a river in spring.",
+    "Tell a short story about two robots.",
+    "Summarise the rules of a simple game.",
+    "Give advice to a new student.",
+]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every measured part runs (the defaults are the reported benchmark)."""
+
+    arch: str = "llama"
+    size: str = "m"
+    num_agents: int = 2
+    num_generations: int = 4
+    max_new_tokens: int = 32
+    steps: int = 5  # timed steps
+    warmup_steps: int = 1  # untimed steps run first (first-call allocations, lazy inits)
+    items_per_update: int = 2  # CoMLRL's default rollout_buffer_size
+    items_per_step: int = 1  # engine only: items rolled out together (1 = CoMLRL's one item at a time)
+    temperature: float = 0.6
+    top_p: float = 0.6
+    top_k: int | None = 50
+    learning_rate: float = 1e-5
+    seed: int = 0
+    # torch CPU threads per process: 1 by default, because several processes share the CPU (a
+    # multi-threaded run on an oversubscribed machine spends its time spinning, not computing)
+    threads: int | None = 1
+
+    @property
+    def total_steps(self) -> int:
+        return self.warmup_steps + self.steps
+
+
+def length_ratio_reward(completions1: list[str], completions2: list[str]) -> list[float]:
+    """1 when the second reply is 2-3x as long as the first, decaying with the distance otherwise."""
+    rewards = []
+    for a, b in zip(completions1, completions2, strict=True):
+        ratio = len(b) / max(len(a), 1)
+        rewards.append(1.0 if 2.0 <= ratio <= 3.0 else math.exp(-min(abs(ratio - 2.0), abs(ratio - 3.0))))
+    return rewards
+
+
+def formatters(num_agents: int) -> list[Any]:
+    roles = ["Answer briefly: ", "Answer at length: ", "Add a detail: ", "Conclude: "]
+    return [lambda item, role=roles[i % len(roles)]: role + item["prompt"] for i in range(num_agents)]
+
+
+def dataset(w: Workload) -> list[dict[str, str]]:
+    n = w.total_steps * w.items_per_update
+    return [{"prompt": PROMPTS[i % len(PROMPTS)]} for i in range(n)]
+
+
+def setup_agents(w: Workload) -> tuple[list[Any], list[Any]]:
+    import torch
+
+    from engine.models.tiny import build_tiny_model
+
+    if w.threads:
+        torch.set_num_threads(w.threads)
+    pairs = [build_tiny_model(w.arch, w.size, seed=w.seed + i) for i in range(w.num_agents)]
+    return [m for m, _ in pairs], [t for _, t in pairs]
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process in MiB (peak allocated GPU memory when CUDA is in use)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def clock() -> tuple[float, float]:
+    """(wall, CPU) seconds now. CPU time of this process is what the ratios use: other processes on a
+    shared machine stretch wall time, not the CPU time a step needs (with one thread per process)."""
+    return time.perf_counter(), time.process_time()
+
+
+def summarize(marks: list[tuple[float, float]], w: Workload) -> dict[str, Any]:
+    """Per-step wall and CPU seconds from consecutive clock marks, and their means/medians after warm-up."""
+    wall = [b[0] - a[0] for a, b in zip(marks, marks[1:], strict=False)]
+    cpu = [b[1] - a[1] for a, b in zip(marks, marks[1:], strict=False)]
+    timed_wall, timed_cpu = wall[w.warmup_steps :] or wall, cpu[w.warmup_steps :] or cpu
+    return {
+        "step_s_mean": statistics.fmean(timed_wall),
+        "step_s_median": statistics.median(timed_wall),
+        "step_cpu_s_mean": statistics.fmean(timed_cpu),
+        "step_cpu_s_median": statistics.median(timed_cpu),
+        "step_wall_s": wall,
+        "step_cpu_s": cpu,
+    }
