@@ -6,6 +6,8 @@ the point with the smallest and the one with the largest value are kept, and the
 point of the range always are, so a one-step spike survives any zoom level. The database does the
 grouping: only the kept points travel to Python.
 
+Along ``step``, ranges wide enough for the rollup table are answered from it instead
+(:mod:`db.rollups`, buckets made of whole power-of-two blocks); this module answers the rest.
 Two plans compute the same buckets. Along ``step`` (the indexed axis) a CTE lists the buckets' integer
 step ranges and, per bucket, one index range seek picks the min and the max row: no sort of the whole
 series, index-only on the ``(run_id, key, step, value)`` index (about 0.4 s for 1M points on SQLite).

@@ -53,7 +53,7 @@ def log_metrics(session: Session, run_id: int, *, step: int, env_step: int | Non
 
 def _insert(session: Session, run_id: int, rows: list[dict[str, Any]]) -> None:
     """Insert metric rows and fold them into the rollups, in the caller's transaction."""
-    session.execute(insert(MetricRow), rows)
+    session.connection().execute(insert(MetricRow.__table__), rows)  # Core executemany: no ORM per-row work
     rollups.write(session, run_id, ((r["key"], r["step"], r["value"]) for r in rows))
 
 

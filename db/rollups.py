@@ -23,16 +23,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, case, or_, select
+from sqlalchemy import and_, case, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from db.downsample import step_bucket_bounds
 from db.models import MetricRollupRow
 
-LEVELS: tuple[int, ...] = (4, 8, 12, 16)
-"""Block sizes of 16, 256, 4096 and 65536 steps: four rollup rows per written point, and a query
-reads at most 16 blocks per bucket (the ratio between neighbouring levels)."""
+LEVELS: tuple[int, ...] = (4, 8, 12)
+"""Block sizes of 16, 256 and 4096 steps: three rollup rows per written point, and a query reads at
+most 16 blocks per bucket (the ratio between neighbouring levels) up to ``4096 * 16 * n`` steps (32M
+steps for 1000 points), proportionally more beyond."""
 
 MIN_SPAN = 1 << 14
 """Ranges of fewer steps are answered from the metrics table (equal-width buckets, a few tens of
@@ -107,16 +108,23 @@ def aggregate(points: Iterable[tuple[str, int, float | None]], levels: Sequence[
               ) -> dict[tuple[str, int, int], Extremes]:
     """Rollup rows for a batch of ``(key, step, value)`` points: one per (key, level, block) they
     touch. NaN points (value None) are left out, as every series leaves them out."""
-    out: dict[tuple[str, int, int], Extremes] = {}
+    # Plain lists updated in place: this runs for every written point, so it avoids objects per point.
+    acc: dict[tuple[str, int, int], list[Any]] = {}
     for key, step, value in points:
         if value is None:
             continue
-        one = Extremes(1, value, step, value, step)
         for level in levels:
             slot = (key, level, step >> level)
-            seen = out.get(slot)
-            out[slot] = one if seen is None else seen.merge(one)
-    return out
+            a = acc.get(slot)
+            if a is None:
+                acc[slot] = [1, value, step, value, step]
+                continue
+            a[0] += 1
+            if value < a[1] or (value == a[1] and step < a[2]):
+                a[1], a[2] = value, step
+            if value > a[3] or (value == a[3] and step < a[4]):
+                a[3], a[4] = value, step
+    return {slot: Extremes(*a) for slot, a in acc.items()}
 
 
 def extremes_of(points: Iterable[tuple[int, float]]) -> Extremes | None:
@@ -130,9 +138,10 @@ def extremes_of(points: Iterable[tuple[int, float]]) -> Extremes | None:
 
 def merge_blocks(plan_: RollupPlan, blocks: Iterable[tuple[int, Extremes]]) -> dict[int, Extremes]:
     """Per bucket index, the merged extremes of the ``(block, extremes)`` pairs that fall in it."""
+    starts = [a for a, _ in plan_.block_ranges]
     buckets: dict[int, Extremes] = {}
     for block, ext in blocks:
-        j = plan_.bucket_of_block(block)
+        j = bisect.bisect_right(starts, block) - 1
         seen = buckets.get(j)
         buckets[j] = ext if seen is None else seen.merge(ext)
     return buckets
@@ -141,20 +150,18 @@ def merge_blocks(plan_: RollupPlan, blocks: Iterable[tuple[int, Extremes]]) -> d
 # ------------------------------------------------------------------------------------------ SQL
 
 
-def write(session: Session, run_id: int, points: Iterable[tuple[str, int, float | None]]) -> None:
-    """Fold a batch of points into the rollup table (one upsert per touched block)."""
-    rows = [{"run_id": run_id, "key": key, "level": level, "bucket": bucket, "count": e.count,
-             "min_value": e.min_value, "min_step": e.min_step, "max_value": e.max_value, "max_step": e.max_step}
-            for (key, level, bucket), e in aggregate(points).items()]
-    if not rows:
-        return
-    dialect = session.get_bind().dialect.name
-    insert: Any = sqlite.insert if dialect == "sqlite" else postgresql.insert
-    stmt = insert(MetricRollupRow)
-    new, old = stmt.excluded, MetricRollupRow
+_COLUMNS = ("run_id", "key", "level", "bucket", "count", "min_value", "min_step", "max_value", "max_step")
+
+
+def _upsert(insert: Any) -> Any:
+    """``INSERT ... ON CONFLICT DO UPDATE`` merging a new block into the stored one: counts add up,
+    the smaller minimum and the larger maximum win (the earlier step on ties)."""
+    table = MetricRollupRow.__table__
+    stmt = insert(table)
+    new, old = stmt.excluded, table.c
     lower = or_(new.min_value < old.min_value, and_(new.min_value == old.min_value, new.min_step < old.min_step))
     higher = or_(new.max_value > old.max_value, and_(new.max_value == old.max_value, new.max_step < old.max_step))
-    stmt = stmt.on_conflict_do_update(
+    return stmt.on_conflict_do_update(
         index_elements=["run_id", "key", "level", "bucket"],
         set_={
             "count": old.count + new.count,
@@ -164,7 +171,37 @@ def write(session: Session, run_id: int, points: Iterable[tuple[str, int, float 
             "max_step": case((higher, new.max_step), else_=old.max_step),
         },
     )
-    session.execute(stmt, rows)
+
+
+_SQLITE_UPSERT = str(_upsert(sqlite.insert).compile(dialect=sqlite.dialect()))
+_PG_TYPES = ("INTEGER", "VARCHAR", "INTEGER", "INTEGER", "INTEGER", "DOUBLE PRECISION", "INTEGER",
+             "DOUBLE PRECISION", "INTEGER")
+_PG_ON_CONFLICT = str(_upsert(postgresql.insert).compile(dialect=postgresql.dialect())).partition(" ON CONFLICT")
+# PostgreSQL gets every block in one statement (one array per column, unnested into rows): an
+# executemany would run one upsert per row on the server.
+_POSTGRES_UPSERT = text(
+    "INSERT INTO metric_rollups (" + ", ".join(f'"{c}"' for c in _COLUMNS) + ") SELECT * FROM unnest("
+    + ", ".join(f"CAST(:{c} AS {t}[])" for c, t in zip(_COLUMNS, _PG_TYPES, strict=True)) + ")"
+    + _PG_ON_CONFLICT[1] + _PG_ON_CONFLICT[2])
+
+
+def write(session: Session, run_id: int, points: Iterable[tuple[str, int, float | None]]) -> None:
+    """Fold a batch of points into the rollup table (one upsert per touched block)."""
+    blocks = aggregate(points)
+    if not blocks:
+        return
+    conn = session.connection()
+    if conn.dialect.name == "sqlite":
+        # Straight to the driver's executemany: this runs in every log_step, and building SQLAlchemy
+        # parameters per row would cost more than the upsert itself.
+        conn.exec_driver_sql(_SQLITE_UPSERT, [
+            (run_id, key, level, bucket, e.count, e.min_value, e.min_step, e.max_value, e.max_step)
+            for (key, level, bucket), e in blocks.items()])
+        return
+    rows = [(run_id, key, level, bucket, e.count, e.min_value, e.min_step, e.max_value, e.max_step)
+            for (key, level, bucket), e in blocks.items()]
+    conn.execute(_POSTGRES_UPSERT, {c: list(column) for c, column in zip(_COLUMNS, zip(*rows, strict=True),
+                                                                          strict=True)})
 
 
 def read_blocks(session: Session, *, run_id: int, key: str, level: int, first: int, last: int

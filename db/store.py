@@ -244,7 +244,8 @@ class Store:
                x_min: float | None = None, x_max: float | None = None) -> Series:
         """A metric along ``x`` (``"step"``, ``"env_step"`` or ``"wall_time"``), at most ``max_points``
         points: when there are more, the x range is cut into buckets and each bucket's minimum and
-        maximum are kept, plus the first and last point, so spikes survive. Computed in SQL."""
+        maximum are kept, plus the first and last point, so spikes survive. Computed in the database:
+        wide step ranges from the rollup table (:mod:`db.rollups`), narrower ones from the points."""
         with read_session(self.engine) as s:
             return ops_metrics.series(s, run_id, key, x=x, max_points=max_points, x_min=x_min, x_max=x_max)
 

@@ -7,7 +7,10 @@ and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the s
 - ``"lean"``: a plain loop over the model's forward with its KV cache. It applies temperature, top-k
   and top-p exactly as ``transformers``' warpers do (same order, same tie rules), draws with
   ``torch.multinomial`` from the same random stream, and keeps each sampled token's log-prob under
-  the unmodified policy. It skips ``generate``'s per-step bookkeeping (a few percent to ~15% on small models).
+  the unmodified policy. It skips ``generate``'s per-step bookkeeping, and for Llama-family models
+  runs each new token through :class:`engine.fast_decode.FastDecoder` (the model's weights without
+  its module stack, a pre-allocated KV cache; identical logits), which on small models makes a
+  sampling call about twice as fast as ``generate``.
 - ``"generate"``: Hugging Face ``model.generate`` with an explicit sampling configuration (the
   model's own generation defaults such as repetition penalties are neutralised).
 
@@ -27,6 +30,8 @@ from typing import Literal
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+from engine.fast_decode import FastDecoder
 
 Decoder = Literal["lean", "generate"]
 DEFAULT_DECODER: Decoder = "lean"
@@ -235,8 +240,10 @@ def _decode_lean(
     eos_ids: list[int],
     pad_id: int,
     seed: int | None,
+    fast_decode: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     device = ids.device
+    fast = fast_decode and max_new_tokens > 1 and FastDecoder.supports(model)
     ids = ids.repeat_interleave(num_samples, dim=0)  # (B, Lp), B = P*K
     mask = mask.repeat_interleave(num_samples, dim=0)
     batch, prompt_len = ids.shape
@@ -258,14 +265,21 @@ def _decode_lean(
     logprobs = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
     unfinished = torch.ones(batch, dtype=torch.bool, device=device)
     step_ids, step_pos, cache = ids, positions, None
+    stepper: FastDecoder | None = None
     steps = 0
     for step in range(max_new_tokens):
         attn = None if full_mask is None else full_mask[:, : prompt_len + step]
-        if "position_ids" in accepted:
-            optional["position_ids"] = step_pos
-        out = model(input_ids=step_ids, attention_mask=attn, use_cache=True, **optional, **{cache_key: cache})
-        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        logits = out.logits[:, -1].to(dtype=torch.float32)
+        if stepper is not None:
+            logits = stepper.step(step_ids, step_pos, attn).to(dtype=torch.float32)
+        else:
+            if "position_ids" in accepted:
+                optional["position_ids"] = step_pos
+            out = model(input_ids=step_ids, attention_mask=attn, use_cache=True, **optional, **{cache_key: cache})
+            cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+            logits = out.logits[:, -1].to(dtype=torch.float32)
+            if fast and hasattr(cache, "layers"):  # the prompt went through the model, new tokens take the fast step
+                stepper = FastDecoder(model, cache, batch, prompt_len + max_new_tokens)
+                cache = None
         if do_sample:
             scores = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
             next_tokens = torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=rng).squeeze(1)
@@ -301,12 +315,15 @@ def generate_completions(
     generator: torch.Generator | None = None,
     decoder: Decoder = DEFAULT_DECODER,
     add_special_tokens: bool = True,
+    fast_decode: bool = True,
 ) -> Generation:
     """Sample ``num_samples`` completions for every prompt in one batched decode (see the module doc).
 
     ``prompts`` are strings (tokenised with ``add_special_tokens``) or token-id lists. ``top_k`` None
     or 0 and ``top_p`` 1.0 disable those filters; ``do_sample=False`` decodes greedily. ``generator``
-    makes the draws reproducible without touching the global RNG.
+    makes the draws reproducible without touching the global RNG. ``fast_decode`` lets the lean
+    decoder run Llama/Qwen2 tokens through :class:`engine.fast_decode.FastDecoder` (same logits,
+    bit for bit; other models always use their forward); False forces the model's own forward.
     """
     _validate(num_samples, max_new_tokens, temperature, top_p, top_k)
     if decoder not in _DECODERS:
@@ -336,6 +353,7 @@ def generate_completions(
                 eos_ids=eos_ids,
                 pad_id=pad_id,
                 seed=seed,
+                **({"fast_decode": fast_decode} if decoder == "lean" else {}),
             )
     finally:
         model.train(was_training)

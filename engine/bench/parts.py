@@ -136,8 +136,9 @@ def run_bare(w: Workload) -> dict[str, Any]:
 
 
 def run_decoders(w: Workload, repeats: int = 6) -> dict[str, Any]:
-    """The sampling call alone, the lean decoder against ``generate`` (median CPU s per call), for one
-    prompt (a step's item-by-item calls) and for all of a step's prompts at once (batched items)."""
+    """The sampling call alone (median CPU s per call): the lean decoder (with its fast Llama step),
+    the lean decoder through the model's own forward, and ``generate``; for one prompt (a step's
+    item-by-item calls) and for all of a step's prompts at once (batched items)."""
     import torch
 
     from engine.sampling import generate_completions
@@ -148,23 +149,27 @@ def run_decoders(w: Workload, repeats: int = 6) -> dict[str, Any]:
         "num_samples": w.num_generations, "max_new_tokens": w.max_new_tokens, "temperature": w.temperature,
         "top_p": w.top_p, "top_k": w.top_k,
     }  # fmt: skip
+    variants = {
+        "lean": {"decoder": "lean"},
+        "lean_modules": {"decoder": "lean", "fast_decode": False},
+        "generate": {"decoder": "generate"},
+    }
     result: dict[str, Any] = {}
     for label, batch in (("one_prompt", prompts[:1]), ("step_prompts", prompts)):
-        cpu: dict[str, list[float]] = {"lean": [], "generate": []}
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
         for rep in range(repeats + 1):  # the first round warms up
-            for decoder in cpu:  # interleaved, so load changes hit both alike
+            for name, options in variants.items():  # interleaved, so load changes hit all alike
                 gen = torch.Generator().manual_seed(rep)
                 start = time.process_time()
-                generate_completions(
-                    models[0], tokenizers[0], batch, decoder=decoder, generator=gen, **settings
-                )
+                generate_completions(models[0], tokenizers[0], batch, generator=gen, **options, **settings)
                 if rep:
-                    cpu[decoder].append(time.process_time() - start)
-        lean, hf = statistics.median(cpu["lean"]), statistics.median(cpu["generate"])
+                    cpu[name].append(time.process_time() - start)
+        medians = {name: statistics.median(times) for name, times in cpu.items()}
         result[label] = {
             "prompts": len(batch),
-            "lean_cpu_s": lean,
-            "generate_cpu_s": hf,
-            "lean_speedup": hf / lean,
+            "lean_cpu_s": medians["lean"],
+            "lean_modules_cpu_s": medians["lean_modules"],
+            "generate_cpu_s": medians["generate"],
+            "lean_speedup": medians["generate"] / medians["lean"],
         }
     return result

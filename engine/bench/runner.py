@@ -126,7 +126,8 @@ def format_report(result: dict[str, Any]) -> str:
         lines.append(text)
     for dec in (result.get("decoders") or {}).values():
         lines.append(
-            f"sampling call ({dec['prompts']} prompt(s) x K): lean decoder {dec['lean_cpu_s']:.3f} CPU s, "
+            f"sampling call ({dec['prompts']} prompt(s) x K): lean decoder {dec['lean_cpu_s']:.3f} CPU s "
+            f"(through the model's forward {dec['lean_modules_cpu_s']:.3f}), "
             f"generate {dec['generate_cpu_s']:.3f} CPU s ({dec['lean_speedup']:.2f}x)"
         )
     return "\n".join(lines)

@@ -19,7 +19,7 @@ down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-LEVELS = (4, 8, 12, 16)
+LEVELS = (4, 8, 12)
 
 # Per block: count, min and max in one grouped pass; then the earliest step holding each extreme,
 # found by an index range seek on metrics (run_id, key, step, value) inside the block.

@@ -49,10 +49,13 @@ def test_one_step_bench_reports_every_part() -> None:
     assert all(t > 0 for t in result["engine"]["step_cpu_s"])
     assert result["decoders"]["one_prompt"]["prompts"] == 1
     assert result["decoders"]["step_prompts"]["prompts"] == SMOKE.items_per_update
-    assert all(d["lean_cpu_s"] > 0 and d["generate_cpu_s"] > 0 for d in result["decoders"].values())
+    assert all(
+        d["lean_cpu_s"] > 0 and d["lean_modules_cpu_s"] > 0 and d["generate_cpu_s"] > 0
+        for d in result["decoders"].values()
+    )
     report = format_report(result)
     assert "engine_batched" in report and "overhead" in report and "tiny-llama-xs" in report
-    assert "lean decoder" in report
+    assert "lean decoder" in report and "through the model's forward" in report
     json.dumps(result)  # the --json output is plain JSON
 
 

@@ -1,0 +1,179 @@
+"""A one-token decode step for Llama-family models (Llama, Qwen2, SmolLM2) without the module stack.
+
+On small models a decode step is dominated by Python: every token walks ~30 ``nn.Module`` calls per
+layer, rebuilds the causal mask and position embeddings, and grows a ``DynamicCache`` by
+concatenation. ``FastDecoder`` reads the model's own weights and runs the same tensor operations
+in the same order as ``transformers``' SDPA code path (RMSNorm in float32, rotary embedding from
+the model's ``inv_freq``, grouped-query attention through ``scaled_dot_product_attention``, the
+gated MLP), writing keys and values into a cache allocated once for the whole completion. The
+prompt itself is encoded by the model's regular forward (one call), so only the per-token loop is
+replaced. Tests check the logits against the model's forward and the sampled tokens against
+``generate``.
+
+``FastDecoder.supports(model)`` is False for anything this path does not reproduce (other
+architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
+splits, training mode); callers then use the model's forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+_SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
+
+
+@dataclass
+class _Layer:
+    norm1: tuple[torch.Tensor, float]
+    norm2: tuple[torch.Tensor, float]
+    q: tuple[torch.Tensor, torch.Tensor | None]
+    k: tuple[torch.Tensor, torch.Tensor | None]
+    v: tuple[torch.Tensor, torch.Tensor | None]
+    o: tuple[torch.Tensor, torch.Tensor | None]
+    gate: tuple[torch.Tensor, torch.Tensor | None]
+    up: tuple[torch.Tensor, torch.Tensor | None]
+    down: tuple[torch.Tensor, torch.Tensor | None]
+    act: Any
+
+
+def _linear(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return module.weight, module.bias
+
+
+def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
+    """RMSNorm as ``transformers`` computes it (statistics in float32, scaled in the input dtype)."""
+    weight, eps = norm
+    if x.dtype == torch.float32:
+        return weight * (x * x.pow(2).mean(-1, keepdim=True).add_(eps).rsqrt_())
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def _rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """``x * cos + rotate_half(x) * sin`` in fewer ops: ``rotate_half(x) * sin`` equals
+    ``roll(x, half) * [-sin_lo, sin_hi]`` exactly (a sign flip commutes with rounding)."""
+    return (x * cos).add_(torch.roll(x, x.shape[-1] // 2, dims=-1).mul_(signed_sin))
+
+
+class FastDecoder:
+    """Runs one-token decode steps of a supported model against a pre-allocated KV cache.
+
+    Build it after the prompt's forward: ``FastDecoder(model, cache, batch, max_len)`` copies the
+    prompt's keys/values (from the returned ``DynamicCache``) into buffers of ``max_len`` positions;
+    each :meth:`step` appends one token per row and returns (B, V) logits. (The prompt is encoded
+    for every sample row, not once per prompt: a forward over fewer rows rounds differently.)
+    """
+
+    @staticmethod
+    def supports(model: Any) -> bool:
+        """True when :meth:`step` reproduces ``model``'s forward (see the module doc)."""
+        if type(model).__name__ not in _SUPPORTED or model.training:
+            return False
+        cfg = model.config
+        rope = getattr(cfg, "rope_parameters", None) or {}
+        if getattr(cfg, "_attn_implementation", None) != "sdpa" or rope.get("rope_type", "default") != "default":
+            return False
+        if getattr(cfg, "pretraining_tp", 1) != 1 or getattr(cfg, "use_sliding_window", False):
+            return False
+        if any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or [])):
+            return False
+        inner = model.model
+        if inner.rotary_emb.attention_scaling != 1.0 or model._forward_hooks or model._forward_pre_hooks:
+            return False
+        layer_names = {type(layer).__name__ for layer in inner.layers}
+        return layer_names <= {"LlamaDecoderLayer", "Qwen2DecoderLayer"} and not any(
+            layer._forward_hooks or layer._forward_pre_hooks for layer in inner.layers
+        )
+
+    def __init__(self, model: Any, prompt_cache: Any, batch: int, max_len: int) -> None:
+        inner = model.model
+        cfg = model.config
+        self.embed = inner.embed_tokens.weight
+        self.final_norm = (inner.norm.weight, inner.norm.variance_epsilon)
+        self.lm_head = _linear(model.lm_head)
+        self.inv_freq = inner.rotary_emb.inv_freq.to(torch.float)
+        attn0 = inner.layers[0].self_attn
+        self.head_dim = attn0.head_dim
+        self.scaling = attn0.scaling
+        self.groups = attn0.num_key_value_groups
+        self.num_layers = cfg.num_hidden_layers
+        self.layers = [
+            _Layer(
+                norm1=(layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon),
+                norm2=(layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon),
+                q=_linear(layer.self_attn.q_proj), k=_linear(layer.self_attn.k_proj),
+                v=_linear(layer.self_attn.v_proj), o=_linear(layer.self_attn.o_proj),
+                gate=_linear(layer.mlp.gate_proj), up=_linear(layer.mlp.up_proj),
+                down=_linear(layer.mlp.down_proj), act=layer.mlp.act_fn,
+            )
+            for layer in inner.layers[: self.num_layers]
+        ]  # fmt: skip
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        for index in range(self.num_layers):
+            k, v = _cache_layer(prompt_cache, index)
+            shape = (batch, k.shape[1], max_len, k.shape[3])
+            kb, vb = k.new_empty(shape), v.new_empty(shape)
+            kb[:, :, : k.shape[2]] = k
+            vb[:, :, : v.shape[2]] = v
+            self.keys.append(kb)
+            self.values.append(vb)
+        self.length = int(_cache_layer(prompt_cache, 0)[0].shape[2])
+
+    def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Logits (B, V) for one new token per row. ``ids`` and ``positions`` are (B, 1); ``mask`` is
+        None (no padding anywhere) or the (B, L+1) 0/1 attention mask over the cache and the new token.
+        """
+        t = self.length
+        batch = ids.shape[0]
+        h = F.embedding(ids, self.embed)
+        freqs = positions[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos().to(h.dtype).unsqueeze(1)  # (B, 1, 1, D)
+        sin = emb.sin().to(h.dtype)
+        half = sin.shape[-1] // 2
+        signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(1)
+        attn_mask = None if mask is None else mask[:, None, None, : t + 1].bool()
+        shape = (batch, -1, 1, self.head_dim)  # one token: (B, 1, H*D) is (B, H, 1, D) in memory
+        for index, layer in enumerate(self.layers):
+            x = _rms(h, layer.norm1)
+            q = _rotary(F.linear(x, *layer.q).view(shape), cos, signed_sin)
+            k = _rotary(F.linear(x, *layer.k).view(shape), cos, signed_sin)
+            v = F.linear(x, *layer.v).view(shape)
+            self.keys[index][:, :, t : t + 1] = k
+            self.values[index][:, :, t : t + 1] = v
+            keys = self.keys[index][:, :, : t + 1]
+            values = self.values[index][:, :, : t + 1]
+            out = _attention(q, keys, values, attn_mask, self.groups, self.scaling)
+            h = F.linear(out, *layer.o).add_(h)  # the residual add (a + b == b + a in floating point)
+            x = _rms(h, layer.norm2)
+            gated = layer.act(F.linear(x, *layer.gate)).mul_(F.linear(x, *layer.up))
+            h = F.linear(gated, *layer.down).add_(h)
+        self.length = t + 1
+        h = _rms(h, self.final_norm)
+        return F.linear(h[:, -1:, :], *self.lm_head)[:, -1]  # the shapes the model's forward uses
+
+
+def _cache_layer(cache: Any, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    layer = cache.layers[index]
+    return layer.keys, layer.values
+
+
+def _attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
+               groups: int, scaling: float) -> torch.Tensor:
+    """SDPA for one query token the way ``transformers`` calls it: grouped-query attention through
+    ``enable_gqa`` without a mask, and query heads folded onto their key/value head with one."""
+    batch, heads, _, dim = q.shape
+    kwargs: dict[str, Any] = {}
+    if groups > 1:
+        if mask is None and dim <= 256:
+            kwargs["enable_gqa"] = True
+        else:
+            q = q.reshape(batch, heads // groups, groups, dim)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=0.0, scale=scaling, **kwargs)
+    return out.reshape(batch, 1, heads * dim)  # (B, H, 1, D) -> (B, 1, H*D), heads in order

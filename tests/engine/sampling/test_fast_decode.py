@@ -1,0 +1,90 @@
+"""The fast one-token decode step gives the model's own logits bit for bit, and only claims models it
+reproduces."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.fast_decode import FastDecoder
+from engine.models.tiny import build_tiny_model
+from engine.sampling import generate_completions, left_pad
+from tests.engine.sampling.sampling_fixtures import PROMPTS, eos_prone
+
+
+def _step_by_step(model, prompts: list[list[int]], pad_id: int, steps: int = 6):
+    """Greedy-decode ``steps`` tokens twice (model forward with its cache, and the fast step) and
+    return both logit sequences."""
+    ids, mask = left_pad(prompts, pad_id)
+    positions = (mask.cumsum(1) - 1).masked_fill(mask == 0, 0)
+    padded = not bool(mask.all())
+    full = torch.cat([mask, torch.ones(len(prompts), steps, dtype=mask.dtype)], dim=1)
+    model.eval()
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=mask if padded else None, position_ids=positions,
+                    use_cache=True, logits_to_keep=1)
+        cache = out.cache
+        fast = FastDecoder(model, cache, len(prompts), ids.shape[1] + steps)
+        tokens = out.logits[:, -1].argmax(-1, keepdim=True)
+        pos = positions[:, -1:] + 1
+        reference, ours = [], []
+        for step in range(steps):
+            attn = full[:, : ids.shape[1] + step + 1] if padded else None
+            ref = model(input_ids=tokens, attention_mask=attn, position_ids=pos, cache=cache, use_cache=True,
+                        logits_to_keep=1)
+            cache = ref.cache
+            reference.append(ref.logits[:, -1])
+            ours.append(fast.step(tokens, pos, attn))
+            tokens = ref.logits[:, -1].argmax(-1, keepdim=True)
+            pos = pos + 1
+    return reference, ours
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("padded", [False, True], ids=["same_length", "left_padded"])
+def test_fast_step_logits_equal_the_model_forward(arch: str, padded: bool) -> None:
+    model, tokenizer = build_tiny_model(arch, "xs", seed=3)
+    prompts = [[5, 6, 7, 8, 9], [10, 11, 12]] if padded else [[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+    reference, ours = _step_by_step(model, prompts, tokenizer.pad_token_id)
+    for step, (ref, got) in enumerate(zip(reference, ours, strict=True)):
+        assert torch.equal(ref, got), f"step {step}: max diff {(ref - got).abs().max().item()}"
+
+
+def test_fast_step_handles_an_output_bias_and_grouped_query_attention() -> None:
+    model, tokenizer = eos_prone("llama")  # lm_head with a bias; xs has 4 query heads on 2 kv heads
+    assert model.config.num_attention_heads != model.config.num_key_value_heads
+    reference, ours = _step_by_step(model, [[3, 4, 5, 6], [7, 8]], tokenizer.pad_token_id, steps=4)
+    assert all(torch.equal(r, o) for r, o in zip(reference, ours, strict=True))
+
+
+def test_supports_only_models_it_reproduces() -> None:
+    llama, _ = build_tiny_model("llama", "xs")
+    gpt2, _ = build_tiny_model("gpt2", "xs")
+    llama.eval()
+    assert FastDecoder.supports(llama)
+    assert not FastDecoder.supports(gpt2.eval())
+    llama.train()
+    assert not FastDecoder.supports(llama)  # dropout and other training behaviour are not reproduced
+    llama.eval()
+    llama.config._attn_implementation = "eager"
+    assert not FastDecoder.supports(llama)
+    llama.config._attn_implementation = "sdpa"
+    handle = llama.register_forward_hook(lambda module, args, output: output)
+    assert not FastDecoder.supports(llama)  # a hook would be skipped
+    handle.remove()
+    assert FastDecoder.supports(llama)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_sampling_with_and_without_the_fast_step_is_identical(arch: str) -> None:
+    model, tokenizer = build_tiny_model(arch, "xs", seed=2)
+    runs = []
+    for fast in (True, False):
+        generator = torch.Generator().manual_seed(77)
+        runs.append(generate_completions(model, tokenizer, PROMPTS, num_samples=3, max_new_tokens=12,
+                                         temperature=0.7, top_p=0.9, top_k=20, generator=generator,
+                                         fast_decode=fast))
+    fast_run, module_run = runs
+    assert torch.equal(fast_run.completion_ids, module_run.completion_ids)
+    assert torch.equal(fast_run.token_logprobs, module_run.token_logprobs)
+    assert fast_run.texts == module_run.texts
