@@ -8,6 +8,7 @@ The engine turns a validated :class:`RunConfig` into agents, a task and a traine
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -181,8 +182,29 @@ def format_validation_error(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
         where = ".".join(str(p) for p in item["loc"]) or "config"
-        lines.append(f"{where}: {item['msg']}")
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            allowed = _allowed_fields(item["loc"])
+            close = difflib.get_close_matches(str(item["loc"][-1]), allowed, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            message = f"unknown field; {hint}allowed here: {', '.join(allowed)}"
+        lines.append(f"{where}: {message}")
     return "\n".join(lines)
+
+
+def _allowed_fields(loc: tuple) -> list[str]:
+    """The field names of the section that holds ``loc`` (for 'unknown field' messages)."""
+    model: type[BaseModel] = RunConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[str(part)].annotation
+        inner = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)]
+        nested = next((a for a in inner if issubclass(a, BaseModel)), None)
+        if nested is None:
+            break
+        model = nested
+    return sorted(model.model_fields)
 
 
 def parse_run_config(data: dict[str, Any]) -> RunConfig:

@@ -55,7 +55,7 @@ def run_engine(w: Workload) -> dict[str, Any]:
         num_train_epochs=1, agent_learning_rate=w.learning_rate, num_generations=w.num_generations,
         max_new_tokens=w.max_new_tokens, temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, num_turns=1,
         rollout_buffer_size=w.items_per_update, logging_steps=1, eval_interval=0, seed=w.seed,
-        max_steps=w.total_steps, items_per_step=w.items_per_step,
+        max_steps=w.total_steps, items_per_step=w.items_per_step, fast_decode=w.fast_decode,
     )  # fmt: skip
     sink = _ClockSink()
     trainer = MAGRPOTrainer(

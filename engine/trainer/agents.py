@@ -24,6 +24,7 @@ class GenerationSettings:
     temperature: float
     top_p: float
     top_k: int | None
+    fast_decode: bool = True  # Llama-family tokens through engine.fast_decode (identical logits)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class AgentRuntime:
             top_k=self.generation.top_k,
             do_sample=not greedy,
             generator=self.generator,
+            fast_decode=self.generation.fast_decode,
         )
         return unpack_generation(gen, len(prompts), num_samples)
 

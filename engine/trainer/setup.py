@@ -105,6 +105,7 @@ def build_agents(
                 model.resize_token_embeddings(len(tokenizer))
         gen = {k: getattr(config, k) for k in _GENERATION_KEYS}
         gen.update({k: v for k, v in ((generation_overrides or [None] * n)[i] or {}).items() if v is not None})
+        gen["fast_decode"] = config.fast_decode
         lr = (learning_rates or [None] * n)[i] or config.agent_learning_rate
         runtimes.append(AgentRuntime(
             index=i, name=names[i], model=model, tokenizer=tokenizer, device=devices[i], learning_rate=float(lr),

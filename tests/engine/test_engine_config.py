@@ -29,6 +29,7 @@ def test_extras_exist_with_documented_defaults() -> None:
     cfg = MAGRPOConfig()
     assert (cfg.turn_order, cfg.loss_type, cfg.clip_epsilon, cfg.num_inner_epochs) == ("simultaneous", "seq_sum", None, 1)
     assert (cfg.reference_kl_mode, cfg.lr_scheduler, cfg.seed, cfg.items_per_step) == ("reward", "constant", 0, 1)
+    assert cfg.fast_decode is True
     assert "checkpoint_interval" in cfg.to_dict() and "_forced_mode" not in cfg.to_dict()
 
 
@@ -53,6 +54,7 @@ def test_aliases_are_normalised() -> None:
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"clip_epsilon": -0.1}, "clip_epsilon"),
         ({"agent_learning_rate": 0.0}, "agent_learning_rate"),
+        ({"fast_decode": "yes"}, "fast_decode"),
     ],
 )
 def test_invalid_values_name_the_field(kwargs: dict, field: str) -> None:
