@@ -44,7 +44,8 @@ def dashboard_command(port: int = 8501, address: str = "127.0.0.1") -> list[str]
     """The Streamlit command line for the dashboard (headless, no telemetry, no file watcher)."""
     return [sys.executable, "-m", "streamlit", "run", str(dashboard_script()),
             "--server.headless", "true", "--server.address", address, "--server.port", str(port),
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+            "--client.toolbarMode", "minimal"]
 
 
 def worker_command(device: str = "cpu") -> list[str]:
