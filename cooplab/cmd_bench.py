@@ -20,6 +20,9 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads per process."),
         rounds: int = typer.Option(1, "--rounds", min=1, help="Interleaved repetitions of every part."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+        no_fast_decode: bool = typer.Option(
+            False, "--no-fast-decode", help="Engine parts sample through the model's forward (no fast token step)."
+        ),
     ) -> None:
         """Time training steps of 2 tiny agents (K=4, 32 new tokens): phases, tokens/s, peak memory,
         engine overhead over the bare model calls, and with --vs-comlrl the speed-up over CoMLRL."""
@@ -29,7 +32,7 @@ def register(app: typer.Typer) -> None:
 
         if size not in ("xs", "s", "m"):
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
-        workload = replace(Workload(), steps=steps, size=size, threads=threads)
+        workload = replace(Workload(), steps=steps, size=size, threads=threads, fast_decode=not no_fast_decode)
         try:
             result = run_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds)
         except ComlrlMissingError as exc:

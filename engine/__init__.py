@@ -34,6 +34,20 @@ _EXPORTS: dict[str, str] = {
     "RewardProcessors": "engine.rewards",
     "build_trainer": "engine.build",
     "run_training": "engine.build",
+    "IACConfig": "engine.actor_critic",
+    "IACTrainer": "engine.actor_critic",
+    "MAACConfig": "engine.actor_critic",
+    "MAACTrainer": "engine.actor_critic",
+    "build_actor_critic_trainer": "engine.actor_critic.build",
+    "System": "engine.systems",
+    "SystemSpec": "engine.systems",
+    "build_system": "engine.systems",
+    "deferred_reward": "engine.systems",
+    "AllTogether": "engine.systems",
+    "Alternating": "engine.systems",
+    "RoundRobin": "engine.systems",
+    "EveryK": "engine.systems",
+    "Custom": "engine.systems",
 }
 
 __all__ = sorted(_EXPORTS)

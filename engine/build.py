@@ -21,7 +21,7 @@ from engine.trainer import MAGRPOTrainer, TrainResult
 ACTOR_CRITIC = ("iac", "maac")
 ALGORITHM_MODES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo"}
 # TrainerSpec fields that are not MAGRPOConfig fields (handled here)
-_SPEC_ONLY = {"algorithm", "device", "torch_dtype", "advantage_mode"}
+_SPEC_ONLY = {"algorithm", "device", "torch_dtype", "advantage_mode", "actor_critic"}
 
 
 def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> MAGRPOConfig:

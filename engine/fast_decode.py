@@ -7,12 +7,14 @@ in the same order as ``transformers``' SDPA code path (RMSNorm in float32, rotar
 the model's ``inv_freq``, grouped-query attention through ``scaled_dot_product_attention``, the
 gated MLP), writing keys and values into a cache allocated once for the whole completion. The
 prompt itself is encoded by the model's regular forward (one call), so only the per-token loop is
-replaced. Tests check the logits against the model's forward and the sampled tokens against
-``generate``.
+replaced. The logits are bit-identical to the model's forward: tests compare them with
+``torch.equal`` (and the sampled tokens with ``generate``), so a ``transformers`` upgrade that
+changes the reference computation fails loudly instead of drifting.
 
 ``FastDecoder.supports(model)`` is False for anything this path does not reproduce (other
 architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
-splits, training mode); callers then use the model's forward.
+splits, quantised or adapter-wrapped projections, hooks, training mode, models on a GPU, where
+SDPA may pick other kernels for a strided cache); callers then use the model's forward.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
 
 @dataclass
 class _Layer:
+    """One decoder layer's weights: norms as (weight, eps), projections as (weight, bias)."""
+
     norm1: tuple[torch.Tensor, float]
     norm2: tuple[torch.Tensor, float]
     q: tuple[torch.Tensor, torch.Tensor | None]
@@ -74,6 +78,8 @@ class FastDecoder:
         """True when :meth:`step` reproduces ``model``'s forward (see the module doc)."""
         if type(model).__name__ not in _SUPPORTED or model.training:
             return False
+        if model.lm_head.weight.device.type != "cpu":  # bit-identity is verified on CPU kernels only
+            return False
         cfg = model.config
         rope = getattr(cfg, "rope_parameters", None) or {}
         if getattr(cfg, "_attn_implementation", None) != "sdpa" or rope.get("rope_type", "default") != "default":
@@ -86,9 +92,18 @@ class FastDecoder:
         if inner.rotary_emb.attention_scaling != 1.0 or model._forward_hooks or model._forward_pre_hooks:
             return False
         layer_names = {type(layer).__name__ for layer in inner.layers}
-        return layer_names <= {"LlamaDecoderLayer", "Qwen2DecoderLayer"} and not any(
-            layer._forward_hooks or layer._forward_pre_hooks for layer in inner.layers
-        )
+        if not layer_names <= {"LlamaDecoderLayer", "Qwen2DecoderLayer"}:
+            return False
+        if any(layer._forward_hooks or layer._forward_pre_hooks for layer in inner.layers):
+            return False
+        linears = [model.lm_head] + [
+            proj for layer in inner.layers
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                         layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)
+        ]  # fmt: skip
+        # plain float nn.Linear only: quantised or adapter-wrapped projections compute something else
+        return all(type(m) is torch.nn.Linear and m.weight.is_floating_point() and not m._forward_hooks
+                   for m in linears)
 
     def __init__(self, model: Any, prompt_cache: Any, batch: int, max_len: int) -> None:
         inner = model.model

@@ -10,7 +10,7 @@ and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the s
   the unmodified policy. It skips ``generate``'s per-step bookkeeping, and for Llama-family models
   runs each new token through :class:`engine.fast_decode.FastDecoder` (the model's weights without
   its module stack, a pre-allocated KV cache; identical logits), which on small models makes a
-  sampling call about twice as fast as ``generate``.
+  sampling call 1.5-1.8x faster than ``generate``.
 - ``"generate"``: Hugging Face ``model.generate`` with an explicit sampling configuration (the
   model's own generation defaults such as repetition penalties are neutralised).
 

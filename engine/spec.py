@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac"]
 
@@ -70,7 +78,9 @@ class TrainerSpec(_Strict):
     )
     agent_learning_rate: float = Field(5e-6, gt=0, description="Default AdamW learning rate per agent.")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
-    num_generations: int = Field(4, ge=2, description="K: samples per agent per node of the rollout tree.")
+    num_generations: int = Field(
+        4, ge=1, description="K: samples per agent per node of the rollout tree (>= 2 for the MAGRPO family)."
+    )
     max_new_tokens: int = Field(256, ge=1, description="Completion length cap (tokens).")
     temperature: float = Field(0.6, gt=0, description="Sampling temperature.")
     top_p: float = Field(0.6, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this mass.")
@@ -135,6 +145,14 @@ class TrainerSpec(_Strict):
     checkpoint_total_limit: int | None = Field(3, ge=1, description="Checkpoints kept (oldest removed).")
     transcripts_per_step: int = Field(2, ge=0, description="Sampled episodes recorded per step.")
     seed: int = Field(0, description="Seeds everything; a seeded CPU run reproduces.")
+    fast_decode: bool = Field(
+        True, description="Sample Llama/Qwen2 models with the exact fast token step (falls back by itself)."
+    )
+    actor_critic: dict[str, Any] = Field(
+        default_factory=dict,
+        description="iac/maac only: critic_type (v|q), critic_learning_rate, value_clip_range, value_loss_coef, "
+        "use_separate_critic, critic_value_head_hidden_dim, value_head_hidden_dim, critic_devices.",
+    )
 
     @model_validator(mode="after")
     def _check_combinations(self) -> TrainerSpec:
@@ -145,6 +163,22 @@ class TrainerSpec(_Strict):
         if self.turn_order == "sequential" and self.joint_mode == "cross":
             raise ValueError("turn_order='sequential' works with joint_mode='aligned' only")
         return self
+
+    @field_validator("num_generations")
+    @classmethod
+    def _siblings_for_group_baselines(cls, value: int, info: ValidationInfo) -> int:
+        algorithm = info.data.get("algorithm", "magrpo")
+        if value < 2 and algorithm not in ("iac", "maac"):
+            raise ValueError(f"must be >= 2 for {algorithm} (the group baseline needs siblings)")
+        return value
+
+    @field_validator("actor_critic")
+    @classmethod
+    def _actor_critic_only(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        algorithm = info.data.get("algorithm", "magrpo")
+        if value and algorithm not in ("iac", "maac"):
+            raise ValueError(f"applies to iac/maac only, not to {algorithm}")
+        return value
 
 
 class RunConfig(_Strict):
@@ -170,6 +204,10 @@ class RunConfig(_Strict):
                 raise ValueError(
                     f"agents.{i}.share_weights_with={target!r} must name an earlier agent ({names[:i] or 'none'})"
                 )
+        if self.system is not None:
+            from engine.systems.spec import parse_system_spec  # torch-free; imports this module
+
+            parse_system_spec(self)
         return self
 
 
@@ -183,6 +221,11 @@ def format_validation_error(error: ValidationError) -> str:
     for item in error.errors():
         where = ".".join(str(p) for p in item["loc"]) or "config"
         message = item["msg"]
+        if item["type"] == "value_error":
+            message = message.removeprefix("Value error, ")
+            if not item["loc"] and ": " in message.split("\n", 1)[0]:
+                lines.append(message)  # the message already names its field(s)
+                continue
         if item["type"] == "extra_forbidden":
             allowed = _allowed_fields(item["loc"])
             close = difflib.get_close_matches(str(item["loc"][-1]), allowed, n=1)

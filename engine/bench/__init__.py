@@ -13,7 +13,8 @@ warm-up step. The measurements, each in its own subprocess so peak memory is per
   completions and one AdamW step. *Engine overhead* = engine step time / bare step time;
 - ``comlrl`` (``--vs-comlrl``): CoMLRL 1.4.3's ``MAGRPOTrainer`` on the same models, data, K and
   lengths; per-step time from the clocks between its updates. *Speed-up* = CoMLRL / engine;
-- ``decoders``: one sampling call with the lean decoder against ``generate``.
+- ``decoders``: one sampling call with the lean decoder (fast token step), the lean decoder through
+  the model's own forward, and ``generate``.
 
 Ratios use CPU seconds per step (one torch thread per process), which a shared machine's other
 processes barely change; wall-clock ratios are reported next to them.

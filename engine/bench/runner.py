@@ -99,7 +99,7 @@ def format_report(result: dict[str, Any]) -> str:
         f"workload: {w['num_agents']} agents, tiny-{w['arch']}-{w['size']}, K={w['num_generations']}, "
         f"{w['max_new_tokens']} new tokens, {w['items_per_update']} items per step, "
         f"{w['steps']} timed steps after {w['warmup_steps']} warm-up, x{result.get('rounds', 1)} rounds, "
-        f"{w['threads']} thread(s)",
+        f"{w['threads']} thread(s)" + ("" if w.get("fast_decode", True) else ", fast token step off"),
         f"{'':15}{'CPU s/step':>11}{'wall s/step':>12}{'generate s':>11}{'update s':>9}{'peak MiB':>9}"
         "   (medians; phases are wall-clock means)",
     ]
@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=Workload.threads, help="torch CPU threads per process")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repetitions of every part")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--no-fast-decode", action="store_true",
+                        help="engine parts sample through the model's forward (no fast token step)")
     parser.add_argument("--part", choices=sorted(PARTS), help=argparse.SUPPRESS)
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -150,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         w = Workload(**json.loads(args.workload)) if args.workload else Workload()
         print(json.dumps(PARTS[args.part](w)))
         return 0
-    w = replace(Workload(), steps=args.steps, size=args.size, threads=args.threads)
+    w = replace(Workload(), steps=args.steps, size=args.size, threads=args.threads,
+                fast_decode=not args.no_fast_decode)
     try:
         result = run_bench(w, vs_comlrl=args.vs_comlrl, rounds=args.rounds)
     except ComlrlMissingError as exc:

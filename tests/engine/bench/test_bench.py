@@ -56,6 +56,9 @@ def test_one_step_bench_reports_every_part() -> None:
     report = format_report(result)
     assert "engine_batched" in report and "overhead" in report and "tiny-llama-xs" in report
     assert "lean decoder" in report and "through the model's forward" in report
+    assert "fast token step off" not in report
+    result["workload"]["fast_decode"] = False
+    assert "fast token step off" in format_report(result)
     json.dumps(result)  # the --json output is plain JSON
 
 

@@ -75,6 +75,25 @@ def test_supports_only_models_it_reproduces() -> None:
     assert FastDecoder.supports(llama)
 
 
+def test_models_off_the_cpu_are_not_claimed() -> None:
+    llama, _ = build_tiny_model("llama", "xs")
+    assert not FastDecoder.supports(llama.eval().to("meta"))  # any non-CPU device: unverified kernels
+
+
+def test_a_replaced_projection_is_not_claimed() -> None:
+    llama, _ = build_tiny_model("llama", "xs")
+    llama.eval()
+
+    class ScaledLinear(torch.nn.Linear):  # stands for a quantised or adapter-wrapped projection
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return 2 * super().forward(x)
+
+    old = llama.model.layers[1].mlp.up_proj
+    replacement = ScaledLinear(old.in_features, old.out_features, bias=False)
+    llama.model.layers[1].mlp.up_proj = replacement
+    assert not FastDecoder.supports(llama)
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_sampling_with_and_without_the_fast_step_is_identical(arch: str) -> None:
     model, tokenizer = build_tiny_model(arch, "xs", seed=2)

@@ -80,9 +80,12 @@ def test_spec_accepts_a_valid_system() -> None:
     ({"trainers": [{"name": "p", "agents": ["first"], "trainer": {"algorithm": "iac"}},
                    {"name": "w", "agents": ["second"]}]}, "system.trainers.0.trainer.algorithm: 'iac' cannot"),
     ({"trainers": [{"name": "p", "agents": ["first"], "trainer": {"lr": 1}},
-                   {"name": "w", "agents": ["second"]}]}, "system.trainers.0.trainer.lr: Extra inputs"),
+                   {"name": "w", "agents": ["second"]}]}, "system.trainers.0.trainer.lr: unknown field; allowed here: .*agent_learning_rate"),
     ({"trainers": [{"name": "p", "agents": ["first"]}, {"name": "w", "agents": ["second"]}],
       "schedule": {"type": "every_k", "every": {"x": 2}}}, "system.schedule.every: unknown trainers \\['x'\\]"),
+    ({"trainers": [{"name": "p", "agents": ["first"]}, {"name": "w", "agents": ["second"]}],
+      "schedule": {"type": "alternating", "phase_lenght": 2}},
+     "system.schedule.alternating.phase_lenght: unknown field; did you mean 'phase_length'\\? allowed here: order, "),
 ])
 def test_spec_errors_name_the_field(system, message) -> None:
     with pytest.raises(ConfigError, match=message):
