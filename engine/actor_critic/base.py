@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import random
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,13 +23,14 @@ from engine.actor_critic.rollout import ACRollout, AgentRewards, Chain, ChainSet
 from engine.actor_critic.targets import discounted_returns, normalize, td_targets
 from engine.actor_critic.update import StepSettings, update_actor
 from engine.formatting import normalize_formatters
-from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
+from engine.sinks.base import Episode, Sink, TurnRecord
 from engine.trainer.checkpoint import CheckpointMixin
+from engine.trainer.loop import TrainLoopMixin
 from engine.trainer.setup import build_agents, resolve_sources, resolve_tokenizers
-from engine.trainer.trainer import TrainResult, dataset_length, seed_everything
+from engine.trainer.trainer import dataset_length, seed_everything
 
 
-class ActorCriticTrainerBase(CheckpointMixin):
+class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
     """Base of :class:`IACTrainer` and :class:`MAACTrainer` (see the module docstring)."""
 
     config_class: type[ActorCriticConfig] = ActorCriticConfig
@@ -284,51 +284,6 @@ class ActorCriticTrainerBase(CheckpointMixin):
             sink.log_metrics(self.step, self.env_step, metrics)
             sink.log_transcripts(self.step, [self.chain_episode(c, k, "eval") for k, c in enumerate(rollout.chains)])
         return metrics
-
-    # -- the loop --------------------------------------------------------------------------------
-    def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
-              checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
-              sink: Sink | None = None) -> TrainResult:
-        """Train until ``total_steps`` or until the sink asks to stop (checkpointing on the way out)."""
-        cfg = self.args
-        sink = sink or self.sink or BaseSink()
-        interval = cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval
-        limit = cfg.checkpoint_total_limit if checkpoint_total_limit is None else checkpoint_total_limit
-        root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
-        if resume_from_checkpoint is not None:
-            self.load_checkpoint(resume_from_checkpoint)
-        sink.start(self.total_steps, cfg.to_dict())
-        status, saved_at = "completed", -1
-        try:
-            while self.step < self.total_steps:
-                if sink.should_stop():
-                    status = "stopped"
-                    break
-                if self.eval_dataset is not None and cfg.eval_interval and self.step % cfg.eval_interval == 0:
-                    self.evaluate(sink=sink)
-                metrics, episodes = self.train_step()
-                log_now = self.step % cfg.logging_steps == 0 or self.step in (1, self.total_steps)
-                sink.log_step(self.step, self.env_step, metrics if log_now else {}, episodes if log_now else [])
-                if root is not None and interval and self.step % interval == 0:
-                    self._checkpoint(root, limit, sink)
-                    saved_at = self.step
-            if root is not None and saved_at != self.step:
-                self._checkpoint(root, limit, sink)
-        except BaseException:
-            sink.finish("failed")
-            raise
-        sink.finish(status)
-        return TrainResult(status=status, step=self.step, env_step=self.env_step, last_checkpoint=self.last_checkpoint)
-
-    def _checkpoint(self, root: Path, limit: int | None, sink: Sink) -> None:
-        path = self.save_checkpoint(root / f"checkpoint-{self.step}")
-        self.last_checkpoint = str(path)
-        sink.log_checkpoint(self.step, str(path))
-        if limit:
-            existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                              key=lambda p: int(p.name.split("-")[-1]))
-            for old in existing[:-limit]:
-                shutil.rmtree(old, ignore_errors=True)
 
     # -- state: the actors' part comes from CheckpointMixin, the critics' is added here ----------
     def _training_state(self) -> dict[str, Any]:

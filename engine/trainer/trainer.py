@@ -16,7 +16,6 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,11 @@ import torch
 from engine.config import MAGRPOConfig
 from engine.formatting import normalize_formatters
 from engine.rewards import TeamReward
-from engine.sinks.base import BaseSink, Episode, Sink
+from engine.sinks.base import Episode, Sink
 from engine.trainer.checkpoint import CheckpointMixin
 from engine.trainer.credit import assign_advantages, assign_returns
 from engine.trainer.evaluation import EvaluationMixin
+from engine.trainer.loop import TrainLoopMixin, TrainResult  # noqa: F401  (TrainResult is re-exported)
 from engine.trainer.losses import lr_factor
 from engine.trainer.reporting import rollout_metrics, sample_episodes
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
@@ -43,16 +43,6 @@ from engine.trainer.update import (
     sample_kl,
     score_logprobs,
 )
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """How a ``train()`` call ended."""
-
-    status: str  # "completed" or "stopped"
-    step: int
-    env_step: int
-    last_checkpoint: str | None
 
 
 def seed_everything(seed: int) -> None:
@@ -85,7 +75,7 @@ def wandb_sink(wandb_config: dict[str, Any]) -> Sink:
     return WandbSink(**init)
 
 
-class MAGRPOTrainer(EvaluationMixin, CheckpointMixin):
+class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
     """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
 
     Arguments up to ``args`` are CoMLRL's. The keyword-only extras: ``sink`` (where reports go;
@@ -295,64 +285,6 @@ class MAGRPOTrainer(EvaluationMixin, CheckpointMixin):
         })
         episodes = sample_episodes(rollouts, self.agent_names, cfg.transcripts_per_step, self._report_rng)
         return metrics, episodes
-
-    # -- the loop ------------------------------------------------------------------------------------
-    def train(
-        self,
-        resume_from_checkpoint: str | Path | None = None,
-        checkpoint_dir: str | Path | None = None,
-        checkpoint_interval: int | None = None,
-        checkpoint_total_limit: int | None = None,
-        *,
-        sink: Sink | None = None,
-    ) -> TrainResult:
-        """Train until ``total_steps`` (epochs or ``max_steps``) or until the sink asks to stop.
-
-        Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
-        ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
-        """
-        cfg = self.args
-        sink = sink or self.sink or BaseSink()
-        interval = cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval
-        limit = cfg.checkpoint_total_limit if checkpoint_total_limit is None else checkpoint_total_limit
-        ckpt_root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
-        if resume_from_checkpoint is not None:
-            self.load_checkpoint(resume_from_checkpoint)
-        sink.start(self.total_steps, self.args.to_dict())
-        status = "completed"
-        saved_at = -1
-        try:
-            while self.step < self.total_steps:
-                if sink.should_stop():
-                    status = "stopped"
-                    break
-                if self.eval_dataset is not None and cfg.eval_interval and self.step % cfg.eval_interval == 0:
-                    self.evaluate(sink=sink)
-                metrics, episodes = self.train_step()
-                log_now = self.step % cfg.logging_steps == 0 or self.step in (1, self.total_steps)
-                sink.log_step(self.step, self.env_step, metrics if log_now else {}, episodes if log_now else [])
-                if ckpt_root is not None and interval and self.step % interval == 0:
-                    self._checkpoint(ckpt_root, limit, sink)
-                    saved_at = self.step
-            if ckpt_root is not None and saved_at != self.step:
-                self._checkpoint(ckpt_root, limit, sink)
-        except BaseException:
-            sink.finish("failed")
-            raise
-        sink.finish(status)
-        return TrainResult(status=status, step=self.step, env_step=self.env_step, last_checkpoint=self.last_checkpoint)
-
-    def _checkpoint(self, root: Path, limit: int | None, sink: Sink) -> None:
-        path = self.save_checkpoint(root / f"checkpoint-{self.step}")
-        self.last_checkpoint = str(path)
-        sink.log_checkpoint(self.step, str(path))
-        if limit:
-            existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                              key=lambda p: int(p.name.split("-")[-1]))
-            for old in existing[:-limit]:
-                import shutil
-
-                shutil.rmtree(old, ignore_errors=True)
 
     def save_model(self, output_dir: str | Path) -> None:
         """Write each agent as ``<output_dir>/agent_{i}/`` (``save_pretrained`` model + tokenizer)."""
