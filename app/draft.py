@@ -14,7 +14,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from app import actor_critic_settings
 from app.fields import error_paths
+from app.system_draft import system_errors
 from engine.spec import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
 
 
@@ -69,7 +71,9 @@ def validate(draft: dict[str, Any], task_info: Any = None) -> tuple[RunConfig | 
     With the task's catalog entry (``engine.tasks.base.TaskInfo``), task parameters are checked
     against the task's own params model (``task.params.<field>``), the team size against the sizes
     the task supports (``agents``) and the number of turns against its maximum
-    (``trainer.num_turns``); the rest is checked by :class:`engine.spec.RunConfig`.
+    (``trainer.num_turns``); the rest is checked by :class:`engine.spec.RunConfig`. IAC/MAAC
+    settings are checked as the actor-critic trainers check them (``trainer.actor_critic.<key>``), and
+    a ``system`` section by :func:`engine.systems.spec.parse_system_spec`, its problems under ``system``.
     """
     errors: dict[str, list[str]] = {}
     if task_info is not None:
@@ -89,12 +93,23 @@ def validate(draft: dict[str, Any], task_info: Any = None) -> tuple[RunConfig | 
             errors.setdefault("trainer.num_turns", []).append(
                 f"task {task_info.name!r} supports at most {task_info.max_turns} turn(s)"
             )
+    trainer = draft.get("trainer")
+    if isinstance(trainer, dict):
+        for path, messages in actor_critic_settings.validate(trainer).items():
+            errors.setdefault(path, []).extend(messages)
+    system = draft.get("system")
     try:
-        config = RunConfig.model_validate(draft)
+        config = RunConfig.model_validate({k: v for k, v in draft.items() if k != "system"})
     except ValidationError as exc:
         for path, messages in error_paths(exc).items():
             errors.setdefault(path, []).extend(messages)
         return None, errors
+    if system is not None:
+        problems = system_errors(config, system)
+        if problems:
+            errors.setdefault("system", []).extend(problems)
+        else:
+            config = RunConfig.model_validate(draft)
     return (config if not errors else None), errors
 
 

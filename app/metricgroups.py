@@ -1,9 +1,15 @@
 """Group a run's metric keys into charts (pure): which curves are drawn together, under which title.
 
 Keys follow ``section/name`` (``train/reward_mean``, ``turn_2/expected_return``,
-``agent/<name>/loss``, ``eval/pass@1``, ``perf/step_time_s``, ``reward/<term>``). Curves that
-answer one question share a chart: the team reward of every turn together, one line per agent for
-a per-agent metric, and each other key on its own.
+``agent/<name>/loss``, ``critic/<name>/value_loss``, ``eval/pass@1``, ``perf/step_time_s``,
+``reward/<term>``). Curves that answer one question share a chart: the team reward of every turn
+together, one line per agent for a per-agent metric (and per critic for actor-critic runs), and each
+other key on its own.
+
+A system of trainers (``docs/systems.md``) adds ``trainer/<trainer>/agent/<agent>/<metric>`` (one
+chart per trainer and metric, a line per agent of that trainer), ``trainer/<trainer>/<metric>``
+(one chart per metric with a line per trainer, e.g. which trainer updated when) and ``system/...``
+keys, which form a "system" section right after the team charts.
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ from dataclasses import dataclass
 
 _TURN = re.compile(r"^turn_(\d+)/(.+)$")
 _AGENT = re.compile(r"^agent/(.+)/([^/]+)$")
+_CRITIC = re.compile(r"^critic/(.+)/([^/]+)$")
+_TRAINER_AGENT = re.compile(r"^trainer/([^/]+)/agent/(.+)/([^/]+)$")
+_TRAINER = re.compile(r"^trainer/([^/]+)/([^/]+)$")
 
 
 @dataclass(frozen=True)
@@ -24,22 +33,39 @@ class Chart:
     curves: tuple[tuple[str, str], ...]
 
 
-SECTION_ORDER = ("team", "agents", "eval", "reward", "perf")
+SECTION_ORDER = ("team", "system", "trainer", "agents", "eval", "reward", "perf")
+
+
+def _section_rank(section: str) -> int:
+    """Position of a section in the page; every ``trainer <name>`` section ranks as "trainer"."""
+    base = "trainer" if section.startswith("trainer ") else section
+    return SECTION_ORDER.index(base) if base in SECTION_ORDER else len(SECTION_ORDER)
 
 
 def group_metrics(keys: list[str]) -> list[Chart]:
-    """Charts for ``keys``: team charts first, then per-agent, eval, reward terms, perf, the rest.
+    """Charts for ``keys``: team charts first, then the system and its trainers, per-agent (and
+    per-critic), eval, reward terms, perf, the rest.
 
     ``train/<m>`` joins the per-turn chart of the same metric ``m`` as the "all turns" line.
     """
     turn_metrics: dict[str, list[tuple[int, str]]] = {}
     agent_metrics: dict[str, list[tuple[str, str]]] = {}
+    critic_metrics: dict[str, list[tuple[str, str]]] = {}
+    trainer_agent_metrics: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    trainer_metrics: dict[str, list[tuple[str, str]]] = {}
     singles: list[str] = []
     for key in sorted(keys):
         if match := _TURN.match(key):
             turn_metrics.setdefault(match.group(2), []).append((int(match.group(1)), key))
         elif match := _AGENT.match(key):
             agent_metrics.setdefault(match.group(2), []).append((match.group(1), key))
+        elif match := _CRITIC.match(key):
+            critic_metrics.setdefault(match.group(2), []).append((match.group(1), key))
+        elif match := _TRAINER_AGENT.match(key):
+            group = (match.group(1), match.group(3))
+            trainer_agent_metrics.setdefault(group, []).append((match.group(2), key))
+        elif match := _TRAINER.match(key):
+            trainer_metrics.setdefault(match.group(2), []).append((match.group(1), key))
         else:
             singles.append(key)
 
@@ -53,6 +79,13 @@ def group_metrics(keys: list[str]) -> list[Chart]:
     for metric in sorted(agent_metrics):
         curves = tuple(sorted(agent_metrics[metric]))
         charts.append(Chart(f"{metric} per agent", "agents", curves))
+    for metric in sorted(critic_metrics):
+        charts.append(Chart(f"{metric} per critic", "agents", tuple(sorted(critic_metrics[metric]))))
+    for metric in sorted(trainer_metrics):
+        charts.append(Chart(f"{metric} per trainer", "system", tuple(sorted(trainer_metrics[metric]))))
+    for trainer, metric in sorted(trainer_agent_metrics):
+        curves = tuple(sorted(trainer_agent_metrics[(trainer, metric)]))
+        charts.append(Chart(f"trainer {trainer}: {metric} per agent", f"trainer {trainer}", curves))
     for key in singles:
         if key in used:
             continue
@@ -60,8 +93,7 @@ def group_metrics(keys: list[str]) -> list[Chart]:
         section = "team" if section == "train" else section
         charts.append(Chart(key, section, ((key.rsplit("/", 1)[-1], key),)))
 
-    rank = {name: i for i, name in enumerate(SECTION_ORDER)}
-    return sorted(charts, key=lambda c: rank.get(c.section, len(rank)))
+    return sorted(charts, key=lambda c: _section_rank(c.section))
 
 
 PREFERRED = ("reward_mean", "expected_return", "loss")
@@ -75,7 +107,7 @@ def default_charts(charts: list[Chart], limit: int = 4) -> list[str]:
         for index, word in enumerate(PREFERRED):
             if word in chart.title:
                 return (0, index)
-        return (1 if chart.section in ("team", "agents") else 2, 0)
+        return (1 if chart.section in ("team", "system", "agents") else 2, 0)
 
     ordered = sorted(charts, key=rank)  # stable: keeps the section order within a rank
     return [c.title for c in ordered[:limit]]

@@ -1,4 +1,5 @@
-"""The experiment editor: team (one row per agent), task with its own parameters, trainer settings.
+"""The experiment editor: team (one row per agent), task with its own parameters, trainer settings
+(with critic settings for IAC/MAAC) and an optional system of trainers.
 
 Everything is generated from the schemas (``AgentSpec``, ``TrainerSpec``, the task's params model),
 edited as a plain draft dict, validated on every rerun, and each problem is printed next to the field
@@ -14,6 +15,7 @@ import streamlit as st
 
 from app import draft as drafts
 from app.components.model_form import place_errors, render_fields, show_errors
+from app.components.trainer_extras import render_actor_critic, render_system
 from app.fields import FieldForm, field_form, model_forms
 from engine.spec import AgentSpec, RunConfig, TrainerSpec
 
@@ -176,13 +178,24 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -
     trainer, errs = render_fields(_forms(TrainerSpec, TRAINER_CORE), trainer, key=f"{key}.trainer",
                                   path="trainer", slots=slots, columns=4)
     input_errors.update(errs)
+    trainer, errs = render_actor_critic(trainer, dict(draft.get("trainer") or {}), key=key, slots=slots)
+    input_errors.update(errs)
     with st.expander("Advanced trainer settings"):
-        rest = model_forms(TrainerSpec, exclude=TRAINER_CORE)
+        rest = model_forms(TrainerSpec, exclude=(*TRAINER_CORE, "actor_critic"))
         trainer, errs = render_fields(rest, trainer, key=f"{key}.trainer", path="trainer", slots=slots,
                                       columns=4)
         input_errors.update(errs)
     out["trainer"] = trainer
     slots["trainer"] = st.empty()
+
+    # ---- system of trainers
+    st.subheader("System of trainers")
+    system, errs = render_system(draft, agents_out, key=key, slots=slots)
+    input_errors.update(errs)
+    if system is None:
+        out.pop("system", None)
+    else:
+        out["system"] = system
 
     config, errors = drafts.validate(out, info)
     for path, messages in input_errors.items():

@@ -1,8 +1,30 @@
 """Actor-critic trainers: IAC (a critic per agent) and MAAC (one centralised critic), with CoMLRL's
-config names and defaults, multi-turn TD(0) targets, value clipping and per-agent rewards."""
+config names and defaults, multi-turn TD(0) targets, value clipping and per-agent rewards.
 
-from engine.actor_critic.config import ActorCriticConfig, IACConfig, MAACConfig
-from engine.actor_critic.iac import IACTrainer
-from engine.actor_critic.maac import MAACTrainer
+The trainers load lazily, so ``import engine.actor_critic.config`` (plain dataclasses, used by the
+dashboard form) does not import torch.
+"""
 
-__all__ = ["ActorCriticConfig", "IACConfig", "IACTrainer", "MAACConfig", "MAACTrainer"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ActorCriticConfig": "engine.actor_critic.config",
+    "IACConfig": "engine.actor_critic.config",
+    "MAACConfig": "engine.actor_critic.config",
+    "IACTrainer": "engine.actor_critic.iac",
+    "MAACTrainer": "engine.actor_critic.maac",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine.actor_critic' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

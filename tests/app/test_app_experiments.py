@@ -45,7 +45,7 @@ def test_invalid_input_is_shown_next_to_the_field_and_blocks_saving(app, store: 
     before = dict(store.list_experiments()[0].config)
     at.number_input(key="ed1.trainer.num_generations").set_value(1).run()
     column = _column_with(at, "ed1.trainer.num_generations")
-    assert [e.value for e in column.error] == ["Input should be greater than or equal to 2"]
+    assert [e.value for e in column.error] == ["must be >= 2 for magrpo (the group baseline needs siblings)"]
     assert at.button(key="exp_save").disabled
     assert "1 field(s) need attention" in at.error[0].value
     assert dict(store.list_experiments()[0].config) == before  # nothing saved

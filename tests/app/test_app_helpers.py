@@ -81,3 +81,21 @@ def test_log_tail_reads_only_the_end(tmp_path: Path) -> None:
     assert log_tail(str(log), lines=3) == "line 997\nline 998\nline 999"
     assert log_tail(str(tmp_path / "missing.log")) == ""
     assert log_tail(None) == ""
+
+
+def test_system_and_actor_critic_metric_grouping() -> None:
+    keys = ["train/reward_mean", "turn_1/reward_mean", "system/reward_mean", "trainer/plan/updated",
+            "trainer/write/updated", "trainer/plan/agent/a/loss", "trainer/plan/agent/b/loss",
+            "trainer/write/agent/c/loss", "critic/a/value_loss", "critic/b/value_loss", "perf/update_s"]
+    charts = group_metrics(keys)
+    by_title = {c.title: c for c in charts}
+    assert by_title["updated per trainer"].curves == (("plan", "trainer/plan/updated"),
+                                                      ("write", "trainer/write/updated"))
+    assert by_title["trainer plan: loss per agent"].curves == (("a", "trainer/plan/agent/a/loss"),
+                                                               ("b", "trainer/plan/agent/b/loss"))
+    assert by_title["trainer write: loss per agent"].section == "trainer write"
+    assert by_title["value_loss per critic"].curves == (("a", "critic/a/value_loss"), ("b", "critic/b/value_loss"))
+    assert [c.section for c in charts] == ["team", "system", "system", "trainer plan", "trainer write", "agents",
+                                           "perf"]
+    assert default_charts(charts) == ["reward_mean per turn", "system/reward_mean", "trainer plan: loss per agent",
+                                      "trainer write: loss per agent"]

@@ -23,6 +23,8 @@ for package in (app, app.components):
 for name in modules:
     importlib.import_module(name)
 import jobs.client  # what the dashboard calls to launch and stop runs
+from app import actor_critic_settings  # reads IACConfig/MAACConfig defaults without the trainers
+assert actor_critic_settings.defaults("iac") and actor_critic_settings.validate({"algorithm": "maac"}) == {}
 from streamlit.testing.v1 import AppTest
 pages = sorted(p.name for p in Path("app/app_pages").glob("*.py"))
 for page in pages:

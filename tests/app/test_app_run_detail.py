@@ -80,3 +80,29 @@ def test_config_log_tail_and_checkpoints(app, store: Store, experiment: int, see
     labels = [b.label for b in at.get("download_button")]
     assert labels.count("zip") == 3  # one checkpoint, two exported models
     assert {"metrics CSV", "metrics JSONL", "transcripts JSONL"} <= set(labels)
+
+
+def test_system_runs_get_per_trainer_and_system_charts(app, store: Store, experiment: int, seed, figures) -> None:
+    run_id = seed(experiment, status="running", steps=0)
+    for step in (1, 2, 3, 4):
+        first_turn = step in (1, 2)  # alternating, phase_length 2: w trains, then e
+        metrics = {"train/reward_mean": 0.1 * step, "system/reward_mean": 0.1 * step, "system/round": float(step),
+                   "trainer/w/updated": float(first_turn), "trainer/e/updated": float(not first_turn),
+                   "trainer/w/updates": float(min(step, 2)), "trainer/e/updates": float(max(step - 2, 0))}
+        updating = "w" if first_turn else "e"
+        metrics[f"trainer/{updating}/agent/{'writer' if first_turn else 'editor'}/loss"] = 1.0 / step
+        store.log_step(run_id, step, step * 4, metrics, [], wall_time=1.7e9 + step)
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    [picker] = [m for m in at.multiselect if m.label == "charts"]
+    assert {"updated per trainer", "updates per trainer", "trainer w: loss per agent", "trainer e: loss per agent",
+            "system/reward_mean", "system/round"} <= set(picker.options)
+    at.selectbox(key="detail_smoothing").set_value("none").run()
+    [picker] = [m for m in at.multiselect if m.label == "charts"]
+    picker.set_value(["updated per trainer", "trainer e: loss per agent"]).run()
+    drawn = {f["layout"]["title"]["text"]: f for f in figures(at)}
+    updated = drawn["updated per trainer"]["data"]
+    assert [t["name"] for t in updated] == ["e", "w"]
+    assert updated[0]["y"] == [0.0, 0.0, 1.0, 1.0] and updated[1]["y"] == [1.0, 1.0, 0.0, 0.0]
+    [loss] = drawn["trainer e: loss per agent"]["data"]
+    assert loss["name"] == "editor" and loss["x"] == [3, 4] and loss["y"] == pytest.approx([1 / 3, 1 / 4])
