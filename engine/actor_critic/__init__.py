@@ -7,8 +7,7 @@ dashboard form) does not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from engine.lazy import lazy_exports
 
 _EXPORTS = {
     "ActorCriticConfig": "engine.actor_critic.config",
@@ -21,10 +20,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'engine.actor_critic' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -6,8 +6,7 @@ other modules load the training stack.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from engine.lazy import lazy_exports
 
 _EXPORTS = {
     "System": "engine.systems.system",
@@ -28,8 +27,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'engine.systems' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
