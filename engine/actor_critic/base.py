@@ -22,12 +22,11 @@ from engine.actor_critic.critics import ValueHead
 from engine.actor_critic.rollout import ACRollout, AgentRewards, Chain, ChainSettings, run_chains
 from engine.actor_critic.targets import discounted_returns, normalize, td_targets
 from engine.actor_critic.update import StepSettings, update_actor
-from engine.formatting import normalize_formatters
 from engine.sinks.base import Episode, Sink, TurnRecord
 from engine.trainer.checkpoint import CheckpointMixin
 from engine.trainer.loop import TrainLoopMixin
-from engine.trainer.setup import build_agents, resolve_sources, resolve_tokenizers
-from engine.trainer.trainer import dataset_length, seed_everything
+from engine.trainer.setup import agent_names_for, build_team, check_datasets, resolve_sources
+from engine.trainer.trainer import seed_everything
 
 
 class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
@@ -67,28 +66,19 @@ class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
         if model_config is not None:
             self.args.model_config = dict(model_config)
         cfg = self.args
-        if train_dataset is None:
-            raise ValueError("train_dataset is required (a list of dicts or a datasets.Dataset)")
-        self.num_train_items = dataset_length(train_dataset, "train_dataset")
-        if self.num_train_items == 0:
-            raise ValueError("train_dataset is empty")
+        self.num_train_items = check_datasets(train_dataset, None)
         if reward_func is None:
             raise ValueError("reward_func is required: one team reward (or one per agent) per joint action")
         sources = resolve_sources(agent_model, agents, cfg.num_agents)
         self.num_agents = len(sources)
         if cfg.num_turns > 1 and external_transition is None:
             raise ValueError("num_turns > 1 needs external_transition to build each trajectory's next prompts")
-        names = list(agent_names or cfg.agent_names or [f"agent_{i}" for i in range(self.num_agents)])
-        if len(names) != self.num_agents or len(set(names)) != len(names):
-            raise ValueError(f"agent_names must be {self.num_agents} distinct names, got {names}")
-        self.agent_names = names
+        self.agent_names = agent_names_for(agent_names, cfg, self.num_agents)
         seed_everything(cfg.seed)
-        self.agents = build_agents(
-            sources, resolve_tokenizers(tokenizer, self.num_agents), cfg,
-            formatters=normalize_formatters(formatters, self.num_agents), names=names,
-            learning_rates=list(agent_learning_rates) if agent_learning_rates else None,
-            generation_overrides=list(agent_generation) if agent_generation else None,
-            system_prompts=list(system_prompts) if system_prompts else None,
+        self.agents = build_team(
+            sources, tokenizer, cfg, formatters=formatters, names=self.agent_names,
+            agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
+            system_prompts=system_prompts,
         )
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset

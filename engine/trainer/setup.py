@@ -15,9 +15,60 @@ from typing import Any
 import torch
 
 from engine.config import MAGRPOConfig
+from engine.formatting import normalize_formatters
 from engine.trainer.agents import AgentRuntime, GenerationSettings
 
 _GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
+
+
+def check_datasets(train_dataset: Any, eval_dataset: Any) -> int:
+    """The number of training items; clear errors for a missing, empty or length-less dataset."""
+    if train_dataset is None:
+        raise ValueError("train_dataset is required (a list of dicts or a datasets.Dataset)")
+    count = dataset_length(train_dataset, "train_dataset")
+    if count == 0:
+        raise ValueError("train_dataset is empty")
+    if eval_dataset is not None:
+        dataset_length(eval_dataset, "eval_dataset")
+    return count
+
+
+def dataset_length(dataset: Any, name: str) -> int:
+    try:
+        return len(dataset)
+    except TypeError:
+        raise ValueError(f"{name} must have a length (a list of dicts or a datasets.Dataset); "
+                         f"streaming/iterable datasets are not supported") from None
+
+
+def agent_names_for(names: Sequence[str] | None, config: Any, num_agents: int) -> list[str]:
+    """Explicit names, else the config's, else ``agent_0..``; they must be distinct, one per agent."""
+    chosen = list(names or getattr(config, "agent_names", None) or [f"agent_{i}" for i in range(num_agents)])
+    if len(chosen) != num_agents or len(set(chosen)) != len(chosen):
+        raise ValueError(f"agent_names must be {num_agents} distinct names, got {chosen}")
+    return chosen
+
+
+def build_team(
+    sources: list[Any],
+    tokenizer: Any,
+    config: Any,
+    *,
+    formatters: Any,
+    names: list[str],
+    agent_learning_rates: Sequence[float | None] | None,
+    agent_generation: Sequence[dict[str, Any] | None] | None,
+    system_prompts: Sequence[str | None] | None,
+) -> list[AgentRuntime]:
+    """Every agent's runtime from the trainer constructor's arguments (CoMLRL's and CoopLab's)."""
+    num_agents = len(sources)
+    return build_agents(
+        sources, resolve_tokenizers(tokenizer, num_agents), config,
+        formatters=normalize_formatters(formatters, num_agents), names=names,
+        learning_rates=list(agent_learning_rates) if agent_learning_rates else None,
+        generation_overrides=list(agent_generation) if agent_generation else None,
+        system_prompts=list(system_prompts) if system_prompts else None,
+    )
 
 
 def resolve_sources(agent_model: Any, agents: Sequence[Any] | None, num_agents: int) -> list[Any]:

@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from engine.config import MAGRPOConfig
-from engine.formatting import normalize_formatters
 from engine.rewards import TeamReward
 from engine.sinks.base import Episode, Sink
 from engine.trainer.checkpoint import CheckpointMixin
@@ -33,7 +32,14 @@ from engine.trainer.loop import TrainLoopMixin, TrainResult  # noqa: F401  (Trai
 from engine.trainer.losses import lr_factor
 from engine.trainer.reporting import rollout_metrics, sample_episodes
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
-from engine.trainer.setup import build_agents, resolve_sources, resolve_tokenizers, shared_groups
+from engine.trainer.setup import (  # noqa: F401  (dataset_length is re-exported)
+    agent_names_for,
+    build_team,
+    check_datasets,
+    dataset_length,
+    resolve_sources,
+    shared_groups,
+)
 from engine.trainer.tree import Rollout, nodes_per_item
 from engine.trainer.update import (
     UpdateSettings,
@@ -50,14 +56,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def dataset_length(dataset: Any, name: str) -> int:
-    try:
-        return len(dataset)
-    except TypeError:
-        raise ValueError(f"{name} must have a length (a list of dicts or a datasets.Dataset); "
-                         f"streaming/iterable datasets are not supported") from None
 
 
 def wandb_sink(wandb_config: dict[str, Any]) -> Sink:
@@ -118,28 +116,17 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
         if model_config is not None:
             self.args.model_config = dict(model_config)
         cfg = self.args
-        if train_dataset is None:
-            raise ValueError("train_dataset is required (a list of dicts or a datasets.Dataset)")
-        self.num_train_items = dataset_length(train_dataset, "train_dataset")
-        if self.num_train_items == 0:
-            raise ValueError("train_dataset is empty")
-        if eval_dataset is not None:
-            dataset_length(eval_dataset, "eval_dataset")
+        self.num_train_items = check_datasets(train_dataset, eval_dataset)
         sources = resolve_sources(agent_model, agents, num_agents)
         self.num_agents = len(sources)
         if cfg.num_turns > 1 and external_transition is None:
             raise ValueError("num_turns > 1 needs external_transition to build each branch's next prompts")
-        names = list(agent_names or cfg.agent_names or [f"agent_{i}" for i in range(self.num_agents)])
-        if len(names) != self.num_agents or len(set(names)) != len(names):
-            raise ValueError(f"agent_names must be {self.num_agents} distinct names, got {names}")
-        self.agent_names = names
+        self.agent_names = agent_names_for(agent_names, cfg, self.num_agents)
         seed_everything(cfg.seed)
-        self.agents = build_agents(
-            sources, resolve_tokenizers(tokenizer, self.num_agents), cfg,
-            formatters=normalize_formatters(formatters, self.num_agents), names=names,
-            learning_rates=list(agent_learning_rates) if agent_learning_rates else None,
-            generation_overrides=list(agent_generation) if agent_generation else None,
-            system_prompts=list(system_prompts) if system_prompts else None,
+        self.agents = build_team(
+            sources, tokenizer, cfg, formatters=formatters, names=self.agent_names,
+            agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
+            system_prompts=system_prompts,
         )
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset
