@@ -9,6 +9,7 @@ job executor both call ``run_training``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,14 +131,23 @@ def run_training(config: RunConfig, *, output_dir: str | Path, sink: Sink,
         from engine.actor_critic.build import run_actor_critic
 
         return run_actor_critic(config, output_dir=output_dir, sink=sink, resume_from=resume_from)
+    return train_into_folder(config, build_trainer, output_dir=output_dir, sink=sink, resume_from=resume_from)
+
+
+def train_into_folder(config: RunConfig, build: Callable[..., Any], *, output_dir: str | Path, sink: Sink,
+                      resume_from: str | Path | None = None) -> TrainResult:
+    """Write ``config.yaml``, build with ``build(config, output_dir=, sink=)``, train with checkpoints in
+    ``checkpoints/``, and on completion export the models to ``model/``."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(dump_run_config(config), encoding="utf-8")
-    trainer = build_trainer(config, output_dir=out, sink=sink)
+    trainer = build(config, output_dir=out, sink=sink)
     try:
         result = trainer.train(resume_from_checkpoint=resume_from, checkpoint_dir=out / "checkpoints", sink=sink)
         if result.status == "completed":
             trainer.save_model(out / "model")
     finally:
-        trainer.close()
+        close = getattr(trainer, "close", None)
+        if close is not None:
+            close()
     return result

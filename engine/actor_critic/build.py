@@ -17,9 +17,10 @@ from typing import Any
 from engine.actor_critic.config import IACConfig, MAACConfig
 from engine.actor_critic.iac import IACTrainer
 from engine.actor_critic.maac import MAACTrainer
+from engine.build import train_into_folder
 from engine.formatting import template_formatter
 from engine.sinks.base import Sink
-from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec, dump_run_config
+from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec
 from engine.trainer import TrainResult
 
 # TrainerSpec fields with no meaning for actor-critic (refused unless left at their defaults)
@@ -113,11 +114,5 @@ def build_actor_critic_trainer(config: RunConfig, *, output_dir: str | Path | No
 def run_actor_critic(config: RunConfig, *, output_dir: str | Path, sink: Sink,
                      resume_from: str | Path | None = None) -> TrainResult:
     """Train an IAC/MAAC run end to end: ``config.yaml``, ``checkpoints/``, and on completion ``model/``."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(dump_run_config(config), encoding="utf-8")
-    trainer = build_actor_critic_trainer(config, output_dir=out, sink=sink)
-    result = trainer.train(resume_from_checkpoint=resume_from, checkpoint_dir=out / "checkpoints", sink=sink)
-    if result.status == "completed":
-        trainer.save_model(out / "model")
-    return result
+    return train_into_folder(config, build_actor_critic_trainer, output_dir=output_dir, sink=sink,
+                             resume_from=resume_from)

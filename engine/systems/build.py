@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.actor_critic.build import load_team_models
+from engine.build import train_into_folder
 from engine.formatting import template_formatter
 from engine.sinks.base import Sink
-from engine.spec import ConfigError, RunConfig, dump_run_config
+from engine.spec import ConfigError, RunConfig
 from engine.systems.schedule import (
     AllTogether,
     Alternating,
@@ -94,14 +95,4 @@ def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink
 def run_system(config: RunConfig, *, output_dir: str | Path, sink: Sink,
                resume_from: str | Path | None = None) -> TrainResult:
     """Train a system end to end: ``config.yaml``, ``checkpoints/``, and on completion ``model/<trainer>/``."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(dump_run_config(config), encoding="utf-8")
-    system = build_system(config, output_dir=out, sink=sink)
-    try:
-        result = system.train(resume_from_checkpoint=resume_from, checkpoint_dir=out / "checkpoints", sink=sink)
-        if result.status == "completed":
-            system.save_model(out / "model")
-    finally:
-        system.close()
-    return result
+    return train_into_folder(config, build_system, output_dir=output_dir, sink=sink, resume_from=resume_from)
