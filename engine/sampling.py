@@ -226,6 +226,15 @@ def _forward_kwargs(model: PreTrainedModel) -> tuple[str, set[str]]:
     return ("cache" if "cache" in params else "past_key_values"), accepted
 
 
+def forward_cache_argument(model: PreTrainedModel) -> str | None:
+    """The keyword the model's forward takes its KV cache by (``cache`` or ``past_key_values``), or
+    None when it takes neither (or no ``position_ids``, which a continued forward needs)."""
+    params = inspect.signature(model.forward).parameters
+    if "position_ids" not in params:
+        return None
+    return next((name for name in ("cache", "past_key_values") if name in params), None)
+
+
 def _decode_lean(
     model: PreTrainedModel,
     ids: torch.Tensor,

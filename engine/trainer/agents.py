@@ -46,6 +46,17 @@ class SequenceBatch:
     position_ids: torch.Tensor  # (B, Lp + T)
     completion_ids: torch.Tensor  # (B, T)
     completion_mask: torch.Tensor  # (B, T), 1 on real completion tokens
+    prefix: SharedPrompts | None = None  # set when rows share prompts (the K samples of a node)
+
+
+@dataclass
+class SharedPrompts:
+    """The distinct prompts of a batch, once each, and which of them every row continues."""
+
+    prompt_ids: torch.Tensor  # (G, Lp) left-padded
+    prompt_mask: torch.Tensor  # (G, Lp)
+    position_ids: torch.Tensor  # (G, Lp)
+    row_prompt: torch.Tensor  # (B,) index into the G prompts
 
 
 @dataclass
@@ -136,7 +147,8 @@ def unpack_generation(gen: Any, num_prompts: int, num_samples: int) -> tuple[lis
 
 def pack_sequences(prompt_ids: list[list[int]], completion_ids: list[list[int]], *, pad_id: int,
                    device: torch.device) -> SequenceBatch:
-    """Build the padded batch: ``[pad.. prompt | completion ..pad]`` with explicit position ids."""
+    """Build the padded batch: ``[pad.. prompt | completion ..pad]`` with explicit position ids, plus
+    the distinct prompts once each when several rows share one (see :func:`completion_logits`)."""
     b = len(prompt_ids)
     lp = max(len(p) for p in prompt_ids)
     t = max(1, max(len(c) for c in completion_ids))
@@ -157,12 +169,44 @@ def pack_sequences(prompt_ids: list[list[int]], completion_ids: list[list[int]],
         position_ids=position_ids.to(device),
         completion_ids=completion.to(device),
         completion_mask=mask.to(device),
+        prefix=_shared_prompts(prompt_ids, input_ids, attention, position_ids, lp, device),
+    )
+
+
+def _shared_prompts(prompt_ids: list[list[int]], input_ids: torch.Tensor, attention: torch.Tensor,
+                    position_ids: torch.Tensor, lp: int, device: torch.device) -> SharedPrompts | None:
+    group_of: dict[tuple[int, ...], int] = {}
+    first_rows: list[int] = []  # the first row of each distinct prompt
+    row_prompt = []
+    for row, p in enumerate(prompt_ids):
+        if tuple(p) not in group_of:
+            group_of[tuple(p)] = len(first_rows)
+            first_rows.append(row)
+        row_prompt.append(group_of[tuple(p)])
+    if len(first_rows) == len(prompt_ids):
+        return None  # nothing shared: one packed forward is cheaper
+    rows = torch.tensor(first_rows)
+    return SharedPrompts(
+        prompt_ids=input_ids[rows, :lp].to(device),
+        prompt_mask=attention[rows, :lp].to(device),
+        position_ids=position_ids[rows, :lp].to(device),
+        row_prompt=torch.tensor(row_prompt, dtype=torch.long, device=device),
     )
 
 
 def completion_logits(model: Any, batch: SequenceBatch, num_completion: int) -> torch.Tensor:
     """Logits predicting each completion token (B, T, V): the positions from the last prompt token
-    to the second-to-last completion column. Asks the model for only those positions when it can."""
+    to the second-to-last completion column.
+
+    When rows share prompts (the K samples of a node), each distinct prompt is encoded once and its
+    keys/values are gathered for the rows that continue it (gradients flow back through the gather),
+    so the prompt tokens cost one row instead of K; the result equals the packed forward up to
+    floating-point rounding. Otherwise one packed forward, asking only for the needed positions.
+    """
+    if batch.prefix is not None and not (model.training and _checkpointed(model)):
+        logits = _shared_prompt_logits(model, batch, batch.prefix, num_completion)
+        if logits is not None:
+            return logits
     kwargs = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                   position_ids=batch.position_ids, use_cache=False)
     try:
@@ -170,3 +214,37 @@ def completion_logits(model: Any, batch: SequenceBatch, num_completion: int) -> 
     except TypeError:
         logits = model(**kwargs).logits
     return logits[:, -(num_completion + 1):-1, :]
+
+
+def _checkpointed(model: Any) -> bool:
+    """Activation (gradient) checkpointing is on: such training forwards run without a cache."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # newer, older transformers
+        if hasattr(type(model), name):
+            return bool(getattr(model, name))
+    return False
+
+
+def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompts, t: int) -> torch.Tensor | None:
+    """None when the model's forward does not take and return a ``transformers`` layered cache
+    (checkpointed training runs without one); the caller then uses the packed forward."""
+    from engine.sampling import forward_cache_argument
+
+    cache_key = forward_cache_argument(model)
+    if cache_key is None:
+        return None
+    head = model(input_ids=prefix.prompt_ids, attention_mask=prefix.prompt_mask,
+                 position_ids=prefix.position_ids, use_cache=True)
+    cache = getattr(head, "cache", None) or getattr(head, "past_key_values", None)
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
+        return None
+    first = head.logits[:, -1:, :].index_select(0, prefix.row_prompt)  # predicts completion token 0
+    if t == 1:
+        return first
+    for layer in layers:
+        layer.keys = layer.keys.index_select(0, prefix.row_prompt)
+        layer.values = layer.values.index_select(0, prefix.row_prompt)
+    lp = prefix.prompt_ids.shape[1]
+    rest = model(input_ids=batch.completion_ids[:, :-1], attention_mask=batch.attention_mask[:, :-1],
+                 position_ids=batch.position_ids[:, lp:-1], use_cache=True, **{cache_key: cache}).logits
+    return torch.cat([first, rest], dim=1)

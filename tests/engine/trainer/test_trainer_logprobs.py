@@ -32,3 +32,61 @@ def test_training_forward_matches_sampling_logprobs(arch: str) -> None:
         assert torch.allclose(logps[row, :n], gen.token_logprobs[row, :n], atol=1e-4), (arch, row)
         assert batch.completion_mask[row].sum() == n
     assert entropy is not None and bool((entropy >= 0).all())
+
+
+def _shapes_seen(model: torch.nn.Module) -> tuple[list[tuple[int, ...]], object]:
+    seen: list[tuple[int, ...]] = []
+    handle = model.register_forward_pre_hook(lambda mod, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)),
+                                             with_kwargs=True)
+    return seen, handle
+
+
+def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
+def test_shared_prompts_are_encoded_once_with_the_packed_results(arch: str) -> None:
+    from dataclasses import replace
+
+    from engine.trainer.agents import completion_logits, pack_sequences
+    from engine.trainer.losses import token_logprobs
+
+    model, _ = build_tiny_model(arch, "xs", seed=1)
+    model.eval()  # GPT-2 has dropout; gradients flow in eval mode too
+    prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
+    completions = [[20, 21, 22, 23], [24, 25], [26, 27, 28], [29]]  # two samples per prompt, ragged
+    batch = pack_sequences([prompts[0], prompts[0], prompts[1], prompts[1]], completions, pad_id=0,
+                           device=torch.device("cpu"))
+    assert batch.prefix is not None and batch.prefix.row_prompt.tolist() == [0, 0, 1, 1]
+    results = {}
+    for name, b in (("shared", batch), ("packed", replace(batch, prefix=None))):
+        model.zero_grad(set_to_none=True)
+        seen, handle = _shapes_seen(model)
+        logps = token_logprobs(completion_logits(model, b, 4), b.completion_ids) * b.completion_mask
+        (-logps.sum()).backward()
+        handle.remove()
+        results[name] = (logps.detach(), _grads(model), seen)
+    shared, packed = results["shared"], results["packed"]
+    assert shared[2] == [(2, 6), (4, 3)]  # each prompt once, then the completions against its cache
+    assert packed[2] == [(4, 10)]
+    assert torch.allclose(shared[0], packed[0], atol=1e-5)
+    assert len(shared[1]) == len(packed[1])
+    for got, want in zip(shared[1], packed[1], strict=True):
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_distinct_prompts_and_checkpointed_training_use_one_packed_forward() -> None:
+    from engine.trainer.agents import completion_logits, pack_sequences
+
+    model, _ = build_tiny_model("llama", "xs", seed=1)
+    distinct = pack_sequences([[5, 6], [7, 8, 9]], [[1, 2], [3]], pad_id=0, device=torch.device("cpu"))
+    assert distinct.prefix is None
+    shared = pack_sequences([[5, 6], [5, 6]], [[1, 2], [3]], pad_id=0, device=torch.device("cpu"))
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
+    model.train()
+    seen, handle = _shapes_seen(model)
+    completion_logits(model, shared, 2).sum().backward()
+    handle.remove()
+    assert seen == [(2, 4)]
