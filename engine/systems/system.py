@@ -7,8 +7,9 @@ trainer's rollout (returns recomputed by the trainer's own credit code), and the
 schedule picks take one update (``trainer.update``). The others stay frozen. Advantages, losses
 and optimizer steps are entirely the trainers' own.
 
-The trainers' own ``reward_func`` is never called for scoring; build them with
-:func:`deferred_reward` so rolling out costs no reward evaluation.
+The trainers roll out without scoring (``trainer.rollout(..., score=False)``), so their own
+``reward_func`` is never called (:func:`deferred_reward` is the placeholder a trainer is built
+with); the system's rewards reach them through ``trainer.credit``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import torch
 from engine.rewards import TeamReward
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
-from engine.trainer.credit import assign_returns
 from engine.trainer.trainer import MAGRPOTrainer, TrainResult, dataset_length
 from engine.trainer.tree import Rollout
 
@@ -37,7 +37,7 @@ RNG_FILE = "system_rng.pt"
 
 
 def deferred_reward(*agent_completions: list[str], batch_items: list[dict] | None = None) -> list[float]:
-    """A placeholder reward for a system's trainers: zeros, replaced by the system's team reward."""
+    """The placeholder ``reward_func`` of a system's trainers (never called: the system scores)."""
     return [0.0] * len(agent_completions[0])
 
 
@@ -157,8 +157,9 @@ class System:
     # -- one round -------------------------------------------------------------------------------
     def play(self, items: Sequence[dict], item_indices: Sequence[int]) -> SystemRollout:
         """Every trainer samples for ``items``; the joint outcome is scored and credited to each."""
-        rollouts = {name: trainer.rollout(items, item_indices) for name, trainer in self.trainers.items()}
+        rollouts = {name: trainer.rollout(items, item_indices, score=False) for name, trainer in self.trainers.items()}
         rewards: list[list[float]] = []
+        item_terms: list[dict[str, list[float]]] = []
         terms: dict[str, list[float]] = {}
         env_steps = 0
         for n, item in enumerate(items):
@@ -169,15 +170,13 @@ class System:
             prompts = [[root.joint_prompts(j)[i] for j in range(num_joint)]
                        for root in roots for i in range(len(root.agents))]
             totals, node_terms = self.reward.score(completions, [item] * num_joint, prompts)
-            for root in roots:
-                root.rewards = list(totals)
-                root.reward_terms = dict(node_terms)
             for key, values in node_terms.items():
                 terms.setdefault(key, []).extend(values)
             rewards.append(list(totals))
+            item_terms.append(dict(node_terms))
             env_steps += num_joint
         for name, rollout in rollouts.items():
-            assign_returns(rollout, self.trainers[name].args.discount)
+            self.trainers[name].credit(rollout, rewards, item_terms)
         return SystemRollout(rollouts=rollouts, rewards=rewards, terms=terms, env_steps=env_steps)
 
     def step(self) -> tuple[dict[str, float], list[Episode]]:
@@ -194,8 +193,7 @@ class System:
             rollout = played.rollouts[name]
             trainer.env_step += rollout.env_steps
             if updated:
-                stats = trainer.update([rollout])
-                trainer.step += 1
+                stats = trainer.update([rollout], advance_step=True)
                 metrics.update({f"trainer/{name}/{k}": v for k, v in stats.items()})
             metrics[f"trainer/{name}/updates"] = float(trainer.step)
         self.round += 1

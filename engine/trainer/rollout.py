@@ -95,9 +95,13 @@ class TreeBuilder:
             for item, idx in zip(items, item_indices, strict=True)
         ]
 
-    def build(self, items: Sequence[dict], item_indices: Sequence[int]) -> Rollout:
-        """Grow the trees of ``items`` through every turn; returns the scored rollout."""
+    def build(self, items: Sequence[dict], item_indices: Sequence[int], *, score: bool = True) -> Rollout:
+        """Grow the trees of ``items`` through every turn; returns the scored rollout. With ``score``
+        False (single turn only) the reward is not called and the nodes' rewards stay empty."""
         s = self.settings
+        if not score and s.num_turns > 1:
+            raise ValueError("a rollout without scoring covers one turn: with num_turns > 1 the tree needs "
+                             "each turn's rewards (early termination, returns); score it or use num_turns=1")
         timings = {"generate_s": 0.0, "reward_s": 0.0, "transition_s": 0.0}
         level = self.roots(items, item_indices)
         nodes: list[Node] = []
@@ -112,7 +116,8 @@ class TreeBuilder:
             t0 = time.perf_counter()
             for node in level:
                 node.joint_actions = joint_action_indices(s.joint_mode, len(self.agents), s.num_generations)
-                self._score(node)
+                if score:
+                    self._score(node)
                 env_steps += len(node.joint_actions)
             timings["reward_s"] += time.perf_counter() - t0
             nodes.extend(level)

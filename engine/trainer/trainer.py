@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -183,15 +183,44 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
         return order[pos * self.items_per_update:(pos + 1) * self.items_per_update]
 
     # -- the three steps a coordinator drives -------------------------------------------------------
-    def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None) -> Rollout:
-        """Grow and score the rollout trees of ``items`` (no gradients); returns carry the discount."""
+    def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None, *,
+                score: bool = True) -> Rollout:
+        """Grow and score the rollout trees of ``items`` (no gradients); returns carry the discount.
+
+        ``score=False`` (single turn) samples without calling the reward function; a coordinator
+        that scores the joint outcome itself then hands the rewards over with :meth:`credit`.
+        """
         indices = list(item_indices) if item_indices is not None else list(range(len(items)))
-        rollout = self.tree.build([dict(i) for i in items], indices)
-        assign_returns(rollout, self.args.discount)
+        rollout = self.tree.build([dict(i) for i in items], indices, score=score)
+        if score:
+            assign_returns(rollout, self.args.discount)
         return rollout
 
-    def update(self, rollouts: Sequence[Rollout]) -> dict[str, float]:
-        """Advantages for every agent, then one update per agent. Returns ``agent/<name>/...`` metrics."""
+    def credit(self, rollout: Rollout, rewards: Sequence[Sequence[float]],
+               terms: Mapping[str, Sequence[float]] | Sequence[Mapping[str, Sequence[float]]] | None = None) -> None:
+        """Give an unscored single-turn rollout its rewards: ``rewards[n][j]`` for item n's joint
+        action j (``terms``: per-term values of the same shape, one mapping per item or one for all);
+        returns are then computed with this trainer's discount, ready for :meth:`update`."""
+        if any(node.turn > 0 for node in rollout.nodes):
+            raise ValueError("credit() takes single-turn rollouts; multi-turn rollouts are scored while they grow")
+        if len(rewards) != len(rollout.roots):
+            raise ValueError(f"credit(): got rewards for {len(rewards)} items, the rollout has {len(rollout.roots)}")
+        for n, (root, values) in enumerate(zip(rollout.roots, rewards, strict=True)):
+            if len(values) != len(root.joint_actions):
+                raise ValueError(f"credit(): item {n} has {len(root.joint_actions)} joint actions, got "
+                                 f"{len(values)} rewards")
+            root.rewards = [float(v) for v in values]
+            node_terms = terms[n] if isinstance(terms, Sequence) else terms
+            root.reward_terms = {k: [float(x) for x in v] for k, v in (node_terms or {}).items()}
+        assign_returns(rollout, self.args.discount)
+
+    def update(self, rollouts: Sequence[Rollout], *, advance_step: bool = False) -> dict[str, float]:
+        """Advantages for every agent, then one update per agent. Returns ``agent/<name>/...`` metrics.
+
+        The learning rate follows the schedule at ``self.step`` over ``self.total_steps`` (a
+        coordinator may set ``total_steps`` to the number of updates it will make);
+        ``advance_step`` counts this update in ``self.step``, as ``train_step`` does.
+        """
         cfg = self.args
         samples = [collect_samples(agent, rollouts) for agent in self.agents]
         need_old = cfg.clip_epsilon is not None or cfg.reference_kl_enabled
@@ -230,6 +259,8 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
             return optimize_agent(agent, samples[agent.index], self.update_settings, self._update_rngs[agent.index])
 
         stats = self._map(run, parallel=not self._shared)
+        if advance_step:
+            self.step += 1
         metrics: dict[str, float] = {}
         for agent, agent_stats in zip(self.agents, stats, strict=True):
             prefix = f"agent/{agent.name}/"
@@ -255,9 +286,8 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
             chunk = indices[start:start + cfg.items_per_step]
             rollouts.append(self.rollout([dict(self.train_dataset[i]) for i in chunk], chunk))
         t_update = time.perf_counter()
-        metrics = self.update(rollouts)
+        metrics = self.update(rollouts, advance_step=True)
         t_end = time.perf_counter()
-        self.step += 1
         self.env_step += sum(r.env_steps for r in rollouts)
         metrics.update(rollout_metrics(rollouts, cfg.num_turns))
         generate_s = sum(r.timings["generate_s"] for r in rollouts)

@@ -70,3 +70,41 @@ def test_sequential_turns_with_items_per_step_and_evaluation(team) -> None:
     assert trainer.env_step == 2 * (2 + 4)  # two items per rollout, aligned K=2, two turns
     assert "[agent_0]" in episodes[0].turns[1].prompt
     assert "eval/turn_2/reward_mean" in trainer.evaluate()
+
+
+def test_unscored_rollout_then_credit_then_update_advancing_the_step(team) -> None:
+    import pytest
+
+    calls = []
+
+    def reward(c1, c2):
+        calls.append(len(c1))
+        return [0.0] * len(c1)
+
+    trainer = make_trainer(team, fast_config(num_generations=2, discount=0.5), reward_func=reward)
+    rollout = trainer.rollout(DATA[:2], score=False)
+    assert calls == [] and all(n.rewards == [] for n in rollout.nodes)
+    with pytest.raises(ValueError, match="got rewards for 1 items, the rollout has 2"):
+        trainer.credit(rollout, [[1.0, 0.0]])
+    with pytest.raises(ValueError, match="item 1 has 2 joint actions, got 3 rewards"):
+        trainer.credit(rollout, [[1.0, 0.0], [1.0, 0.0, 2.0]])
+    trainer.credit(rollout, [[1.0, 0.0], [0.5, 0.25]], [{"style": [1.0, 0.0]}, {"style": [0.0, 1.0]}])
+    assert rollout.roots[1].rewards == [0.5, 0.25] and rollout.roots[1].returns == [0.5, 0.25]
+    assert rollout.roots[0].reward_terms == {"style": [1.0, 0.0]}
+    before = [snapshot(m) for m in team[0]]
+    trainer.update([rollout], advance_step=True)
+    assert trainer.step == 1 and calls == []
+    assert all(changed(b, m) for b, m in zip(before, team[0], strict=True))
+    trainer.update([rollout])
+    assert trainer.step == 1  # without advance_step the counter is the caller's
+
+
+def test_unscored_rollouts_cover_one_turn(team) -> None:
+    import pytest
+
+    trainer = make_trainer(team, fast_config(num_turns=2, num_generations=2))
+    with pytest.raises(ValueError, match="without scoring covers one turn"):
+        trainer.rollout(DATA[:1], score=False)
+    scored = trainer.rollout(DATA[:1])
+    with pytest.raises(ValueError, match="single-turn rollouts"):
+        trainer.credit(scored, [[0.0] * len(scored.roots[0].joint_actions)])
