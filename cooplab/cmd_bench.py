@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import typer
 
@@ -19,13 +20,19 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("m", "--size", help="Tiny model size: xs, s or m."),
         threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads per process."),
         rounds: int = typer.Option(1, "--rounds", min=1, help="Interleaved repetitions of every part."),
+        cores: int = typer.Option(
+            min(2, os.cpu_count() or 1), "--cores", min=1,
+            help="Also compare on this many cores by wall clock: the engine's agents in parallel "
+                 "(parallel_training='mp' on CPU) vs CoMLRL with as many torch threads. 1 skips it.",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         no_fast_decode: bool = typer.Option(
             False, "--no-fast-decode", help="Engine parts sample through the model's forward (no fast token step)."
         ),
     ) -> None:
         """Time training steps of 2 tiny agents (K=4, 32 new tokens): phases, tokens/s, peak memory,
-        engine overhead over the bare model calls, and with --vs-comlrl the speed-up over CoMLRL."""
+        engine overhead over the bare model calls, and with --vs-comlrl the speed-up over CoMLRL; on
+        several cores also the engine with its agents in parallel, by wall clock."""
         from dataclasses import replace
 
         from engine.bench import ComlrlMissingError, Workload, format_report, run_bench
@@ -34,7 +41,7 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
         workload = replace(Workload(), steps=steps, size=size, threads=threads, fast_decode=not no_fast_decode)
         try:
-            result = run_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds)
+            result = run_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds, cores=cores)
         except ComlrlMissingError as exc:
             typer.echo(str(exc), err=True)
             raise typer.Exit(2) from exc

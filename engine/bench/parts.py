@@ -56,6 +56,7 @@ def run_engine(w: Workload) -> dict[str, Any]:
         max_new_tokens=w.max_new_tokens, temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, num_turns=1,
         rollout_buffer_size=w.items_per_update, logging_steps=1, eval_interval=0, seed=w.seed,
         max_steps=w.total_steps, items_per_step=w.items_per_step, fast_decode=w.fast_decode,
+        **({"parallel_training": "mp", "agent_devices": ["cpu"] * w.num_agents} if w.parallel else {}),
     )  # fmt: skip
     sink = _ClockSink()
     trainer = MAGRPOTrainer(
@@ -63,7 +64,10 @@ def run_engine(w: Workload) -> dict[str, Any]:
         formatters=formatters(w.num_agents), args=config,
     )  # fmt: skip
     sink.mark()
-    trainer.train(sink=sink)
+    try:
+        trainer.train(sink=sink)
+    finally:
+        trainer.close()
     steps = sink.steps[w.warmup_steps :] or sink.steps
     phases = {
         key.split("/")[1]: statistics.fmean(s.metrics[key] for s in steps)
@@ -74,6 +78,7 @@ def run_engine(w: Workload) -> dict[str, Any]:
         **summarize(sink.marks, w),
         "phases": phases,
         "tokens_per_s": tokens_per_s,
+        "parallel_training": trainer.args.parallel_training,
         "peak_mem_mb": peak_memory_mb(),
     }
 

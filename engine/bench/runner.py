@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,13 +59,17 @@ def _pool(rounds: list[dict[str, Any]], w: Workload) -> dict[str, Any]:
 
 
 def run_bench(
-    w: Workload, *, vs_comlrl: bool = False, isolate: bool = True, rounds: int = 1
+    w: Workload, *, vs_comlrl: bool = False, isolate: bool = True, rounds: int = 1, cores: int = 1
 ) -> dict[str, Any]:
     """Every part of the benchmark and the derived ratios, as one JSON-able dict.
 
     With several ``rounds`` the parts run interleaved (engine, batched engine, bare, CoMLRL, then
     again), so a change in the machine's load hits every part alike. Ratios use the median CPU
     seconds per step; wall-clock figures are reported next to them.
+
+    With ``cores`` > 1 two more parts use that many cores, compared by wall clock: the engine with
+    its agents in parallel (``parallel_training="mp"`` on CPU devices, the cores shared out among
+    the agents) and CoMLRL with ``cores`` torch threads (its only way to use them on a CPU).
     """
     if vs_comlrl:
         import_comlrl()  # fail before the slow parts when CoMLRL is missing
@@ -75,11 +80,17 @@ def run_bench(
     }
     if vs_comlrl:
         plan["comlrl"] = ("comlrl", w)
+    if cores > 1:
+        plan["engine_mp"] = ("engine", replace(w, items_per_step=1, parallel=True, threads=cores))
+        plan["engine_mp_batched"] = ("engine", replace(w, items_per_step=w.items_per_update, parallel=True,
+                                                        threads=cores))
+        if vs_comlrl:
+            plan["comlrl_cores"] = ("comlrl", replace(w, threads=cores))
     collected: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
     for _ in range(rounds):
         for name, (part, workload) in plan.items():
             collected[name].append(run_part(part, workload, isolate=isolate))
-    result: dict[str, Any] = {"workload": asdict(w), "rounds": rounds}
+    result: dict[str, Any] = {"workload": asdict(w), "rounds": rounds, "cores": cores}
     result.update({name: _pool(parts, w) for name, parts in collected.items()})
     result["decoders"] = run_part("decoders", w, isolate=isolate)
     for name in ("engine", "engine_batched"):
@@ -89,6 +100,12 @@ def run_bench(
         if vs_comlrl:
             result[f"speedup_{name}"] = result["comlrl"]["step_cpu_s_median"] / cpu
             result[f"speedup_{name}_wall"] = result["comlrl"]["step_s_median"] / result[name]["step_s_median"]
+    if "engine_mp" in result:
+        result["parallel_gain_wall"] = result["engine"]["step_s_median"] / result["engine_mp"]["step_s_median"]
+        if vs_comlrl:
+            best = min(result["comlrl"]["step_s_median"], result["comlrl_cores"]["step_s_median"])
+            for name in ("engine_mp", "engine_mp_batched"):
+                result[f"speedup_{name}_wall"] = best / result[name]["step_s_median"]
     return result
 
 
@@ -103,7 +120,7 @@ def format_report(result: dict[str, Any]) -> str:
         f"{'':15}{'CPU s/step':>11}{'wall s/step':>12}{'generate s':>11}{'update s':>9}{'peak MiB':>9}"
         "   (medians; phases are wall-clock means)",
     ]
-    for name in ("engine", "engine_batched", "bare", "comlrl"):
+    for name in ("engine", "engine_batched", "bare", "comlrl", "engine_mp", "engine_mp_batched", "comlrl_cores"):
         part = result.get(name)
         if part is None:
             continue
@@ -124,6 +141,21 @@ def format_report(result: dict[str, Any]) -> str:
                 f"({result[f'speedup_{name}_wall']:.2f}x wall)"
             )
         lines.append(text)
+    if "engine_mp" in result:
+        cores = result["cores"]
+        text = (
+            f"on {cores} cores (wall clock): engine_mp (agents in parallel, parallel_training='mp' on CPU) "
+            f"{result['engine_mp']['step_s_median']:.3f} s/step, {result['parallel_gain_wall']:.2f}x the one-core "
+            f"engine; engine_mp_batched {result['engine_mp_batched']['step_s_median']:.3f} s/step"
+        )
+        if "speedup_engine_mp_wall" in result:
+            text += (
+                f"; CoMLRL with {cores} threads {result['comlrl_cores']['step_s_median']:.3f} s/step "
+                f"(1 thread {result['comlrl']['step_s_median']:.3f}); against CoMLRL's better of the two: "
+                f"engine_mp {result['speedup_engine_mp_wall']:.2f}x, "
+                f"engine_mp_batched {result['speedup_engine_mp_batched_wall']:.2f}x faster"
+            )
+        lines.append(text)
     for dec in (result.get("decoders") or {}).values():
         lines.append(
             f"sampling call ({dec['prompts']} prompt(s) x K): lean decoder {dec['lean_cpu_s']:.3f} CPU s "
@@ -142,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default=Workload.size, help="tiny model size: xs, s or m")
     parser.add_argument("--threads", type=int, default=Workload.threads, help="torch CPU threads per process")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repetitions of every part")
+    parser.add_argument("--cores", type=int, default=min(2, os.cpu_count() or 1),
+                        help="also compare on this many cores by wall clock (engine agents in parallel vs "
+                             "CoMLRL with as many threads); 1 skips it")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--no-fast-decode", action="store_true",
                         help="engine parts sample through the model's forward (no fast token step)")
@@ -155,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     w = replace(Workload(), steps=args.steps, size=args.size, threads=args.threads,
                 fast_decode=not args.no_fast_decode)
     try:
-        result = run_bench(w, vs_comlrl=args.vs_comlrl, rounds=args.rounds)
+        result = run_bench(w, vs_comlrl=args.vs_comlrl, rounds=args.rounds, cores=max(1, args.cores))
     except ComlrlMissingError as exc:
         print(str(exc), file=sys.stderr)
         return 2

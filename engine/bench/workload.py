@@ -33,6 +33,7 @@ class Workload:
     items_per_update: int = 2  # CoMLRL's default rollout_buffer_size
     items_per_step: int = 1  # engine only: items rolled out together (1 = CoMLRL's one item at a time)
     fast_decode: bool = True  # engine only: the lean decoder's fast Llama step (False: the model's forward)
+    parallel: bool = False  # engine only: parallel_training="mp" with every agent on the CPU (agents in threads)
     temperature: float = 0.6
     top_p: float = 0.6
     top_k: int | None = 50

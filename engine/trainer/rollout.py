@@ -17,6 +17,7 @@ from typing import Any
 from engine.formatting import call_formatter, render_prompt, with_peer_replies
 from engine.rewards import TeamReward
 from engine.trainer.agents import AgentRuntime, SampledPrompt
+from engine.trainer.parallel import map_agents
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 
 
@@ -56,13 +57,6 @@ def call_transition(transition: Callable, node: Node, joint: int, num_agents: in
             f"external_transition must return a list of {num_agents} prompts (one per agent), got {prompts!r:.200}"
         )
     return [str(p) for p in prompts]
-
-
-def _map_agents(fn: Callable[[AgentRuntime], Any], agents: Sequence[AgentRuntime],
-                pool: ThreadPoolExecutor | None) -> list[Any]:
-    if pool is None:
-        return [fn(agent) for agent in agents]
-    return list(pool.map(fn, agents))
 
 
 class TreeBuilder:
@@ -140,7 +134,7 @@ class TreeBuilder:
             sampled, tokens = agent.sample(prompts, k, greedy=self.settings.greedy)
             return sampled, tokens, prompts
 
-        results = _map_agents(run, self.agents, self.pool)
+        results = map_agents(run, self.agents, self.pool)
         total = 0
         for sampled, tokens, prompts in results:
             total += tokens

@@ -30,6 +30,7 @@ from engine.trainer.credit import assign_advantages, assign_returns
 from engine.trainer.evaluation import EvaluationMixin
 from engine.trainer.loop import TrainLoopMixin, TrainResult  # noqa: F401  (TrainResult is re-exported)
 from engine.trainer.losses import lr_factor
+from engine.trainer.parallel import map_agents
 from engine.trainer.reporting import rollout_metrics, sample_episodes
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.setup import (  # noqa: F401  (dataset_length is re-exported)
@@ -272,9 +273,7 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
         return metrics
 
     def _map(self, fn: Callable, *, parallel: bool = True) -> list[Any]:
-        if self._pool is not None and parallel:
-            return list(self._pool.map(fn, self.agents))
-        return [fn(agent) for agent in self.agents]
+        return map_agents(fn, self.agents, self._pool if parallel else None)
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
         """One training step: the step's items rolled out, one update, metrics and episodes."""

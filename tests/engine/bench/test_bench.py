@@ -99,3 +99,20 @@ def test_cli_rejects_an_unknown_size() -> None:
 def test_comlrl_runs_the_same_workload() -> None:
     result = run_comlrl(SMOKE)
     assert result["step_s_mean"] > 0
+
+
+def test_two_core_parts_compare_by_wall_clock() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        result = run_bench(SMOKE, isolate=False, cores=2)
+    finally:
+        torch.set_num_threads(before)
+    assert result["cores"] == 2
+    assert result["engine_mp"]["parallel_training"] == "mp" and result["engine"]["parallel_training"] == "none"
+    assert result["engine_mp_batched"]["parallel_training"] == "mp"
+    assert result["parallel_gain_wall"] == pytest.approx(
+        result["engine"]["step_s_median"] / result["engine_mp"]["step_s_median"])
+    assert "on 2 cores (wall clock): engine_mp" in format_report(result)
+    assert "comlrl_cores" not in result  # CoMLRL parts only with vs_comlrl
