@@ -274,6 +274,8 @@ class System:
                 if root is not None and self.checkpoint_interval and self.round % self.checkpoint_interval == 0:
                     self._checkpoint(root, sink)
                     saved_at = self.round
+            if status == "completed" and self.eval_dataset is not None and self.eval_interval:
+                self.evaluate(sink=sink)  # the final weights
             if root is not None and saved_at != self.round:
                 self._checkpoint(root, sink)
         except BaseException:

@@ -40,6 +40,9 @@ class TrainLoopMixin:
     ) -> TrainResult:
         """Train until ``total_steps`` (epochs or ``max_steps``) or until the sink asks to stop.
 
+        With an eval dataset and ``eval_interval`` N > 0, evaluation runs before steps 0, N, 2N, ...
+        (CoMLRL's schedule) and once more on the final weights when the run completes.
+
         Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
         ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
         """
@@ -66,6 +69,8 @@ class TrainLoopMixin:
                 if ckpt_root is not None and interval and self.step % interval == 0:
                     self._checkpoint(ckpt_root, limit, sink)
                     saved_at = self.step
+            if status == "completed" and self.eval_dataset is not None and cfg.eval_interval:
+                self.evaluate(sink=sink)  # the final weights, which no scheduled evaluation saw
             if ckpt_root is not None and saved_at != self.step:
                 self._checkpoint(ckpt_root, limit, sink)
         except BaseException:

@@ -60,7 +60,19 @@ def test_training_evaluates_on_its_interval(team) -> None:
                            eval_dataset=DATA[:1], sink=sink)
     trainer.train()
     eval_steps = [step for step, _, m in sink.metrics if "eval/turn_1/reward_mean" in m]
-    assert eval_steps == [0, 2]
+    assert eval_steps == [0, 2, 3]  # CoMLRL's schedule, then the final weights
+
+
+def test_a_stopped_run_skips_the_final_evaluation(team) -> None:
+    class StopAfterOne(MemorySink):
+        def should_stop(self) -> bool:
+            return len(self.steps) >= 1
+
+    sink = StopAfterOne()
+    trainer = make_trainer(team, fast_config(max_steps=3, eval_interval=2, eval_num_samples=1),
+                           eval_dataset=DATA[:1], sink=sink)
+    assert trainer.train().status == "stopped"
+    assert [step for step, _, m in sink.metrics if "eval/turn_1/reward_mean" in m] == [0]
 
 
 def test_no_eval_dataset_gives_no_metrics(team) -> None:
