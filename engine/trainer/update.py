@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 
-from engine.trainer.agents import AgentRuntime
+from engine.trainer.agents import AgentRuntime, SequenceBatch
 from engine.trainer.losses import k3_kl, policy_loss
 from engine.trainer.tree import Rollout
 
@@ -92,11 +92,13 @@ def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference
         model.train(was_training)
 
 
-def _to_device(batch, device):
-    from dataclasses import replace
+def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
+    """The batch on another device (the reference model's): every tensor, shared prompts included."""
+    def move(obj):
+        return replace(obj, **{f.name: getattr(obj, f.name).to(device) for f in fields(obj)
+                               if isinstance(getattr(obj, f.name), torch.Tensor)})
 
-    return replace(batch, **{f: getattr(batch, f).to(device) for f in
-                             ("input_ids", "attention_mask", "position_ids", "completion_ids", "completion_mask")})
+    return replace(move(batch), prefix=None if batch.prefix is None else move(batch.prefix))
 
 
 def sample_kl(samples: Sequence[TrainSample]) -> list[float]:

@@ -90,3 +90,16 @@ def test_distinct_prompts_and_checkpointed_training_use_one_packed_forward() -> 
     completion_logits(model, shared, 2).sum().backward()
     handle.remove()
     assert seen == [(2, 4)]
+
+
+def test_moving_a_batch_moves_its_shared_prompts() -> None:
+    from engine.trainer.agents import pack_sequences
+    from engine.trainer.update import _to_device
+
+    batch = pack_sequences([[5, 6], [5, 6]], [[1, 2], [3]], pad_id=0, device=torch.device("cpu"))
+    moved = _to_device(batch, torch.device("meta"))
+    assert moved.input_ids.device.type == "meta" and moved.completion_mask.device.type == "meta"
+    assert moved.prefix is not None
+    assert {t.device.type for t in (moved.prefix.prompt_ids, moved.prefix.prompt_mask,
+                                    moved.prefix.position_ids, moved.prefix.row_prompt)} == {"meta"}
+    assert batch.prefix.prompt_ids.device.type == "cpu"  # the original is untouched
