@@ -121,14 +121,17 @@ class TrainerSpec(_Strict):
     warmup_steps: int = Field(0, ge=0, description="Linear warmup steps.")
     rollout_buffer_size: int = Field(2, ge=1, description="Node samples per agent collected before an update.")
     train_batch_size: int | None = Field(None, ge=1, description="Nodes per optimizer step (empty = buffer size).")
-    items_per_step: int = Field(1, ge=1, description="Dataset items rolled out together in one step.")
+    items_per_step: int = Field(
+        1, ge=1, description="Dataset items sampled together in one step (faster; 1 = CoMLRL's one item at a time)."
+    )
     micro_batch_size: int | None = Field(
         None, ge=1, description="Sequences per training forward pass (empty = whole mini-batch)."
     )
     shuffle: bool = Field(False, description="Shuffle the training set each epoch (seeded).")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory in the update.")
     parallel_training: Literal["none", "mp"] = Field(
-        "none", description="mp: each agent on its own device, generating and updating concurrently."
+        "none", description="mp: each agent on its own device (a GPU, or 'cpu' for cores of its own), "
+        "generating and updating concurrently."
     )
     agent_devices: list[str] | None = Field(None, description="Device per agent for mp (one entry is broadcast).")
     reference_devices: list[str] | None = Field(None, description="Devices of the reference models.")
