@@ -226,13 +226,15 @@ def _forward_kwargs(model: PreTrainedModel) -> tuple[str, set[str]]:
     return ("cache" if "cache" in params else "past_key_values"), accepted
 
 
-def forward_cache_argument(model: PreTrainedModel) -> str | None:
-    """The keyword the model's forward takes its KV cache by (``cache`` or ``past_key_values``), or
-    None when it takes neither (or no ``position_ids``, which a continued forward needs)."""
+def forward_cache_argument(model: PreTrainedModel) -> tuple[str, bool] | None:
+    """The keyword the model's forward takes its KV cache by (``cache`` or ``past_key_values``) and
+    whether it accepts ``logits_to_keep``; None when it takes no cache (or no ``position_ids``,
+    which a continued forward needs)."""
+    cache_key, accepted = _forward_kwargs(model)
     params = inspect.signature(model.forward).parameters
-    if "position_ids" not in params:
+    if "position_ids" not in accepted or cache_key not in params:
         return None
-    return next((name for name in ("cache", "past_key_values") if name in params), None)
+    return cache_key, "logits_to_keep" in accepted
 
 
 def _decode_lean(

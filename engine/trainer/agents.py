@@ -229,11 +229,12 @@ def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompt
     (checkpointed training runs without one); the caller then uses the packed forward."""
     from engine.sampling import forward_cache_argument
 
-    cache_key = forward_cache_argument(model)
-    if cache_key is None:
+    signature = forward_cache_argument(model)
+    if signature is None:
         return None
-    head = model(input_ids=prefix.prompt_ids, attention_mask=prefix.prompt_mask,
-                 position_ids=prefix.position_ids, use_cache=True)
+    cache_key, keeps_logits = signature
+    head = model(input_ids=prefix.prompt_ids, attention_mask=prefix.prompt_mask, position_ids=prefix.position_ids,
+                 use_cache=True, **({"logits_to_keep": 1} if keeps_logits else {}))
     cache = getattr(head, "cache", None) or getattr(head, "past_key_values", None)
     layers = getattr(cache, "layers", None)
     if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
