@@ -30,34 +30,22 @@ _SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
 
 @dataclass
 class _Layer:
-    """One decoder layer's weights: norms as (weight, eps), projections as (weight, bias).
-
-    ``qkv`` is the q, k and v projections stacked into one matrix and ``gate_up`` the gate and up
-    projections: one matrix product instead of three (two) per token. Every output element is the
-    same dot product as in the separate projections, so the result is bit-identical (tested).
-    """
+    """One decoder layer's weights: norms as (weight, eps), projections as (weight, bias)."""
 
     norm1: tuple[torch.Tensor, float]
     norm2: tuple[torch.Tensor, float]
-    qkv: tuple[torch.Tensor, torch.Tensor | None]
+    q: tuple[torch.Tensor, torch.Tensor | None]
+    k: tuple[torch.Tensor, torch.Tensor | None]
+    v: tuple[torch.Tensor, torch.Tensor | None]
     o: tuple[torch.Tensor, torch.Tensor | None]
-    gate_up: tuple[torch.Tensor, torch.Tensor | None]
+    gate: tuple[torch.Tensor, torch.Tensor | None]
+    up: tuple[torch.Tensor, torch.Tensor | None]
     down: tuple[torch.Tensor, torch.Tensor | None]
     act: Any
 
 
 def _linear(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     return module.weight, module.bias
-
-
-def _stacked(*modules: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The projections' weights (and biases) stacked along the output dimension."""
-    weight = torch.cat([m.weight for m in modules], dim=0)
-    biases = [m.bias for m in modules]
-    if all(b is None for b in biases):
-        return weight, None
-    return weight, torch.cat([b if b is not None else m.weight.new_zeros(m.out_features)
-                              for b, m in zip(biases, modules, strict=True)])
 
 
 def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
@@ -126,9 +114,6 @@ class FastDecoder:
         self.inv_freq = inner.rotary_emb.inv_freq.to(torch.float)
         attn0 = inner.layers[0].self_attn
         self.head_dim = attn0.head_dim
-        self.q_heads = cfg.num_attention_heads
-        self.kv_heads = cfg.num_key_value_heads
-        self.intermediate = inner.layers[0].mlp.gate_proj.out_features
         self.scaling = attn0.scaling
         self.groups = attn0.num_key_value_groups
         self.num_layers = cfg.num_hidden_layers
@@ -136,9 +121,9 @@ class FastDecoder:
             _Layer(
                 norm1=(layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon),
                 norm2=(layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon),
-                qkv=_stacked(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
-                o=_linear(layer.self_attn.o_proj),
-                gate_up=_stacked(layer.mlp.gate_proj, layer.mlp.up_proj),
+                q=_linear(layer.self_attn.q_proj), k=_linear(layer.self_attn.k_proj),
+                v=_linear(layer.self_attn.v_proj), o=_linear(layer.self_attn.o_proj),
+                gate=_linear(layer.mlp.gate_proj), up=_linear(layer.mlp.up_proj),
                 down=_linear(layer.mlp.down_proj), act=layer.mlp.act_fn,
             )
             for layer in inner.layers[: self.num_layers]
@@ -169,13 +154,12 @@ class FastDecoder:
         half = sin.shape[-1] // 2
         signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(1)
         attn_mask = None if mask is None else mask[:, None, None, : t + 1].bool()
-        qk_heads = self.q_heads + self.kv_heads
         shape = (batch, -1, 1, self.head_dim)  # one token: (B, 1, H*D) is (B, H, 1, D) in memory
         for index, layer in enumerate(self.layers):
             x = _rms(h, layer.norm1)
-            qkv = F.linear(x, *layer.qkv).view(shape)  # (B, Hq + 2 Hkv, 1, D)
-            qk = _rotary(qkv[:, :qk_heads], cos, signed_sin)  # q and k heads rotated together
-            q, k, v = qk[:, : self.q_heads], qk[:, self.q_heads :], qkv[:, qk_heads:]
+            q = _rotary(F.linear(x, *layer.q).view(shape), cos, signed_sin)
+            k = _rotary(F.linear(x, *layer.k).view(shape), cos, signed_sin)
+            v = F.linear(x, *layer.v).view(shape)
             self.keys[index][:, :, t : t + 1] = k
             self.values[index][:, :, t : t + 1] = v
             keys = self.keys[index][:, :, : t + 1]
@@ -183,8 +167,8 @@ class FastDecoder:
             out = _attention(q, keys, values, attn_mask, self.groups, self.scaling)
             h = F.linear(out, *layer.o).add_(h)  # the residual add (a + b == b + a in floating point)
             x = _rms(h, layer.norm2)
-            gate, up = F.linear(x, *layer.gate_up).split(self.intermediate, dim=-1)
-            h = F.linear(layer.act(gate).mul_(up), *layer.down).add_(h)
+            gated = layer.act(F.linear(x, *layer.gate)).mul_(F.linear(x, *layer.up))
+            h = F.linear(gated, *layer.down).add_(h)
         self.length = t + 1
         h = _rms(h, self.final_norm)
         return F.linear(h[:, -1:, :], *self.lm_head)[:, -1]  # the shapes the model's forward uses

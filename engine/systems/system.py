@@ -261,7 +261,7 @@ class System:
             self.load_checkpoint(resume_from_checkpoint)
         sink.start(self.total_rounds, {"system": self.config, "trainers": {
             name: t.args.to_dict() for name, t in self.trainers.items()}})
-        status, saved_at = "completed", -1
+        status, saved_at, first_round = "completed", -1, self.round
         try:
             while self.round < self.total_rounds:
                 if sink.should_stop():
@@ -274,10 +274,11 @@ class System:
                 if root is not None and self.checkpoint_interval and self.round % self.checkpoint_interval == 0:
                     self._checkpoint(root, sink)
                     saved_at = self.round
-            if status == "completed" and self.eval_dataset is not None and self.eval_interval:
-                self.evaluate(sink=sink)  # the final weights
             if root is not None and saved_at != self.round:
                 self._checkpoint(root, sink)
+            if status == "completed" and self.round > first_round and self.eval_dataset is not None \
+                    and self.eval_interval:
+                self.evaluate(sink=sink)  # the final weights, after the checkpoint (see TrainLoopMixin)
         except BaseException:
             sink.finish("failed")
             raise

@@ -57,6 +57,17 @@ class SharedPrompts:
     prompt_mask: torch.Tensor  # (G, Lp)
     position_ids: torch.Tensor  # (G, Lp)
     row_prompt: torch.Tensor  # (B,) index into the G prompts
+    repeats: int | None = None  # K when the rows are K copies of prompt 0, then K of prompt 1, ...
+
+    def gather(self, per_prompt: torch.Tensor) -> torch.Tensor:
+        """Rows of ``per_prompt`` (G, ...) for each of the B rows. Contiguous equal groups (the
+        usual layout: a node's K samples in a row) expand instead of indexing, so the backward is a
+        plain sum rather than an indexed accumulation (atomic, hence unordered, on CUDA)."""
+        if self.repeats is not None:
+            g = per_prompt.shape[0]
+            return per_prompt.unsqueeze(1).expand(g, self.repeats, *per_prompt.shape[1:]).reshape(
+                g * self.repeats, *per_prompt.shape[1:])
+        return per_prompt.index_select(0, self.row_prompt)
 
 
 @dataclass
@@ -186,11 +197,14 @@ def _shared_prompts(prompt_ids: list[list[int]], input_ids: torch.Tensor, attent
     if len(first_rows) == len(prompt_ids):
         return None  # nothing shared: one packed forward is cheaper
     rows = torch.tensor(first_rows)
+    k = len(prompt_ids) // len(first_rows)
+    contiguous = row_prompt == [g for g in range(len(first_rows)) for _ in range(k)]
     return SharedPrompts(
         prompt_ids=input_ids[rows, :lp].to(device),
         prompt_mask=attention[rows, :lp].to(device),
         position_ids=position_ids[rows, :lp].to(device),
         row_prompt=torch.tensor(row_prompt, dtype=torch.long, device=device),
+        repeats=k if contiguous else None,
     )
 
 
@@ -239,12 +253,12 @@ def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompt
     layers = getattr(cache, "layers", None)
     if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
         return None
-    first = head.logits[:, -1:, :].index_select(0, prefix.row_prompt)  # predicts completion token 0
+    first = prefix.gather(head.logits[:, -1:, :])  # predicts completion token 0
     if t == 1:
         return first
     for layer in layers:
-        layer.keys = layer.keys.index_select(0, prefix.row_prompt)
-        layer.values = layer.values.index_select(0, prefix.row_prompt)
+        layer.keys = prefix.gather(layer.keys)
+        layer.values = prefix.gather(layer.values)
     lp = prefix.prompt_ids.shape[1]
     rest = model(input_ids=batch.completion_ids[:, :-1], attention_mask=batch.attention_mask[:, :-1],
                  position_ids=batch.position_ids[:, lp:-1], use_cache=True, **{cache_key: cache}).logits

@@ -41,7 +41,8 @@ class TrainLoopMixin:
         """Train until ``total_steps`` (epochs or ``max_steps``) or until the sink asks to stop.
 
         With an eval dataset and ``eval_interval`` N > 0, evaluation runs before steps 0, N, 2N, ...
-        (CoMLRL's schedule) and once more on the final weights when the run completes.
+        (CoMLRL's schedule) and once more on the final weights when this call completes a run it
+        advanced (after the final checkpoint).
 
         Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
         ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
@@ -56,6 +57,7 @@ class TrainLoopMixin:
         sink.start(self.total_steps, self.args.to_dict())
         status = "completed"
         saved_at = -1
+        first_step = self.step
         try:
             while self.step < self.total_steps:
                 if sink.should_stop():
@@ -69,10 +71,12 @@ class TrainLoopMixin:
                 if ckpt_root is not None and interval and self.step % interval == 0:
                     self._checkpoint(ckpt_root, limit, sink)
                     saved_at = self.step
-            if status == "completed" and self.eval_dataset is not None and cfg.eval_interval:
-                self.evaluate(sink=sink)  # the final weights, which no scheduled evaluation saw
             if ckpt_root is not None and saved_at != self.step:
                 self._checkpoint(ckpt_root, limit, sink)
+            # the final weights, which no scheduled evaluation saw; after the checkpoint, so the
+            # evaluation's random draws never reach a resumed run
+            if status == "completed" and self.step > first_step and self.eval_dataset is not None and cfg.eval_interval:
+                self.evaluate(sink=sink)
         except BaseException:
             sink.finish("failed")
             raise

@@ -223,6 +223,9 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
         ``advance_step`` counts this update in ``self.step``, as ``train_step`` does.
         """
         cfg = self.args
+        if any(not node.returns for rollout in rollouts for node in rollout.nodes):
+            raise ValueError("update() needs scored rollouts: a rollout(..., score=False) gets its rewards "
+                             "from credit(rollout, rewards) first")
         samples = [collect_samples(agent, rollouts) for agent in self.agents]
         need_old = cfg.clip_epsilon is not None or cfg.reference_kl_enabled
 

@@ -43,6 +43,30 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path) -> None:
         s.metrics["train/reward_mean"] for s in resumed_sink.steps]
 
 
+def test_a_completed_run_continued_from_its_checkpoint_equals_the_longer_run(tmp_path) -> None:
+    """The final evaluation of a completed run samples, but after its checkpoint: a run continued
+    from that checkpoint equals one that trained the whole way (sampled evaluation every 2 steps)."""
+    config = dict(num_generations=2, eval_interval=2, eval_num_samples=1)
+    longer = make_trainer(_team(), fast_config(max_steps=4, **config), eval_dataset=[{"prompt": "Count to 3:"}],
+                          output_dir=tmp_path / "full")
+    longer.train()
+    short_sink = MemorySink()
+    short = make_trainer(_team(), fast_config(max_steps=2, **config), eval_dataset=[{"prompt": "Count to 3:"}],
+                         sink=short_sink, output_dir=tmp_path / "part")
+    short.train()
+    assert [step for step, _, m in short_sink.metrics if "eval/reward_mean" in m] == [0, 2]  # scheduled, final
+    again_sink = MemorySink()
+    again = make_trainer(_team(), fast_config(max_steps=2, **config), eval_dataset=[{"prompt": "Count to 3:"}],
+                         sink=again_sink)
+    again.train(resume_from_checkpoint=tmp_path / "part" / "checkpoints" / "checkpoint-2")
+    assert not any("eval/reward_mean" in m for _, _, m in again_sink.metrics)  # nothing new to evaluate
+    continued = make_trainer(_team(), fast_config(max_steps=4, **config), eval_dataset=[{"prompt": "Count to 3:"}])
+    continued.train(resume_from_checkpoint=tmp_path / "part" / "checkpoints" / "checkpoint-2")
+    for a, b in zip(_weights(longer), _weights(continued), strict=True):
+        for key in a:
+            assert torch.equal(a[key], b[key]), key
+
+
 def test_checkpoints_on_interval_with_total_limit(tmp_path) -> None:
     sink = MemorySink()
     trainer = make_trainer(_team(), fast_config(max_steps=3, checkpoint_interval=1, checkpoint_total_limit=2),

@@ -84,6 +84,8 @@ def test_unscored_rollout_then_credit_then_update_advancing_the_step(team) -> No
     trainer = make_trainer(team, fast_config(num_generations=2, discount=0.5), reward_func=reward)
     rollout = trainer.rollout(DATA[:2], score=False)
     assert calls == [] and all(n.rewards == [] for n in rollout.nodes)
+    with pytest.raises(ValueError, match=r"needs scored rollouts.*credit\(rollout, rewards\)"):
+        trainer.update([rollout])
     with pytest.raises(ValueError, match="got rewards for 1 items, the rollout has 2"):
         trainer.credit(rollout, [[1.0, 0.0]])
     with pytest.raises(ValueError, match="item 1 has 2 joint actions, got 3 rewards"):

