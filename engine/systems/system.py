@@ -29,6 +29,7 @@ import torch
 from engine.rewards import TeamReward
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
+from engine.trainer.loop import LoopSchedule, run_loop
 from engine.trainer.trainer import MAGRPOTrainer, TrainResult, dataset_length
 from engine.trainer.tree import Rollout
 
@@ -254,36 +255,17 @@ class System:
     # -- the loop --------------------------------------------------------------------------------
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None, *,
               sink: Sink | None = None) -> TrainResult:
-        """Play ``total_rounds`` rounds or until the sink asks to stop; checkpoint on the way out."""
-        sink = sink or self.sink or BaseSink()
+        """Play ``total_rounds`` rounds or until the sink asks to stop; checkpoint on the way out
+        (the trainers' loop, :func:`engine.trainer.loop.run_loop`, counting rounds)."""
         root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
-        sink.start(self.total_rounds, {"system": self.config, "trainers": {
-            name: t.args.to_dict() for name, t in self.trainers.items()}})
-        status, saved_at, first_round = "completed", -1, self.round
-        try:
-            while self.round < self.total_rounds:
-                if sink.should_stop():
-                    status = "stopped"
-                    break
-                if self.eval_dataset is not None and self.eval_interval and self.round % self.eval_interval == 0:
-                    self.evaluate(sink=sink)
-                metrics, episodes = self.step()
-                sink.log_step(self.round, self.env_step, metrics, episodes)
-                if root is not None and self.checkpoint_interval and self.round % self.checkpoint_interval == 0:
-                    self._checkpoint(root, sink)
-                    saved_at = self.round
-            if root is not None and saved_at != self.round:
-                self._checkpoint(root, sink)
-            if status == "completed" and self.round > first_round and self.eval_dataset is not None \
-                    and self.eval_interval:
-                self.evaluate(sink=sink)  # the final weights, after the checkpoint (see TrainLoopMixin)
-        except BaseException:
-            sink.finish("failed")
-            raise
-        sink.finish(status)
-        return TrainResult(status=status, step=self.round, env_step=self.env_step, last_checkpoint=self.last_checkpoint)
+        schedule = LoopSchedule(total=self.total_rounds, eval_interval=self.eval_interval, logging_steps=1,
+                                checkpoint_interval=self.checkpoint_interval,
+                                checkpoint_total_limit=self.checkpoint_total_limit)
+        run_config = {"system": self.config, "trainers": {name: t.args.to_dict() for name, t in self.trainers.items()}}
+        return run_loop(self, position=lambda: self.round, advance=self.step, schedule=schedule,
+                        sink=sink or self.sink or BaseSink(), checkpoint_root=root, run_config=run_config)
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, path: str | Path) -> Path:
@@ -321,16 +303,6 @@ class System:
         self._report_rng.setstate((version, tuple(internal), gauss))
         torch.set_rng_state(torch.load(folder / RNG_FILE, weights_only=True)["torch_rng"])
         self.last_checkpoint = str(folder)
-
-    def _checkpoint(self, root: Path, sink: Sink) -> None:
-        path = self.save_checkpoint(root / f"checkpoint-{self.round}")
-        self.last_checkpoint = str(path)
-        sink.log_checkpoint(self.round, str(path))
-        if self.checkpoint_total_limit:
-            existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                              key=lambda p: int(p.name.split("-")[-1]))
-            for old in existing[:-self.checkpoint_total_limit]:
-                shutil.rmtree(old, ignore_errors=True)
 
     def save_model(self, output_dir: str | Path) -> None:
         """Each trainer's agents under ``<output_dir>/<trainer>/agent_{i}/``."""

@@ -1,5 +1,6 @@
-"""The training loop shared by every trainer: roll out and update step by step, report through the
-sink, evaluate and checkpoint on schedule, and stop (with a checkpoint) when the sink asks.
+"""The training loop shared by every trainer and by systems of trainers: step by step, report
+through the sink, evaluate and checkpoint on schedule, and stop (with a checkpoint) when the sink
+asks (:func:`run_loop`).
 
 A trainer using it provides ``args`` (checkpoint_interval, checkpoint_total_limit, eval_interval,
 logging_steps, ``to_dict()``), ``step``, ``env_step``, ``total_steps``, ``eval_dataset``, ``sink``,
@@ -10,8 +11,10 @@ and ``load_checkpoint(path)``.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.sinks.base import BaseSink, Sink
 
@@ -26,8 +29,70 @@ class TrainResult:
     last_checkpoint: str | None
 
 
+@dataclass(frozen=True)
+class LoopSchedule:
+    """When the loop evaluates, reports and checkpoints (0 = never / at the end only)."""
+
+    total: int
+    eval_interval: int
+    logging_steps: int
+    checkpoint_interval: int
+    checkpoint_total_limit: int | None
+
+
+def run_loop(owner: Any, *, position: Callable[[], int], advance: Callable[[], tuple[dict, list]],
+             schedule: LoopSchedule, sink: Sink, checkpoint_root: Path | None, run_config: dict) -> TrainResult:
+    """Advance ``owner`` until ``schedule.total`` or until the sink asks to stop (see the module doc).
+
+    ``position()`` is the owner's step counter and ``advance()`` one step (its metrics and
+    episodes); ``owner`` provides ``env_step``, ``eval_dataset``, ``evaluate(sink=)``,
+    ``save_checkpoint(path)`` and ``last_checkpoint``. Evaluation runs before steps 0, N, 2N, ... of
+    ``eval_interval`` N (CoMLRL's schedule) and once more on the final weights when this call
+    completes a run it advanced, after the final checkpoint, so its random draws never reach a
+    resumed run.
+    """
+    sink.start(schedule.total, run_config)
+    status, saved_at, first = "completed", -1, position()
+    evaluates = owner.eval_dataset is not None and schedule.eval_interval > 0
+    try:
+        while position() < schedule.total:
+            if sink.should_stop():
+                status = "stopped"
+                break
+            if evaluates and position() % schedule.eval_interval == 0:
+                owner.evaluate(sink=sink)
+            metrics, episodes = advance()
+            step = position()
+            log_now = step % schedule.logging_steps == 0 or step in (1, schedule.total)
+            sink.log_step(step, owner.env_step, metrics if log_now else {}, episodes if log_now else [])
+            if checkpoint_root is not None and schedule.checkpoint_interval and step % schedule.checkpoint_interval == 0:
+                _checkpoint(owner, checkpoint_root, step, schedule.checkpoint_total_limit, sink)
+                saved_at = step
+        if checkpoint_root is not None and saved_at != position():
+            _checkpoint(owner, checkpoint_root, position(), schedule.checkpoint_total_limit, sink)
+        if status == "completed" and evaluates and position() > first:
+            owner.evaluate(sink=sink)
+    except BaseException:
+        sink.finish("failed")
+        raise
+    sink.finish(status)
+    return TrainResult(status=status, step=position(), env_step=owner.env_step, last_checkpoint=owner.last_checkpoint)
+
+
+def _checkpoint(owner: Any, root: Path, step: int, limit: int | None, sink: Sink) -> None:
+    """``checkpoint-<step>`` under ``root``, reported to the sink; only the newest ``limit`` are kept."""
+    path = owner.save_checkpoint(root / f"checkpoint-{step}")
+    owner.last_checkpoint = str(path)
+    sink.log_checkpoint(step, str(path))
+    if limit:
+        existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                          key=lambda p: int(p.name.split("-")[-1]))
+        for old in existing[:-limit]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 class TrainLoopMixin:
-    """``train()`` as a loop over ``train_step()``."""
+    """``train()`` as :func:`run_loop` over ``train_step()``."""
 
     def train(
         self,
@@ -40,56 +105,19 @@ class TrainLoopMixin:
     ) -> TrainResult:
         """Train until ``total_steps`` (epochs or ``max_steps``) or until the sink asks to stop.
 
-        With an eval dataset and ``eval_interval`` N > 0, evaluation runs before steps 0, N, 2N, ...
-        (CoMLRL's schedule) and once more on the final weights when this call completes a run it
-        advanced (after the final checkpoint).
-
         Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
         ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
+        Evaluation follows :func:`run_loop`.
         """
         cfg = self.args
-        sink = sink or self.sink or BaseSink()
-        interval = cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval
-        limit = cfg.checkpoint_total_limit if checkpoint_total_limit is None else checkpoint_total_limit
-        ckpt_root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
+        root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
-        sink.start(self.total_steps, self.args.to_dict())
-        status = "completed"
-        saved_at = -1
-        first_step = self.step
-        try:
-            while self.step < self.total_steps:
-                if sink.should_stop():
-                    status = "stopped"
-                    break
-                if self.eval_dataset is not None and cfg.eval_interval and self.step % cfg.eval_interval == 0:
-                    self.evaluate(sink=sink)
-                metrics, episodes = self.train_step()
-                log_now = self.step % cfg.logging_steps == 0 or self.step in (1, self.total_steps)
-                sink.log_step(self.step, self.env_step, metrics if log_now else {}, episodes if log_now else [])
-                if ckpt_root is not None and interval and self.step % interval == 0:
-                    self._checkpoint(ckpt_root, limit, sink)
-                    saved_at = self.step
-            if ckpt_root is not None and saved_at != self.step:
-                self._checkpoint(ckpt_root, limit, sink)
-            # the final weights, which no scheduled evaluation saw; after the checkpoint, so the
-            # evaluation's random draws never reach a resumed run
-            if status == "completed" and self.step > first_step and self.eval_dataset is not None and cfg.eval_interval:
-                self.evaluate(sink=sink)
-        except BaseException:
-            sink.finish("failed")
-            raise
-        sink.finish(status)
-        return TrainResult(status=status, step=self.step, env_step=self.env_step, last_checkpoint=self.last_checkpoint)
-
-    def _checkpoint(self, root: Path, limit: int | None, sink: Sink) -> None:
-        path = self.save_checkpoint(root / f"checkpoint-{self.step}")
-        self.last_checkpoint = str(path)
-        sink.log_checkpoint(self.step, str(path))
-        if limit:
-            existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                              key=lambda p: int(p.name.split("-")[-1]))
-            for old in existing[:-limit]:
-                shutil.rmtree(old, ignore_errors=True)
-
+        schedule = LoopSchedule(
+            total=self.total_steps, eval_interval=cfg.eval_interval, logging_steps=cfg.logging_steps,
+            checkpoint_interval=cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval,
+            checkpoint_total_limit=cfg.checkpoint_total_limit if checkpoint_total_limit is None
+            else checkpoint_total_limit,
+        )
+        return run_loop(self, position=lambda: self.step, advance=self.train_step, schedule=schedule,
+                        sink=sink or self.sink or BaseSink(), checkpoint_root=root, run_config=cfg.to_dict())
