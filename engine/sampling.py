@@ -230,11 +230,11 @@ def forward_cache_argument(model: PreTrainedModel) -> tuple[str, bool] | None:
     """The keyword the model's forward takes its KV cache by (``cache`` or ``past_key_values``) and
     whether it accepts ``logits_to_keep``; None when it takes no cache (or no ``position_ids``,
     which a continued forward needs)."""
-    cache_key, accepted = _forward_kwargs(model)
     params = inspect.signature(model.forward).parameters
-    if "position_ids" not in accepted or cache_key not in params:
+    cache_key = next((name for name in ("cache", "past_key_values") if name in params), None)
+    if cache_key is None or "position_ids" not in params:
         return None
-    return cache_key, "logits_to_keep" in accepted
+    return cache_key, "logits_to_keep" in params
 
 
 def _decode_lean(
