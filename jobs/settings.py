@@ -74,6 +74,9 @@ class Settings(BaseSettings):
                        self.runs_dir, self.logs_dir, self.data_dir / "results"):
             folder.mkdir(parents=True, exist_ok=True)
 
+    ui_password_hash: str | None = Field(
+        None, description="Dashboard sign-in (needed off 127.0.0.1): a hash from `cooplab hash-password`.")
+
 
 def get_settings() -> Settings:
     """Read the settings from the environment now."""
