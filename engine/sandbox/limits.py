@@ -4,15 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Modules imported before privileges are dropped: when the interpreter's standard library lives
-# where the sandbox user cannot read it (e.g. under /root), later imports would fail.
-DEFAULT_PRELOAD: tuple[str, ...] = (
-    "math", "re", "collections", "collections.abc", "itertools", "functools", "heapq", "bisect",
-    "string", "typing", "random", "statistics", "fractions", "decimal", "datetime", "hashlib",
-    "json", "copy", "operator", "dataclasses", "enum", "array", "cmath", "numbers", "textwrap",
-    "unicodedata", "time", "struct", "traceback", "signal", "io", "contextlib", "socket",
-)
-
 
 @dataclass(frozen=True)
 class SandboxLimits:
@@ -21,9 +12,10 @@ class SandboxLimits:
     ``timeout_s`` is the wall-clock limit; ``cpu_s`` the CPU-time limit of each process (defaults
     to the wall-clock limit rounded up); ``memory_mb`` the address-space limit (RLIMIT_AS);
     ``max_processes`` the process/thread count of the sandbox user (RLIMIT_NPROC); ``max_file_mb``
-    the largest file the program may write, which also caps its captured stdout and stderr.
-    ``network`` False isolates the program in its own network namespace when possible and blocks
-    sockets inside Python in any case.
+    the largest file the program may write, which also caps its captured stdout and stderr;
+    ``tmpfs_mb`` the size of its private writable ``/tmp``. ``network`` True shares the host's
+    network (never for model-written code). ``audit_hook`` keeps the in-interpreter guard as defence
+    in depth; the OS boundary holds without it (the attack tests turn it off to show that).
     """
 
     timeout_s: float = 5.0
@@ -32,8 +24,9 @@ class SandboxLimits:
     max_processes: int = 32
     max_file_mb: int = 8
     max_open_files: int = 64
+    tmpfs_mb: int = 16
     network: bool = False
-    preload: tuple[str, ...] = DEFAULT_PRELOAD
+    audit_hook: bool = True
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -46,6 +39,8 @@ class SandboxLimits:
             raise ValueError(f"max_processes must be >= 1, got {self.max_processes}")
         if self.max_file_mb < 1:
             raise ValueError(f"max_file_mb must be >= 1, got {self.max_file_mb}")
+        if self.tmpfs_mb < 1:
+            raise ValueError(f"tmpfs_mb must be >= 1, got {self.tmpfs_mb}")
 
     @property
     def cpu_seconds(self) -> int:
@@ -58,7 +53,8 @@ class SandboxResult:
 
     ``status`` is ``ok`` (exit code 0), ``error`` (an exception or a non-zero exit), ``timeout``
     (wall clock), ``killed`` (a signal, e.g. the CPU limit) or ``blocked`` (a sandbox rule stopped
-    it). ``reason`` says why in one line; ``violations`` lists the rules the program hit.
+    it). ``reason`` says why in one line; ``violations`` lists the rules the program hit;
+    ``isolation`` is ``bubblewrap`` or ``UNSAFE-unisolated``.
     """
 
     status: str
@@ -67,7 +63,7 @@ class SandboxResult:
     stdout: str
     stderr: str
     duration_s: float
-    network_isolation: str = "blocked"
+    isolation: str = "bubblewrap"
     violations: tuple[str, ...] = field(default_factory=tuple)
 
     @property

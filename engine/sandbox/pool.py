@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from engine.sandbox.judged import FunctionTests, Verdict, run_function_tests
 from engine.sandbox.limits import SandboxLimits, SandboxResult
 from engine.sandbox.runner import run_python
 
@@ -39,6 +40,16 @@ class SandboxPool:
     def run_many(self, programs: Sequence[str], *, files: dict[str, str] | None = None) -> list[SandboxResult]:
         """Run every program, ``max_workers`` at a time, and return their results in order."""
         futures = [self._executor.submit(run_python, code, limits=self.limits, files=files) for code in programs]
+        return [future.result() for future in futures]
+
+    def judge_many(
+        self, programs: Sequence[str], tests: Sequence[FunctionTests], *, step_timeout_s: float = 3.0
+    ) -> list[Verdict]:
+        """Judge every program against its tests (:func:`run_function_tests`), in order."""
+        futures = [
+            self._executor.submit(run_function_tests, program, suite, limits=self.limits, step_timeout_s=step_timeout_s)
+            for program, suite in zip(programs, tests, strict=True)
+        ]
         return [future.result() for future in futures]
 
     def close(self) -> None:

@@ -18,8 +18,9 @@ from engine.tasks.base import TaskError
 class TestPlan:
     """A problem's tests: module-level ``preamble``, then ``steps`` run in order inside ``check``.
 
-    Each step is ``(kind, source)`` with kind ``setup`` (imports, assignments) or ``test`` (a
-    statement holding at least one ``assert``); the fraction of passed tests is the score.
+    Each step is ``(kind, source)`` with kind ``test`` (a statement holding at least one ``assert``
+    that involves ``candidate``) or ``setup`` (imports, assignments, and checks such as
+    ``assert True`` that any program passes); the fraction of passed tests is the score.
     """
 
     preamble: str
@@ -58,8 +59,10 @@ def split_tests(test_source: str) -> TestPlan:
     preamble = "\n".join(ast.unparse(n) for n in module.body if n is not check)
     steps = []
     for statement in check.body:
-        has_assert = any(isinstance(n, ast.Assert) for n in ast.walk(statement))
-        steps.append(("test" if has_assert else "setup", ast.unparse(statement)))
+        nodes = list(ast.walk(statement))
+        has_assert = any(isinstance(n, ast.Assert) for n in nodes)
+        uses_candidate = any(isinstance(n, ast.Name) and n.id == "candidate" for n in nodes)
+        steps.append(("test" if has_assert and uses_candidate else "setup", ast.unparse(statement)))
     if not any(kind == "test" for kind, _ in steps):
         raise TaskError("a HumanEval check() without any assert cannot score a solution")
     return TestPlan(preamble=preamble, steps=tuple(steps))

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from engine.sandbox import SandboxPool
+from engine.sandbox import FunctionTests, SandboxPool
 from engine.tasks.humaneval.code import CodeFacts, analyze, assemble_program, extract_code
-from engine.tasks.humaneval.execution import TestOutcome, run_tests
-from engine.tasks.humaneval.problems import TestPlan, split_tests
+from engine.tasks.humaneval.execution import TestOutcome, function_tests, run_tests
+from engine.tasks.humaneval.problems import split_tests
 from engine.tasks.humaneval.reward import TERMS_SINGLE, TERMS_TEAM, tiered_terms
 
 
@@ -37,8 +37,8 @@ class Evaluation:
 
 
 @lru_cache(maxsize=512)
-def _plan(test_source: str) -> TestPlan:
-    return split_tests(test_source)
+def _suite(test_source: str, entry_point: str, prompt: str) -> FunctionTests:
+    return function_tests(split_tests(test_source), entry_point, prompt)
 
 
 class CodeScorer:
@@ -92,19 +92,19 @@ class CodeScorer:
                 results[i] = Evaluation(program, facts, None)
         if pending:
             # run each distinct program once even when several joint answers assemble to it
-            unique: dict[tuple[str, str, str], int] = {}
+            unique: dict[tuple[str, str, str, str], int] = {}
             for _, item, program, _ in pending:
-                unique.setdefault((item["test"], program, item["entry_point"]), len(unique))
+                unique.setdefault((item["test"], item["entry_point"], item["prompt"], program), len(unique))
             order = list(unique)
             outcomes = run_tests(
-                [program for _, program, _ in order],
-                [_plan(test) for test, _, _ in order],
-                [entry for _, _, entry in order],
+                [key[3] for key in order],
+                [_suite(*key[:3]) for key in order],
                 pool=self.pool,
                 step_timeout_s=self.step_timeout_s,
             )
             for i, item, program, facts in pending:
-                results[i] = Evaluation(program, facts, outcomes[unique[(item["test"], program, item["entry_point"])]])
+                key = (item["test"], item["entry_point"], item["prompt"], program)
+                results[i] = Evaluation(program, facts, outcomes[unique[key]])
         with self._lock:
             for i, key in enumerate(keys):
                 self._cache[key] = results[i]

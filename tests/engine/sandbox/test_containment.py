@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import threading
+import time
 
 import pytest
 
 from engine.sandbox import SandboxLimits, run_python
-from engine.sandbox.runner import _uid_pids
+from engine.sandbox.identity import slot_uid, uid_pids
 
 LIMITS = SandboxLimits(timeout_s=2.0, memory_mb=256, max_processes=8, max_file_mb=1)
 
@@ -20,8 +22,7 @@ def _assert_caller_healthy(threads_before: int) -> None:
     assert result.ok and result.stdout.strip() == "42", result
     assert threading.active_count() == threads_before
     if os.geteuid() == 0:  # every sandbox uid of this process is empty again
-        base = 1_500_000_000 + (os.getpid() % 1_000_000) * 256
-        assert not any(_uid_pids(base + slot) for slot in range(4))
+        assert not any(uid_pids(slot_uid(slot)) for slot in range(4))
 
 
 def test_normal_program_runs_and_reports_output():
@@ -97,27 +98,44 @@ def test_memory_bomb_fails_with_memory_reason():
 
 def test_writing_outside_the_working_directory_is_blocked(tmp_path):
     target = tmp_path / "escaped.txt"
+    # the host's folders are not even there: the write fails either way and nothing appears
     for code in (
         f"open({str(target)!r}, 'w').write('x')",
         f"import os\nfd = os.open({str(target)!r}, os.O_WRONLY | os.O_CREAT)\nos.write(fd, b'x')",
-        "open('/tmp/cooplab-sandbox-escape.txt', 'w').write('x')",
-        "import os\nos.chdir('/tmp')\nopen('cooplab-sandbox-escape.txt', 'w').write('x')",
-        "import os\nfd = os.open('/tmp', os.O_RDONLY)\nos.open('cooplab-sandbox-escape.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)",
+    ):
+        result = run_python(code, limits=LIMITS)
+        assert result.status in ("blocked", "error"), result
+    assert not target.exists()
+    # inside, the audit hook (defence in depth) refuses writes outside the private /tmp
+    for code in (
+        "open('/box/escape.txt', 'w').write('x')",
+        "import os\nos.chdir('/box')\nopen('escape.txt', 'w').write('x')",
+        "import os\nfd = os.open('/usr', os.O_RDONLY)\nos.open('escape.txt', os.O_WRONLY | os.O_CREAT, dir_fd=fd)",
     ):
         result = run_python(code, limits=LIMITS)
         assert result.status == "blocked", result
         assert "outside the working directory" in result.reason
-    assert not target.exists()
-    assert not os.path.exists("/tmp/cooplab-sandbox-escape.txt")
+    # and without the hook the read-only root refuses them
+    for folder in ("/", "/box", "/usr", "/dev"):
+        result = run_python(f"open('{folder}/escape.txt', 'w').write('x')",
+                            limits=SandboxLimits(timeout_s=2.0, memory_mb=256, audit_hook=False))
+        assert result.status == "error" and "Read-only file system" in result.reason, (folder, result)
+
+
+def _sandbox_folders() -> set[str]:
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("cooplab-sandbox-")}
 
 
 def test_writing_inside_the_working_directory_is_allowed_and_removed_afterwards():
+    before = _sandbox_folders()
     code = "import os\nopen('notes.txt', 'w').write('hello')\nprint(os.getcwd())\nprint(open('notes.txt').read())"
-    result = run_python(code, limits=LIMITS)
+    result = run_python(code, limits=LIMITS, files={"data/input.txt": "given"})
     assert result.ok, result
     workdir, text = result.stdout.split()
-    assert text == "hello"
-    assert not os.path.exists(workdir)
+    assert (workdir, text) == ("/tmp", "hello")  # the private /tmp inside the sandbox
+    assert _sandbox_folders() == before  # the run's folders on the host are gone
+    result = run_python("print(open('data/input.txt').read())", limits=LIMITS, files={"data/input.txt": "given"})
+    assert result.stdout.strip() == "given"
 
 
 def test_file_size_limit():
@@ -137,9 +155,10 @@ def test_environment_secrets_are_not_visible(monkeypatch):
     assert not result.ok
     assert "KeyError" in result.reason
     assert "hunter2-secret" not in result.stdout + result.stderr
-    # the parent's environment cannot be read through /proc either
-    result = run_python("import os\nprint(open(f'/proc/{os.getppid()}/environ').read())", limits=LIMITS)
-    assert not result.ok
+    # the caller is outside the sandbox's PID namespace: its "parent" is the sandbox's own first process
+    code = "import os\nprint(os.getppid(), open(f'/proc/{os.getppid()}/environ').read())"
+    result = run_python(code, limits=LIMITS)
+    assert result.stdout.split()[0] == "1"
     assert "hunter2-secret" not in result.stdout + result.stderr
 
 
@@ -176,9 +195,31 @@ def test_starting_programs_and_foreign_calls_are_blocked():
         assert words in result.reason
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a dedicated sandbox uid needs root")
-def test_sandbox_runs_as_an_unprivileged_user():
-    result = run_python("import os\nprint(os.getuid(), os.getgid(), os.getgroups())", limits=LIMITS)
-    uid, gid, groups = result.stdout.split(maxsplit=2)
-    assert int(uid) >= 1_500_000_000 and int(gid) == int(uid)
-    assert groups.strip() == "[]"
+def test_sandbox_runs_as_nobody_inside_and_a_dedicated_uid_outside():
+    code = "import os, time\nprint(os.getuid(), os.getgid(), os.getpid(), flush=True)\ntime.sleep(1.5)\n"
+    outside: list[int] = []
+
+    def watch():  # while it runs, find the program's process on the host
+        deadline = time.monotonic() + 1.4
+        while time.monotonic() < deadline and not outside:
+            for pid in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        if b"/box/bootstrap.py" in fh.read():
+                            outside.append(os.stat(f"/proc/{pid}").st_uid)
+                except OSError:
+                    continue
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    result = run_python(code, limits=LIMITS)
+    watcher.join()
+    uid, gid, pid = result.stdout.split()
+    assert (int(uid), int(gid)) == (65534, 65534)
+    assert int(pid) <= 3  # its own PID namespace
+    assert outside, "the sandboxed process was not seen on the host"
+    if os.geteuid() == 0:
+        assert all(u >= 1_500_000_000 for u in outside)  # never root outside
+    else:
+        assert all(u == os.getuid() for u in outside)

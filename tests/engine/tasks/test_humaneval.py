@@ -130,7 +130,7 @@ def test_single_agent_variant_scores_the_canonical_solution():
     assert "cooperation" not in terms
 
 
-def test_a_program_cut_off_by_the_wall_clock_keeps_the_checks_it_passed():
+def test_a_program_that_stops_answering_keeps_the_checks_it_passed():
     from engine.sandbox import SandboxPool
     from engine.tasks.humaneval.execution import default_limits
     from engine.tasks.humaneval.scoring import CodeScorer
@@ -141,9 +141,15 @@ def test_a_program_cut_off_by_the_wall_clock_keeps_the_checks_it_passed():
         "test": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 3\n"
         "    assert candidate(10 ** 6) == 10 ** 6 + 1\n",
     }
-    # the third check runs a long C-level loop that the per-check alarm cannot interrupt
+    # the third check runs a long C-level loop that the candidate's own alarm cannot interrupt:
+    # the judge stops waiting at the step's limit
     slow = "def f(x):\n    if x > 100:\n        sum(range(10 ** 13))\n    return x + 1\n"
-    with SandboxPool(1, limits=default_limits(2.0)) as pool:
+    with SandboxPool(1, limits=default_limits(4.0)) as pool:
         evaluation = CodeScorer(pool, team=False, step_timeout_s=0.5).evaluate(item, [slow])
+        assert (evaluation.outcome.passed, evaluation.outcome.total) == (2, 3)
+        assert "did not answer within the time limit" in evaluation.outcome.first_failure
+        assert not evaluation.solved
+        # with a wall clock shorter than the step limit, the run is cut off and keeps its credit
+        evaluation = CodeScorer(pool, team=False, step_timeout_s=30).evaluate(item, [slow + "\n# again\n"])
     assert (evaluation.outcome.passed, evaluation.outcome.total) == (2, 3)
-    assert "wall-clock limit" in evaluation.outcome.error and not evaluation.solved
+    assert "wall-clock limit" in evaluation.outcome.error

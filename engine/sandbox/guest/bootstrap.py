@@ -1,17 +1,16 @@
-"""Bootstrap of a sandboxed program: set limits, drop privileges, install guards, run ``main.py``.
+"""First code of every sandboxed process: set the limits, arm the audit hook, start the role.
 
-This file runs as its own interpreter (``python -I -B _child.py CONFIG_JSON``) in the sandbox's
-working directory and uses only the standard library. Order matters: preload modules while the
-standard library is still readable, set resource limits, drop to the sandbox user (when started as
-root), then install an audit hook that refuses sockets, starting other programs, foreign-function
-calls and writes outside the working directory. The hook cannot be removed from Python code; the
-OS-level limits (uid, rlimits, network namespace) hold even for code that escapes it.
+Runs as ``python -I -S -B bootstrap.py CONFIG_JSON`` inside the sandbox (standard library only).
+The OS boundary (namespaces, read-only root, the sandbox user) is already in place; this adds the
+resource limits and, as defence in depth, an audit hook that refuses sockets, starting programs,
+foreign-function calls and writes outside the working directory. Roles: ``run`` executes
+``main.py``; ``serve`` and ``judge`` start ``serve.py`` / ``judge.py`` from the same folder.
 """
 
-import contextlib
 import json
 import os
 import resource
+import shutil
 import sys
 
 VIOLATION_PREFIX = "SANDBOX-VIOLATION:"
@@ -29,69 +28,34 @@ class SandboxViolation(PermissionError):
     """Raised inside the sandbox when the program tries something the sandbox forbids."""
 
 
-def _set_limits(cfg: dict) -> None:
-    cpu = int(cfg["cpu_s"])
-    mem = int(cfg["memory_mb"]) * 1024 * 1024
+def set_limits(cfg):
+    cpu, mem = int(cfg["cpu_s"]), int(cfg["memory_mb"]) * 1024 * 1024
     fsize = int(cfg["max_file_mb"]) * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(cfg["max_open_files"]),) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    nproc = int(cfg["max_processes"])
-    if cfg.get("uid") is None:
-        # Without a dedicated uid the count includes every process of the current user.
-        nproc += _count_own_tasks()
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    resource.setrlimit(resource.RLIMIT_NPROC, (int(cfg["nproc"]),) * 2)
 
 
-def _count_own_tasks() -> int:
-    uid = os.getuid()
-    count = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status") as fh:
-                fields = dict(line.split(":", 1) for line in fh if ":" in line)
-        except OSError:
-            continue
-        if int(fields.get("Uid", "-1").split()[0]) == uid:
-            count += int(fields.get("Threads", "1").strip() or 1)
-    return count
-
-
-def _drop_privileges(cfg: dict) -> None:
-    uid = cfg.get("uid")
-    if uid is None:
-        return
-    os.setgroups([])
-    os.setgid(int(cfg["gid"]))
-    os.setuid(int(uid))
-
-
-def _make_hook(workdir: str, allow_network: bool):
+def make_hook(workdir, allow_network):
     real_workdir = os.path.realpath(workdir)
 
-    def inside(path) -> bool:
+    def inside(path):
         if isinstance(path, int):
             return True  # an already-open descriptor
-        if isinstance(path, bytes):
-            path = path.decode("utf-8", "replace")
-        # relative paths resolve against the current directory, wherever the program moved it
-        full = os.path.realpath(os.fspath(path))
+        full = os.path.realpath(os.fsdecode(path))
         return full == real_workdir or full.startswith(real_workdir + os.sep)
 
-    def deny(what: str) -> None:
+    def deny(what):
         sys.stderr.write(f"{VIOLATION_PREFIX} {what}\n")
         sys.stderr.flush()
         raise SandboxViolation(f"sandbox: {what}")
 
-    def hook(event: str, args: tuple) -> None:
+    def hook(event, args):
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
-            if isinstance(path, (str, bytes)) and "environ" in os.fsdecode(path) and "/proc" in os.fsdecode(path):
-                deny(f"reading process environments ({os.fsdecode(path)}) is not allowed")
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & _WRITE_FLAGS
             )
@@ -116,24 +80,29 @@ def _make_hook(workdir: str, allow_network: bool):
     return hook
 
 
-def main() -> None:
+def main():
     cfg = json.loads(sys.argv[1])
-    workdir = cfg["workdir"]
-    for name in cfg.get("preload", ()):
-        with contextlib.suppress(Exception):  # a module that does not exist here is simply not preloaded
-            __import__(name)
-    os.chdir(workdir)
+    box, work = cfg["box"], cfg["work"]
+    files = os.path.join(box, "files")
+    if os.path.isdir(files):  # inputs become writable copies in the working directory
+        shutil.copytree(files, work, dirs_exist_ok=True)
+    os.chdir(work)
     os.umask(0o077)
-    _set_limits(cfg)
-    _drop_privileges(cfg)
-    sys.path[:0] = [workdir]
+    set_limits(cfg)
+    sys.path[:] = [box, *sys.path]
     sys.argv = ["main.py"]
-    with open(os.path.join(workdir, "main.py"), encoding="utf-8") as fh:
-        source = fh.read()
-    code = compile(source, "main.py", "exec")
-    sys.addaudithook(_make_hook(workdir, bool(cfg.get("network"))))
-    namespace = {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__}
-    exec(code, namespace)
+    role = cfg["role"]
+    if role == "run":
+        with open(os.path.join(box, "main.py"), encoding="utf-8") as fh:
+            code = compile(fh.read(), "main.py", "exec")
+    else:
+        role_module = __import__(role)  # serve.py or judge.py, imported before the hook is armed
+    if cfg["audit_hook"]:
+        sys.addaudithook(make_hook(work, bool(cfg["network"])))
+    if role == "run":
+        exec(code, {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__})
+    else:
+        role_module.main(cfg)
 
 
 if __name__ == "__main__":

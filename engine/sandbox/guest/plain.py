@@ -1,0 +1,108 @@
+"""Plain data: the only values that cross between a candidate process and its judge.
+
+A value is plain when it is built, recursively, from exact built-in types: ``None``, ``bool``,
+``int``, ``float``, ``complex``, ``str``, ``bytes``, ``list``, ``tuple``, ``dict``, ``set`` and
+``frozenset``. Subclasses are not plain (an ``int`` subclass may answer ``==`` with anything).
+
+``encode`` turns a plain value into JSON text; ``decode`` turns JSON text back into a plain value,
+building only exact built-in types, so whatever the sender wrote, the receiver gets plain data or
+a :class:`NotPlain` error. JSON objects are tags (``{"tuple": [...]}``), never data, so the
+encoding is unambiguous. Standard library only: this file also runs inside the sandbox.
+"""
+
+import json
+
+MAX_DEPTH = 64
+_TAGS = ("tuple", "dict", "set", "frozenset", "bytes", "complex")
+
+
+class NotPlain(ValueError):
+    """A value (or a message) that is not plain data."""
+
+
+def to_json(value, depth=0):
+    """The JSON tree of a plain value (raises :class:`NotPlain`)."""
+    if depth > MAX_DEPTH:
+        raise NotPlain(f"nested deeper than {MAX_DEPTH} levels")
+    kind = type(value)
+    if value is None or kind is bool or kind is int or kind is float or kind is str:
+        return value
+    if kind is list:
+        return [to_json(item, depth + 1) for item in value]
+    if kind is tuple:
+        return {"tuple": [to_json(item, depth + 1) for item in value]}
+    if kind is dict:
+        return {"dict": [[to_json(k, depth + 1), to_json(v, depth + 1)] for k, v in value.items()]}
+    if kind is set or kind is frozenset:
+        return {kind.__name__: [to_json(item, depth + 1) for item in value]}
+    if kind is bytes:
+        return {"bytes": value.hex()}
+    if kind is complex:
+        return {"complex": [value.real, value.imag]}
+    raise NotPlain(f"a value of type {kind.__name__} is not plain data (built-in types only, no subclasses)")
+
+
+def from_json(tree, depth=0):
+    """A plain value from a JSON tree; every container and scalar is an exact built-in type."""
+    if depth > MAX_DEPTH:
+        raise NotPlain(f"nested deeper than {MAX_DEPTH} levels")
+    kind = type(tree)
+    if tree is None or kind is bool or kind is int or kind is float or kind is str:
+        return tree
+    if kind is list:
+        return [from_json(item, depth + 1) for item in tree]
+    if kind is not dict or len(tree) != 1:
+        raise NotPlain("malformed value: expected a scalar, a list or a one-key tag")
+    (tag, body), = tree.items()
+    if tag not in _TAGS:
+        raise NotPlain(f"malformed value: unknown tag {tag!r}")
+    if tag == "bytes":
+        if type(body) is not str:
+            raise NotPlain("malformed value: bytes must be hex text")
+        return bytes.fromhex(body)
+    if type(body) is not list:
+        raise NotPlain(f"malformed value: {tag} must hold a list")
+    if tag == "complex":
+        if len(body) != 2 or not all(type(x) in (int, float) for x in body):
+            raise NotPlain("malformed value: complex must hold two numbers")
+        return complex(body[0], body[1])
+    if tag == "dict":
+        pairs = []
+        for pair in body:
+            if type(pair) is not list or len(pair) != 2:
+                raise NotPlain("malformed value: dict must hold [key, value] pairs")
+            pairs.append((from_json(pair[0], depth + 1), from_json(pair[1], depth + 1)))
+        try:
+            return dict(pairs)
+        except TypeError as exc:
+            raise NotPlain(f"malformed value: {exc}") from None
+    items = [from_json(item, depth + 1) for item in body]
+    try:
+        return tuple(items) if tag == "tuple" else (set(items) if tag == "set" else frozenset(items))
+    except TypeError as exc:
+        raise NotPlain(f"malformed value: {exc}") from None
+
+
+def encode(value):
+    """JSON text (one line) of a plain value."""
+    return json.dumps(to_json(value), separators=(",", ":"))
+
+
+def decode(text):
+    """The plain value in JSON text; :class:`NotPlain` for anything malformed."""
+    try:
+        tree = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise NotPlain(f"malformed message: {type(exc).__name__}") from None
+    return from_json(tree)
+
+
+def decode_message(text):
+    """A protocol message: a JSON object of string keys whose values are JSON trees (not decoded)."""
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise NotPlain(f"malformed message: {type(exc).__name__}") from None
+    if type(message) is not dict or not all(type(k) is str for k in message):
+        raise NotPlain("malformed message: expected a JSON object")
+    return message
