@@ -32,6 +32,7 @@ install: $(STAMP)
 install-dev: $(DEV_STAMP)
 
 run: $(STAMP)
+	@bash scripts/ensure-bubblewrap.sh
 	@mkdir -p .cooplab
 	$(VENV)/bin/cooplab up
 

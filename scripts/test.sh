@@ -3,6 +3,7 @@
 #  - Redis: reuse one answering on 127.0.0.1:6379, else start redis-server on a free port
 #    (installing the Debian package when missing and running as root).
 #  - Chromium from Debian for the browser tests (installed when missing and running as root).
+#  - bubblewrap, the code sandbox's OS boundary (installed when missing and running as root).
 #  - PostgreSQL: used by the store tests when one answers on 127.0.0.1:5432 (database `test`).
 # Extra arguments go to pytest, e.g. `make test ARGS="tests/db -x"`.
 set -euo pipefail
@@ -59,6 +60,10 @@ if [[ -z "${COOPLAB_TEST_REDIS_URL:-}" ]]; then
   fi
 fi
 echo "test.sh: Redis at $COOPLAB_TEST_REDIS_URL"
+
+# --- bubblewrap: the code sandbox's OS boundary ------------------------------------------------
+bash scripts/ensure-bubblewrap.sh --required
+echo "test.sh: bubblewrap at $(command -v bwrap)"
 
 # --- Chromium --------------------------------------------------------------------------------
 if [[ -z "${COOPLAB_CHROMIUM:-}" ]]; then

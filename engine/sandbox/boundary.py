@@ -123,6 +123,7 @@ def _candidate_interpreters() -> list[str]:
     return [own, *(p for p in system if os.path.isfile(p) and os.path.realpath(p) != own)]
 
 
+@lru_cache(maxsize=1)
 def _choose_interpreter() -> tuple[str, str]:
     """An interpreter and its standard library that the sandbox's outer user can read."""
     as_root = os.geteuid() == 0

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import Field, field_validator
 
-from engine.sandbox import SandboxPool, default_workers
+from engine.sandbox import SandboxPool, SandboxUnavailable, default_workers, require_isolation
 from engine.tasks.base import Task, TaskError, TaskParams
 from engine.tasks.datasets import items_to_dataset
 from engine.tasks.humaneval.execution import default_limits
@@ -102,6 +102,10 @@ def role_prompts(helper_name: str, team: bool):
 def build_humaneval(params: HumanEvalParams, num_agents: int) -> Task:
     """Build the coding task for one or two agents."""
     team = num_agents == 2
+    try:
+        require_isolation()  # refuse before any training starts, not at the first reward
+    except SandboxUnavailable as exc:
+        raise TaskError(f"humaneval: {exc}") from None
     train_items = problem_items(params.train_slice)
     eval_items = problem_items(params.eval_slice)
     by_prompt = {item["prompt"]: item for item in [*train_items, *eval_items]}
