@@ -5,8 +5,8 @@ one and returns plain observations; ``judge_attack`` decides from them. The file
 standard library and ``engine.sandbox``, so the same attacks also run as an unprivileged user
 (``python attacks.py CONTEXT_JSON`` prints every observation as JSON).
 
-Judged attacks target HumanEval/0 (``has_close_elements``, 7 checks) or HumanEval/2
-(``truncate_number``); every one of them returns a wrong or non-plain value, so any credit could
+Judged attacks target HumanEval/0 (``has_close_elements``, 7 checks), HumanEval/2
+(``truncate_number``) or a check written with ``map``; every one of them returns a wrong or non-plain value, so any credit could
 only come from fooling the judge: contained means zero checks passed.
 """
 
@@ -97,6 +97,7 @@ JUDGED = {
     "exit before the function": (0, "import os\nos._exit(0)\n"),
     "exit inside the function": (0, "import os\ndef has_close_elements(numbers, threshold):\n    os._exit(0)\n"),
     "SystemExit inside the function": (0, "def has_close_elements(numbers, threshold):\n    raise SystemExit(0)\n"),
+    "StopIteration to end a loop of checks early": ("map", "def double(x):\n    raise StopIteration\n"),
     "shadow builtins the tests use": (2, (
         "import builtins\n"
         "abs = lambda x: 0\nbuiltins.abs = lambda x: 0\nbuiltins.round = lambda *a: 0\n"

@@ -24,6 +24,10 @@ attacks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(attacks)
 
 
+MAP_PROBLEM = {"entry_point": "double", "prompt": "def double(x):\n    \"\"\"Twice x.\"\"\"\n", "preamble": "",
+               "steps": [["test", "assert all(map(lambda v: candidate(v) == 2 * v, [1, 2, 3]))"]]}
+
+
 def _problem(index: int) -> dict:
     problem = load_problems()[index]
     plan = split_tests(problem["test"])
@@ -49,7 +53,7 @@ def context(listener, tmp_path_factory):
         secret = max(fh.read().decode("latin-1").split("\0"), key=len)
     site = Path(humaneval_path()).parents[2]
     return {
-        "problems": {"0": _problem(0), "2": _problem(2)},
+        "problems": {"0": _problem(0), "2": _problem(2), "map": MAP_PROBLEM},
         "paths": [str(humaneval_path()), str(site), str(ROOT), str(ROOT / "engine"), str(Path.home()),
                   str(canary_dir), os.path.expanduser("~/.cooplab"), str(ROOT / ".cooplab")],
         "sockets": ["/var/run/postgresql/.s.PGSQL.5432", "/run/postgresql/.s.PGSQL.5432",
