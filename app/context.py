@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from db.store import Store
-from jobs.settings import Settings, get_settings
+from jobs.settings import Settings, apply_engine_settings, get_settings
 
 
 @st.cache_resource(show_spinner=False)
@@ -33,14 +33,34 @@ def store() -> Store:
 
 
 @st.cache_resource(show_spinner=False)
-def task_catalog() -> dict[str, Any]:
-    """Registered tasks by name (``engine.tasks.task_catalog()``, torch-free)."""
+def _catalog() -> dict[str, Any]:
     from engine.tasks import task_catalog as catalog
 
     entries = catalog()
     if isinstance(entries, dict):
         return dict(entries)
     return {info.name: info for info in entries}
+
+
+def task_catalog() -> dict[str, Any]:
+    """The tasks a config may name by name: built-ins and installed ``cooplab.tasks`` entry points
+    (``engine.tasks.task_catalog()``, torch-free). Applies the operator's settings to the engine
+    first, so the form's validation uses the ``COOPLAB_TASK_MODULES`` allowlist."""
+    apply_engine_settings(get_settings())
+    return _catalog()
+
+
+def allowed_task_modules() -> tuple[str, ...]:
+    """Modules whose ``package.module:factory`` tasks configs may name (``COOPLAB_TASK_MODULES``)."""
+    return get_settings().task_module_list
+
+
+def preflight_problems(config: Any) -> list[Any]:
+    """The pre-flight problems of a valid run config (``jobs.preflight``: model sources, context
+    lengths, task parameters), each with its dotted ``field`` and ``message``."""
+    from jobs.preflight import run_config_problems
+
+    return run_config_problems(config, settings=get_settings())
 
 
 @st.cache_resource(show_spinner=False)

@@ -9,6 +9,7 @@ before anything is saved.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -65,7 +66,8 @@ def normalise(config: dict[str, Any]) -> dict[str, Any]:
     return draft
 
 
-def validate(draft: dict[str, Any], task_info: Any = None) -> tuple[RunConfig | None, dict[str, list[str]]]:
+def validate(draft: dict[str, Any], task_info: Any = None, *,
+             preflight: Callable[[RunConfig], list[Any]] | None = None) -> tuple[RunConfig | None, dict[str, list[str]]]:
     """Validate a draft; return the config (None when invalid) and the errors by dotted field path.
 
     With the task's catalog entry (``engine.tasks.base.TaskInfo``), task parameters are checked
@@ -74,6 +76,9 @@ def validate(draft: dict[str, Any], task_info: Any = None) -> tuple[RunConfig | 
     (``trainer.num_turns``); the rest is checked by :class:`engine.spec.RunConfig`. IAC/MAAC
     settings are checked as the actor-critic trainers check them (``trainer.actor_critic.<key>``), and
     a ``system`` section by :func:`engine.systems.spec.parse_system_spec`, its problems under ``system``.
+    ``preflight(config)`` (the dashboard passes ``app.context.preflight_problems``) adds the
+    pre-flight problems of an otherwise valid config (model sources, ``max_new_tokens`` against each
+    model's context, task parameters) at their fields, unless a field already has its own errors.
     """
     errors: dict[str, list[str]] = {}
     if task_info is not None:
@@ -110,6 +115,9 @@ def validate(draft: dict[str, Any], task_info: Any = None) -> tuple[RunConfig | 
             errors.setdefault("system", []).extend(problems)
         else:
             config = RunConfig.model_validate(draft)
+    if preflight is not None and not errors:
+        for problem in preflight(config):
+            errors.setdefault(problem.field, []).append(problem.message)
     return (config if not errors else None), errors
 
 

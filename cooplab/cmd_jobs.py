@@ -113,14 +113,16 @@ def submit(
     from db.migrate import upgrade
     from engine.spec import ConfigError, load_run_config
     from jobs.client import get_store, submit_run
-    from jobs.settings import get_settings
+    from jobs.preflight import check_run_config
+    from jobs.settings import apply_engine_settings, get_settings
 
-    try:
-        config = load_run_config(config_path)
+    settings = get_settings()
+    apply_engine_settings(settings)  # the task module allowlist, before the config names a task
+    try:  # validation and pre-flight before the experiment or the run is stored
+        config = check_run_config(load_run_config(config_path), settings=settings)
     except ConfigError as exc:
         _fail(f"invalid run config {config_path}:\n{exc}")
     device = _check_device(device)
-    settings = get_settings()
     settings.ensure_dirs()
     upgrade(settings.resolved_database_url)
     store = get_store(settings)

@@ -1,8 +1,10 @@
 """``cooplab train CONFIG.yaml``: run a training headless from a run config file.
 
 Shows a progress bar, writes ``metrics.jsonl``/``transcripts.jsonl``, checkpoints and the final
-models into the output folder. A config that does not validate prints one line per bad field and
-exits with status 2. Torch loads only when the command runs.
+models into the output folder. A config that does not validate or fails the pre-flight checks (a
+task off the ``COOPLAB_TASK_MODULES`` allowlist, a missing model, ``max_new_tokens`` beyond the
+model's context; :mod:`jobs.preflight`) prints one line per bad field and exits with status 2
+before anything is loaded. Torch loads only when the command runs.
 """
 
 from __future__ import annotations
@@ -28,14 +30,21 @@ def register(app: typer.Typer) -> None:
         max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Stop after this many steps."),
     ) -> None:
         """Train a team of agents from a run config."""
-        from engine.spec import ConfigError, load_run_config, parse_run_config
+        from engine.spec import ConfigError, load_run_config
+        from jobs.preflight import check_run_config
+        from jobs.settings import apply_engine_settings, get_settings
 
         try:
-            run_config = load_run_config(config)
+            settings = get_settings()
+        except ValueError as exc:  # a bad COOPLAB_* setting (e.g. COOPLAB_TASK_MODULES)
+            typer.echo(f"invalid settings:\n{exc}", err=True)
+            raise typer.Exit(EXIT_CONFIG_ERROR) from None
+        apply_engine_settings(settings)  # the task module allowlist, before the config names a task
+        try:
+            data = load_run_config(config).model_dump(mode="json")
             if max_steps is not None:
-                data = run_config.model_dump(mode="json")
                 data["trainer"]["max_steps"] = max_steps
-                run_config = parse_run_config(data)
+            run_config = check_run_config(data, settings=settings)  # validation and pre-flight
         except ConfigError as exc:
             typer.echo(f"invalid run config {config}:\n{exc}", err=True)
             raise typer.Exit(EXIT_CONFIG_ERROR) from None

@@ -23,6 +23,10 @@ from pydantic import (
     model_validator,
 )
 
+# The longest completion a config may ask for; a model's own context (checked by engine.preflight
+# before a run is queued) is usually much smaller.
+MAX_NEW_TOKENS_LIMIT = 131_072
+
 Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac"]
 
 
@@ -53,17 +57,33 @@ class AgentSpec(_Strict):
     temperature: float | None = Field(None, gt=0, description="Sampling temperature; defaults to the trainer's.")
     top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; defaults to the trainer's.")
     top_k: int | None = Field(None, ge=0, description="Top-k sampling (0 = off); defaults to the trainer's.")
-    max_new_tokens: int | None = Field(None, ge=1, description="Completion length cap; defaults to the trainer's.")
+    max_new_tokens: int | None = Field(
+        None, ge=1, le=MAX_NEW_TOKENS_LIMIT, description="Completion length cap; defaults to the trainer's."
+    )
     model_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation)."
     )
 
 
 class TaskSpec(_Strict):
-    """Which task to train on: a registered name or ``package.module:factory``, with its parameters."""
+    """Which task to train on: a registered name, an installed plugin (``cooplab.tasks`` entry point) or
+    ``package.module:factory`` in a module on the operator's allowlist, with its parameters."""
 
-    name: str = Field("quickstart", min_length=1, description="Built-in task name or 'package.module:factory'.")
+    name: str = Field(
+        "quickstart", min_length=1,
+        description="Built-in task name, installed plugin task, or 'package.module:factory' from an allowed module.",
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="Task parameters (validated by the task).")
+
+    @field_validator("name")
+    @classmethod
+    def _allowed_task(cls, value: str) -> str:
+        from engine.tasks.registry import task_name_problem  # torch-free; imports no user code
+
+        problem = task_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class TrainerSpec(_Strict):
@@ -81,7 +101,9 @@ class TrainerSpec(_Strict):
     num_generations: int = Field(
         4, ge=1, description="K: samples per agent per node of the rollout tree (>= 2 for the MAGRPO family)."
     )
-    max_new_tokens: int = Field(256, ge=1, description="Completion length cap (tokens).")
+    max_new_tokens: int = Field(
+        256, ge=1, le=MAX_NEW_TOKENS_LIMIT, description="Completion length cap (tokens; less than the model's context)."
+    )
     temperature: float = Field(0.6, gt=0, description="Sampling temperature.")
     top_p: float = Field(0.6, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this mass.")
     top_k: int | None = Field(50, ge=0, description="Top-k sampling (0 or empty = off). Tiny models learn only with it on.")

@@ -1,7 +1,8 @@
 """Submit, stop, resume and cancel runs: what the dashboard and the CLI call.
 
 Importing this module never imports torch or the task module: configs are validated with the
-torch-free :mod:`engine.spec`, and the task is sent by name (``jobs.run_training``) to the queue of
+torch-free :mod:`engine.spec` and pre-flight checked (:mod:`jobs.preflight`) before anything is
+stored, and the task is sent by name (``jobs.run_training``) to the queue of
 the chosen device. Calls return as soon as the database and the broker have the request; stopping
 a run that ignores its stop flag is finished later by the stop enforcer (see :mod:`jobs.maintenance`).
 """
@@ -18,9 +19,10 @@ from db import states
 from db.records import Run
 from db.states import InvalidTransition
 from db.store import Store
-from engine.spec import RunConfig, parse_run_config
+from engine.spec import RunConfig
 from jobs.celery_app import TASK_NAME, device_queue, get_app, validate_device
 from jobs.lineage import resume_checkpoint
+from jobs.preflight import check_run_config
 from jobs.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -40,12 +42,6 @@ def get_store(settings: Settings | None = None) -> Store:
         if url not in _STORES:
             _STORES[url] = Store(url)
         return _STORES[url]
-
-
-def _config_dict(config: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(config, RunConfig):
-        return config.model_dump(mode="json")
-    return parse_run_config(dict(config)).model_dump(mode="json")
 
 
 def _total_steps(config: dict[str, Any]) -> int | None:
@@ -79,13 +75,15 @@ def enqueue_run(run_id: int, *, settings: Settings | None = None) -> str:
 
 def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, device: str = "cpu",
                settings: Settings | None = None) -> int:
-    """Validate ``config``, store a ``queued`` run of ``experiment_id`` and enqueue it on ``device``'s queue.
+    """Validate and pre-flight check ``config`` (:func:`jobs.preflight.check_run_config`), store a
+    ``queued`` run of ``experiment_id`` and enqueue it on ``device``'s queue.
 
-    Raises :class:`engine.spec.ConfigError` (naming each bad field) before anything is stored, and
-    ``ValueError`` for an unknown device. Returns the new run's id.
+    Raises :class:`engine.spec.ConfigError` (one line per bad field: a task off the allowlist, a
+    missing model, ``max_new_tokens`` beyond a model's context, bad task parameters...) before
+    anything is stored, and ``ValueError`` for an unknown device. Returns the new run's id.
     """
     settings = settings or get_settings()
-    data = _config_dict(config)
+    data = check_run_config(config, settings=settings).model_dump(mode="json")
     validate_device(device)
     store = get_store(settings)
     run = store.create_run(experiment_id, data, device, total_steps=_total_steps(data))
@@ -149,5 +147,5 @@ def _revoke(run: Run, settings: Settings, *, terminate: bool) -> None:
         log.warning("could not revoke task %s of run %s", run.celery_task_id, run.id, exc_info=True)
 
 
-__all__ = ["submit_run", "enqueue_run", "stop_run", "resume_run", "cancel_queued", "get_store", "ResumeError",
+__all__ = ["check_run_config", "submit_run", "enqueue_run", "stop_run", "resume_run", "cancel_queued", "get_store", "ResumeError",
            "InvalidTransition"]

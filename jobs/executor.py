@@ -28,7 +28,7 @@ from db.records import Run
 from db.states import InvalidTransition
 from db.store import Store
 from jobs.lineage import resume_checkpoint
-from jobs.settings import Settings, get_settings
+from jobs.settings import Settings, apply_engine_settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +164,7 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
            worker: str | None, train_fn: TrainFn | None, exit_when_settled: bool) -> str:
     from engine.spec import ConfigError, parse_run_config
 
+    apply_engine_settings(settings)  # the operator's task module allowlist, for parsing and building
     try:
         data = dict(run.config)
         data["trainer"] = {**dict(data.get("trainer") or {}), "device": device}

@@ -1,14 +1,16 @@
 """Runtime settings, read from ``COOPLAB_*`` environment variables through :func:`get_settings`.
 
 Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
-value, so tests and the CLI can change the environment before use.
+value, so tests and the CLI can change the environment before use. The engine reads no environment
+variables: :func:`apply_engine_settings` hands it what it needs (the task module allowlist), and
+:meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the Hugging Face cache is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -24,6 +26,29 @@ class Settings(BaseSettings):
     log_level: str = Field("INFO", description="Log level of the app and workers.")
     heartbeat_timeout_s: float = Field(60.0, gt=0, description="A running run with an older heartbeat is lost.")
     stop_grace_s: float = Field(30.0, ge=0, description="Seconds a run may take to stop before it is terminated.")
+    task_modules: str = Field(
+        "", description="Modules run configs may name tasks (and custom system schedules) from, as "
+        "'package.module:factory': comma-separated module names or package prefixes, e.g. mylab.tasks,otherpkg. "
+        "Built-in tasks and installed cooplab.tasks entry points are always allowed; nothing else is.")
+    require_cached_models: bool = Field(
+        True, description="Before a run is queued, a Hugging Face model id must already be in this machine's "
+        "Hugging Face cache (runs load models offline). Set false where workers download models themselves.")
+
+    @field_validator("task_modules")
+    @classmethod
+    def _module_names(cls, value: str) -> str:
+        from engine.tasks.allowlist import normalise_modules  # torch-free
+
+        return ",".join(normalise_modules(value))
+
+    @property
+    def task_module_list(self) -> tuple[str, ...]:
+        """The task module allowlist as a tuple of module names."""
+        return tuple(name for name in self.task_modules.split(",") if name)
+
+    def preflight_hub_cache_dirs(self) -> list[Path] | None:
+        """Where pre-flight looks for hub model ids; None (not checked) without ``require_cached_models``."""
+        return hf_hub_cache_dirs() if self.require_cached_models else None
 
     @property
     def heartbeat_interval_s(self) -> float:
@@ -81,3 +106,32 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """Read the settings from the environment now."""
     return Settings()
+
+
+class HubCacheEnv(BaseSettings):
+    """The Hugging Face variables that say where its hub cache is (read when instantiated)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    hf_hub_cache: str | None = None
+    huggingface_hub_cache: str | None = None
+    hf_home: str | None = None
+    xdg_cache_home: str | None = None
+
+
+def hf_hub_cache_dirs(env: HubCacheEnv | None = None) -> list[Path]:
+    """The Hugging Face hub cache, resolved as ``huggingface_hub`` does: ``HF_HUB_CACHE``, else
+    ``HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub`` (default ``~/.cache/huggingface/hub``)."""
+    env = env or HubCacheEnv()
+    explicit = env.hf_hub_cache or env.huggingface_hub_cache
+    if explicit:
+        return [Path(explicit).expanduser()]
+    home = env.hf_home or str(Path(env.xdg_cache_home or "~/.cache") / "huggingface")
+    return [Path(home).expanduser() / "hub"]
+
+
+def apply_engine_settings(settings: Settings) -> None:
+    """Hand the engine this process's operator settings: the task module allowlist."""
+    from engine.tasks.allowlist import set_allowed_task_modules  # torch-free
+
+    set_allowed_task_modules(settings.task_module_list)

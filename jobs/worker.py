@@ -17,7 +17,7 @@ from typing import Any
 from celery.signals import worker_shutting_down
 
 from jobs.celery_app import create_app, validate_device
-from jobs.settings import Settings, get_settings
+from jobs.settings import Settings, apply_engine_settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     pin_device(device)
     settings = settings or get_settings()
     settings.ensure_dirs()
+    apply_engine_settings(settings)  # each job applies them again from its own settings
     from db.migrate import upgrade
 
     upgrade(settings.resolved_database_url)

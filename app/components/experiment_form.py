@@ -2,8 +2,9 @@
 (with critic settings for IAC/MAAC) and an optional system of trainers.
 
 Everything is generated from the schemas (``AgentSpec``, ``TrainerSpec``, the task's params model),
-edited as a plain draft dict, validated on every rerun, and each problem is printed next to the field
-it concerns before anything can be saved.
+edited as a plain draft dict, validated on every rerun (with the pre-flight checks: model sources,
+context lengths, task parameters; a custom task path must be in an allowed module), and each problem
+is printed next to the field it concerns before anything can be saved.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from app import context
 from app import draft as drafts
 from app.components.model_form import place_errors, render_fields, show_errors
 from app.components.trainer_extras import render_actor_critic, render_system
@@ -143,13 +145,15 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -
     # ---- task
     st.subheader("Task")
     task = dict(draft.get("task") or {})
-    names = list(catalog)
+    names = list(catalog)  # built-ins and installed entry points: the tasks a config may name by name
+    allowed_modules = ", ".join(context.allowed_task_modules()) or "none"
     current = str(task.get("name") or "")
     options = names + ([current] if current and current not in names else [])
     chosen = st.selectbox(
         "task", options, index=options.index(current) if current in options else None, key=f"{key}.task",
         accept_new_options=True, format_func=lambda n: f"{catalog[n].title} ({n})" if n in catalog else n,
-        help="A built-in task, or 'package.module:factory' for your own.",
+        help="A built-in task, an installed plugin task, or 'package.module:factory' from a module the "
+             f"operator allows with COOPLAB_TASK_MODULES (allowed here: {allowed_modules}).",
     )
     slots["task.name"] = st.empty()
     info = catalog.get(chosen)
@@ -197,7 +201,7 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -
     else:
         out["system"] = system
 
-    config, errors = drafts.validate(out, info)
+    config, errors = drafts.validate(out, info, preflight=context.preflight_problems)
     for path, messages in input_errors.items():
         errors[path] = messages + [m for m in errors.get(path, []) if m not in messages]
     if input_errors:

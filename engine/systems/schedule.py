@@ -107,15 +107,34 @@ def check_schedule(schedule: Schedule, names: Sequence[str]) -> None:
                             f"use round_robin for more")
 
 
+def schedule_function_problem(path: str) -> str | None:
+    """Why a config may not name ``path`` as its custom schedule function (None when it may): the
+    module must be on the task module allowlist (:mod:`engine.tasks.allowlist`). Imports nothing."""
+    from engine.tasks.allowlist import HOW_TO_ALLOW, describe_allowed, import_path_problem
+
+    reason = import_path_problem(path, what="function")
+    if reason is None:
+        return None
+    return (f"custom schedule function {path!r} is not allowed: {reason}; allowed modules: {describe_allowed()}; "
+            f"{HOW_TO_ALLOW}")
+
+
 def load_callable(path: str) -> Callable:
-    """``package.module:function`` -> the function (for ``custom`` schedules in config files)."""
+    """``package.module:function`` -> the function (for ``custom`` schedules in config files), from a
+    module on the task module allowlist only."""
+    problem = schedule_function_problem(path)
+    if problem is not None:
+        raise ScheduleError(problem)
     module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ScheduleError(f"custom schedule function {path!r} must look like 'package.module:function'")
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ScheduleError(f"custom schedule function {path!r} cannot be loaded: {exc}") from None
+    from engine.tasks.allowlist import foreign_object_problem
+
+    foreign = foreign_object_problem(fn)
+    if foreign is not None:
+        raise ScheduleError(f"custom schedule function {path!r} is not allowed: {foreign}")
     if not callable(fn):
         raise ScheduleError(f"custom schedule function {path!r} is not callable")
     return fn

@@ -165,8 +165,12 @@ def _schedule_problems(spec: SystemSpec, names: list[str]) -> list[str]:
         unknown = [n for n in schedule.every if n not in names]
         if unknown:
             problems.append(f"system.schedule.every: unknown trainers {unknown}; the trainers are {names}")
-    if isinstance(schedule, CustomSpec) and ":" not in schedule.function:
-        problems.append(f"system.schedule.function: {schedule.function!r} must look like 'package.module:function'")
+    if isinstance(schedule, CustomSpec):
+        from engine.systems.schedule import schedule_function_problem  # torch-free
+
+        problem = schedule_function_problem(schedule.function)
+        if problem is not None:
+            problems.append(f"system.schedule.function: {problem}")
     return problems
 
 

@@ -1,5 +1,6 @@
-"""The task registry: built-in tasks by name, user tasks from ``package.module:factory`` strings or
-the ``cooplab.tasks`` entry-point group.
+"""The task registry: built-in tasks by name, user tasks from the ``cooplab.tasks`` entry-point group
+or from ``package.module:factory`` strings in modules on the operator's allowlist
+(:mod:`engine.tasks.allowlist`).
 
 ``task_catalog()`` and ``get_task_info(name)`` describe tasks without building them (no torch, no
 ``datasets``); ``build_task(name_or_path, params, num_agents)`` validates the parameters against the
@@ -9,6 +10,9 @@ A plugin target may be a :class:`TaskInfo` (full control over title, roles and p
 plain factory function. A plain factory is called with the parameters as keyword arguments (plus
 ``num_agents=`` when it accepts it); its signature becomes the parameter model, so a typo in a
 parameter name is reported like for built-in tasks.
+
+A name that is none of these is refused before anything is imported (:func:`check_task_name`); the
+message lists what is allowed and how an operator allows a module.
 """
 
 from __future__ import annotations
@@ -21,6 +25,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from engine.tasks.allowlist import (
+    HOW_TO_ALLOW,
+    allowed_task_modules,
+    describe_allowed,
+    foreign_object_problem,
+    import_path_problem,
+)
 from engine.tasks.base import Task, TaskError, TaskInfo, TaskParams
 from engine.tasks.datasets import load_items
 
@@ -72,6 +83,11 @@ def register_task(
     return info
 
 
+def unregister_task(name: str) -> TaskInfo | None:
+    """Remove a registered task (e.g. one a test registered); returns its entry, None when there was none."""
+    return _REGISTRY.pop(name, None)
+
+
 def _load_builtins() -> None:
     global _builtins_loaded
     if not _builtins_loaded:
@@ -96,8 +112,8 @@ def task_catalog(*, include_plugins: bool = True) -> list[TaskInfo]:
 
 
 def get_task_info(name: str) -> TaskInfo:
-    """The catalog entry of a registered name, an entry point, or a ``package.module:factory`` path."""
-    _load_builtins()
+    """The catalog entry of a registered name, an entry point, or an allowed ``package.module:factory``."""
+    check_task_name(name)
     if name in _REGISTRY:
         return _REGISTRY[name]
     if ":" in name:
@@ -108,11 +124,49 @@ def get_task_info(name: str) -> TaskInfo:
         except Exception as exc:
             raise TaskError(f"task {name!r}: entry point {ep.value!r} failed to import: {exc}") from exc
         return _info_from_target(target, name, source=f"entry point {name!r} ({ep.value})")
-    known = ", ".join(sorted(_REGISTRY))
-    raise TaskError(
-        f"unknown task {name!r}; built-in tasks: {known}. For your own task use 'package.module:factory' "
-        f"or register an entry point in the {ENTRY_POINT_GROUP!r} group"
+    raise TaskError(f"unknown task {name!r}; {allowed_tasks_text()}")  # removed between check and lookup
+
+
+def entry_point_names() -> list[str]:
+    """Names of the installed ``cooplab.tasks`` entry points (read from metadata; nothing is imported)."""
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def allowed_tasks_text(allowed_modules: tuple[str, ...] | None = None) -> str:
+    """What a config may name as its task, for error messages and help texts."""
+    _load_builtins()
+    modules = allowed_task_modules() if allowed_modules is None else allowed_modules
+    plugins = ", ".join(n for n in entry_point_names() if n not in _REGISTRY) or "none installed"
+    return (
+        f"a config may name a registered task ({', '.join(sorted(_REGISTRY))}), an installed plugin task "
+        f"(entry points of the {ENTRY_POINT_GROUP!r} group: {plugins}) or 'package.module:factory' in an "
+        f"allowed task module (allowed: {describe_allowed(modules)}); {HOW_TO_ALLOW}"
     )
+
+
+def task_name_problem(name: str, allowed_modules: tuple[str, ...] | None = None) -> str | None:
+    """Why a config may not name the task ``name`` (None when it may). Imports no user code.
+
+    ``allowed_modules`` defaults to the process-wide allowlist.
+    """
+    _load_builtins()
+    if name in _REGISTRY:
+        return None
+    if ":" in name:
+        reason = import_path_problem(name, allowed_modules)
+        if reason is None:
+            return None
+        return f"task {name!r} is not allowed: {reason}; {allowed_tasks_text(allowed_modules)}"
+    if name in entry_point_names():
+        return None
+    return f"unknown task {name!r}; {allowed_tasks_text(allowed_modules)}"
+
+
+def check_task_name(name: str, allowed_modules: tuple[str, ...] | None = None) -> None:
+    """Raise :class:`TaskError` unless a config may name the task ``name`` (see :func:`task_name_problem`)."""
+    problem = task_name_problem(name, allowed_modules)
+    if problem is not None:
+        raise TaskError(problem)
 
 
 def validate_params(info: TaskInfo, params: dict[str, Any] | None) -> BaseModel:
@@ -154,9 +208,8 @@ def build_task(name_or_import_path: str, params: dict[str, Any] | None = None, n
 
 
 def _import_target(path: str) -> Any:
+    """Import an allowed ``package.module:attr`` path (callers check it with :func:`check_task_name` first)."""
     module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise TaskError(f"task path {path!r} must look like 'package.module:factory'")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -166,6 +219,11 @@ def _import_target(path: str) -> Any:
         if not hasattr(target, part):
             raise TaskError(f"task {path!r}: module {module_name!r} has no attribute {attr!r}")
         target = getattr(target, part)
+        if isinstance(target, TaskInfo):
+            break  # a catalog entry declared by the allowed module itself
+        problem = foreign_object_problem(target)
+        if problem is not None:
+            raise TaskError(f"task {path!r} is not allowed: {problem}")
     return target
 
 

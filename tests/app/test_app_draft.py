@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from pydantic import Field
 
 from app import draft as drafts
 from app.fields import FieldInputError, field_form, from_text, model_forms, to_text
 from engine.spec import AgentSpec, TrainerSpec, parse_run_config
+from engine.tasks import register_task, unregister_task
 from engine.tasks.base import TaskInfo, TaskParams
 
 
@@ -17,6 +20,15 @@ class PairParams(TaskParams):
 
 PAIR = TaskInfo(name="pair", title="Pair", description="two agents", roles=("a", "b"), default_num_agents=2,
                 team_sizes=(2,), max_turns=1, params_model=PairParams, factory=lambda p, n: None)
+
+
+@pytest.fixture(autouse=True)
+def pair_task() -> Iterator[TaskInfo]:
+    """``pair`` registered for these tests only: a config names only registered (or allowed) tasks."""
+    info = register_task("pair", PAIR.factory, params_model=PairParams, title="Pair", description="two agents",
+                         roles=("a", "b"), team_sizes=(2,), max_turns=1, replace=True)
+    yield info
+    unregister_task("pair")
 
 
 def test_field_kinds_come_from_the_schema() -> None:

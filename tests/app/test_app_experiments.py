@@ -84,6 +84,55 @@ def test_task_parameters_come_from_the_tasks_schema(app, store: Store) -> None:
     assert not [w for w in at.number_input if w.key.startswith("ed1.task.quickstart")]
 
 
+def _import_draft(at, config: dict) -> int:
+    """Load ``config`` into the form through the YAML import; returns the form's generation."""
+    at.file_uploader(key="exp_upload").set_value(("cfg.yaml", yaml.safe_dump(config).encode(), "application/x-yaml"))
+    at.run()
+    at.button(key="exp_import").click().run()
+    assert not at.exception
+    return at.session_state["exp_gen"]
+
+
+def test_a_custom_task_path_must_come_from_an_allowed_module(app, store: Store, monkeypatch, allow_task_modules) -> None:
+    allow_task_modules()  # the page applies COOPLAB_TASK_MODULES process-wide; restored afterwards
+    monkeypatch.delenv("COOPLAB_TASK_MODULES", raising=False)
+    at = _create_quickstart(app)
+    offered = at.selectbox(key="ed1.task").options
+    names = [o.rsplit("(", 1)[-1].rstrip(")") for o in offered]  # "Title (name)"
+    assert "quickstart" in names and not [n for n in names if ":" in n]  # built-ins only: no import paths offered
+    before = dict(store.list_experiments()[0].config)
+    config = {**before, "task": {"name": "os:system", "params": {"command": "touch /tmp/never"}}}
+    gen = _import_draft(at, config)
+    assert at.selectbox(key=f"ed{gen}.task").value == "os:system"
+    errors = [e.value for e in at.error]
+    assert any(e.startswith("task 'os:system' is not allowed: module 'os' is not on the task module allowlist")
+               and "COOPLAB_TASK_MODULES" in e for e in errors), errors
+    assert at.button(key="exp_save").disabled
+    assert dict(store.list_experiments()[0].config) == before
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", "tests.jobs.plugin_tasks")  # the operator allows the module
+    gen = _import_draft(at, {**before, "task": {"name": "tests.jobs.plugin_tasks:slow_quickstart", "params": {}}})
+    assert not at.error and not at.button(key="exp_save").disabled
+
+
+def test_preflight_problems_are_shown_next_to_their_fields(app, store: Store, tmp_path) -> None:
+    at = _create_quickstart(app)
+    before = dict(store.list_experiments()[0].config)
+    missing = tmp_path / "no-such-model"
+    agents = [{**before["agents"][0], "model": str(missing)}, before["agents"][1]]
+    gen = _import_draft(at, {**before, "agents": agents})
+    column = _column_with(at, f"ed{gen}.agent0.model")
+    assert [e.value for e in column.error] == [f"folder {missing} does not exist"]
+    assert at.button(key="exp_save").disabled
+    gen = _import_draft(at, before)
+    assert not at.error
+    at.number_input(key=f"ed{gen}.trainer.max_new_tokens").set_value(4000).run()
+    column = _column_with(at, f"ed{gen}.trainer.max_new_tokens")
+    assert [e.value for e in column.error] == ["4000 new tokens do not fit the context of agents.0.model "
+                                               "(builtin:tiny-llama: 2048 positions, prompt included); set less "
+                                               "than 2048"]
+    assert at.button(key="exp_save").disabled
+
+
 def test_presets_new_experiment_and_duplicate_names(app, store: Store) -> None:
     at = _create_quickstart(app)
     at.selectbox(key="exp_pick").set_value(0).run()

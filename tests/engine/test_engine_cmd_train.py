@@ -1,8 +1,10 @@
-"""``cooplab train``: a real run from a YAML file into an output folder, and config errors (exit 2)."""
+"""``cooplab train``: a real run from a YAML file into an output folder, config and pre-flight errors
+(exit 2, nothing run), and the task module allowlist setting."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import typer
 import yaml
@@ -69,3 +71,62 @@ def test_unknown_task_parameter_is_a_config_error(tmp_path) -> None:
 def test_missing_file_is_a_config_error(tmp_path) -> None:
     result = CliRunner().invoke(_app(), ["train", str(tmp_path / "nope.yaml")])
     assert result.exit_code == EXIT_CONFIG_ERROR and "not found" in result.output
+
+
+def _write(tmp_path, config: dict):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def test_a_task_off_the_allowlist_is_refused_and_nothing_runs(tmp_path, monkeypatch, allow_task_modules) -> None:
+    monkeypatch.delenv("COOPLAB_TASK_MODULES", raising=False)
+    allow_task_modules()  # restored after the test: the command sets the process-wide allowlist
+    marker = tmp_path / "shell-ran"
+    bad = json.loads(json.dumps(CONFIG))
+    bad["task"] = {"name": "os:system", "params": {"command": f"touch {marker}"}}
+    out = tmp_path / "o"
+    result = CliRunner().invoke(_app(), ["train", str(_write(tmp_path, bad)), "--output", str(out)])
+    assert result.exit_code == EXIT_CONFIG_ERROR, result.output
+    assert "task.name: task 'os:system' is not allowed: module 'os' is not on the task module allowlist" in result.output
+    assert "COOPLAB_TASK_MODULES" in result.output and "quickstart" in result.output
+    assert not marker.exists() and not out.exists()
+
+
+def test_preflight_problems_stop_the_command_before_anything_is_loaded(tmp_path, allow_task_modules) -> None:
+    allow_task_modules()
+    bad = json.loads(json.dumps(CONFIG))
+    bad["agents"][0]["model"] = str(tmp_path / "x" / "y")
+    bad["trainer"]["max_new_tokens"] = 4096
+    out = tmp_path / "o"
+    result = CliRunner().invoke(_app(), ["train", str(_write(tmp_path, bad)), "--output", str(out)])
+    assert result.exit_code == EXIT_CONFIG_ERROR, result.output
+    assert f"agents.0.model: folder {tmp_path / 'x' / 'y'} does not exist" in result.output
+    assert "trainer.max_new_tokens: 4096 new tokens do not fit the context of agents.1.model" in result.output
+    assert not out.exists()
+
+
+PLUGIN = '''
+from engine.tasks import build_task
+
+
+def small_quickstart(num_agents: int = 2, items: int = 2):
+    return build_task("quickstart", {"num_items": items, "eval_items": 0}, num_agents)
+'''
+
+
+def test_the_task_modules_setting_allows_a_plugin(tmp_path, monkeypatch, allow_task_modules) -> None:
+    allow_task_modules()
+    (tmp_path / "cli_allowed_tasks.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", "cli_allowed_tasks")
+    config = json.loads(json.dumps(CONFIG))
+    config["task"] = {"name": "cli_allowed_tasks:small_quickstart", "params": {"items": 3}}
+    out = tmp_path / "o"
+    try:
+        result = CliRunner().invoke(_app(), ["train", str(_write(tmp_path, config)), "--output", str(out),
+                                             "--max-steps", "1"])
+    finally:
+        sys.modules.pop("cli_allowed_tasks", None)
+    assert result.exit_code == 0, result.output
+    assert "completed: step 1" in result.output

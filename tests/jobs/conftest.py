@@ -31,6 +31,19 @@ def jobs_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     return settings
 
 
+PLUGIN_TASKS = "tests.jobs.plugin_tasks"
+
+
+@pytest.fixture
+def allow_plugin_tasks(monkeypatch: pytest.MonkeyPatch, allow_task_modules: Callable[..., tuple[str, ...]]) -> str:
+    """Put ``tests.jobs.plugin_tasks`` on the task module allowlist as an operator does, with
+    ``COOPLAB_TASK_MODULES``: for this process and for the workers the test starts. Settings read
+    after this (``Settings()``) carry it."""
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", PLUGIN_TASKS)
+    allow_task_modules(PLUGIN_TASKS)
+    return PLUGIN_TASKS
+
+
 @pytest.fixture
 def store(jobs_env: Settings) -> Iterator[Store]:
     with Store(jobs_env.resolved_database_url) as s:

@@ -52,6 +52,27 @@ def test_submit_names_the_bad_field_and_stores_nothing(jobs_env, store, tmp_path
     assert store.list_runs() == []
 
 
+def test_submit_refuses_a_task_off_the_allowlist_and_stores_nothing(jobs_env, store, tmp_path, allow_task_modules):
+    allow_task_modules()  # the command applies COOPLAB_TASK_MODULES (unset) process-wide; restored afterwards
+    marker = tmp_path / "shell-ran"
+    config = tiny_config()
+    config["task"] = {"name": "os:system", "params": {"command": f"touch {marker}"}}
+    config["agents"][0]["model"] = str(tmp_path / "missing-model")
+    config_path = tmp_path / "bad.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    result = runner.invoke(app, ["submit", str(config_path), "--experiment", "never-made"])
+    assert result.exit_code == 2, result.output
+    assert "task.name: task 'os:system' is not allowed" in result.output
+    assert not marker.exists()
+    assert store.list_runs() == [] and store.find_experiment("never-made") is None
+    config["task"] = {"name": "quickstart", "params": {}}  # now only the pre-flight problem is left
+    config_path.write_text(yaml.safe_dump(config))
+    result = runner.invoke(app, ["submit", str(config_path), "--experiment", "never-made"])
+    assert result.exit_code == 2, result.output
+    assert f"agents.0.model: folder {tmp_path / 'missing-model'} does not exist" in result.output
+    assert store.list_runs() == [] and store.find_experiment("never-made") is None
+
+
 def test_unknown_device_and_unknown_run_are_clear_errors(jobs_env, tmp_path):
     config_path = tmp_path / "run.yaml"
     config_path.write_text(yaml.safe_dump(tiny_config()))

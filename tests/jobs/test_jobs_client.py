@@ -57,6 +57,64 @@ def test_submit_refuses_an_invalid_config_before_storing_anything(jobs_env, stor
     assert queued_messages(jobs_env) == []
 
 
+def test_submit_refuses_a_task_off_the_allowlist_before_storing_anything(jobs_env, store, experiment_id, tmp_path,
+                                                                         allow_task_modules):
+    allow_task_modules()  # submit_run applies the settings' (empty) allowlist; restored afterwards
+    marker = tmp_path / "shell-ran"
+    bad = tiny_config()
+    bad["task"] = {"name": "os:system", "params": {"command": f"touch {marker}"}}
+    with pytest.raises(ConfigError) as info:
+        submit_run(bad, experiment_id=experiment_id, settings=jobs_env)
+    message = str(info.value)
+    assert message.startswith("task.name: task 'os:system' is not allowed: module 'os' is not on the task module "
+                              "allowlist") and "COOPLAB_TASK_MODULES" in message
+    assert not marker.exists()
+    assert store.list_runs() == []
+    assert queued_messages(jobs_env) == []
+
+
+def test_submit_runs_the_preflight_checks_before_storing_anything(jobs_env, store, experiment_id, tmp_path,
+                                                                  allow_task_modules):
+    allow_task_modules()
+    bad = tiny_config()
+    bad["agents"][0]["model"] = str(tmp_path / "x" / "y")
+    bad["agents"][1]["max_new_tokens"] = 5000
+    bad["task"]["params"]["num_items"] = 0
+    with pytest.raises(ConfigError) as info:
+        submit_run(bad, experiment_id=experiment_id, settings=jobs_env)
+    lines = str(info.value).splitlines()
+    assert f"agents.0.model: folder {tmp_path / 'x' / 'y'} does not exist" in lines
+    assert any(line.startswith("agents.1.max_new_tokens: 5000 new tokens do not fit the context") for line in lines)
+    assert any(line.startswith("task.params.num_items: ") for line in lines)
+    huge = tiny_config()
+    huge["trainer"]["max_new_tokens"] = 1e12
+    with pytest.raises(ConfigError, match="trainer.max_new_tokens: Input should be less than or equal to"):
+        submit_run(huge, experiment_id=experiment_id, settings=jobs_env)
+    uncached = tiny_config()
+    uncached["agents"][0]["model"] = "someorg/not-downloaded"
+    with pytest.raises(ConfigError, match="agents.0.model: 'someorg/not-downloaded' is not a local folder"):
+        submit_run(uncached, experiment_id=experiment_id, settings=jobs_env)
+    assert store.list_runs() == []
+    assert queued_messages(jobs_env) == []
+
+
+def test_submit_accepts_a_task_from_a_module_the_settings_allow(jobs_env, store, experiment_id, monkeypatch,
+                                                                allow_task_modules):
+    allow_task_modules()
+    config = tiny_config()
+    config["task"] = {"name": "tests.jobs.plugin_tasks:slow_quickstart", "params": {"sleep_s": 1}}
+    with pytest.raises(ConfigError, match="module 'tests.jobs.plugin_tasks' is not on the task module allowlist"):
+        submit_run(config, experiment_id=experiment_id, settings=jobs_env)
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", "tests.jobs")
+    run_id = submit_run(config, experiment_id=experiment_id, settings=Settings())
+    assert store.get_run(run_id).config["task"]["name"] == "tests.jobs.plugin_tasks:slow_quickstart"
+    with pytest.raises(ConfigError, match="task.params.sleep_z: task 'tests.jobs.plugin_tasks:slow_quickstart' has no "
+                                          "parameter 'sleep_z'"):
+        submit_run({**config, "task": {"name": config["task"]["name"], "params": {"sleep_z": 1}}},
+                   experiment_id=experiment_id, settings=Settings())
+    assert len(store.list_runs()) == 1
+
+
 def test_submit_refuses_an_unknown_device(jobs_env, store, experiment_id):
     with pytest.raises(ValueError, match="cpu' or 'cuda:N"):
         submit_run(tiny_config(), experiment_id=experiment_id, device="gpu0", settings=jobs_env)

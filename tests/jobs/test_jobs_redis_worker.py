@@ -10,22 +10,23 @@ from __future__ import annotations
 import pytest
 
 from jobs.client import submit_run
+from jobs.settings import Settings
 from tests.jobs.helpers import assert_forced_stop, tiny_config, wait_until_step
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_submit_train_and_stop_through_redis(redis_env, store, experiment_id, start_worker, monkeypatch,
-                                             tmp_path):
+                                             tmp_path, allow_plugin_tasks):
     assert redis_env.resolved_broker_url.startswith("redis://")
     grace_s = 3.0
     monkeypatch.setenv("COOPLAB_STOP_GRACE_S", str(grace_s))
     worker = start_worker()
     config = tiny_config(max_steps=50)
     gate = tmp_path / "hang"  # quick steps until this file exists, then the reward hangs
-    config["task"] = {"name": "tests.jobs.plugin_tasks:slow_quickstart",
+    config["task"] = {"name": f"{allow_plugin_tasks}:slow_quickstart",
                       "params": {"sleep_s": 300, "gate_file": str(gate)}}
-    run_id = submit_run(config, experiment_id=experiment_id, settings=redis_env)
+    run_id = submit_run(config, experiment_id=experiment_id, settings=Settings())
     wait_until_step(store, run_id, 2)
     gate.touch()
     assert store.latest_metrics(run_id)["train/reward_mean"].step >= 2

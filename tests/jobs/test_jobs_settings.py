@@ -1,4 +1,5 @@
-"""The timing settings derived from the heartbeat timeout and the stop grace period."""
+"""The timing settings derived from the heartbeat timeout and the stop grace period; the task module
+allowlist and the Hugging Face cache the pre-flight checks look in."""
 
 from __future__ import annotations
 
@@ -21,3 +22,35 @@ def test_intervals_follow_the_timeouts(tmp_path, timeout_s, grace_s, heartbeat_s
     settings = Settings(home=tmp_path, heartbeat_timeout_s=timeout_s, stop_grace_s=grace_s)
     assert settings.heartbeat_interval_s == pytest.approx(heartbeat_s)
     assert settings.maintenance_interval_s == pytest.approx(maintenance_s)
+
+
+def test_task_modules_come_from_a_comma_separated_setting(monkeypatch, allow_task_modules):
+    from engine.tasks import allowed_task_modules
+    from jobs.settings import apply_engine_settings
+
+    allow_task_modules()
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", " mylab.tasks, otherpkg ,")
+    settings = Settings()
+    assert settings.task_module_list == ("mylab.tasks", "otherpkg")
+    apply_engine_settings(settings)
+    assert allowed_task_modules() == ("mylab.tasks", "otherpkg")
+    assert Settings(task_modules="").task_module_list == ()
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", "os:system")
+    with pytest.raises(ValueError, match="'os:system' is not a module name"):
+        Settings()
+
+
+def test_the_hub_cache_resolves_like_huggingface_hub(tmp_path, monkeypatch):
+    from jobs.settings import hf_hub_cache_dirs
+
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert hf_hub_cache_dirs() == [tmp_path / ".cache" / "huggingface" / "hub"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hf_hub_cache_dirs() == [tmp_path / "xdg" / "huggingface" / "hub"]
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "h"))
+    assert hf_hub_cache_dirs() == [tmp_path / "h" / "hub"]
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "c"))
+    assert hf_hub_cache_dirs() == Settings().preflight_hub_cache_dirs() == [tmp_path / "c"]
+    assert Settings(require_cached_models=False).preflight_hub_cache_dirs() is None

@@ -18,6 +18,7 @@ import pytest
 
 from db import states
 from jobs.client import enqueue_run, resume_run, stop_run, submit_run
+from jobs.settings import Settings
 from tests.jobs.helpers import (
     START_TIMEOUT_S,
     assert_forced_stop,
@@ -100,12 +101,12 @@ def test_an_invalid_stored_config_fails_the_run_with_a_readable_error(jobs_env, 
 
 
 def test_a_run_ignoring_its_stop_is_terminated_after_the_grace_period(jobs_env, store, experiment_id,
-                                                                      start_worker, monkeypatch):
+                                                                      start_worker, monkeypatch, allow_plugin_tasks):
     grace_s = 3.0
     monkeypatch.setenv("COOPLAB_STOP_GRACE_S", str(grace_s))
     worker = start_worker()
     config = tiny_config(max_steps=5)
-    config["task"] = {"name": "tests.jobs.plugin_tasks:slow_quickstart", "params": {"sleep_s": 300}}
-    run_id = submit_run(config, experiment_id=experiment_id, settings=jobs_env)
+    config["task"] = {"name": f"{allow_plugin_tasks}:slow_quickstart", "params": {"sleep_s": 300}}
+    run_id = submit_run(config, experiment_id=experiment_id, settings=Settings())
     wait_for(lambda: store.get_run(run_id).status == states.RUNNING, START_TIMEOUT_S, "the run to start")
     assert_forced_stop(jobs_env, store, worker, run_id, grace_s)

@@ -56,7 +56,8 @@ def only_second(round_index: int, names: list[str]) -> list[str]:
     return [names[1]] if round_index % 2 == 0 else []
 
 
-def test_custom_schedule_loads_from_a_module_path() -> None:
+def test_custom_schedule_loads_from_a_module_path(allow_task_modules) -> None:
+    allow_task_modules(__name__, "no_such_module_xyz")
     config = _example(rounds=2, schedule={"type": "custom", "function": f"{__name__}:only_second"})
     system = build_system(config, output_dir=None)
     plan = [system.schedule.trainers_to_update(r, system.names) for r in range(3)]
@@ -65,3 +66,20 @@ def test_custom_schedule_loads_from_a_module_path() -> None:
     bad = _example(schedule={"type": "custom", "function": "no_such_module_xyz:fn"})
     with pytest.raises(ConfigError, match="system.schedule: custom schedule function 'no_such_module_xyz:fn' cannot"):
         build_system(bad, output_dir=None)
+
+
+def test_custom_schedule_from_a_module_off_the_allowlist_is_refused_without_importing_it(allow_task_modules):
+    allow_task_modules("mylab.schedules")
+    for path, reason in [("os:system", "module 'os' is not on the task module allowlist"),
+                         (f"{__name__}:only_second", "is not on the task module allowlist"),
+                         ("mylab.schedulesevil:fn", "module 'mylab.schedulesevil' is not on"),
+                         ("mylab.schedules:_private", "private or dunder attribute")]:
+        with pytest.raises(ConfigError) as info:
+            _example(schedule={"type": "custom", "function": path})
+        message = str(info.value)
+        assert message.startswith("system.schedule.function: ") and reason in message, message
+        assert "allowed modules: mylab.schedules" in message and "COOPLAB_TASK_MODULES" in message
+    allow_task_modules(__name__)  # an allowed module lends nothing it imported from elsewhere
+    with pytest.raises(ConfigError, match=f"custom schedule function '{__name__}:run_system' is not allowed: it "
+                                          "resolves to 'run_system' from module 'engine.systems.build'"):
+        build_system(_example(schedule={"type": "custom", "function": f"{__name__}:run_system"}), output_dir=None)

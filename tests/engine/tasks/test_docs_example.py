@@ -17,7 +17,8 @@ def blocks(language: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_docs_example_builds_scores_and_trains(tmp_path, monkeypatch):
+def test_docs_example_builds_scores_and_trains(tmp_path, monkeypatch, allow_task_modules):
+    allow_task_modules()  # the example allows its module itself; the allowlist is restored afterwards
     module_code, usage_code = blocks("python")[:2]
     (tmp_path / "my_tasks.py").write_text(module_code, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -1,4 +1,5 @@
-"""The catalog, parameter validation, team sizes, and user tasks from import paths and entry points."""
+"""The catalog, parameter validation, team sizes, and user tasks from import paths and entry points;
+a config names code only from the built-ins, the entry points and the operator's module allowlist."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import textwrap
 
 import pytest
 
-from engine.tasks import Task, TaskError, build_task, get_task_info, task_catalog
+from engine.spec import ConfigError, parse_run_config
+from engine.tasks import Task, TaskError, build_task, check_task_name, get_task_info, task_catalog
+from engine.tasks.allowlist import import_path_problem, module_allowed, normalise_modules
 
 BUILTINS = {"quickstart", "humaneval", "writing", "self_refine", "role_switch"}
 
@@ -99,7 +102,8 @@ def plugin_module(tmp_path, monkeypatch):
     sys.modules.pop("my_plugin_tasks", None)
 
 
-def test_plugin_factory_from_import_path(plugin_module):
+def test_plugin_factory_from_import_path(plugin_module, allow_task_modules):
+    allow_task_modules(plugin_module)
     task = build_task(f"{plugin_module}:echo_task", {"word": "yo", "repeat": 3}, 3)
     assert isinstance(task, Task) and task.num_agents == 3 and len(task.train_dataset) == 3
     totals, terms = task.reward_func.score([["yo!", "no"], ["yo", "yo"], ["yoyo", "yo"]], [{}, {}], None)
@@ -113,7 +117,8 @@ def test_plugin_factory_from_import_path(plugin_module):
         build_task(f"{plugin_module}:echo_task", {"colour": "red"}, 2)
 
 
-def test_plugin_errors_are_clear(plugin_module):
+def test_plugin_errors_are_clear(plugin_module, allow_task_modules):
+    allow_task_modules(plugin_module, "no_such_module_xyz")
     with pytest.raises(TaskError, match="could not import module 'no_such_module_xyz'"):
         build_task("no_such_module_xyz:factory", {}, 2)
     with pytest.raises(TaskError, match="has no attribute 'missing'"):
@@ -124,9 +129,14 @@ def test_plugin_errors_are_clear(plugin_module):
         build_task(f"{plugin_module}:crashes", {}, 2)
     with pytest.raises(TaskError, match="package.module:factory"):
         build_task(":nothing", {}, 2)
+    with pytest.raises(TaskError, match="'_hidden' is a private or dunder attribute"):
+        build_task(f"{plugin_module}:_hidden", {}, 2)
+    with pytest.raises(TaskError, match="'__globals__'"):
+        build_task(f"{plugin_module}:echo_task.__globals__", {}, 2)
 
 
 def test_entry_point_group_registers_user_tasks(plugin_module, tmp_path, monkeypatch):
+    """Installed entry points are allowed without the module allowlist (installing is the operator's act)."""
     dist = tmp_path / "my_plugin_tasks-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugin-tasks\nVersion: 1.0\n")
@@ -134,8 +144,120 @@ def test_entry_point_group_registers_user_tasks(plugin_module, tmp_path, monkeyp
         f"[cooplab.tasks]\necho = {plugin_module}:echo_task\nbroken = no_such_plugin_module:factory\n"
     )
     task = build_task("echo", {"word": "hey"}, 2)
+    check_task_name("echo")
+    with pytest.raises(TaskError, match=f"module '{plugin_module}' is not on the task module allowlist"):
+        check_task_name(f"{plugin_module}:echo_task")  # the entry point, not its module, is allowed
     assert task.name == "echo" and task.train_dataset[0]["prompt"] == "Say hey"
     names = {info.name for info in task_catalog()}
     assert "echo" in names and "broken" not in names and "quickstart" in names  # a broken plugin is skipped
     with pytest.raises(TaskError, match="entry point 'no_such_plugin_module:factory' failed to import"):
         build_task("broken", {}, 2)
+
+
+def test_allowlist_matches_exact_modules_and_dotted_prefixes():
+    assert normalise_modules(" mylab.tasks, otherpkg,,mylab.tasks ") == ("mylab.tasks", "otherpkg")
+    allowed = ("mylab.tasks", "otherpkg")
+    assert module_allowed("mylab.tasks", allowed) and module_allowed("mylab.tasks.coding", allowed)
+    assert module_allowed("otherpkg.deep.module", allowed)
+    assert not module_allowed("mylab.tasksevil", allowed) and not module_allowed("mylab", allowed)
+    assert not module_allowed("otherpkg2", allowed) and not module_allowed("os", allowed)
+    assert import_path_problem("mylab.tasks.coding:factory", allowed) is None
+    assert "not on the task module allowlist" in import_path_problem("mylab.tasksevil:x", allowed)
+    assert "private or dunder" in import_path_problem("mylab.tasks:_make", allowed)
+    assert "dunder module" in import_path_problem("mylab.tasks.__main__:x", allowed)
+    assert "must look like" in import_path_problem("mylab.tasks:", allowed)
+    assert "must look like" in import_path_problem("../mylab:x", allowed)
+    for bad in ("mylab.tasks:factory", "my lab", "mylab.*", "/opt/mylab"):
+        with pytest.raises(ValueError, match="is not a module name"):
+            normalise_modules([bad])
+
+
+MARKER_MODULE = """
+import pathlib
+pathlib.Path({marker!r}).write_text("imported")
+
+
+def factory(num_agents: int):
+    raise RuntimeError("never called")
+"""
+
+
+def test_a_task_off_the_allowlist_is_refused_before_anything_is_imported(tmp_path, monkeypatch, allow_task_modules):
+    marker = tmp_path / "imported.txt"
+    (tmp_path / "marker_tasks.py").write_text(MARKER_MODULE.format(marker=str(marker)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shell_marker = tmp_path / "shell-ran.txt"
+    allow_task_modules("mylab.tasks")
+    for name in ("marker_tasks:factory", "os:system"):
+        config = {"agents": [{"name": "a"}, {"name": "b"}],
+                  "task": {"name": name, "params": {"command": f"touch {shell_marker}"}}}
+        with pytest.raises(ConfigError) as info:
+            parse_run_config(config)
+        message = str(info.value)
+        module = name.split(":")[0]
+        assert message.startswith(f"task.name: task {name!r} is not allowed: module {module!r} is not on the task "
+                                  "module allowlist"), message
+        for allowed in ("quickstart", "humaneval", "entry points of the 'cooplab.tasks' group",
+                        "allowed: mylab.tasks", "COOPLAB_TASK_MODULES"):
+            assert allowed in message, (allowed, message)
+        with pytest.raises(TaskError, match="is not allowed"):
+            get_task_info(name)
+        with pytest.raises(TaskError, match="is not allowed"):
+            build_task(name, {"command": f"touch {shell_marker}"}, 2)
+    assert not marker.exists() and "marker_tasks" not in sys.modules
+    assert not shell_marker.exists()
+    allow_task_modules("marker_tasks")  # the same module, allowed by the operator: imported on use
+    try:
+        assert get_task_info("marker_tasks:factory").name == "marker_tasks:factory"
+        assert marker.read_text() == "imported"
+    finally:
+        sys.modules.pop("marker_tasks", None)
+
+
+def test_an_allowed_package_prefix_admits_its_submodules_only(tmp_path, monkeypatch, allow_task_modules):
+    package = tmp_path / "mylab_pkg"
+    (package / "tasks").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "tasks" / "__init__.py").write_text("")
+    (package / "tasks" / "coding.py").write_text(PLUGIN)
+    evil_marker = tmp_path / "evil.txt"
+    (package / "tasksevil.py").write_text(MARKER_MODULE.format(marker=str(evil_marker)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    allow_task_modules("mylab_pkg.tasks")
+    try:
+        task = build_task("mylab_pkg.tasks.coding:echo_task", {"word": "ok"}, 2)
+        assert task.train_dataset[0]["prompt"] == "Say ok"
+        assert parse_run_config({"agents": [{"name": "a"}, {"name": "b"}],
+                                 "task": {"name": "mylab_pkg.tasks.coding:echo_task"}}).task.name
+        with pytest.raises(TaskError, match="module 'mylab_pkg.tasksevil' is not on the task module allowlist"):
+            build_task("mylab_pkg.tasksevil:factory", {}, 2)
+        assert not evil_marker.exists()
+    finally:
+        for name in [m for m in sys.modules if m.startswith("mylab_pkg")]:
+            sys.modules.pop(name)
+
+
+def test_unknown_task_names_are_refused_at_parse_time_with_the_allowed_names():
+    with pytest.raises(ConfigError, match=r"task.name: unknown task 'nope'; a config may name a registered task "
+                                          r"\(humaneval, quickstart"):
+        parse_run_config({"agents": [{"name": "a"}], "task": {"name": "nope"}})
+
+
+def test_an_allowed_module_cannot_lend_what_it_imported(tmp_path, monkeypatch, allow_task_modules):
+    (tmp_path / "lender_tasks.py").write_text("import os\nimport subprocess\nfrom subprocess import run\n"
+                                              "from os import system as shell\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    marker = tmp_path / "ran"
+    allow_task_modules("lender_tasks")
+    try:
+        for name, params in [("lender_tasks:os.system", {"command": f"touch {marker}"}),
+                             ("lender_tasks:shell", {"command": f"touch {marker}"}),
+                             ("lender_tasks:run", {"args": f"touch {marker}", "shell": True}),
+                             ("lender_tasks:subprocess.run", {"args": f"touch {marker}", "shell": True})]:
+            with pytest.raises(TaskError, match=rf"task '{name}' is not allowed: it (resolves to .* from|reaches) "
+                                                r"module '(os|posix|subprocess)', which is not on the task module "
+                                                r"allowlist"):
+                build_task(name, params, 2)
+        assert not marker.exists()
+    finally:
+        sys.modules.pop("lender_tasks", None)

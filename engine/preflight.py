@@ -1,0 +1,154 @@
+"""Pre-flight: what a run config needs from this machine, checked before a run is stored or queued.
+
+:func:`engine.spec.parse_run_config` checks a config on its own (types, bounds, combinations, the
+task name against the allowlist). Pre-flight adds what follows from the models and the task, without
+loading either (torch-free, so the dashboard and ``jobs.client`` call it):
+
+- every agent's model source exists: a built-in, a local folder with ``config.json``, or a hub id in
+  the local Hugging Face cache (:mod:`engine.sources`); a tokenizer source likewise;
+- ``max_new_tokens`` (the trainer's, each agent's override, each system trainer's override) is less
+  than the context of every model it applies to (``max_position_embeddings``/``n_positions``);
+- the task resolves, its parameters validate against its params model, the team size and number of
+  turns fit it.
+
+Each problem names its field (``agents.0.model``, ``trainer.max_new_tokens``, ``task.params.x``);
+:func:`check_preflight` reports all of them together as one :class:`engine.spec.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from engine.sources import inspect_source
+from engine.spec import ConfigError, RunConfig
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One pre-flight problem: the dotted field it concerns and what to do about it."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The model an agent trains with: where it was named and its context (None when unknown)."""
+
+    field: str
+    source: str
+    context: int | None
+
+
+def preflight_problems(config: RunConfig, *,
+                       hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[Problem]:
+    """Every pre-flight problem of ``config`` (empty when it can be queued).
+
+    ``hub_cache_dirs`` are the Hugging Face hub caches a hub id must be found in; None accepts hub
+    ids unchecked (for deployments whose workers download models or keep their own cache).
+    """
+    problems: list[Problem] = []
+    models = _agent_models(config, hub_cache_dirs, problems)
+    problems += _max_new_tokens_problems(config, models)
+    problems += task_problems(config)
+    return problems
+
+
+def check_preflight(config: RunConfig, *, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None) -> None:
+    """Raise :class:`ConfigError` listing every pre-flight problem, one ``field: message`` line each."""
+    problems = preflight_problems(config, hub_cache_dirs=hub_cache_dirs)
+    if problems:
+        raise ConfigError("\n".join(str(p) for p in problems))
+
+
+def _agent_models(config: RunConfig, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None,
+                  problems: list[Problem]) -> list[_Model]:
+    """The model of each agent (a weight-sharing agent has its partner's), adding source problems."""
+    models: list[_Model] = []
+    index = {agent.name: i for i, agent in enumerate(config.agents)}
+    for i, agent in enumerate(config.agents):
+        if agent.share_weights_with is not None and agent.share_weights_with in index:
+            models.append(models[index[agent.share_weights_with]])  # its own model and tokenizer are unused
+            continue
+        info = inspect_source(agent.model, hub_cache_dirs=hub_cache_dirs, model_kwargs=agent.model_kwargs)
+        if info.problem:
+            problems.append(Problem(f"agents.{i}.model", info.problem))
+        if agent.tokenizer:
+            tok = inspect_source(agent.tokenizer, hub_cache_dirs=hub_cache_dirs, tokenizer_only=True)
+            if tok.problem:
+                problems.append(Problem(f"agents.{i}.tokenizer", tok.problem))
+        models.append(_Model(f"agents.{i}.model", agent.model, info.context))
+    return models
+
+
+def _trainer_fields(config: RunConfig) -> list[tuple[str, int]]:
+    """Per agent: where its ``max_new_tokens`` comes from and its value (agent, system trainer, run)."""
+    out = [("trainer.max_new_tokens", config.trainer.max_new_tokens)] * len(config.agents)
+    if config.system is not None:
+        from engine.systems.spec import parse_system_spec  # torch-free
+
+        spec = parse_system_spec(config)
+        names = [a.name for a in config.agents]
+        for g, group in enumerate(spec.trainers):
+            value = group.trainer.get("max_new_tokens")
+            if isinstance(value, int):
+                for name in group.agents:
+                    out[names.index(name)] = (f"system.trainers.{g}.trainer.max_new_tokens", value)
+    for i, agent in enumerate(config.agents):
+        if agent.max_new_tokens is not None:
+            out[i] = (f"agents.{i}.max_new_tokens", agent.max_new_tokens)
+    return out
+
+
+def _max_new_tokens_problems(config: RunConfig, models: list[_Model]) -> list[Problem]:
+    """``max_new_tokens`` against each model's context: one problem per field, for its tightest model."""
+    tightest: dict[str, tuple[int, _Model]] = {}
+    for (field, value), model in zip(_trainer_fields(config), models, strict=True):
+        if model.context is None or value < model.context:
+            continue
+        if field not in tightest or model.context < tightest[field][1].context:
+            tightest[field] = (value, model)
+    return [
+        Problem(field, f"{value} new tokens do not fit the context of {model.field} ({model.source}: "
+                       f"{model.context} positions, prompt included); set less than {model.context}")
+        for field, (value, model) in tightest.items()
+    ]
+
+
+def task_problems(config: RunConfig) -> list[Problem]:
+    """The task resolves (allowed modules only), its parameters validate, the team and turns fit it.
+
+    Resolving an allowed plugin imports its module; no factory is called and no dataset is loaded.
+    """
+    from engine.tasks import TaskError, get_task_info
+
+    name = config.task.name
+    try:
+        info = get_task_info(name)
+    except TaskError as exc:
+        return [Problem("task.name", str(exc))]
+    problems: list[Problem] = []
+    try:
+        info.params_model.model_validate(dict(config.task.params))
+    except ValidationError as exc:
+        accepted = ", ".join(info.params_model.model_fields) or "none"
+        for err in exc.errors():
+            where = ".".join(["task.params", *(str(p) for p in err["loc"])])
+            message = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                message = f"task {name!r} has no parameter {err['loc'][-1]!r}; accepted: {accepted}"
+            problems.append(Problem(where, message))
+    sizes = tuple(info.team_sizes)
+    if sizes and len(config.agents) not in sizes:
+        problems.append(Problem("agents", f"task {name!r} is played by {' or '.join(str(n) for n in sizes)} "
+                                          f"agent(s), not {len(config.agents)}; add or remove agents"))
+    if info.max_turns is not None and config.trainer.num_turns > info.max_turns:
+        problems.append(Problem("trainer.num_turns", f"task {name!r} supports at most {info.max_turns} turn(s)"))
+    return problems

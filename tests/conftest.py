@@ -1,0 +1,26 @@
+"""Fixtures shared by every test package."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+
+@pytest.fixture
+def allow_task_modules() -> Iterator[Callable[..., tuple[str, ...]]]:
+    """Put modules on the engine's task module allowlist for one test, as an operator's
+    ``COOPLAB_TASK_MODULES`` setting would; the previous allowlist comes back afterwards.
+
+    ``allow_task_modules("my_plugin", "tests.jobs.plugin_tasks")`` returns the allowlist now in force.
+    """
+    from engine.tasks.allowlist import allowed_task_modules, set_allowed_task_modules
+
+    original = allowed_task_modules()
+
+    def allow(*modules: str) -> tuple[str, ...]:
+        set_allowed_task_modules(modules)
+        return allowed_task_modules()
+
+    yield allow
+    set_allowed_task_modules(original)
