@@ -2,8 +2,9 @@
 
 Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
 value, so tests and the CLI can change the environment before use. The engine reads no environment
-variables: :func:`apply_engine_settings` hands it what it needs (the task module allowlist), and
-:meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the Hugging Face cache is.
+variables: :func:`apply_engine_settings` hands it what it needs (the task module allowlist, the UNSAFE
+sandbox switch), and :meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the
+Hugging Face cache is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class Settings(BaseSettings):
     require_cached_models: bool = Field(
         True, description="Before a run is queued, a Hugging Face model id must already be in this machine's "
         "Hugging Face cache (runs load models offline). Set false where workers download models themselves.")
+
+    unsafe_sandbox_without_isolation: bool = Field(
+        False, description="UNSAFE: where bubblewrap cannot isolate model-written code, run it anyway with "
+        "resource limits and an in-interpreter guard only (bypassable: it may read this user's files and reach "
+        "local services). Off by default: such code is then refused.")
 
     @field_validator("task_modules")
     @classmethod
@@ -131,7 +137,10 @@ def hf_hub_cache_dirs(env: HubCacheEnv | None = None) -> list[Path]:
 
 
 def apply_engine_settings(settings: Settings) -> None:
-    """Hand the engine this process's operator settings: the task module allowlist."""
+    """Hand the engine this process's operator settings: the task module allowlist and whether the code
+    sandbox may run without OS isolation (UNSAFE)."""
+    from engine.sandbox.boundary import allow_unisolated_sandbox  # torch-free
     from engine.tasks.allowlist import set_allowed_task_modules  # torch-free
 
     set_allowed_task_modules(settings.task_module_list)
+    allow_unisolated_sandbox(settings.unsafe_sandbox_without_isolation)

@@ -54,3 +54,18 @@ def test_the_hub_cache_resolves_like_huggingface_hub(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "c"))
     assert hf_hub_cache_dirs() == Settings().preflight_hub_cache_dirs() == [tmp_path / "c"]
     assert Settings(require_cached_models=False).preflight_hub_cache_dirs() is None
+
+
+def test_the_unsafe_sandbox_switch_is_off_unless_the_operator_sets_it(monkeypatch):
+    from engine.sandbox import boundary
+    from jobs.settings import apply_engine_settings, get_settings
+
+    monkeypatch.delenv("COOPLAB_UNSAFE_SANDBOX_WITHOUT_ISOLATION", raising=False)
+    try:
+        apply_engine_settings(get_settings())
+        assert boundary._unisolated_allowed is False
+        monkeypatch.setenv("COOPLAB_UNSAFE_SANDBOX_WITHOUT_ISOLATION", "1")
+        apply_engine_settings(get_settings())
+        assert boundary._unisolated_allowed is True
+    finally:
+        boundary.allow_unisolated_sandbox(False)
