@@ -10,7 +10,6 @@ foreign-function calls and writes outside the working directory. Roles: ``run`` 
 import json
 import os
 import resource
-import shutil
 import sys
 
 VIOLATION_PREFIX = "SANDBOX-VIOLATION:"
@@ -85,6 +84,8 @@ def main():
     box, work = cfg["box"], cfg["work"]
     files = os.path.join(box, "files")
     if os.path.isdir(files):  # inputs become writable copies in the working directory
+        import shutil  # only then: it imports the compression modules
+
         shutil.copytree(files, work, dirs_exist_ok=True)
     os.chdir(work)
     os.umask(0o077)
