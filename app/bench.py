@@ -152,8 +152,10 @@ def page_queries(store: Store, big: int) -> dict[str, Callable[[], object]]:
 def render_time(page: str, big: int, repeat: int) -> tuple[float, float]:
     """A headless page run (AppTest) with the large run selected: the first run of a new session
     and the median of ``repeat`` reruns (what each click or live refresh costs)."""
+    from streamlit import config
     from streamlit.testing.v1 import AppTest
 
+    config.set_option("server.address", "127.0.0.1")  # as `cooplab ui` serves it: no sign-in
     main = str(Path(__file__).resolve().parent / "main.py")
     at = AppTest.from_file(main, default_timeout=120)
     at.query_params["run"] = str(big)

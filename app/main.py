@@ -1,6 +1,7 @@
 """CoopLab dashboard entry point: ``streamlit run app/main.py`` (``cooplab up`` starts it).
 
-A router only: it sets the page frame and hands over to the chosen view in ``app/app_pages``.
+A router only: it sets the page frame, asks for sign-in when the server is reachable from other
+machines (``app/signin.py``), and hands over to the chosen view in ``app/app_pages``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ if str(ROOT) not in sys.path:  # running from a source tree: make `app`, `db`, `
 
 import streamlit as st  # noqa: E402
 
-from app import context  # noqa: E402
+from app import context, signin  # noqa: E402
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 
 st.set_page_config(page_title="CoopLab", page_icon=":material/diversity_3:", layout="wide")
+access = signin.current()
+signed_in = signin.granted(access)
 
 navigation = st.navigation(
     {
@@ -34,7 +37,12 @@ navigation = st.navigation(
         "Operate": [
             st.Page(PAGES / "workers.py", title="Workers", icon=":material/dns:"),
         ],
-    }
+    },
+    position="sidebar" if signed_in else "hidden",
 )
+if not signed_in:  # the sign-in form (or why there is none) and nothing else
+    signin.show(access)
+    st.stop()
 context.live_controls()
+signin.sign_out_button(access)
 navigation.run()

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import typer
 
+from cooplab.cmd_access import announce_signin
+
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
 
 DEVICE_HELP = "Device whose queue to use: cpu or cuda:N (e.g. cuda:0)."
-HOST_HELP = "Address the dashboard listens on: 127.0.0.1 (this machine only) or 0.0.0.0 (all interfaces)."
+HOST_HELP = ("Address the dashboard listens on: 127.0.0.1 (this machine only) or 0.0.0.0 (all interfaces; "
+             "requires sign-in, see `cooplab hash-password`).")
 
 
 def _check_host(host: str) -> str:
@@ -75,6 +78,7 @@ def up(
     from jobs.supervisor import Supervisor
 
     host = _check_host(host)
+    announce_signin(host)
     supervisor = Supervisor(port=port, host=host, device=_check_device(device), with_worker=not no_worker)
     typer.echo(f"CoopLab dashboard: http://{_url_host(host)}:{port}  (Ctrl-C stops everything)")
     raise typer.Exit(supervisor.run())
@@ -88,6 +92,7 @@ def ui(
     from jobs.supervisor import Supervisor
 
     host = _check_host(host)
+    announce_signin(host)
     typer.echo(f"CoopLab dashboard: http://{_url_host(host)}:{port}")
     raise typer.Exit(Supervisor(port=port, host=host, with_worker=False).run())
 

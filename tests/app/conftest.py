@@ -4,11 +4,12 @@ a store on it, a helper that fills it with runs, metrics and transcripts, and an
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 from db.records import EpisodeIn, TurnIn
@@ -28,6 +29,16 @@ def two_agent_config(name: str = "demo", **trainer: Any) -> dict[str, Any]:
         "trainer": {"max_steps": 5, "num_generations": 2, **trainer},
     }
     return RunConfig.model_validate(config).model_dump(mode="json")
+
+
+@pytest.fixture(autouse=True)
+def server_address() -> Iterator[Callable[[str | None], None]]:
+    """The address the dashboard "listens on" (``server.address``): 127.0.0.1 unless a test calls
+    ``server_address("0.0.0.0")``, so pages open without sign-in as under ``cooplab ui``."""
+    previous = config.get_option("server.address")
+    config.set_option("server.address", "127.0.0.1")
+    yield lambda address: config.set_option("server.address", address)
+    config.set_option("server.address", previous)
 
 
 @pytest.fixture

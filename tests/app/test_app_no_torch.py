@@ -25,7 +25,9 @@ for name in modules:
 import jobs.client  # what the dashboard calls to launch and stop runs
 from app import actor_critic_settings  # reads IACConfig/MAACConfig defaults without the trainers
 assert actor_critic_settings.defaults("iac") and actor_critic_settings.validate({"algorithm": "maac"}) == {}
+from streamlit import config
 from streamlit.testing.v1 import AppTest
+config.set_option("server.address", "127.0.0.1")  # as `cooplab ui` serves it: no sign-in
 pages = sorted(p.name for p in Path("app/app_pages").glob("*.py"))
 for page in pages:
     at = AppTest.from_file("app/main.py", default_timeout=60)

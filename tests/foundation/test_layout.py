@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,33 @@ def test_docker_compose_names_real_entry_points_and_settings():
     worker = next(s for n, s in services.items() if n.startswith("worker"))
     assert "CUDA_VISIBLE_DEVICES" in worker["environment"]
     assert worker["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+
+def _required(value: str, var: str) -> bool:
+    """Whether ``value`` takes ``var`` from the environment with no default (``${VAR:?message}``)."""
+    return re.search(r"\$\{" + var + r":\?[^}]*\}", value) is not None and "${" + var + ":-" not in value
+
+
+def test_docker_compose_keeps_servers_private_and_secrets_out_of_the_file():
+    text = (ROOT / "docker-compose.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    for name in ("redis", "postgres"):  # reachable by the other services only, never from the host
+        assert "ports" not in services[name] and "network_mode" not in services[name], name
+    postgres = services["postgres"]["environment"]
+    assert _required(postgres["POSTGRES_PASSWORD"], "POSTGRES_PASSWORD")
+    redis = services["redis"]["command"]
+    assert _required(redis[redis.index("--requirepass") + 1], "REDIS_PASSWORD")
+    for name, service in services.items():
+        env = service.get("environment") or {}
+        for var in ("COOPLAB_BROKER_URL", "COOPLAB_RESULT_BACKEND"):
+            if var in env:
+                assert env[var].startswith("redis://:${REDIS_PASSWORD") and _required(env[var], "REDIS_PASSWORD")
+        if "COOPLAB_DATABASE_URL" in env:
+            assert _required(env["COOPLAB_DATABASE_URL"], "POSTGRES_PASSWORD"), name
+    app = services["app"]
+    assert "0.0.0.0" in app["command"]  # reachable from other machines, hence the sign-in
+    assert _required(app["environment"]["COOPLAB_UI_PASSWORD_HASH"], "COOPLAB_UI_PASSWORD_HASH")
+    assert "cooplab:cooplab@" not in text and not re.search(r"PASSWORD:\s*['\"]?\w", text)
 
 
 def test_settings_read_the_environment_when_asked(monkeypatch, tmp_path):

@@ -100,9 +100,12 @@ def test_children_share_the_data_directory_as_an_absolute_path(tmp_path, monkeyp
 @pytest.mark.integration
 @pytest.mark.slow
 def test_ui_listens_on_the_host_it_is_given(jobs_env, tmp_path):
-    """``cooplab ui --host 0.0.0.0`` (what docker-compose runs) serves on every interface."""
+    """``cooplab ui --host 0.0.0.0`` (what docker-compose runs) serves on every interface, with sign-in."""
+    from app.access import hash_password
+
     port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "COOPLAB_UI_PASSWORD_HASH": hash_password("correct horse battery staple", n=2**10)}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     log_path = tmp_path / "ui.log"
     with log_path.open("wb") as out:
@@ -117,6 +120,7 @@ def test_ui_listens_on_the_host_it_is_given(jobs_env, tmp_path):
                      if c.status == psutil.CONN_LISTEN}
         assert ("0.0.0.0", port) in listening, listening
         assert f"http://0.0.0.0:{port}" in log_path.read_text()
+        assert "Sign-in: required (the dashboard listens on 0.0.0.0)" in log_path.read_text()
         proc.send_signal(signal.SIGTERM)  # the supervisor stops the dashboard and exits
         assert proc.wait(timeout=60) == 0, log_path.read_text()
     finally:
