@@ -50,10 +50,16 @@ def bucket_of(x: float, lo: float, hi: float, n: int) -> int:
     return min(n - 1, math.floor((x - lo) * n / (hi - lo)))
 
 
-def in_range(run_id: int, key: str, x: str, x_min: float | None, x_max: float | None) -> ColumnElement[bool]:
-    """The WHERE clause for one series: this run and key, x present, inside the requested range."""
+def in_range(run_id: int, key: str, x: str, x_min: float | None, x_max: float | None, *,
+             step_min: int | None = None, step_max: int | None = None) -> ColumnElement[bool]:
+    """The WHERE clause for one series: this run and key, x present, inside the requested range (and,
+    along another axis than ``step``, inside the step range ``[step_min, step_max]`` when given)."""
     col = x_column(x)
     conditions = [MetricRow.run_id == run_id, MetricRow.key == key, col.is_not(None), MetricRow.value.is_not(None)]
+    if step_min is not None:
+        conditions.append(MetricRow.step >= int(step_min))
+    if step_max is not None:
+        conditions.append(MetricRow.step <= int(step_max))
     if x != "wall_time":
         # Integer axes get integer bounds: comparing an integer column with a float would keep
         # PostgreSQL from using the index for the range.

@@ -125,15 +125,24 @@ def latest_metrics(session: Session, run_id: int, *, keys: Iterable[str] | None)
 
 
 def series(session: Session, run_id: int, key: str, *, x: str, max_points: int, x_min: float | None,
-           x_max: float | None, source: str = "auto") -> Series:
+           x_max: float | None, source: str = "auto", step_min: int | None = None,
+           step_max: int | None = None) -> Series:
     """See :meth:`db.store.Store.series`. Along ``step``, a range wide enough for the rollups is
     bucketed into whole rollup blocks (:mod:`db.rollups`); ``source="raw"`` computes that same
-    bucketing from the metrics table alone (to check the rollups against)."""
+    bucketing from the metrics table alone (to check the rollups against). ``step_min`` /
+    ``step_max`` keep only the points of those steps (whatever the x axis: a resumed run's history
+    takes each attempt's own steps)."""
     if source not in ("auto", "raw"):
         raise ValueError(f"unknown series source {source!r}; use 'auto' or 'raw'")
+    if x == "step":  # the step bounds are x bounds: the rollups can still answer
+        if step_min is not None:
+            x_min = step_min if x_min is None else max(float(x_min), step_min)
+        if step_max is not None:
+            x_max = step_max if x_max is None else min(float(x_max), step_max)
+        step_min = step_max = None
     col = x_column(x)
     n = bucket_count(max_points)
-    where = in_range(run_id, key, x, x_min, x_max)
+    where = in_range(run_id, key, x, x_min, x_max, step_min=step_min, step_max=step_max)
     if x == "step":
         wide = _wide_step_series(session, run_id, key, where, n=n, max_points=max_points, x_min=x_min,
                                  x_max=x_max, source=source)

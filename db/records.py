@@ -205,3 +205,74 @@ class EpisodeIn:
     split: str = "train"
     item_index: int | None = None
     turns: tuple[TurnIn, ...] = field(default_factory=tuple)
+
+
+# ------------------------------------------------------------------------------ run lineage
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a run's history and the steps it owns in the joined view.
+
+    A resumed attempt owns its steps from its first logged step on; the attempt before it keeps the
+    steps before that, so each step appears once and the later attempt wins where they overlap.
+    ``owns_from`` / ``owns_to`` are inclusive; None means unbounded on that side. ``owns_nothing``
+    is True for an attempt that has not logged a step yet (while a later one has, or before it starts).
+    """
+
+    run_id: int
+    attempt: int
+    status: str
+    step: int
+    first_step: int | None
+    owns_from: int | None
+    owns_to: int | None
+    owns_nothing: bool = False
+
+    def owns(self, step: int) -> bool:
+        """True when ``step`` of this attempt is the one the joined history shows."""
+        if self.owns_nothing:
+            return False
+        return (self.owns_from is None or step >= self.owns_from) and (self.owns_to is None or step <= self.owns_to)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A run's whole history: the attempts it was resumed from, itself, and the attempts that resume
+    it (the newest resume at each point), oldest first."""
+
+    run_id: int
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def run_ids(self) -> tuple[int, ...]:
+        return tuple(a.run_id for a in self.attempts)
+
+    @property
+    def root(self) -> int:
+        return self.attempts[0].run_id
+
+    @property
+    def latest(self) -> int:
+        return self.attempts[-1].run_id
+
+    @property
+    def joined(self) -> bool:
+        """True when the history has more than one attempt."""
+        return len(self.attempts) > 1
+
+    def owner(self, step: int) -> int | None:
+        """The attempt (run id) whose value of ``step`` the joined history shows."""
+        for attempt in reversed(self.attempts):
+            if attempt.owns(step):
+                return attempt.run_id
+        return None
+
+
+@dataclass(frozen=True)
+class JoinedSeries:
+    """One metric along a lineage: the points of each attempt's own steps, in order, as one series,
+    and where each attempt after the first begins on the x axis (``(x, attempt, run_id)``)."""
+
+    series: Series
+    boundaries: tuple[tuple[float, int, int], ...]

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from db import ops_experiments, ops_metrics, ops_runs, ops_transcripts, ops_workers
+from db import ops_experiments, ops_lineage, ops_metrics, ops_runs, ops_transcripts, ops_workers
 from db.engine import make_engine, read_session, write_session
 from db.errors import DuplicateNameError, NotFoundError, RunActiveError
 from db.records import (
@@ -27,6 +27,8 @@ from db.records import (
     EpisodeIn,
     EpisodeView,
     Experiment,
+    JoinedSeries,
+    Lineage,
     MetricPoint,
     Run,
     RunRate,
@@ -206,6 +208,28 @@ class Store:
         with write_session(self.engine) as s:
             return ops_runs.reap_lost(s, timeout_s=timeout_s, now=now)
 
+    def lineage(self, run_id: int) -> Lineage:
+        """The run's whole history, oldest attempt first: the runs it was resumed from, itself, and the
+        newest resume of each attempt after it; with the steps each attempt owns in the joined view
+        (an attempt owns its steps from its first logged step on: the later attempt wins)."""
+        with read_session(self.engine) as s:
+            return ops_lineage.lineage(s, run_id)
+
+    def joined_series(self, history: Lineage, key: str, x: str = "step", max_points: int = 1000,
+                      x_min: float | None = None, x_max: float | None = None) -> JoinedSeries:
+        """A metric along a run's whole history (:meth:`lineage`): each attempt's own steps, joined
+        into one series (each step once), with where each later attempt begins on the x axis. Each
+        attempt is downsampled like :meth:`series`, sharing ``max_points`` by the steps it owns."""
+        with read_session(self.engine) as s:
+            return ops_lineage.joined_series(s, history, key, x=x, max_points=max_points, x_min=x_min,
+                                             x_max=x_max)
+
+    def lineage_episode_steps(self, history: Lineage, split: str | None = None) -> list[tuple[int, int]]:
+        """``(step, run_id)`` of the steps with stored episodes along a run's history, ascending, each
+        step from the attempt that owns it."""
+        with read_session(self.engine) as s:
+            return ops_lineage.episode_steps(s, history, split=split)
+
     # ------------------------------------------------------------------------------ metrics
 
     def log_step(self, run_id: int, step: int, env_step: int, metrics: Mapping[str, float],
@@ -241,13 +265,16 @@ class Store:
             return ops_metrics.metric_keys(s, run_id)
 
     def series(self, run_id: int, key: str, x: str = "step", max_points: int = 1000,
-               x_min: float | None = None, x_max: float | None = None) -> Series:
+               x_min: float | None = None, x_max: float | None = None, *, step_min: int | None = None,
+               step_max: int | None = None) -> Series:
         """A metric along ``x`` (``"step"``, ``"env_step"`` or ``"wall_time"``), at most ``max_points``
         points: when there are more, the x range is cut into buckets and each bucket's minimum and
         maximum are kept, plus the first and last point, so spikes survive. Computed in the database:
-        wide step ranges from the rollup table (:mod:`db.rollups`), narrower ones from the points."""
+        wide step ranges from the rollup table (:mod:`db.rollups`), narrower ones from the points.
+        ``step_min`` / ``step_max`` keep only those steps, whatever the x axis."""
         with read_session(self.engine) as s:
-            return ops_metrics.series(s, run_id, key, x=x, max_points=max_points, x_min=x_min, x_max=x_max)
+            return ops_metrics.series(s, run_id, key, x=x, max_points=max_points, x_min=x_min, x_max=x_max,
+                                      step_min=step_min, step_max=step_max)
 
     def latest_metrics(self, run_id: int, keys: Iterable[str] | None = None) -> dict[str, MetricPoint]:
         """The last-logged point (highest step) of each key (all keys when ``keys`` is None)."""
