@@ -191,3 +191,13 @@ class WorkerRow(Base):
     online: Mapped[bool] = mapped_column(Boolean, default=True)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     current_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+
+
+class MetaRow(Base):
+    """Facts about the database itself, by key: ``database_id`` (a random id given when the schema is
+    created; a data directory records the id of the database that owns it)."""
+
+    __tablename__ = "cooplab_meta"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

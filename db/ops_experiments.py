@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import Text, cast, func, or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db import convert
@@ -61,6 +62,28 @@ def create_experiment(session: Session, *, name: str, description: str, tags: It
                         config=convert.json_config(config), created_at=now, updated_at=now)
     session.add(row)
     session.flush()
+    return convert.experiment(row)
+
+
+def get_or_create_experiment(session: Session, *, name: str, description: str, tags: Iterable[str],
+                             config: Mapping[str, Any] | None) -> Experiment:
+    """The experiment named ``name``, created (with the other fields) when there is none. Safe when
+    several processes ask at once: SQLite's write transactions run one at a time; on PostgreSQL a
+    concurrent insert that wins the unique name makes this one read the winner's row."""
+    name = _check_name(name)
+    row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
+    if row is not None:
+        return convert.experiment(row)
+    now = utcnow()
+    try:
+        with session.begin_nested():
+            row = ExperimentRow(name=name, description=description or "", tags=convert.clean_tags(tags),
+                                config=convert.json_config(config), created_at=now, updated_at=now)
+            session.add(row)
+    except IntegrityError:
+        row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
+        if row is None:
+            raise
     return convert.experiment(row)
 
 

@@ -283,6 +283,14 @@ def add_checkpoint(session: Session, run_id: int, *, step: int, path: str) -> Ch
     return convert.checkpoint(row)
 
 
+def delete_checkpoints(session: Session, run_id: int, checkpoint_ids: Iterable[int]) -> int:
+    ids = [int(i) for i in checkpoint_ids]
+    if not ids:
+        return 0
+    return session.execute(delete(CheckpointRow).where(CheckpointRow.run_id == run_id, CheckpointRow.id.in_(ids))
+                           .execution_options(synchronize_session=False)).rowcount
+
+
 def list_checkpoints(session: Session, run_id: int) -> list[Checkpoint]:
     query = select(CheckpointRow).where(CheckpointRow.run_id == run_id).order_by(CheckpointRow.step,
                                                                                   CheckpointRow.id)

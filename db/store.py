@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from db import ops_experiments, ops_lineage, ops_metrics, ops_runs, ops_transcripts, ops_workers
+from db import ops_experiments, ops_lineage, ops_meta, ops_metrics, ops_runs, ops_transcripts, ops_workers
 from db.engine import make_engine, read_session, write_session
 from db.errors import DuplicateNameError, NotFoundError, RunActiveError
 from db.records import (
@@ -79,6 +79,15 @@ class Store:
         with write_session(self.engine) as s:
             return ops_experiments.create_experiment(s, name=name, description=description, tags=tags,
                                                      config=config)
+
+    def get_or_create_experiment(self, name: str, *, description: str = "", tags: Iterable[str] = (),
+                                 config: Mapping[str, Any] | None = None) -> Experiment:
+        """The experiment named ``name``, created with the given fields when there is none yet (the
+        fields of an existing one are left as they are). Parallel callers all get the same experiment,
+        never :class:`DuplicateNameError`."""
+        with write_session(self.engine) as s:
+            return ops_experiments.get_or_create_experiment(s, name=name, description=description, tags=tags,
+                                                            config=config)
 
     def get_experiment(self, experiment_id: int) -> Experiment:
         """The experiment with this id (else :class:`NotFoundError`)."""
@@ -333,6 +342,11 @@ class Store:
         with read_session(self.engine) as s:
             return ops_runs.latest_checkpoint(s, run_id)
 
+    def delete_checkpoints(self, run_id: int, checkpoint_ids: Iterable[int]) -> int:
+        """Forget checkpoint rows of ``run_id`` (e.g. folders pruned from disk); returns how many went."""
+        with write_session(self.engine) as s:
+            return ops_runs.delete_checkpoints(s, run_id, checkpoint_ids)
+
     # ------------------------------------------------------------------------------ workers
 
     def upsert_worker(self, name: str, *, host: str, devices: Iterable[str] = (), queues: Iterable[str] = (),
@@ -361,3 +375,15 @@ class Store:
         """Mark online workers not seen for ``timeout_s`` seconds offline; returns their names."""
         with write_session(self.engine) as s:
             return ops_workers.mark_stale_workers_offline(s, timeout_s=timeout_s, now=now)
+
+    # ----------------------------------------------------------------------------- database
+
+    def database_id(self) -> str:
+        """This database's random id (given when its schema was created): what a data directory
+        records to know which database owns it."""
+        with read_session(self.engine) as s:
+            found = ops_meta.read_database_id(s)
+        if found:
+            return found
+        with write_session(self.engine) as s:
+            return ops_meta.database_id(s)

@@ -15,7 +15,8 @@ from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.models import Base
 from db.store import Store
 
-TABLES = {"experiments", "runs", "metrics", "metric_rollups", "episodes", "turns", "checkpoints", "workers", "alembic_version"}
+TABLES = {"experiments", "runs", "metrics", "metric_rollups", "episodes", "turns", "checkpoints", "workers", "cooplab_meta",
+          "alembic_version"}
 
 
 def test_upgrade_from_empty_then_downgrade(tmp_path: Path) -> None:
