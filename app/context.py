@@ -129,31 +129,81 @@ def live_controls() -> None:
                              disabled=not st.session_state.get("live_refresh", True))
 
 
+def _parse_id(raw: str | None) -> int | None:
+    """A positive integer id from URL text, or None."""
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
 def selected_run() -> int | None:
-    """The run the user is looking at: ``?run=N`` in the URL, else the last one picked on any page."""
+    """The run the user is looking at: ``?run=N`` in the URL, else the last one picked on any page.
+
+    An id in the URL that is not a number is not replaced by another run: :func:`page_run` reports it.
+    """
     raw = st.query_params.get("run")
     if raw is not None:
-        try:
-            return int(raw)
-        except ValueError:
-            st.query_params.pop("run")
+        return _parse_id(raw)
     return st.session_state.get("selected_run")
 
 
 def select_run(run_id: int | None) -> None:
-    """Remember the run across pages and in the URL (so the link can be shared)."""
+    """Remember the run across pages and in the URL (so the link can be shared, refreshed and
+    reached with Back)."""
     st.session_state["selected_run"] = run_id
     if run_id is None:
         st.query_params.pop("run", None)
-    else:
+    elif st.query_params.get("run") != str(run_id):
         st.query_params["run"] = str(run_id)
 
 
-def run_picker(labels: dict[int, str], key: str, label: str = "run") -> int:
+def run_not_found(raw: str) -> None:
+    """Say that the run named in the URL does not exist, with a way back to the runs list; stop the page."""
+    st.error(f"run {raw} not found", icon=":material/search_off:")
+    st.caption("It may have been deleted, or the link has a typo. Pick a run from the list instead.")
+    st.page_link("app_pages/runs.py", label="Go to the runs list", icon=":material/list:")
+    st.stop()
+
+
+def page_run(store: Any, newest: int | None) -> int | None:
+    """The run a run page shows, written into the URL so refresh, Back and shared links keep it.
+
+    ``?run=N`` wins when that run exists; an unknown or malformed id shows "run N not found" with a
+    link to the runs list and stops the page (it never silently shows another run). Without one,
+    the run last picked in this session, else ``newest``.
+    """
+    from db.errors import NotFoundError
+
+    raw = st.query_params.get("run")
+    if raw is not None:
+        run_id = _parse_id(raw)
+        if run_id is None:
+            run_not_found(raw)
+        try:
+            store.get_run(run_id)
+        except NotFoundError:
+            run_not_found(raw)
+        st.session_state["selected_run"] = run_id
+        return run_id
+    remembered = st.session_state.get("selected_run")
+    if remembered is not None:
+        try:
+            store.get_run(remembered)
+        except NotFoundError:
+            remembered = None
+    run_id = remembered if remembered is not None else newest
+    if run_id is not None:
+        select_run(run_id)
+    return run_id
+
+
+def run_picker(labels: dict[int, str], key: str, label: str = "run", current: int | None = None) -> int:
     """A run selectbox that follows the selected run (URL or another page) and updates it when the
-    user picks another. ``labels`` maps the run ids offered, in order, to their labels."""
+    user picks another. ``labels`` maps the run ids offered, in order, to their labels; ``current``
+    (default: :func:`selected_run`) is added to them when missing."""
     ids = list(labels)
-    current = selected_run()
+    current = selected_run() if current is None else current
     wanted = current if current in labels else ids[0]
     if st.session_state.get(key) != wanted:
         st.session_state[key] = wanted  # set before the widget exists: allowed, and wins over stale state

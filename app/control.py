@@ -8,6 +8,7 @@ as :class:`ControlError` with a message the page shows as is.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,11 +29,32 @@ def _call(action: str, func: Callable[[], T]) -> T:
                            "(`cooplab up` or COOPLAB_BROKER_URL)?") from exc
 
 
-def launch(config: dict[str, Any], *, experiment_id: int, device: str = "cpu") -> int:
-    """Queue a new run of ``config`` on ``device``; returns the new run's id."""
+SEED_LIMIT = 2**31 - 1  # every library the engine seeds accepts this range
+
+
+def draw_seed() -> int:
+    """A fresh random seed for a run (from the OS's randomness, so two launches never share one)."""
+    return secrets.randbelow(SEED_LIMIT) + 1
+
+
+def with_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A copy of ``config`` whose trainer uses ``seed`` (what the stored run records)."""
+    out = dict(config)
+    out["trainer"] = {**dict(out.get("trainer") or {}), "seed": int(seed)}
+    return out
+
+
+def launch(config: dict[str, Any], *, experiment_id: int, device: str = "cpu", seed: int | None = None) -> int:
+    """Queue a new run of ``config`` on ``device``; returns the new run's id.
+
+    Each run gets its own seed: a fresh random one by default (drawn here and written into the run's
+    stored config, so it is recorded and the run can be reproduced), or ``seed`` when given (the
+    same seed as an earlier run, or the experiment's own).
+    """
     from jobs import client
 
-    return _call("queue the run", lambda: client.submit_run(config, experiment_id=experiment_id, device=device))
+    chosen = with_seed(config, draw_seed() if seed is None else seed)
+    return _call("queue the run", lambda: client.submit_run(chosen, experiment_id=experiment_id, device=device))
 
 
 def stop(run_id: int) -> None:

@@ -52,3 +52,25 @@ def notify(message: str) -> None:
 
 def pop_notice() -> str | None:
     return st.session_state.pop(NOTICE, None)
+
+
+def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with every default filled in (the schema's and the task's parameter defaults), as the
+    form shows it: comparing two effective configs finds real changes only."""
+    from pydantic import ValidationError
+
+    from engine.spec import RunConfig
+
+    filled = drafts.normalise(config)
+    task = dict(filled.get("task") or {})
+    info = catalog.get(str(task.get("name") or ""))
+    if info is not None:
+        try:
+            task["params"] = info.params_model.model_validate(task.get("params") or {}).model_dump(mode="json")
+        except ValidationError:
+            pass
+    filled["task"] = task
+    try:
+        return RunConfig.model_validate(filled).model_dump(mode="json")
+    except (ValidationError, ValueError, TypeError):
+        return filled

@@ -97,17 +97,58 @@ def group_metrics(keys: list[str]) -> list[Chart]:
 
 
 PREFERRED = ("reward_mean", "expected_return", "loss")
+_TRAINING_SECTIONS = ("team", "system", "agents")
+_PASS_AT = re.compile(r"^eval/pass@(\d+)$")
+
+
+def is_team_reward(chart: Chart) -> bool:
+    """The chart of the team reward (per turn, with all turns): the one every run page opens with."""
+    return chart.section == "team" and "reward_mean" in chart.title
 
 
 def default_charts(charts: list[Chart], limit: int = 4) -> list[str]:
-    """Titles drawn on first visit: team reward, expected return and loss first, then other team and
-    per-agent charts (any chart when there are none of those)."""
+    """Titles drawn until the user picks charts: the team reward (per turn) first, then expected
+    return and loss, then the other team, system and per-agent charts, then evaluation rewards (so a
+    run whose first metrics are evaluation ones shows them until training metrics arrive), then the
+    rest."""
 
     def rank(chart: Chart) -> tuple[int, int]:
-        for index, word in enumerate(PREFERRED):
-            if word in chart.title:
-                return (0, index)
-        return (1 if chart.section in ("team", "system", "agents") else 2, 0)
+        training = chart.section in _TRAINING_SECTIONS or chart.section.startswith("trainer ")
+        if is_team_reward(chart):
+            return (0, 0)
+        if training:
+            for index, word in enumerate(PREFERRED):
+                if word in chart.title:
+                    return (1, index)
+            return (2, 0)
+        if chart.section == "eval" and "reward_mean" in chart.title:
+            return (3, 0)
+        return (4, 0)
 
     ordered = sorted(charts, key=rank)  # stable: keeps the section order within a rank
     return [c.title for c in ordered[:limit]]
+
+
+def metric_applies(key: str, *, eval_samples_per_item: int = 1, code_task: bool = False) -> bool:
+    """Whether a logged metric means something for the run, so it is worth charting.
+
+    ``eval/pass@k`` applies to a code task (its check runs the tests: pass@1 is the solve rate) or
+    when the run samples at least k > 1 completions per evaluation item (``eval_samples_per_item``,
+    the setting that enables pass@k); otherwise the task's check is incidental and pass@k a flat line.
+    """
+    match = _PASS_AT.match(key)
+    if match is None:
+        return True
+    k = int(match.group(1))
+    return code_task or (eval_samples_per_item > 1 and k <= eval_samples_per_item)
+
+
+def applicable_keys(keys: list[str], config: dict | None, task_tags: tuple[str, ...] = ()) -> list[str]:
+    """``keys`` without the metrics that do not apply to a run of ``config`` (see :func:`metric_applies`)."""
+    trainer = (config or {}).get("trainer") or {}
+    try:
+        samples = int(trainer.get("eval_samples_per_item") or 1)
+    except (TypeError, ValueError):
+        samples = 1
+    code = "code" in task_tags
+    return [k for k in keys if metric_applies(k, eval_samples_per_item=samples, code_task=code)]

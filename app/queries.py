@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from app.runinfo import badge, format_duration
+from app.seedgroups import seed_of
 from db.errors import NotFoundError
-from db.records import EpisodeView, Experiment, Run, Series
+from db.records import EpisodeView, Experiment, Lineage, Run, Series
 from db.store import Store
 
 SPARK_KEY = "train/reward_mean"
@@ -60,30 +61,55 @@ def run_label(run: Run, names: dict[int, str]) -> str:
     return f"#{run.id} {names.get(run.experiment_id, '?')}{attempt} · {run.created_at:%Y-%m-%d %H:%M}"
 
 
-def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dict[str, Any]]:
-    """Rows of the runs table: status, progress, step rate, ETA, where it runs, reward sparkline.
+def short_label(run: Run, names: dict[int, str]) -> str:
+    """``quickstart #12`` (``quickstart #12 · seed 7`` with ``seed``): how a run is named in legends."""
+    return f"{names.get(run.experiment_id, '?')} #{run.id}"
 
-    Two small queries per run (rate, sparkline), so callers pass one page of runs.
+
+def run_duration(run: Run, now: datetime | None = None) -> float | None:
+    """Seconds a run has trained: from its start to its end (or to now while it is active)."""
+    if run.started_at is None:
+        return None
+    end = run.finished_at or (now or datetime.now(UTC))
+    return max(0.0, (end - run.started_at).total_seconds())
+
+
+def first_line(text: str, limit: int = 80) -> str:
+    """The first line of ``text``, cut to ``limit`` characters (for a table cell)."""
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dict[str, Any]]:
+    """Rows of the runs table, the columns a researcher scans: status, step/total, last team reward
+    and its trend, duration (with the time left while running), steps/s, seed, tags, notes.
+
+    Two small queries per run (rate, reward trend), so callers pass one page of runs. The last team
+    reward is the trend's last point (downsampling always keeps the last point).
     """
     rows = []
+    now = datetime.now(UTC)
     for run in runs:
         rate = store.run_rate(run.id)
         spark = store.series(run.id, SPARK_KEY, max_points=SPARK_POINTS).ys if run.step else ()
+        duration = format_duration(run_duration(run, now)) if run.started_at else ""
+        if run.status in ("running", "starting") and rate.eta_s is not None:
+            duration += f" (ETA {format_duration(rate.eta_s)})"
+        seed = seed_of(run.config)
         rows.append(
             {
-                "id": run.id,
-                "experiment": names.get(run.experiment_id, str(run.experiment_id)),
-                "attempt": run.attempt,
+                "run": run.id,
                 "status": badge(run.status),
-                "progress": run.progress or 0.0,
+                "experiment": names.get(run.experiment_id, str(run.experiment_id))
+                + (f" (attempt {run.attempt})" if run.attempt > 1 else ""),
                 "step": f"{run.step}/{run.total_steps}" if run.total_steps else str(run.step),
-                "steps/s": round(rate.steps_per_s, 3) if rate.steps_per_s else None,
-                "ETA": format_duration(rate.eta_s) if run.status in ("running", "starting") else "",
-                "device": run.device or run.queue,
-                "worker": run.worker or "",
-                "reward": list(spark),
+                "team reward": f"{spark[-1]:.3f}" if spark else "",
+                "trend": list(spark),
+                "duration": duration,
+                "steps/s": f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—",
+                "seed": "" if seed is None else str(seed),
                 "tags": ", ".join(run.tags),
-                "notes": run.notes,
+                "notes": first_line(run.notes),
                 "created": run.created_at.strftime("%Y-%m-%d %H:%M"),
             }
         )
@@ -96,6 +122,7 @@ class ChartData:
 
     title: str
     series: tuple[tuple[str, Series], ...]
+    boundaries: tuple[tuple[float, str], ...] = ()
 
 
 def chart_data(
@@ -107,28 +134,86 @@ def chart_data(
     max_points: int = 1000,
     x_range: tuple[float, float] | None = None,
     title: str = "",
+    history: Lineage | None = None,
 ) -> ChartData:
-    """One downsampled series per curve, all on the same x range (a shared grid)."""
+    """One downsampled series per curve, all on the same x range (a shared grid). With ``history``
+    (a resumed run's :class:`Lineage`), each curve joins the attempts (each step once, the later
+    attempt winning) and ``boundaries`` says where each later attempt begins."""
     lo, hi = x_range if x_range else (None, None)
-    series = tuple(
-        (label, store.series(run_id, key, x=x, max_points=max_points, x_min=lo, x_max=hi))
-        for label, key in curves
-    )
-    return ChartData(title, series)
+    if history is None or not history.joined:
+        series = tuple(
+            (label, store.series(run_id, key, x=x, max_points=max_points, x_min=lo, x_max=hi))
+            for label, key in curves
+        )
+        return ChartData(title, series)
+    joined = [(label, store.joined_series(history, key, x=x, max_points=max_points, x_min=lo, x_max=hi))
+              for label, key in curves]
+    marks: dict[float, str] = {}
+    for _, part in joined:
+        for at, attempt, attempt_run in part.boundaries:
+            marks.setdefault(at, f"attempt {attempt} (#{attempt_run})")
+    return ChartData(title, tuple((label, part.series) for label, part in joined),
+                     boundaries=tuple(sorted(marks.items())))
 
 
-def log_tail(path: str | None, lines: int = 200, max_bytes: int = 256_000) -> str:
-    """The last ``lines`` lines of a run's log file (reads at most ``max_bytes`` from the end)."""
-    if not path:
-        return ""
+def history_metric_keys(store: Store, history: Lineage) -> list[str]:
+    """The metric keys logged by any attempt of a run's history, sorted."""
+    keys: set[str] = set()
+    for run_id in history.run_ids:
+        keys.update(store.metric_keys(run_id))
+    return sorted(keys)
+
+
+def history_caption(history: Lineage) -> str:
+    """``attempt 1 #3 (stopped, steps ≤ 16) → attempt 2 #5 (running, steps ≥ 17)``."""
+    parts = []
+    for a in history.attempts:
+        if a.owns_nothing:
+            span = "no steps of its own yet" if a.first_step is None else "superseded"
+        elif a.owns_from is None and a.owns_to is None:
+            span = "all steps"
+        elif a.owns_from is None:
+            span = f"steps ≤ {a.owns_to}"
+        elif a.owns_to is None:
+            span = f"steps ≥ {a.owns_from}"
+        else:
+            span = f"steps {a.owns_from}–{a.owns_to}"
+        parts.append(f"attempt {a.attempt} #{a.run_id} ({a.status}, {span})")
+    return " → ".join(parts)
+
+
+LOG_LINES = 2000
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The end of a log file: its last lines, and whether earlier lines were left out."""
+
+    text: str
+    shown: int
+    truncated: bool
+    size: int
+
+
+def read_log(path: str | None, lines: int = LOG_LINES, max_bytes: int = 1_000_000) -> LogTail:
+    """The last ``lines`` lines of a run's log file (reads at most ``max_bytes`` from its end)."""
+    if not path or not Path(path).is_file():
+        return LogTail("", 0, False, 0)
     file = Path(path)
-    if not file.is_file():
-        return ""
     size = file.stat().st_size
     with file.open("rb") as handle:
         handle.seek(max(0, size - max_bytes))
         data = handle.read().decode("utf-8", errors="replace")
-    return "\n".join(deque(data.splitlines(), maxlen=lines))
+    all_lines = data.splitlines()
+    if size > max_bytes and all_lines:
+        all_lines = all_lines[1:]  # the first line read may be cut
+    kept = list(deque(all_lines, maxlen=lines))
+    return LogTail("\n".join(kept), len(kept), size > max_bytes or len(all_lines) > lines, size)
+
+
+def log_tail(path: str | None, lines: int = 200, max_bytes: int = 256_000) -> str:
+    """The last ``lines`` lines of a run's log file (reads at most ``max_bytes`` from the end)."""
+    return read_log(path, lines=lines, max_bytes=max_bytes).text
 
 
 def heartbeat_age(when: datetime | None, now: datetime | None = None) -> str:
@@ -148,10 +233,13 @@ def episodes_by_item(episodes: list[EpisodeView]) -> dict[int | None, EpisodeVie
 
 
 def compare_series(
-    store: Store, run_ids: list[int], key: str, *, x: str = "step", max_points: int = 1000
+    store: Store, run_ids: list[int], key: str, *, x: str = "step", max_points: int = 1000,
+    labels: dict[int, str] | None = None,
 ) -> tuple[tuple[str, Series], ...]:
-    """The same metric of several runs (labelled ``#id``), for one overlaid chart."""
-    return tuple((f"#{run_id}", store.series(run_id, key, x=x, max_points=max_points)) for run_id in run_ids)
+    """The same metric of several runs (labelled by ``labels``, else ``#id``), for one overlaid chart."""
+    labels = labels or {}
+    return tuple((labels.get(run_id, f"#{run_id}"), store.series(run_id, key, x=x, max_points=max_points))
+                 for run_id in run_ids)
 
 
 def shared_metric_keys(store: Store, run_ids: list[int]) -> list[str]:

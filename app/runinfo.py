@@ -17,16 +17,18 @@ from db.states import (
 __all__ = ["ALL_STATUSES", "LIVE_STATUSES", "TERMINAL_STATUSES", "actions_for", "badge", "format_duration",
            "status_markdown"]
 
+# Symbols from the Geometric Shapes and Dingbats blocks that plain text fonts (DejaVu, Liberation)
+# carry: they render on a Linux browser without an emoji font, unlike 🟢 or ✅.
 _BADGES = {
-    QUEUED: "⏳ queued",
-    STARTING: "🚀 starting",
-    RUNNING: "🟢 running",
-    STOPPING: "🟠 stopping",
-    "succeeded": "✅ succeeded",
-    "failed": "❌ failed",
-    "stopped": "⏹️ stopped",
-    "lost": "💀 lost",
-    "cancelled": "🚫 cancelled",
+    QUEUED: "○ queued",
+    STARTING: "◔ starting",
+    RUNNING: "● running",
+    STOPPING: "◑ stopping",
+    "succeeded": "✓ succeeded",
+    "failed": "✗ failed",
+    "stopped": "■ stopped",
+    "lost": "◌ lost",
+    "cancelled": "⊘ cancelled",
 }
 
 
@@ -44,7 +46,7 @@ _MARKDOWN = {
 
 
 def badge(status: str) -> str:
-    """The status with an emoji, for table cells (plain text)."""
+    """The status with a symbol any text font has, for table cells (plain text)."""
     return _BADGES.get(status, status)
 
 

@@ -239,19 +239,32 @@ def iter_metrics(engine: Engine, run_id: int, *, keys: Iterable[str] | None, bat
                               wall_time=row.wall_time)
 
 
-def to_csv(points: Iterable[MetricPoint]) -> str:
+def iter_csv(points: Iterable[MetricPoint], batch: int = 5_000) -> Iterator[str]:
+    """CSV text in chunks (the header first), for streaming a large export."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["key", "step", "env_step", "value", "wall_time"])
+    count = 0
     for p in points:
         writer.writerow([p.key, p.step, "" if p.env_step is None else p.env_step, repr(p.value), repr(p.wall_time)])
-    return buf.getvalue()
+        count += 1
+        if count % batch == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
+
+
+def iter_jsonl(points: Iterable[MetricPoint]) -> Iterator[str]:
+    """JSON lines, one point per line."""
+    for p in points:
+        yield json.dumps({"key": p.key, "step": p.step, "env_step": p.env_step,
+                          "value": None if math.isnan(p.value) else p.value, "wall_time": p.wall_time}) + "\n"
+
+
+def to_csv(points: Iterable[MetricPoint]) -> str:
+    return "".join(iter_csv(points))
 
 
 def to_jsonl(points: Iterable[MetricPoint]) -> str:
-    return "".join(
-        json.dumps({"key": p.key, "step": p.step, "env_step": p.env_step,
-                    "value": None if math.isnan(p.value) else p.value, "wall_time": p.wall_time}) + "\n"
-        for p in points)
-
-
+    return "".join(iter_jsonl(points))

@@ -302,3 +302,11 @@ def latest_checkpoint(session: Session, run_id: int) -> Checkpoint | None:
              .order_by(CheckpointRow.step.desc(), CheckpointRow.id.desc()).limit(1))
     row = session.scalar(query)
     return convert.checkpoint(row) if row is not None else None
+
+
+def run_tags(session: Session) -> list[str]:
+    """Every tag carried by some run, sorted (for the runs table's tag filter)."""
+    found: set[str] = set()
+    for tags in session.scalars(select(RunRow.tags).where(cast(RunRow.tags, Text) != "[]")):
+        found.update(str(t) for t in tags or ())
+    return sorted(found)

@@ -200,6 +200,11 @@ class Store:
         with write_session(self.engine) as s:
             ops_runs.delete_run(s, run_id, force=force)
 
+    def run_tags(self) -> list[str]:
+        """Every tag used by some run, sorted."""
+        with read_session(self.engine) as s:
+            return ops_runs.run_tags(s)
+
     def run_counts_by_status(self, experiment_id: int | None = None) -> dict[str, int]:
         """How many runs are in each state (every state is a key, zero included)."""
         with read_session(self.engine) as s:
@@ -302,6 +307,14 @@ class Store:
     def export_metrics_jsonl(self, run_id: int, keys: Iterable[str] | None = None) -> str:
         """All points as JSON lines (one object per point)."""
         return ops_metrics.to_jsonl(self.iter_metrics(run_id, keys))
+
+    def stream_metrics_csv(self, run_id: int, keys: Iterable[str] | None = None) -> Iterator[str]:
+        """:meth:`export_metrics_csv` in chunks, read in batches (for downloads of large runs)."""
+        return ops_metrics.iter_csv(self.iter_metrics(run_id, keys))
+
+    def stream_metrics_jsonl(self, run_id: int, keys: Iterable[str] | None = None) -> Iterator[str]:
+        """:meth:`export_metrics_jsonl` line by line, read in batches."""
+        return ops_metrics.iter_jsonl(self.iter_metrics(run_id, keys))
 
     # -------------------------------------------------------------------------- transcripts
 

@@ -29,14 +29,16 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def dashboard_script() -> Path:
-    """The Streamlit entry point ``app/main.py`` (found without importing the app)."""
+    """The dashboard's server script ``app/server.py`` (the pages of ``app/main.py`` plus the download
+    route), found without importing the app; ``app/main.py`` when an older tree has no server script."""
     spec = importlib.util.find_spec("app")
     folders = list(spec.submodule_search_locations or []) if spec else []
-    for folder in folders:
-        script = Path(folder) / "main.py"
-        if script.is_file():
-            return script
-    raise FileNotFoundError("the dashboard entry point app/main.py was not found; run from the CoopLab "
+    for name in ("server.py", "main.py"):
+        for folder in folders:
+            script = Path(folder) / name
+            if script.is_file():
+                return script
+    raise FileNotFoundError("the dashboard entry point app/server.py was not found; run from the CoopLab "
                             "source tree or install the cooplab package")
 
 

@@ -1,13 +1,17 @@
-"""Compare: overlaid curves of several runs per metric, and a config diff of only what differs."""
+"""Compare: overlaid curves of several runs per metric (or, for runs that differ only by seed, their
+mean with a min–max or standard-error band), and a config diff of only what differs."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app import context
-from app.components.charts import line_figure
+from app.components.charts import band_figure, line_figure
 from app.configdiff import diff_configs
-from app.queries import compare_series, experiment_names, run_label, shared_metric_keys
+from app.queries import compare_series, experiment_names, run_label, shared_metric_keys, short_label
+from app.seedgroups import band, group_by_seed, seed_of
+
+MAX_RUNS = 8
 
 store = context.store()
 st.title("Compare runs")
@@ -18,16 +22,34 @@ if len(recent) < 2:
     st.info("Comparing needs at least two runs. Launch another run (for example a clone of an "
             "experiment with one setting changed) from the Experiments page.")
     st.stop()
-labels = {r.id: run_label(r, names) for r in recent}
-ids = [r.id for r in recent]
+runs = {r.id: r for r in recent}
+# ?runs=3,5,8 (e.g. from a run page: the same config with other seeds) picks the runs
+linked = [int(p) for p in st.query_params.get("runs", "").split(",") if p.strip().isdigit()]
+for run_id in linked:
+    if run_id not in runs:
+        try:
+            runs[run_id] = store.get_run(run_id)
+        except Exception:  # noqa: BLE001 - a stale link: leave that run out
+            continue
+linked = [i for i in linked if i in runs][:MAX_RUNS]
+labels = {i: run_label(r, names) for i, r in runs.items()}
+legend = {i: short_label(r, names) for i, r in runs.items()}
+ids = list(runs)
+if linked and st.session_state.get("cmp_from_link") != linked:
+    st.session_state["cmp_runs"] = linked
+    st.session_state["cmp_from_link"] = linked
 current = context.selected_run()
 default = [current] if current in ids else []
 default += [i for i in ids if i not in default][: 2 - len(default)]
-picked = st.multiselect("runs", ids, default=default, key="cmp_runs", format_func=lambda i: labels[i],
-                        max_selections=8)
+picked = st.multiselect("runs", ids, default=None if "cmp_runs" in st.session_state else default, key="cmp_runs",
+                        format_func=lambda i: labels[i], max_selections=MAX_RUNS)
 if len(picked) < 2:
     st.info("Pick at least two runs.")
     st.stop()
+
+configs = {run_id: dict(runs[run_id].config) for run_id in picked}
+groups = group_by_seed(configs)
+seeded = [g for g in groups if g.size > 1]
 
 chart_tab, diff_tab = st.tabs(["Curves", "Config diff"])
 with chart_tab:
@@ -37,21 +59,48 @@ with chart_tab:
     metrics = c1.multiselect("metrics", keys, default=preferred, key="cmp_metrics")
     x_axis = c2.radio("x axis", ["step", "env_step", "wall_time"], horizontal=True, key="cmp_x")
     weight = c3.slider("smoothing (EMA)", 0.0, 0.99, 0.6, 0.01, key="cmp_ema")
+    g1, g2 = st.columns([1, 3])
+    by_seed = g1.toggle("group seeds", value=bool(seeded),
+                        key="cmp_by_seed", disabled=not seeded,
+                        help="Runs whose configs differ only by seed become one curve: the mean over their "
+                             "seeds with a band.")
+    kind = g2.radio("band", ["minmax", "sem"], horizontal=True, key="cmp_band", disabled=not (by_seed and seeded),
+                    format_func=lambda k: {"minmax": "min–max", "sem": "± standard error"}[k])
+    if seeded:
+        described = "; ".join(
+            f"{legend[g.run_ids[0]].split(' #')[0]}: {len(g.run_ids)} runs, seeds "
+            + ", ".join(str(s) for s in g.seeds) for g in seeded)
+        st.caption(f"Runs that differ only by seed: {described}.")
     if not keys:
         st.info("None of these runs has logged metrics yet.")
+
+    def group_label(run_ids: tuple[int, ...]) -> str:
+        if len(run_ids) == 1:
+            run = runs[run_ids[0]]
+            seed = seed_of(run.config)
+            return legend[run.id] + (f" · seed {seed}" if seed is not None else "")
+        return f"{legend[run_ids[0]].split(' #')[0]} ({len(run_ids)} seeds: " + ", ".join(f"#{i}" for i in run_ids) + ")"
 
     @st.fragment(run_every=context.refresh_every())
     def live_compare() -> None:
         for key in metrics:
-            curves = compare_series(store, picked, key, x=x_axis)
-            figure = line_figure(curves, title=key, smoothing="ema" if weight > 0 else "none", amount=weight)
+            if by_seed and seeded:
+                bands = []
+                for group in groups:
+                    curves = compare_series(store, list(group.run_ids), key, x=x_axis)
+                    bands.append((group_label(group.run_ids),
+                                  band([(s.xs, s.ys) for _, s in curves if len(s)], kind)))
+                figure = band_figure([(label, b) for label, b in bands if b.xs], title=key, x_name=x_axis)
+            else:
+                curves = compare_series(store, picked, key, x=x_axis,
+                                        labels={i: group_label((i,)) for i in picked})
+                figure = line_figure(curves, title=key, smoothing="ema" if weight > 0 else "none", amount=weight)
             st.plotly_chart(figure, key=f"cmp.{key}", config={"displaylogo": False})
 
     live_compare()
 
 with diff_tab:
-    configs = {f"#{run_id}": dict(store.get_run(run_id).config) for run_id in picked}
-    rows = diff_configs(configs)
+    rows = diff_configs({legend[run_id]: configs[run_id] for run_id in picked})
     if rows:
         st.caption(f"{len(rows)} setting(s) differ; identical settings are hidden.")
         st.dataframe(rows, hide_index=True)

@@ -1,14 +1,29 @@
-"""Experiments: list, search and tag filter; create, edit, clone, delete; YAML import/export; launch."""
+"""Experiments: list, search and tag filter; create, edit, clone, delete; YAML import/export; launch.
+
+The open experiment lives in the URL (``?experiment=N``, ``?experiment=new``), so a refresh, Back or a
+shared link reopens it. Save, Launch and Clone sit in an action bar at the top of the experiment
+that stays in view while the form scrolls; "unsaved changes" is a real diff of the form against the
+saved config (defaults filled in on both sides), listing what changed.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app import context, control, editor_state
+from app import context, editor_state
 from app import draft as drafts
 from app.components.experiment_form import render_editor
+from app.components.launch import launch_options, launch_runs, launched_message
+from app.configdiff import changed_fields
+from app.control import ControlError
 from app.queries import experiment_or_none, experiments_table
 from db.errors import DuplicateNameError, RunActiveError
+
+NEW = "new"
+STICKY_CSS = """<style>
+.st-key-exp_action_bar {position: sticky; top: 3.75rem; z-index: 99; background: var(--background-color, #fff);
+  background-color: rgb(255 255 255 / 0.97); padding: 0.4rem 0 0.2rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.15);}
+</style>"""
 
 store = context.store()
 catalog = context.task_catalog()
@@ -16,9 +31,55 @@ presets = context.presets()
 quickstart = context.preset_config("quickstart")
 editor_state.ensure(quickstart)
 
+
+def blank_experiment() -> dict:
+    """What "new experiment" opens: the quick start's team and settings under a fresh name, without the
+    quick start's description and tags."""
+    taken = {e.name for e in store.list_experiments(limit=10_000)}
+    index = 1
+    while f"experiment-{index}" in taken:
+        index += 1
+    return {**quickstart, "name": f"experiment-{index}", "description": "", "tags": []}
+
+
+def open_experiment(experiment_id: int | None) -> None:
+    """Load an experiment (None: a new one) into the form and name it in the URL."""
+    if experiment_id is None:
+        editor_state.load(blank_experiment(), None)
+    else:
+        editor_state.load(dict(store.get_experiment(experiment_id).config), experiment_id)
+    show_in_url(experiment_id)
+
+
+def show_in_url(experiment_id: int | None) -> None:
+    wanted = NEW if experiment_id is None else str(experiment_id)
+    if st.query_params.get("experiment") != wanted:
+        st.query_params["experiment"] = wanted
+
+
 st.title("Experiments")
+st.html(STICKY_CSS)
 if notice := editor_state.pop_notice():
     st.success(notice)
+
+# ---- the experiment named in the URL (refresh, Back, a shared link) wins over the session's
+raw = st.query_params.get("experiment")
+if raw is not None and raw != NEW:
+    wanted = int(raw) if raw.strip().isdigit() else None
+    if wanted is not None and wanted == editor_state.open_id() and experiment_or_none(store, wanted) is None:
+        st.warning(f"Experiment #{wanted} was deleted (in another tab or by another user); "
+                   "the form now holds a new experiment.")
+        open_experiment(None)  # the one this session had open is gone: start a new draft
+    elif wanted is None or experiment_or_none(store, wanted) is None:
+        st.error(f"experiment {raw} not found", icon=":material/search_off:")
+        st.caption("It may have been deleted, or the link has a typo.")
+        st.page_link("app_pages/experiments.py", label="Go to the experiments list", icon=":material/list:",
+                     query_params={"experiment": NEW})
+        st.stop()
+    elif editor_state.open_id() != wanted:
+        editor_state.load(dict(store.get_experiment(wanted).config), wanted)
+elif raw == NEW and editor_state.open_id() is not None:
+    editor_state.load(blank_experiment(), None)
 
 all_experiments = store.list_experiments(limit=1)
 if not all_experiments:
@@ -34,18 +95,20 @@ if not all_experiments:
                                               description=quickstart.get("description", ""),
                                               tags=quickstart.get("tags", []), config=quickstart)
             editor_state.load(dict(created.config), created.id)
+            show_in_url(created.id)
             editor_state.notify(f"Created experiment '{created.name}'. Press Launch run to train it.")
             st.rerun()
 else:
-    c1, c2 = st.columns([3, 1])
-    search = c1.text_input("search", placeholder="name or description", key="exp_search")
-    tag = c2.selectbox("tag", [None, *store.experiment_tags()], key="exp_tag",
-                       format_func=lambda t: "(any tag)" if t is None else t)
-    listed = store.list_experiments(search=search or None, tag=tag)
-    if listed:
-        st.dataframe(experiments_table(listed), hide_index=True, height=min(300, 38 + 35 * len(listed)))
-    else:
-        st.info("No experiment matches this search; clear the search or the tag filter.")
+    with st.expander("All experiments", expanded=editor_state.open_id() is None):
+        c1, c2 = st.columns([3, 1])
+        search = c1.text_input("search", placeholder="name or description", key="exp_search")
+        tag = c2.selectbox("tag", [None, *store.experiment_tags()], key="exp_tag",
+                           format_func=lambda t: "(any tag)" if t is None else t)
+        listed = store.list_experiments(search=search or None, tag=tag)
+        if listed:
+            st.dataframe(experiments_table(listed), hide_index=True, height=min(300, 38 + 35 * len(listed)))
+        else:
+            st.info("No experiment matches this search; clear the search or the tag filter.")
 
     new_entry = 0  # experiment ids start at 1: 0 stands for "a new experiment"
     open_now = editor_state.open_id() or new_entry
@@ -53,16 +116,23 @@ else:
     if open_now not in options:
         options.append(open_now)
     names = {e.id: e.name for e in listed}
+    if open_now not in names and open_now != new_entry:
+        names[open_now] = store.get_experiment(open_now).name
+    if st.session_state.get("exp_pick") != open_now:
+        st.session_state["exp_pick"] = open_now  # follow the URL and the actions below
 
     def _open() -> None:
         picked = st.session_state["exp_pick"]
-        if picked == new_entry:
-            editor_state.load(quickstart, None)
-        else:
-            editor_state.load(dict(store.get_experiment(picked).config), picked)
+        open_experiment(None if picked == new_entry else picked)
 
-    st.selectbox("open experiment", options, index=options.index(open_now), key="exp_pick", on_change=_open,
-                 format_func=lambda i: "➕ new experiment" if i == new_entry else f"#{i} {names.get(i, '')}")
+    st.selectbox("open experiment", options, key="exp_pick", on_change=_open,
+                 format_func=lambda i: "+ new experiment" if i == new_entry else f"#{i} {names.get(i, '')}")
+
+open_id = editor_state.open_id()
+if open_id is not None and experiment_or_none(store, open_id) is None:
+    editor_state.load(blank_experiment(), None)  # deleted meanwhile (another tab or user)
+    open_id = None
+show_in_url(open_id)
 
 # ---- loading a draft: preset or YAML file
 with st.expander("Start from a preset or a YAML file"):
@@ -85,11 +155,8 @@ with st.expander("Start from a preset or a YAML file"):
             else:
                 st.rerun()
 
-open_id = editor_state.open_id()
-if open_id is not None and experiment_or_none(store, open_id) is None:
-    editor_state.load(quickstart, None)  # deleted meanwhile (another tab or user)
-    open_id = None
 st.header(f"Edit experiment #{open_id}" if open_id is not None else "New experiment")
+bar = st.container(key="exp_action_bar")  # filled once the form below has been read
 result = render_editor(editor_state.draft(), gen=editor_state.gen(), catalog=catalog)
 
 if result.add_agent or result.remove_agent is not None:
@@ -101,75 +168,91 @@ if result.add_agent or result.remove_agent is not None:
     editor_state.load({**result.draft, "agents": agents}, open_id)
     st.rerun()
 
-# ---- actions
-st.divider()
-a1, a2, a3, a4 = st.columns(4)
-with a1:
-    save_label = "Save changes" if open_id is not None else "Create experiment"
-    if st.button(save_label, type="primary", disabled=result.config is None, key="exp_save"):
-        config = result.config.model_dump(mode="json")
-        try:
-            if open_id is None:
-                saved = store.create_experiment(config["name"], description=config["description"],
-                                                tags=config["tags"], config=config)
-            else:
-                saved = store.update_experiment(open_id, name=config["name"],
-                                                description=config["description"], tags=config["tags"],
-                                                config=config)
-        except DuplicateNameError:
-            st.error(f"An experiment named '{config['name']}' already exists; choose another name.")
-        else:
-            editor_state.load(dict(saved.config), saved.id)
-            editor_state.notify(f"Saved experiment '{saved.name}'.")
-            st.rerun()
-with a2:
-    if result.config is not None:
-        st.download_button("Export YAML", drafts.to_yaml(result.config), file_name=f"{result.config.name}.yaml",
-                           mime="application/x-yaml", key="exp_export")
-    else:
-        st.button("Export YAML", disabled=True, key="exp_export_off", help="Fix the form first.")
-with a3:
-    if open_id is not None:
-        clone_name = st.text_input("clone as", value=f"{result.draft.get('name', 'experiment')}-copy",
-                                   key=f"exp_clone_name_{open_id}")
-        if st.button("Clone", key="exp_clone"):
-            try:
-                clone = store.clone_experiment(open_id, clone_name)
-            except DuplicateNameError:
-                st.error(f"An experiment named '{clone_name}' already exists; choose another name.")
-            else:
-                editor_state.load(dict(clone.config), clone.id)
-                editor_state.notify(f"Cloned into '{clone.name}'.")
-                st.rerun()
-with a4:
-    if open_id is not None:
-        confirm = st.checkbox("yes, delete it with all its runs", key=f"exp_delete_confirm_{open_id}")
-        if st.button("Delete experiment", disabled=not confirm, key="exp_delete"):
-            try:
-                store.delete_experiment(open_id)
-            except RunActiveError as exc:
-                st.error(f"{exc}. Stop its runs first.")
-            else:
-                editor_state.load(quickstart, None)
-                editor_state.notify(f"Deleted experiment #{open_id}.")
-                st.rerun()
+saved_config = dict(store.get_experiment(open_id).config) if open_id is not None else None
+changes = (changed_fields(editor_state.effective_config(saved_config, catalog),
+                          editor_state.effective_config(result.draft, catalog))
+           if saved_config is not None else [])
 
-if open_id is not None:
-    with st.container(border=True):
-        st.markdown("**Launch a run** of the saved experiment")
-        l1, l2 = st.columns([1, 3])
-        device = l1.selectbox("device", context.devices(store), key="exp_device")
-        saved_config = dict(store.get_experiment(open_id).config)
-        unsaved = result.config is None or result.config != drafts.validate(drafts.normalise(saved_config))[0]
-        if unsaved:
-            l2.warning("The form has unsaved changes; the run uses the saved config. Save first to use them.")
-        if st.button("Launch run", type="primary", key="exp_launch"):
-            try:
-                run_id = control.launch(saved_config, experiment_id=open_id, device=device)
-            except control.ControlError as exc:
-                st.error(str(exc))
-            else:
-                st.session_state["selected_run"] = run_id
-                st.success(f"Queued run #{run_id} on {device}.")
-                st.page_link("app_pages/run_detail.py", label=f"Watch run #{run_id}",
-                             icon=":material/monitoring:", query_params={"run": str(run_id)})
+
+def _save() -> None:
+    config = result.config.model_dump(mode="json")
+    try:
+        if open_id is None:
+            saved = store.create_experiment(config["name"], description=config["description"],
+                                            tags=config["tags"], config=config)
+        else:
+            saved = store.update_experiment(open_id, name=config["name"], description=config["description"],
+                                            tags=config["tags"], config=config)
+    except DuplicateNameError:
+        st.error(f"An experiment named '{config['name']}' already exists; choose another name.")
+    else:
+        editor_state.load(dict(saved.config), saved.id)
+        show_in_url(saved.id)
+        editor_state.notify(f"Saved experiment '{saved.name}'.")
+        st.rerun()
+
+
+# ---- the action bar: Save, Launch, Clone, Export, Delete, and what is unsaved
+with bar:
+    a1, a2, a3, a4, a5, a6 = st.columns([1.3, 1.1, 0.9, 1, 1, 1.1], vertical_alignment="center")
+    save_label = "Save changes" if open_id is not None else "Create experiment"
+    if a1.button(save_label, type="primary", disabled=result.config is None, key="exp_save",
+                 icon=":material/save:"):
+        _save()
+    if open_id is not None:
+        launch_clicked = a2.button("Launch run", type="primary", key="exp_launch", icon=":material/play_arrow:",
+                                   help="Queue a run of the saved config (options: device, seed, runs).")
+        with a3.popover("Options", icon=":material/tune:"):
+            choice = launch_options(store, open_id, saved_config, key="exp_launch_opts")
+        with a4.popover("Clone", icon=":material/content_copy:"):
+            clone_name = st.text_input("clone as", value=f"{result.draft.get('name', 'experiment')}-copy",
+                                       key=f"exp_clone_name_{open_id}")
+            if st.button("Clone", key="exp_clone", type="primary"):
+                try:
+                    clone = store.clone_experiment(open_id, clone_name)
+                except DuplicateNameError:
+                    st.error(f"An experiment named '{clone_name}' already exists; choose another name.")
+                else:
+                    editor_state.load(dict(clone.config), clone.id)
+                    show_in_url(clone.id)
+                    editor_state.notify(f"Cloned into '{clone.name}'.")
+                    st.rerun()
+    else:
+        launch_clicked = False
+        a2.caption("Create the experiment to launch it.")
+    with a5:
+        if result.config is not None:
+            st.download_button("Export YAML", drafts.to_yaml(result.config), file_name=f"{result.config.name}.yaml",
+                               mime="application/x-yaml", key="exp_export", on_click="ignore",
+                               icon=":material/download:")
+        else:
+            st.button("Export YAML", disabled=True, key="exp_export_off", help="Fix the form first.")
+    if open_id is not None:
+        with a6.popover("Delete", icon=":material/delete:"):
+            confirm = st.checkbox("yes, delete it with all its runs", key=f"exp_delete_confirm_{open_id}")
+            if st.button("Delete experiment", disabled=not confirm, key="exp_delete"):
+                try:
+                    store.delete_experiment(open_id)
+                except RunActiveError as exc:
+                    st.error(f"{exc}. Stop its runs first.")
+                else:
+                    editor_state.load(blank_experiment(), None)
+                    show_in_url(None)
+                    editor_state.notify(f"Deleted experiment #{open_id}.")
+                    st.rerun()
+
+    if changes:
+        shown = "; ".join(f"`{field}` {old} → {new}" for field, old, new in changes[:4])
+        more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
+        st.warning(f"Unsaved changes: {shown}{more}. A run uses the saved config: save first to use them.",
+                   icon=":material/edit_note:")
+    if launch_clicked:
+        try:
+            run_ids = launch_runs(saved_config, open_id, choice)
+        except ControlError as exc:
+            st.error(str(exc))
+        else:
+            st.session_state["selected_run"] = run_ids[-1]  # the run pages open it next
+            st.success(launched_message(run_ids, choice.device))
+            st.page_link("app_pages/run_detail.py", label=f"Watch run #{run_ids[-1]}",
+                         icon=":material/monitoring:", query_params={"run": str(run_ids[-1])})

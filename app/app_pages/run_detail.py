@@ -1,4 +1,5 @@
-"""Run detail: live charts, config, log tail, checkpoints and downloads of one run."""
+"""Run detail: live charts (a resumed run's attempts joined into one history), config, the log,
+checkpoints and downloads of one run."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ import streamlit as st
 
 from app import context
 from app.components.charts import line_figure
-from app.components.downloads import exported_models, zip_folder
+from app.components.downloads import exported_models, file_chunks, offer, zip_folder
 from app.components.run_controls import notes_editor, run_header
-from app.metricgroups import default_charts, group_metrics
-from app.queries import chart_data, experiment_names, log_tail, run_label
-from db.errors import NotFoundError
+from app.metricgroups import applicable_keys, default_charts, group_metrics
+from app.queries import (
+    LOG_LINES,
+    chart_data,
+    experiment_names,
+    history_caption,
+    history_metric_keys,
+    read_log,
+    run_label,
+)
+from app.seedgroups import same_config_runs, seed_of
 from engine.spec import ConfigError, dump_run_config, parse_run_config
 
 store = context.store()
@@ -20,37 +29,70 @@ st.title("Run detail")
 
 names = experiment_names(store)
 recent = store.list_runs(limit=200)
-if not recent:
+if not recent and "run" not in st.query_params:
     st.info("No runs yet. Launch one from the Experiments or Runs page; its live charts appear here.")
     st.page_link("app_pages/runs.py", label="Go to Runs", icon=":material/directions_run:")
     st.stop()
 
-current = context.selected_run()
+current = context.page_run(store, recent[0].id if recent else None)
 labels = {r.id: run_label(r, names) for r in recent}
-if current is not None and current not in labels:  # an older run linked directly
-    try:
-        labels = {current: run_label(store.get_run(current), names), **labels}
-    except NotFoundError:
-        context.select_run(None)
-run_id = context.run_picker(labels, key="detail_pick")
+if current not in labels:  # an older run linked directly
+    labels = {current: run_label(store.get_run(current), names), **labels}
+run_id = context.run_picker(labels, key="detail_pick", current=current)
+run = store.get_run(run_id)
 
 run_header(store, run_id, key=f"detail.{run_id}")
 
+# ---- the run's history (resumed attempts) and its seed
+history = store.lineage(run_id)
+joined = False
+if history.joined:
+    h1, h2 = st.columns([4, 1])
+    h1.caption(f"History: {history_caption(history)}")
+    joined = h2.toggle("join attempts", value=True, key=f"detail_joined_{history.root}",
+                       help="One curve over the whole history: each step once, from the latest attempt that "
+                            "logged it; dotted lines mark where each attempt begins. Off: this attempt only.")
+seed = seed_of(run.config)
+siblings = same_config_runs(run_id, {r.id: r.config for r in store.list_runs(run.experiment_id, limit=200)})
+if seed is not None:
+    line = f"seed **{seed}**"
+    if siblings:
+        line += f" · {len(siblings)} other run(s) of this config with another seed"
+    st.markdown(line)
+    if siblings:
+        st.page_link("app_pages/compare.py", label="Compare the seeds (mean and band)", icon=":material/stacked_line_chart:",
+                     query_params={"runs": ",".join(str(i) for i in [run_id, *siblings][:8]), "by": "seed"})
+
 charts_tab, config_tab, logs_tab, files_tab = st.tabs(["Charts", "Config", "Logs", "Checkpoints & downloads"])
 
+
+def _task_tags(config) -> tuple[str, ...]:
+    info = context.task_catalog().get(str((config.get("task") or {}).get("name") or ""))
+    return tuple(getattr(info, "tags", ()) or ())
+
+
+def _chart_keys() -> list[str]:
+    keys = history_metric_keys(store, history) if joined else store.metric_keys(run_id)
+    return applicable_keys(keys, dict(run.config), _task_tags(run.config))
+
+
 with charts_tab:
-    keys = store.metric_keys(run_id)
-    charts = {c.title: c for c in group_metrics(keys)}
+    charts = {c.title: c for c in group_metrics(_chart_keys())}
     if not charts:
         st.info("No metrics logged yet. Charts appear after the first training step "
                 "(a queued run waits for a worker: `cooplab up` or `cooplab worker`).")
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
-    # the picker is rebuilt when new metric keys appear; the user's earlier choice carries over
-    remembered = st.session_state.get(f"detail_chosen_{run_id}")
-    default = [t for t in remembered if t in charts] if remembered else default_charts(list(charts.values()))
-    chosen = c1.multiselect("charts", list(charts), default=default,
-                            key=f"detail_charts_{run_id}_{hash(tuple(charts))}")
-    st.session_state[f"detail_chosen_{run_id}"] = chosen
+    # Until the user picks charts, the defaults follow the metrics as they appear (team reward first);
+    # once picked, the choice is kept (and new charts are only offered).
+    user_choice = f"detail_user_charts_{run_id}"
+    picker_key = f"detail_charts_{run_id}_{abs(hash(tuple(charts)))}"
+    remembered = st.session_state.get(user_choice)
+    default = [t for t in remembered if t in charts] if remembered is not None else default_charts(list(charts.values()))
+
+    def _picked() -> None:
+        st.session_state[user_choice] = list(st.session_state[picker_key])
+
+    chosen = c1.multiselect("charts", list(charts), default=default, key=picker_key, on_change=_picked)
     x_axis = c2.radio("x axis", ["step", "env_step", "wall_time"], horizontal=True, key="detail_x",
                       format_func=lambda x: {"step": "step", "env_step": "env step", "wall_time": "wall time"}[x])
     method = c3.selectbox("smoothing", ["ema", "window", "none"], key="detail_smoothing")
@@ -65,28 +107,28 @@ with charts_tab:
     x_range = None
     if x_axis == "step" and z1.toggle("zoom", key=f"detail_zoom_on_{run_id}",
                                       help="Re-query a step range at full resolution (stops following new steps)."):
-        last = max(1, store.get_run(run_id).step)
+        last = max(1, max(a.step for a in history.attempts) if joined else run.step)
         lo, hi = z2.slider("step range", 0, last, (0, last), key=f"detail_zoom_{run_id}")
         x_range = (float(lo), float(hi))
 
     @st.fragment(run_every=context.refresh_every())
     def live_charts() -> None:
         """The chosen charts, re-queried (downsampled in SQL) on each refresh."""
-        if {c.title for c in group_metrics(store.metric_keys(run_id))} != set(charts):
-            st.rerun()  # new metric keys appeared: rebuild the chart picker with them
+        if {c.title for c in group_metrics(_chart_keys())} != set(charts):
+            st.rerun()  # new metric keys appeared: rebuild the chart picker (and its defaults) with them
         for title in chosen:
             chart = charts[title]
             data = chart_data(store, run_id, chart.curves, x=x_axis, max_points=max_points, x_range=x_range,
-                              title=title)
+                              title=title, history=history if joined else None)
             if not any(len(s) for _, s in data.series):
                 st.caption(f"{title}: no points yet")
                 continue
-            figure = line_figure(data.series, title=title, smoothing=method, amount=amount)
+            figure = line_figure(data.series, title=title, smoothing=method, amount=amount,
+                                 boundaries=data.boundaries)
             st.plotly_chart(figure, key=f"chart.{run_id}.{title}", config={"displaylogo": False})
 
     live_charts()
 
-run = store.get_run(run_id)
 with config_tab:
     try:
         st.code(dump_run_config(parse_run_config(dict(run.config))), language="yaml")
@@ -96,18 +138,23 @@ with config_tab:
     notes_editor(store, run, key=f"detail.{run_id}")
 
 with logs_tab:
-    lines = st.select_slider("lines", [50, 200, 1000], value=200, key="detail_log_lines")
 
     @st.fragment(run_every=context.refresh_every())
     def live_log() -> None:
         path = store.get_run(run_id).log_path
-        text = log_tail(path, lines=lines)
-        if not text:
-            st.caption("No log output yet." if path else "This run has no log file yet.")
-        else:
-            st.code(text, language="text")
+        tail = read_log(path, lines=LOG_LINES)
+        if not tail.text:
+            st.caption("No log output yet." if path else "This run has no log file yet (it starts when a worker "
+                                                          "takes the run).")
+            return
+        note = f"the last {tail.shown:,} lines" if tail.truncated else f"all {tail.shown:,} lines"
+        st.caption(f"`{path}` · {tail.size / 1024:,.1f} KiB · showing {note}, newest at the bottom")
+        st.code(tail.text, language="text", height=480)
 
     live_log()
+    if run.log_path and Path(run.log_path).is_file():
+        offer("whole log", lambda: file_chunks(run.log_path), file_name=f"run{run_id}.log", mime="text/plain",
+              key=f"dl_log_{run_id}")
 
 with files_tab:
     checkpoints = store.list_checkpoints(run_id)
@@ -116,11 +163,12 @@ with files_tab:
     for ckpt in checkpoints:
         c1, c2 = st.columns([3, 1])
         c1.markdown(f"step **{ckpt.step}** · `{ckpt.path}` · {ckpt.created_at:%Y-%m-%d %H:%M:%S}")
-        if Path(ckpt.path).exists():
-            c2.download_button("zip", lambda p=ckpt.path: zip_folder(p), file_name=f"run{run_id}-step{ckpt.step}.zip",
-                               mime="application/zip", key=f"ckpt.{ckpt.id}")
-        else:
-            c2.caption("folder not on this machine")
+        with c2:
+            if Path(ckpt.path).exists():
+                offer("zip", lambda p=ckpt.path: zip_folder(p), file_name=f"run{run_id}-step{ckpt.step}.zip",
+                      mime="application/zip", key=f"ckpt.{ckpt.id}")
+            else:
+                st.caption("folder not on this machine")
     if checkpoints:
         st.caption("A checkpoint holds the weights (safetensors), optimizer and RNG state, for resuming "
                    "(the Resume button) or for `cooplab train --resume`.")
@@ -133,13 +181,17 @@ with files_tab:
         c1, c2 = st.columns([3, 1])
         c1.markdown(f"`{folder}`: load it with `AutoModelForCausalLM.from_pretrained(path)` or use the path "
                     "as an agent's model source")
-        c2.download_button("zip", lambda p=folder: zip_folder(p), file_name=f"run{run_id}-{Path(folder).name}.zip",
-                           mime="application/zip", key=f"model.{folder}")
+        with c2:
+            offer("zip", lambda p=folder: zip_folder(p), file_name=f"run{run_id}-{Path(folder).name}.zip",
+                  mime="application/zip", key=f"model.{folder}")
     st.divider()
     d1, d2, d3 = st.columns(3)
-    d1.download_button("metrics CSV", lambda: store.export_metrics_csv(run_id), file_name=f"run{run_id}-metrics.csv",
-                       mime="text/csv", key="dl_csv")
-    d2.download_button("metrics JSONL", lambda: store.export_metrics_jsonl(run_id),
-                       file_name=f"run{run_id}-metrics.jsonl", mime="application/jsonl", key="dl_jsonl")
-    d3.download_button("transcripts JSONL", lambda: store.export_episodes_jsonl(run_id),
-                       file_name=f"run{run_id}-transcripts.jsonl", mime="application/jsonl", key="dl_eps")
+    with d1:
+        offer("metrics CSV", lambda: store.stream_metrics_csv(run_id), file_name=f"run{run_id}-metrics.csv",
+              mime="text/csv", key=f"dl_csv_{run_id}")
+    with d2:
+        offer("metrics JSONL", lambda: store.stream_metrics_jsonl(run_id), file_name=f"run{run_id}-metrics.jsonl",
+              mime="application/jsonl", key=f"dl_jsonl_{run_id}")
+    with d3:
+        offer("transcripts JSONL", lambda: store.export_episodes_jsonl(run_id),
+              file_name=f"run{run_id}-transcripts.jsonl", mime="application/jsonl", key=f"dl_eps_{run_id}")

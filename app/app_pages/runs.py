@@ -1,15 +1,32 @@
-"""Runs: every run with status, progress, step rate, ETA, device, reward sparkline; launch and control."""
+"""Runs: every run with status, step, last team reward, duration, seed, tags and notes; filters by
+status, experiment and tag; a click on a row opens the run; launch and control."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app import context, control
+from app import context
+from app.components.launch import launch_options, launch_runs, launched_message
 from app.components.run_controls import notes_editor, run_header
+from app.control import ControlError
 from app.queries import experiment_names, run_label, runs_table
 from app.runinfo import ALL_STATUSES
 
 PAGE_SIZE = 25
+TABLE_COLUMNS = {
+    "run": st.column_config.NumberColumn("run", format="#%d", width=60),
+    "status": st.column_config.TextColumn("status", width=110),
+    "experiment": st.column_config.TextColumn("experiment", width=150),
+    "step": st.column_config.TextColumn("step", width=80, help="steps done / steps planned"),
+    "team reward": st.column_config.TextColumn("team reward", width=95, help="the last logged train/reward_mean"),
+    "trend": st.column_config.LineChartColumn("trend", width=110),
+    "duration": st.column_config.TextColumn("duration", width=120, help="training time (and time left)"),
+    "steps/s": st.column_config.TextColumn("steps/s", width=70),
+    "seed": st.column_config.TextColumn("seed", width=95),
+    "tags": st.column_config.TextColumn("tags", width=120),
+    "notes": st.column_config.TextColumn("notes", width=220),
+    "created": st.column_config.TextColumn("created", width=130),
+}
 
 store = context.store()
 st.title("Runs")
@@ -21,32 +38,43 @@ with st.expander("Launch a run", expanded=not store.list_runs(limit=1)):
                 "(first visit: the quick-start button).")
         st.page_link("app_pages/experiments.py", label="Go to Experiments", icon=":material/science:")
     else:
-        l1, l2, l3 = st.columns([3, 1, 1])
+        l1, l2, l3, l4 = st.columns([3, 1, 1.3, 1], vertical_alignment="bottom")
         launch_exp = l1.selectbox("experiment", list(names), key="runs_launch_exp",
                                   format_func=lambda i: f"#{i} {names[i]}")
-        device = l2.selectbox("device", context.devices(store), key="runs_launch_device")
-        if l3.button("Launch", type="primary", key="runs_launch"):
-            config = dict(store.get_experiment(launch_exp).config)
+        config = dict(store.get_experiment(launch_exp).config)
+        with l2:
+            device = st.selectbox("device", context.devices(store), key="runs_launch_device")
+        with l3.popover("seed and count", icon=":material/tune:"):
+            choice = launch_options(store, launch_exp, config, key="runs_launch_opts", device=device)
+        if l4.button("Launch", type="primary", key="runs_launch", icon=":material/play_arrow:"):
             try:
-                run_id = control.launch(config, experiment_id=launch_exp, device=device)
-            except control.ControlError as exc:
+                run_ids = launch_runs(config, launch_exp, choice)
+            except ControlError as exc:
                 st.error(str(exc))
             else:
-                context.select_run(run_id)
-                st.toast(f"Queued run #{run_id} on {device}.")
+                context.select_run(run_ids[-1])
+                st.toast(launched_message(run_ids, device))
                 st.rerun()
 
 f1, f2, f3, f4 = st.columns([2, 2, 1, 1])
 filter_exp = f1.selectbox("experiment", [None, *names], key="runs_filter_exp",
                           format_func=lambda i: "(all)" if i is None else f"#{i} {names[i]}")
 statuses = f2.multiselect("status", list(ALL_STATUSES), key="runs_filter_status")
-tag = f3.text_input("tag", key="runs_filter_tag") or None
+tag = f3.selectbox("tag", [None, *store.run_tags()], key="runs_filter_tag",
+                   format_func=lambda t: "(any tag)" if t is None else t)
 page = f4.number_input("page", min_value=1, value=1, step=1, key="runs_page")
+
+
+def open_run(run_id: int) -> None:
+    """Go to the run's page (a click on its row)."""
+    context.select_run(run_id)
+    st.session_state["runs_table_gen"] = st.session_state.get("runs_table_gen", 0) + 1  # a fresh selection
+    st.switch_page("app_pages/run_detail.py", query_params={"run": str(run_id)})
 
 
 @st.fragment(run_every=context.refresh_every())
 def live_runs() -> None:
-    """The runs table, re-read from the database on every refresh."""
+    """The runs table, re-read from the database on every refresh; a click on a row opens the run."""
     counts = store.run_counts_by_status(filter_exp)
     shown = [s for s in ALL_STATUSES if counts.get(s)]
     if shown:
@@ -59,15 +87,13 @@ def live_runs() -> None:
         else:
             st.info("No run matches these filters (or this page is past the end).")
         return
-    st.dataframe(
-        runs_table(store, runs, names),
-        hide_index=True,
-        column_config={
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
-            "reward": st.column_config.LineChartColumn("team reward", width="small"),
-        },
-        key="runs_table",
-    )
+    rows = runs_table(store, runs, names)
+    event = st.dataframe(rows, hide_index=True, column_config=TABLE_COLUMNS, on_select="rerun",
+                         selection_mode="single-row", key=f"runs_table_{st.session_state.get('runs_table_gen', 0)}")
+    st.caption("Click a row to open the run.")
+    picked = list(getattr(getattr(event, "selection", None), "rows", None) or [])
+    if picked and picked[0] < len(rows):
+        open_run(int(rows[picked[0]]["run"]))
 
 
 live_runs()
@@ -75,9 +101,11 @@ live_runs()
 runs_here = store.list_runs(filter_exp, statuses or None, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE, tag=tag)
 if runs_here:
     st.subheader("Run actions")
-    picked = context.run_picker({r.id: run_label(r, names) for r in runs_here}, key="runs_pick")
+    labels = {r.id: run_label(r, names) for r in runs_here}
+    current = context.selected_run()
+    picked = context.run_picker(labels, key="runs_pick", current=current if current in labels else None)
     run = run_header(store, picked, key=f"runs.{picked}")
     if run is not None:
         notes_editor(store, run, key=f"runs.{run.id}")
-        st.page_link("app_pages/run_detail.py", label=f"Open run #{run.id}: charts, config, logs", icon=":material/monitoring:",
-                     query_params={"run": str(run.id)})
+        st.page_link("app_pages/run_detail.py", label=f"Open run #{run.id}: charts, config, logs",
+                     icon=":material/monitoring:", query_params={"run": str(run.id)})

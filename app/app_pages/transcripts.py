@@ -6,18 +6,28 @@ import streamlit as st
 
 from app import context
 from app.components.transcript_view import render_episode
-from app.queries import episodes_by_item, experiment_names, run_label
+from app.queries import episodes_by_item, experiment_names, history_caption, run_label
 
 store = context.store()
 st.title("Transcripts")
 
 names = experiment_names(store)
 recent = store.list_runs(limit=200)
-if not recent:
+if not recent and "run" not in st.query_params:
     st.info("No runs yet. Launch one from the Experiments page; each training step stores sampled "
             "episodes that you can read here.")
     st.stop()
-run_id = context.run_picker({r.id: run_label(r, names) for r in recent}, key="tr_pick")
+current = context.page_run(store, recent[0].id if recent else None)
+labels = {r.id: run_label(r, names) for r in recent}
+if current not in labels:  # an older run linked directly
+    labels = {current: run_label(store.get_run(current), names), **labels}
+run_id = context.run_picker(labels, key="tr_pick", current=current)
+
+# A resumed run's attempts read as one history: each step from the attempt that owns it.
+history = store.lineage(run_id)
+if history.joined:
+    st.caption(f"History: {history_caption(history)}; each step is read from the latest attempt that "
+               "logged it.")
 
 f1, f2, f3, f4 = st.columns([1, 2, 2, 1])
 split = f1.selectbox("split", [None, "train", "eval"], key="tr_split",
@@ -30,7 +40,20 @@ limit = f4.selectbox("episodes", [5, 10, 20, 50], index=1, key="tr_limit")
 show_prompts = st.toggle("show every prompt", key="tr_prompts")
 filters = {"split": split, "text": text, "min_reward": min_reward, "max_reward": max_reward}
 
-steps = store.episode_steps(run_id, split=split)
+
+def step_owners() -> dict[int, int]:
+    """Step → the run (attempt) whose episodes of that step are shown."""
+    if history.joined:
+        return dict(store.lineage_episode_steps(history, split=split))
+    return dict.fromkeys(store.episode_steps(run_id, split=split), run_id)
+
+
+def episodes_at(step: int, owners: dict[int, int]):
+    return store.episodes(owners.get(step, run_id), step=step, limit=limit, **filters)
+
+
+owners = step_owners()
+steps = list(owners)
 if not steps:
     st.info("This run has no stored episodes yet; they appear after its first training step.")
     st.stop()
@@ -43,9 +66,11 @@ if not side_by_side:
     if latest:
         @st.fragment(run_every=context.refresh_every())
         def live_latest() -> None:
-            newest = store.episode_steps(run_id, split=split)[-1]
-            st.caption(f"latest step: {newest}")
-            episodes = store.episodes(run_id, step=newest, limit=limit, **filters)
+            now = step_owners()
+            newest = max(now)
+            attempt = f" (run #{now[newest]})" if history.joined else ""
+            st.caption(f"latest step: {newest}{attempt}")
+            episodes = episodes_at(newest, now)
             if not episodes:
                 st.info("No episode at this step matches the filters.")
             for episode in episodes:
@@ -54,7 +79,7 @@ if not side_by_side:
         live_latest()
     else:
         step = s2.select_slider("step", steps, value=steps[-1], key=f"tr_step_{run_id}")
-        episodes = store.episodes(run_id, step=step, limit=limit, **filters)
+        episodes = episodes_at(step, owners)
         if not episodes:
             st.info("No episode at this step matches the filters.")
         for episode in episodes:
@@ -63,8 +88,8 @@ else:
     c1, c2 = st.columns(2)
     step_a = c1.selectbox("earlier step", steps, index=0, key=f"tr_a_{run_id}")
     step_b = c2.selectbox("later step", steps, index=len(steps) - 1, key=f"tr_b_{run_id}")
-    left = episodes_by_item(store.episodes(run_id, step=step_a, limit=limit, **filters))
-    right = episodes_by_item(store.episodes(run_id, step=step_b, limit=limit, **filters))
+    left = episodes_by_item(episodes_at(step_a, owners))
+    right = episodes_by_item(episodes_at(step_b, owners))
     shared = [item for item in left if item in right]
     if not shared:
         st.info("These two steps share no dataset item (with these filters); pick other steps.")

@@ -24,7 +24,7 @@ def live_workers() -> None:
             [
                 {
                     "worker": w.name,
-                    "online": "🟢 online" if w.online else "⚫ offline",
+                    "online": "● online" if w.online else "○ offline",
                     "last heartbeat": heartbeat_age(w.last_seen),
                     "devices": ", ".join(w.devices),
                     "queues": ", ".join(w.queues),

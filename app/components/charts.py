@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import plotly.graph_objects as go
 
+from app.seedgroups import Band
 from app.smoothing import smooth
 from db.records import Series
 
@@ -21,6 +22,39 @@ def _xs(series: Series) -> list:
     return list(series.xs)
 
 
+SPARSE_POINTS = 12
+
+
+def _mode(points: int) -> str:
+    """Lines, with a marker on every point when there are few (a single point has no line to draw)."""
+    return "lines+markers" if points <= SPARSE_POINTS else "lines"
+
+
+def _x_value(x_name: str, x: float):
+    return datetime.fromtimestamp(x, tz=UTC) if x_name == "wall_time" else x
+
+
+def _layout(figure: go.Figure, curves_x: str, title: str, subtitle: str, height: int) -> None:
+    figure.update_layout(
+        title={"text": f"{title}{subtitle}", "font": {"size": 13}},
+        height=height,
+        margin={"l": 40, "r": 10, "t": 40, "b": 30},
+        xaxis_title=X_TITLES.get(curves_x, curves_x),
+        legend={"orientation": "h", "y": -0.2},
+        uirevision=title,  # keep the user's zoom across live refreshes
+    )
+
+
+def mark_attempts(figure: go.Figure, boundaries: Sequence[tuple[float, str]], x_name: str) -> None:
+    """A dotted vertical line with a label where each later attempt of a resumed run begins."""
+    for x, label in boundaries:
+        at = _x_value(x_name, x)
+        figure.add_shape(type="line", x0=at, x1=at, y0=0, y1=1, yref="paper",
+                         line={"color": "#888888", "width": 1, "dash": "dot"})
+        figure.add_annotation(x=at, y=1, yref="paper", text=label, showarrow=False, xanchor="left",
+                              yanchor="top", font={"size": 10, "color": "#666666"})
+
+
 def line_figure(
     curves: Sequence[tuple[str, Series]],
     *,
@@ -28,11 +62,14 @@ def line_figure(
     smoothing: str = "ema",
     amount: float = 0.6,
     height: int = 300,
+    boundaries: Sequence[tuple[float, str]] = (),
 ) -> go.Figure:
     """One figure with, per curve, the raw points (faint, always kept) and the smoothed line.
 
-    With smoothing ``none`` only the raw line is drawn, at full opacity. Above a few thousand points
-    WebGL traces are used so the browser stays responsive.
+    With smoothing ``none`` only the raw line is drawn, at full opacity. Curves with few points get a
+    marker on each point (a one-point curve shows its point). Above a few thousand points WebGL
+    traces are used so the browser stays responsive. ``boundaries`` marks where the attempts of a
+    resumed run begin (x, label).
     """
     figure = go.Figure()
     for index, (label, series) in enumerate(curves):
@@ -40,23 +77,48 @@ def line_figure(
         xs = _xs(series)
         ys = list(series.ys)
         trace = go.Scattergl if len(xs) > GL_THRESHOLD else go.Scatter
-        smoothed = smoothing != "none" and amount > 0
+        smoothed = smoothing != "none" and amount > 0 and len(xs) > 1
         raw_name = f"{label} (raw)" if smoothed else label
-        figure.add_trace(trace(x=xs, y=ys, mode="lines", name=raw_name, legendgroup=label,
-                               line={"color": color, "width": 1}, opacity=0.3 if smoothed else 1.0,
-                               showlegend=not smoothed))
+        figure.add_trace(trace(x=xs, y=ys, mode=_mode(len(xs)) if not smoothed else "lines", name=raw_name,
+                               legendgroup=label, line={"color": color, "width": 1}, marker={"size": 6},
+                               opacity=0.3 if smoothed else 1.0, showlegend=not smoothed))
         if smoothed:
-            figure.add_trace(trace(x=xs, y=smooth(ys, smoothing, amount), mode="lines", name=label,
-                                   legendgroup=label, line={"color": color, "width": 2}))
+            figure.add_trace(trace(x=xs, y=smooth(ys, smoothing, amount), mode=_mode(len(xs)), name=label,
+                                   legendgroup=label, line={"color": color, "width": 2}, marker={"size": 5}))
     x_name = curves[0][1].x if curves else "step"
     sampled = [f"{s.total_points:,}→{len(s):,}" for _, s in curves if s.downsampled]
     subtitle = f" · downsampled {', '.join(sampled)} (min/max kept)" if sampled else ""
-    figure.update_layout(
-        title={"text": f"{title}{subtitle}", "font": {"size": 13}},
-        height=height,
-        margin={"l": 40, "r": 10, "t": 40, "b": 30},
-        xaxis_title=X_TITLES.get(x_name, x_name),
-        legend={"orientation": "h", "y": -0.2},
-        uirevision=title,  # keep the user's zoom across live refreshes
-    )
+    _layout(figure, x_name, title, subtitle, height)
+    mark_attempts(figure, boundaries, x_name)
+    return figure
+
+
+def _hex_rgba(color: str, alpha: float) -> str:
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def band_figure(
+    groups: Sequence[tuple[str, Band]],
+    *,
+    title: str = "",
+    x_name: str = "step",
+    height: int = 300,
+) -> go.Figure:
+    """One line per group of runs (the mean over its seeds) with a shaded band (min–max or ± one
+    standard error, as computed by :func:`app.seedgroups.band`)."""
+    figure = go.Figure()
+    for index, (label, band) in enumerate(groups):
+        color = PALETTE[index % len(PALETTE)]
+        xs = [_x_value(x_name, x) for x in band.xs]
+        if band.runs > 1:
+            figure.add_trace(go.Scatter(x=xs, y=list(band.upper), mode="lines", line={"width": 0},
+                                        legendgroup=label, showlegend=False, hoverinfo="skip",
+                                        name=f"{label} upper"))
+            figure.add_trace(go.Scatter(x=xs, y=list(band.lower), mode="lines", line={"width": 0},
+                                        fill="tonexty", fillcolor=_hex_rgba(color, 0.2), legendgroup=label,
+                                        showlegend=False, hoverinfo="skip", name=f"{label} lower"))
+        figure.add_trace(go.Scatter(x=xs, y=list(band.mean), mode=_mode(len(xs)), name=label, legendgroup=label,
+                                    line={"color": color, "width": 2}, marker={"size": 5}))
+    _layout(figure, x_name, title, "", height)
     return figure

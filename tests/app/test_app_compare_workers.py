@@ -16,11 +16,38 @@ def test_compare_overlays_runs_and_diffs_configs(app, store: Store, experiment: 
     assert not at.exception
     [figure] = figures(at)
     smoothed = [t for t in figure["data"] if "raw" not in t["name"]]
-    assert [t["name"] for t in smoothed] == [f"#{a}", f"#{b}"]
+    # legends name the runs (experiment, id, seed), not bare ids
+    assert [t["name"] for t in smoothed] == [f"demo #{a} · seed 0", f"demo #{b} · seed 0"]
     assert smoothed[1]["x"] == [1, 2, 3, 4] and smoothed[1]["y"] == pytest.approx([1.0] * 4)
     diff = at.dataframe[0].value
     assert diff["field"].tolist() == ["trainer.agent_learning_rate"]
-    assert diff[f"#{a}"].tolist() == ["5e-06"] and diff[f"#{b}"].tolist() == ["0.0001"]
+    assert diff[f"demo #{a}"].tolist() == ["5e-06"] and diff[f"demo #{b}"].tolist() == ["0.0001"]
+
+
+def test_runs_that_differ_only_by_seed_draw_as_mean_and_band(app, store: Store, experiment: int, seed, figures,
+                                                             make_config) -> None:
+    runs = [seed(experiment, status="succeeded", steps=3, config=make_config(seed=s), reward=lambda step, s=s: s + step)
+            for s in (1, 2, 3)]
+    other = seed(experiment, status="succeeded", steps=3, config=make_config(agent_learning_rate=1e-4))
+    at = app("compare", runs=",".join(str(i) for i in [*runs, other]))
+    assert not at.exception
+    assert at.multiselect(key="cmp_runs").value == [*runs, other]
+    assert at.toggle(key="cmp_by_seed").value is True
+    [figure] = figures(at)
+    lines = [t for t in figure["data"] if t.get("showlegend") is not False]
+    assert [t["name"] for t in lines] == [f"demo (3 seeds: #{runs[0]}, #{runs[1]}, #{runs[2]})",
+                                          f"demo #{other} · seed 0"]
+    mean = lines[0]
+    assert mean["x"] == [1, 2, 3] and mean["y"] == pytest.approx([3.0, 4.0, 5.0])  # mean of seed + step
+    upper, lower = [t for t in figure["data"] if t["name"].endswith(("upper", "lower"))][:2]
+    assert upper["y"] == pytest.approx([4.0, 5.0, 6.0]) and lower["y"] == pytest.approx([2.0, 3.0, 4.0])
+    at.radio(key="cmp_band").set_value("sem").run()
+    [figure] = figures(at)
+    upper = next(t for t in figure["data"] if t["name"].endswith("upper"))
+    assert upper["y"] == pytest.approx([3.0 + 1 / 3 ** 0.5, 4.0 + 1 / 3 ** 0.5, 5.0 + 1 / 3 ** 0.5])
+    at.toggle(key="cmp_by_seed").set_value(False).run()
+    [figure] = figures(at)
+    assert len([t for t in figure["data"] if "raw" not in t["name"]]) == 4  # one line per run again
 
 
 def test_compare_needs_two_runs(app, store: Store, experiment: int, seed) -> None:
@@ -35,7 +62,7 @@ def test_workers_and_queues(app, store: Store, experiment: int, seed) -> None:
     at = app("workers")
     assert not at.exception
     table = at.dataframe[0].value
-    assert table["worker"].tolist() == ["cpu@box"] and table["online"].tolist() == ["🟢 online"]
+    assert table["worker"].tolist() == ["cpu@box"] and table["online"].tolist() == ["● online"]
     assert any(m.value.startswith("**cpu** · 1 waiting · served by cpu@box") for m in at.markdown)
     assert any(f"#{queued} demo" in m.value for m in at.markdown)
     assert [m.label for m in at.metric][:2] == ["CPU", "RAM"]

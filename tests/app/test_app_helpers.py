@@ -47,6 +47,9 @@ def test_config_diff_keeps_only_differences() -> None:
     ]
     assert diff_configs({"#1": a}) == []
     assert diff_configs({"#1": a, "#2": a}) == []
+    # an empty section is the same as no section: never "—" against "{}"
+    assert diff_configs({"#1": {**a, "system": {}}, "#2": a}) == []
+    assert diff_configs({"#1": {"trainer": {"actor_critic": {}}}, "#2": {"trainer": {}}}) == []
 
 
 def test_metric_grouping() -> None:

@@ -14,18 +14,49 @@ def test_empty_state_points_to_the_next_step(app) -> None:
     assert "Create one on the Experiments page" in text and "No runs yet" in text
 
 
-def test_table_shows_status_progress_rate_and_sparkline(app, store: Store, experiment: int, seed) -> None:
+def test_table_shows_the_columns_a_researcher_scans(app, store: Store, experiment: int, seed) -> None:
     running = seed(experiment, status="running", steps=4)
-    seed(experiment, status="queued")
+    queued = seed(experiment, status="queued")
+    store.set_run_notes(running, tags=["baseline"], notes="first try\nwith more detail below")
     at = app("runs")
     assert not at.exception
     table = at.dataframe[0].value
     assert len(table) == 2
-    row = table[table["id"] == running].iloc[0]
-    assert row["status"] == "🟢 running"
-    assert row["step"] == "4/8" and row["progress"] == 0.5
-    assert list(row["reward"]) == pytest.approx([0.1, 0.2, 0.3, 0.4])
-    assert row["device"] == "cpu"
+    assert list(table.columns)[:8] == ["run", "status", "experiment", "step", "team reward", "trend", "duration",
+                                       "steps/s"]
+    row = table[table["run"] == running].iloc[0]
+    assert row["status"] == "● running"  # a text symbol: no emoji font needed
+    assert row["step"] == "4/8"
+    assert row["team reward"] == "0.400"  # the last logged team reward
+    assert list(row["trend"]) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert row["tags"] == "baseline" and row["notes"] == "first try"
+    waiting = table[table["run"] == queued].iloc[0]
+    assert waiting["steps/s"] == "—" and waiting["team reward"] == "" and waiting["duration"] == ""
+    assert "None" not in table.astype(str).to_string()  # never a bare None in a cell
+
+
+def test_clicking_a_row_opens_the_run(app, store: Store, experiment: int, seed) -> None:
+    first = seed(experiment, status="succeeded", steps=2)
+    seed(experiment, status="succeeded", steps=1)
+    at = app("runs")
+    table = at.dataframe[0]
+    row = table.value["run"].tolist().index(first)
+    at.session_state[table.key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception
+    assert at.title[0].value == "Run detail"
+    assert at.query_params["run"] == str(first)
+    assert at.selectbox(key="detail_pick").value == first
+
+
+def test_tag_filter_offers_the_tags_runs_carry(app, store: Store, experiment: int, seed) -> None:
+    tagged = seed(experiment, status="succeeded", steps=1)
+    seed(experiment, status="succeeded", steps=1)
+    store.set_run_notes(tagged, tags=["lr-sweep", "good"])
+    at = app("runs")
+    assert at.selectbox(key="runs_filter_tag").options == ["(any tag)", "good", "lr-sweep"]
+    at.selectbox(key="runs_filter_tag").set_value("lr-sweep").run()
+    assert at.dataframe[0].value["run"].tolist() == [tagged]
 
 
 def test_stop_shows_stopping_then_the_final_state(app, store: Store, experiment: int, seed) -> None:
@@ -58,7 +89,7 @@ def test_launch_queues_a_run_through_the_job_client(app, store: Store, experimen
     assert not at.exception
     [run] = store.list_runs()
     assert run.status == "queued" and run.experiment_id == experiment and run.celery_task_id
-    assert at.dataframe[0].value["id"].tolist() == [run.id]
+    assert at.dataframe[0].value["run"].tolist() == [run.id]
 
 
 def test_tags_and_notes_are_saved(app, store: Store, experiment: int, seed) -> None:
@@ -76,7 +107,7 @@ def test_status_filter(app, store: Store, experiment: int, seed) -> None:
     ok = seed(experiment, status="succeeded", steps=1)
     at = app("runs")
     at.multiselect(key="runs_filter_status").set_value(["succeeded"]).run()
-    assert at.dataframe[0].value["id"].tolist() == [ok]
+    assert at.dataframe[0].value["run"].tolist() == [ok]
 
 
 def test_resume_creates_a_new_attempt_or_explains_why_not(app, store: Store, experiment: int, seed,
