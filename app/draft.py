@@ -107,7 +107,8 @@ def validate(draft: dict[str, Any], task_info: Any = None, *,
         config = RunConfig.model_validate({k: v for k, v in draft.items() if k != "system"})
     except ValidationError as exc:
         for path, messages in error_paths(exc).items():
-            errors.setdefault(path, []).extend(messages)
+            known = errors.setdefault(path, [])
+            known.extend(m for m in messages if m not in known)  # the critic's checks may have said it
         return None, errors
     if system is not None:
         problems = system_errors(config, system)

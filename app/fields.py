@@ -10,6 +10,7 @@ from what the widget shows, and maps validation errors to dotted field paths
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -115,9 +116,15 @@ def error_paths(error: ValidationError, prefix: tuple[str | int, ...] = ()) -> d
     """
     out: dict[str, list[str]] = {}
     for item in error.errors():
-        path = ".".join(str(p) for p in (*prefix, *item["loc"]))
+        loc = (*prefix, *item["loc"])
         message = item["msg"]
         if message.startswith("Value error, "):
             message = message[len("Value error, "):]
-        out.setdefault(path, []).append(message)
+            named = _NAMED.match(message)
+            if named and loc:  # a section's rule that names the field to change
+                loc, message = (*loc, named.group(1)), named.group(2)
+        out.setdefault(".".join(str(p) for p in loc), []).append(message)
     return out
+
+
+_NAMED = re.compile(r"^([a-z_][a-z0-9_]*): (.+)$", re.DOTALL)

@@ -37,7 +37,6 @@ _EXPORTS: dict[str, str] = {
     "IACTrainer": "engine.actor_critic",
     "MAACConfig": "engine.actor_critic",
     "MAACTrainer": "engine.actor_critic",
-    "build_actor_critic_trainer": "engine.actor_critic.build",
     "System": "engine.systems",
     "SystemSpec": "engine.systems",
     "build_system": "engine.systems",

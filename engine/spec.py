@@ -8,9 +8,8 @@ The engine turns a validated :class:`RunConfig` into agents, a task and a traine
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import (
@@ -19,15 +18,19 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
-# The longest completion a config may ask for; a model's own context (checked by engine.preflight
-# before a run is queued) is usually much smaller.
-MAX_NEW_TOKENS_LIMIT = 131_072
+from engine.errors import ConfigError, format_validation_error
+from engine.settings.catalog import ACTOR_CRITIC, CATALOG, MAX_NEW_TOKENS_LIMIT
+from engine.settings.derive import schema_fields
+from engine.settings.rules import combination_problems, group_size_problem
+from engine.systems.spec import SystemSpec, parse_system_spec
 
-Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac"]
+ACTOR_CRITIC_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "actor_critic")
 
 
 class _Strict(BaseModel):
@@ -86,124 +89,79 @@ class TaskSpec(_Strict):
         return value
 
 
-class TrainerSpec(_Strict):
-    """Trainer settings. Field names and defaults follow CoMLRL's MAGRPOConfig where it has them
-    (except ``num_turns`` 1 and ``logging_steps`` 1, friendlier for a form); the rest are CoopLab's."""
+class _GivenOnly(_Strict):
+    """A section that stores only the settings given (the others keep the algorithm's defaults)."""
 
-    algorithm: Algorithm = Field("magrpo", description="magrpo/grpo (mean baseline), mareinforce (raw), "
-                                 "maremax (max), marloo (rloo), iac, maac.")
-    num_train_epochs: int = Field(20, ge=1, description="Passes over the training set.")
-    max_steps: int | None = Field(
-        None, ge=1, description="Train exactly this many steps, cycling through the data (overrides epochs)."
-    )
-    agent_learning_rate: float = Field(5e-6, gt=0, description="Default AdamW learning rate per agent.")
-    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
-    num_generations: int = Field(
-        4, ge=1, description="K: samples per agent per node of the rollout tree (>= 2 for the MAGRPO family)."
-    )
-    max_new_tokens: int = Field(
-        256, ge=1, le=MAX_NEW_TOKENS_LIMIT, description="Completion length cap (tokens; less than the model's context)."
-    )
-    temperature: float = Field(0.6, gt=0, description="Sampling temperature.")
-    top_p: float = Field(0.6, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this mass.")
-    top_k: int | None = Field(50, ge=0, description="Top-k sampling (0 or empty = off). Tiny models learn only with it on.")
-    num_turns: int = Field(1, ge=1, description="Turns per episode; >1 needs a task with a transition.")
-    discount: float = Field(1.0, ge=0, le=1, description="Discount of later-turn rewards in returns.")
-    joint_mode: Literal["aligned", "cross"] = Field("aligned", description="K joint actions or all K^N.")
-    turn_order: Literal["simultaneous", "sequential"] = Field(
-        "simultaneous", description="sequential: agent i also sees the same-turn replies of agents < i."
-    )
-    early_termination_threshold: float | None = Field(
-        None, description="Stop expanding a branch when its node's mean reward exceeds this (off when empty)."
-    )
-    external_prompt_passthrough: bool = Field(
-        False, description="Use the transition's prompts as they are instead of re-applying the formatters."
-    )
-    advantage_mode: Literal["mean", "raw", "max", "rloo"] | None = Field(
-        None, description="Baseline among siblings; defaults to the algorithm's."
-    )
-    advantage_normalization: bool = Field(True, description="z-normalise advantages within each node's group.")
-    per_agent_normalization: bool = Field(
-        False, description="Also z-normalise each agent's advantages over its whole update batch."
-    )
-    loss_type: Literal["seq_sum", "token_mean"] = Field(
-        "seq_sum", description="seq_sum: sum of token log-probs (CoMLRL); token_mean: average per completion token."
-    )
-    clip_epsilon: float | None = Field(None, gt=0, description="PPO-style ratio clipping (off when empty).")
-    num_inner_epochs: int = Field(1, ge=1, description="Updates over the same rollouts (needs clipping).")
-    reference_kl_enabled: bool = Field(False, description="Penalise divergence from the initial model (k3 KL).")
-    reference_kl_coef: float = Field(0.1, ge=0, description="Weight of the reference KL.")
-    reference_kl_mode: Literal["reward", "loss"] = Field(
-        "reward", description="reward: subtract the KL from returns (CoMLRL); loss: add it to the loss."
-    )
-    max_grad_norm: float | None = Field(1.0, gt=0, description="Clip each agent's gradient norm (off when empty).")
-    lr_scheduler: Literal["constant", "linear", "cosine"] = Field(
-        "constant", description="Learning-rate schedule after warmup."
-    )
-    warmup_steps: int = Field(0, ge=0, description="Linear warmup steps.")
-    rollout_buffer_size: int = Field(2, ge=1, description="Node samples per agent collected before an update.")
-    train_batch_size: int | None = Field(None, ge=1, description="Nodes per optimizer step (empty = buffer size).")
-    items_per_step: int = Field(
-        1, ge=1, description="Dataset items sampled together in one step (faster; 1 = CoMLRL's one item at a time)."
-    )
-    micro_batch_size: int | None = Field(
-        None, ge=1, description="Sequences per training forward pass (empty = whole mini-batch)."
-    )
-    shuffle: bool = Field(False, description="Shuffle the training set each epoch (seeded).")
-    gradient_checkpointing: bool = Field(False, description="Trade compute for memory in the update.")
-    parallel_training: Literal["none", "mp"] = Field(
-        "none", description="mp: each agent on its own device (a GPU, or 'cpu' for cores of its own), "
-        "generating and updating concurrently."
-    )
-    agent_devices: list[str] | None = Field(None, description="Device per agent for mp (one entry is broadcast).")
-    reference_devices: list[str] | None = Field(None, description="Devices of the reference models.")
-    device: str = Field("cpu", description="Default device for every agent.")
-    torch_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "float32", description="Model dtype (bfloat16 on GPU halves memory)."
-    )
-    logging_steps: int = Field(1, ge=1, description="Report metrics every N steps.")
-    eval_interval: int = Field(16, ge=0, description="Evaluate every N steps (0 = never).")
-    eval_num_samples: int = Field(4, ge=1, description="Evaluation items per evaluation.")
-    eval_samples_per_item: int = Field(1, ge=1, description="Completions per eval item (>1 enables pass@k).")
-    eval_greedy: bool = Field(False, description="Greedy decoding in evaluation.")
-    checkpoint_interval: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only at the end).")
-    checkpoint_total_limit: int | None = Field(3, ge=1, description="Checkpoints kept (oldest removed).")
-    transcripts_per_step: int = Field(2, ge=0, description="Sampled episodes recorded per step.")
-    seed: int = Field(0, description="Seeds everything; a seeded CPU run reproduces.")
-    fast_decode: bool = Field(
-        True, description="Sample Llama/Qwen2 models with the exact fast token step (falls back by itself)."
-    )
-    actor_critic: dict[str, Any] = Field(
-        default_factory=dict,
-        description="iac/maac only: critic_type (v|q), critic_learning_rate, value_clip_range, value_loss_coef, "
-        "use_separate_critic, critic_value_head_hidden_dim, value_head_hidden_dim, critic_devices.",
-    )
+    @model_serializer(mode="wrap")
+    def _only_given(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+    def given(self) -> dict[str, Any]:
+        """The settings this config sets explicitly."""
+        return {name: getattr(self, name) for name in type(self).model_fields if name in self.model_fields_set}
+
+
+ActorCriticSection = create_model(
+    "ActorCriticSection",
+    __base__=_GivenOnly,
+    __module__=__name__,
+    __doc__="The iac/maac-only settings; unset ones keep the algorithm's own defaults (IACConfig/MAACConfig).",
+    **schema_fields(ACTOR_CRITIC_SETTINGS),
+)
+
+
+class _TrainerRules(_Strict):
+    """The cross-setting rules of the catalog, applied to the run config's trainer section."""
 
     @model_validator(mode="after")
-    def _check_combinations(self) -> TrainerSpec:
-        if self.num_inner_epochs > 1 and self.clip_epsilon is None:
-            raise ValueError("num_inner_epochs > 1 needs clip_epsilon (set e.g. 0.2) to keep updates stable")
-        if self.parallel_training == "mp" and not self.agent_devices:
-            raise ValueError("parallel_training='mp' needs agent_devices, e.g. ['cuda:0', 'cuda:1']")
-        if self.turn_order == "sequential" and self.joint_mode == "cross":
-            raise ValueError("turn_order='sequential' works with joint_mode='aligned' only")
+    def _check_combinations(self) -> _TrainerRules:
+        problems = combination_problems(self)
+        if problems:
+            raise ValueError(problems[0])
         return self
 
-    @field_validator("num_generations")
+    @field_validator("num_generations", check_fields=False)
     @classmethod
     def _siblings_for_group_baselines(cls, value: int, info: ValidationInfo) -> int:
-        algorithm = info.data.get("algorithm", "magrpo")
-        if value < 2 and algorithm not in ("iac", "maac"):
-            raise ValueError(f"must be >= 2 for {algorithm} (the group baseline needs siblings)")
+        problem = group_size_problem(info.data.get("algorithm", "magrpo"), value)
+        if problem:
+            raise ValueError(problem)
         return value
 
-    @field_validator("actor_critic")
+    @field_validator("actor_critic", check_fields=False)
     @classmethod
-    def _actor_critic_only(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    def _actor_critic_only(cls, value: ActorCriticSection, info: ValidationInfo) -> ActorCriticSection:
         algorithm = info.data.get("algorithm", "magrpo")
-        if value and algorithm not in ("iac", "maac"):
+        if value.model_fields_set and algorithm not in ACTOR_CRITIC:
             raise ValueError(f"applies to iac/maac only, not to {algorithm}")
         return value
+
+
+# The run config's trainer section: the catalog's settings in the form's order. Names and defaults
+# follow CoMLRL's MAGRPOConfig except num_turns 1 and logging_steps 1 (friendlier for a form) and
+# advantage_mode empty (the algorithm's baseline).
+TRAINER_SETTINGS = (
+    "algorithm", "num_train_epochs", "max_steps", "agent_learning_rate", "weight_decay", "num_generations",
+    "max_new_tokens", "temperature", "top_p", "top_k", "num_turns", "discount", "joint_mode", "turn_order",
+    "early_termination_threshold", "external_prompt_passthrough", "advantage_mode", "advantage_normalization",
+    "per_agent_normalization", "loss_type", "clip_epsilon", "num_inner_epochs", "reference_kl_enabled",
+    "reference_kl_coef", "reference_kl_mode", "max_grad_norm", "lr_scheduler", "warmup_steps",
+    "rollout_buffer_size", "train_batch_size", "items_per_step", "micro_batch_size", "shuffle",
+    "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
+    "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
+    "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "seed", "fast_decode",
+)
+TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None}
+
+TrainerSpec = create_model(
+    "TrainerSpec",
+    __base__=_TrainerRules,
+    __module__=__name__,
+    __doc__="Trainer settings of a run config (each declared once in engine.settings.catalog).",
+    **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS),
+    actor_critic=(ActorCriticSection, Field(default_factory=ActorCriticSection,
+                                            description="iac/maac only: the critic's settings.")),
+)
 
 
 class RunConfig(_Strict):
@@ -215,7 +173,7 @@ class RunConfig(_Strict):
     agents: list[AgentSpec] = Field(min_length=1)
     task: TaskSpec = Field(default_factory=TaskSpec)
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
-    system: dict[str, Any] | None = Field(None, description="Several coordinated trainers (see docs/systems.md).")
+    system: SystemSpec | None = Field(None, description="Several coordinated trainers (see docs/systems.md).")
 
     @model_validator(mode="after")
     def _check_team(self) -> RunConfig:
@@ -230,49 +188,8 @@ class RunConfig(_Strict):
                     f"agents.{i}.share_weights_with={target!r} must name an earlier agent ({names[:i] or 'none'})"
                 )
         if self.system is not None:
-            from engine.systems.spec import parse_system_spec  # torch-free; imports this module
-
             parse_system_spec(self)
         return self
-
-
-class ConfigError(ValueError):
-    """A run config that cannot be used; the message names each bad field and how to fix it."""
-
-
-def format_validation_error(error: ValidationError) -> str:
-    """One line per problem: ``field.path: message``."""
-    lines = []
-    for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "config"
-        message = item["msg"]
-        if item["type"] == "value_error":
-            message = message.removeprefix("Value error, ")
-            if not item["loc"] and ": " in message.split("\n", 1)[0]:
-                lines.append(message)  # the message already names its field(s)
-                continue
-        if item["type"] == "extra_forbidden":
-            allowed = _allowed_fields(item["loc"])
-            close = difflib.get_close_matches(str(item["loc"][-1]), allowed, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            message = f"unknown field; {hint}allowed here: {', '.join(allowed)}"
-        lines.append(f"{where}: {message}")
-    return "\n".join(lines)
-
-
-def _allowed_fields(loc: tuple) -> list[str]:
-    """The field names of the section that holds ``loc`` (for 'unknown field' messages)."""
-    model: type[BaseModel] = RunConfig
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        annotation = model.model_fields[str(part)].annotation
-        inner = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)]
-        nested = next((a for a in inner if issubclass(a, BaseModel)), None)
-        if nested is None:
-            break
-        model = nested
-    return sorted(model.model_fields)
 
 
 def parse_run_config(data: dict[str, Any]) -> RunConfig:
@@ -282,7 +199,7 @@ def parse_run_config(data: dict[str, Any]) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+        raise ConfigError(format_validation_error(exc, RunConfig)) from None
 
 
 def load_run_config(path: str | Path) -> RunConfig:

@@ -105,7 +105,7 @@ class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
         self.items_per_update = cfg.items_per_step * rollouts_per_step
         self.steps_per_epoch = math.ceil(self.num_train_items / self.items_per_update)
         total = cfg.num_train_epochs * self.steps_per_epoch
-        self.total_steps = min(total, cfg.max_steps) if cfg.max_steps else total
+        self.total_steps = cfg.max_steps or total  # exactly max_steps, cycling the data, as MAGRPO
         self.step = 0
         self.env_step = 0
         self._update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(self.num_agents + 1)]

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.actor_critic.build import load_team_models
-from engine.build import train_into_folder
-from engine.formatting import template_formatter
+from engine.configure import trainer_config
+from engine.run_folder import train_into_folder
 from engine.sinks.base import Sink
 from engine.spec import ConfigError, RunConfig
 from engine.systems.schedule import (
@@ -33,6 +32,7 @@ from engine.systems.spec import (
     parse_system_spec,
 )
 from engine.systems.system import System, deferred_reward
+from engine.team import load_team, team_arguments
 from engine.trainer import MAGRPOTrainer, TrainResult
 
 
@@ -52,7 +52,6 @@ def schedule_from_spec(spec: SystemSpec) -> Schedule:
 
 def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink | None = None) -> System:
     """Agents, task, one trainer per group, and the system coordinating them."""
-    from engine.build import trainer_config
     from engine.tasks import build_task
 
     spec = parse_system_spec(config)
@@ -67,17 +66,11 @@ def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink
     for group in spec.trainers:
         agents = [config.agents[index_of[name]] for name in group.agents]
         cfg = trainer_config(group_trainer_spec(config, group), agents)
-        devices = cfg.agent_devices if isinstance(cfg.agent_devices, list) else [cfg.agent_devices or "cpu"]
-        models, tokenizers = load_team_models(agents, devices, (cfg.model_config or {}).get("torch_dtype"))
-        formatters = [template_formatter(a.prompt_template) if a.prompt_template else task.formatters[index_of[a.name]]
-                      for a in agents]
+        team = load_team(agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"))
         trainers[group.name] = MAGRPOTrainer(
-            agents=models, tokenizer=tokenizers, train_dataset=task.train_dataset, reward_func=deferred_reward,
-            formatters=formatters, args=cfg, agent_names=[a.name for a in agents],
-            agent_learning_rates=[a.learning_rate for a in agents],
-            agent_generation=[{"max_new_tokens": a.max_new_tokens, "temperature": a.temperature, "top_p": a.top_p,
-                               "top_k": a.top_k} for a in agents],
-            system_prompts=[a.system_prompt for a in agents],
+            agents=team.models, tokenizer=team.tokenizers, train_dataset=task.train_dataset,
+            reward_func=deferred_reward, args=cfg,
+            **team_arguments(agents, [task.formatters[index_of[a.name]] for a in agents]),
             output_dir=out / "trainers" / group.name if out is not None else None,
         )
     caps = [r for r in (spec.rounds, config.trainer.max_steps) if r is not None]

@@ -16,12 +16,14 @@ override fields of ``RunConfig.trainer`` for its own trainer. Errors name the fi
 
 from __future__ import annotations
 
-import difflib
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.spec import ConfigError, RunConfig, TrainerSpec
+from engine.errors import ConfigError, format_validation_error
+
+if TYPE_CHECKING:  # the run config holds a system section; this module reads one
+    from engine.spec import RunConfig, TrainerSpec
 
 SYSTEM_ALGORITHMS = ("magrpo", "grpo", "mareinforce", "maremax", "marloo")
 
@@ -92,7 +94,7 @@ def parse_system_spec(config: RunConfig) -> SystemSpec:
     try:
         spec = SystemSpec.model_validate(config.system)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc, SystemSpec, "system")) from None
+        raise ConfigError(format_validation_error(exc, SystemSpec, "system")) from None
     agent_names = [a.name for a in config.agents]
     problems: list[str] = []
     group_names = [g.name for g in spec.trainers]
@@ -125,7 +127,7 @@ def parse_system_spec(config: RunConfig) -> SystemSpec:
 
 def group_trainer_spec(config: RunConfig, group: TrainerGroupSpec) -> TrainerSpec:
     """The run's trainer settings with the group's overrides applied (validated)."""
-    return TrainerSpec.model_validate({**config.trainer.model_dump(), **group.trainer})
+    return type(config.trainer).model_validate({**config.trainer.model_dump(), **group.trainer})
 
 
 def _group_trainer_problems(config: RunConfig, group: TrainerGroupSpec, index: int) -> list[str]:
@@ -133,7 +135,7 @@ def _group_trainer_problems(config: RunConfig, group: TrainerGroupSpec, index: i
     try:
         spec = group_trainer_spec(config, group)
     except ValidationError as exc:
-        return _format_errors(exc, TrainerSpec, where).splitlines()
+        return format_validation_error(exc, type(config.trainer), where).splitlines()
     problems = []
     if spec.algorithm not in SYSTEM_ALGORITHMS:
         problems.append(f"{where}.algorithm: {spec.algorithm!r} cannot be driven by a system; "
@@ -172,60 +174,3 @@ def _schedule_problems(spec: SystemSpec, names: list[str]) -> list[str]:
         if problem is not None:
             problems.append(f"system.schedule.function: {problem}")
     return problems
-
-
-def _format_errors(error: ValidationError, model: type[BaseModel], prefix: str) -> str:
-    """One line per problem, ``prefix.field.path: message``; an unknown field lists the fields allowed
-    in its section (with the closest name as a hint)."""
-    lines = []
-    for item in error.errors():
-        loc = [str(p) for p in item["loc"]]
-        message = item["msg"]
-        if item["type"] == "extra_forbidden":
-            allowed = _section_fields(model, item["loc"][:-1])
-            close = difflib.get_close_matches(loc[-1], allowed, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            message = f"unknown field; {hint}allowed here: {', '.join(allowed)}"
-        lines.append(f"{'.'.join([prefix, *loc])}: {message}")
-    return "\n".join(lines)
-
-
-def _section_fields(model: type[BaseModel], path: tuple) -> list[str]:
-    """Field names of the (nested) model section at ``path``; tagged-union tags select the member."""
-    for part in path:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part))
-        if field is None:  # a union member's tag, e.g. schedule.alternating
-            members = getattr(model, "_tagged", {}).get(str(part), [])
-            if not members:
-                break
-            model = members[0]
-            continue
-        annotation = field.annotation
-        candidates = [a for a in _flatten(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
-        if not candidates:
-            break
-        if len(candidates) > 1:
-            model = _TaggedSection(candidates)  # type: ignore[assignment]
-            continue
-        model = candidates[0]
-    return sorted(model.model_fields)
-
-
-def _flatten(annotation: Any) -> list[Any]:
-    args = getattr(annotation, "__args__", None)
-    if not args:
-        return [getattr(annotation, "__origin__", annotation)]
-    out: list[Any] = []
-    for a in args:
-        out.extend(_flatten(a))
-    return out
-
-
-class _TaggedSection:
-    """A union of models addressed by their ``type`` tag in error locations (``schedule.alternating``)."""
-
-    def __init__(self, members: list[type[BaseModel]]) -> None:
-        self._tagged = {m.model_fields["type"].default: [m] for m in members if "type" in m.model_fields}
-        self.model_fields: dict[str, Any] = {}

@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from engine.build import build_trainer, run_training, trainer_config
+from engine.build import build_trainer, run_training
 from engine.config import MAGRPOConfig
+from engine.configure import trainer_config
 from engine.examples import example_names, example_path
 from engine.sinks import MemorySink
 from engine.spec import ConfigError, TrainerSpec, load_run_config, parse_run_config
@@ -47,9 +48,18 @@ def test_unsupported_algorithm_choices_name_the_field() -> None:
     run = parse_run_config(_config(algorithm="grpo"))
     with pytest.raises(ConfigError, match="trainer.algorithm"):
         trainer_config(run.trainer, run.agents)
-    run = parse_run_config(_config(algorithm="iac"))
-    with pytest.raises(ConfigError, match="trainer.algorithm"):
-        trainer_config(run.trainer, run.agents)
+
+
+def test_one_build_path_gives_each_algorithm_its_config_class() -> None:
+    from engine.actor_critic.config import IACConfig, MAACConfig
+    from engine.config import MAGRPOConfig
+
+    for algorithm, cls, mode in (("magrpo", MAGRPOConfig, "mean"), ("marloo", MAGRPOConfig, "rloo"),
+                                 ("iac", IACConfig, None), ("maac", MAACConfig, None)):
+        run = parse_run_config(_config(algorithm=algorithm))
+        cfg = trainer_config(run.trainer, run.agents)
+        assert type(cfg) is cls and cfg.agent_names == [a.name for a in run.agents]
+        assert getattr(cfg, "advantage_mode", None) == mode
 
 
 def test_spec_rejects_bad_fields_by_name() -> None:

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from engine.actor_critic.build import build_actor_critic_trainer
 from engine.build import build_trainer
 from engine.sinks import MemorySink
 from engine.spec import parse_run_config
@@ -44,7 +43,7 @@ def test_one_agent_trains_on_each_transition(tmp_path, task, turn_two_marker) ->
 
 
 def test_actor_critic_self_refinement_with_one_agent(tmp_path) -> None:
-    trainer = build_actor_critic_trainer(_config("self_refine", algorithm="iac"), output_dir=tmp_path)
+    trainer = build_trainer(_config("self_refine", algorithm="iac"), output_dir=tmp_path)
     sink = MemorySink()
     result = trainer.train(sink=sink)
     assert result.status == "completed"

@@ -1,0 +1,37 @@
+"""The algorithm table: for each ``trainer.algorithm``, its config class and its trainer class.
+
+Torch-free (trainer classes are named, not imported), so the dashboard can ask which run-config
+settings an algorithm reads.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from engine.actor_critic.config import IACConfig, MAACConfig
+from engine.config import MAGRPOConfig
+from engine.settings.catalog import ALGORITHM_BASELINES
+from engine.spec import TrainerSpec
+
+CONFIG_CLASSES: dict[str, type] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
+                                   "maac": MAACConfig}
+TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is built
+    **dict.fromkeys(ALGORITHM_BASELINES, "engine.trainer.trainer:MAGRPOTrainer"),
+    "iac": "engine.actor_critic.iac:IACTrainer",
+    "maac": "engine.actor_critic.maac:MAACTrainer",
+}
+# Run-config trainer settings that the build reads itself (no config class has them).
+RUN_LEVEL = tuple(name for name in TrainerSpec.model_fields
+                  if not any(name in cls.field_names() for cls in CONFIG_CLASSES.values()))
+
+
+def unused_settings(algorithm: str) -> list[str]:
+    """Run-config trainer settings that ``algorithm`` does not read (e.g. ``clip_epsilon`` for iac)."""
+    fields = CONFIG_CLASSES[algorithm].field_names()
+    return [name for name in TrainerSpec.model_fields if name not in fields and name not in RUN_LEVEL]
+
+
+def trainer_class(algorithm: str) -> type:
+    """The trainer class of ``algorithm`` (imports it, and torch)."""
+    module, _, name = TRAINER_CLASSES[algorithm].partition(":")
+    return getattr(importlib.import_module(module), name)

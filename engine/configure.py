@@ -1,0 +1,63 @@
+"""From a run config's sections to what a trainer is built from: its config object and its task.
+
+``trainer_config`` maps a ``TrainerSpec`` onto the algorithm's config class (``MAGRPOConfig`` for
+the MAGRPO family, ``IACConfig``/``MAACConfig`` for actor-critic) by name: both sides read the same
+catalog, so only what one side lacks needs a decision here. Settings of the run config that the
+algorithm does not read are refused when changed from their defaults, so a form never silently
+ignores a choice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.algorithms import CONFIG_CLASSES, unused_settings
+from engine.settings.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES
+from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec
+from engine.team import team_devices
+
+
+def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
+    """The algorithm's config object for a trainer spec (see the module docstring)."""
+    algorithm = spec.algorithm
+    if algorithm == "grpo" and len(agents) != 1:
+        raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
+                          f"(use 'magrpo')")
+    cls = CONFIG_CLASSES[algorithm]
+    defaults = TrainerSpec()
+    for name in unused_settings(algorithm):
+        if getattr(spec, name) != getattr(defaults, name):
+            raise ConfigError(f"trainer.{name}: not used by {algorithm}; leave it at its default "
+                              f"({getattr(defaults, name)!r}) or use a MAGRPO-family algorithm")
+    values: dict[str, Any] = {name: getattr(spec, name) for name in TrainerSpec.model_fields
+                              if name in cls.field_names()}
+    if algorithm in ACTOR_CRITIC:
+        given = spec.actor_critic.given()
+        unknown = sorted(set(given) - set(cls.field_names()))
+        if unknown:
+            known = [n for n in type(spec.actor_critic).model_fields if n in cls.field_names()]
+            raise ConfigError(f"trainer.actor_critic: unknown settings {unknown} for {algorithm}; known: "
+                              f"{', '.join(known)}")
+        values.update(given)
+    else:
+        values["advantage_mode"] = spec.advantage_mode or ALGORITHM_BASELINES[algorithm]
+    values["num_agents"] = len(agents)
+    values["agent_names"] = [a.name for a in agents]
+    values["agent_devices"] = team_devices(spec, agents)
+    values["model_config"] = {"torch_dtype": None if spec.torch_dtype == "auto" else spec.torch_dtype}
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise ConfigError(f"trainer.{exc}") from None
+
+
+def build_task_for(config: RunConfig, num_turns: int) -> Any:
+    """The run's task, checked against the number of turns the trainer plays."""
+    from engine.tasks import build_task
+
+    task = build_task(config.task.name, dict(config.task.params), len(config.agents))
+    if num_turns > 1 and task.external_transition is None:
+        raise ConfigError(f"trainer.num_turns: task {config.task.name!r} is single-turn (no transition); set 1")
+    if task.max_turns is not None and num_turns > task.max_turns:
+        raise ConfigError(f"trainer.num_turns: task {config.task.name!r} supports at most {task.max_turns} turns")
+    return task

@@ -1,0 +1,30 @@
+"""A run's output folder: the config it ran, its checkpoints, and its final models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.sinks.base import Sink
+from engine.spec import RunConfig, dump_run_config
+from engine.trainer.loop import TrainResult
+
+
+def train_into_folder(config: RunConfig, build: Callable[..., Any], *, output_dir: str | Path, sink: Sink,
+                      resume_from: str | Path | None = None) -> TrainResult:
+    """Write ``config.yaml``, build with ``build(config, output_dir=, sink=)``, train with checkpoints in
+    ``checkpoints/``, and on completion export the models to ``model/``."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(dump_run_config(config), encoding="utf-8")
+    trainer = build(config, output_dir=out, sink=sink)
+    try:
+        result = trainer.train(resume_from_checkpoint=resume_from, checkpoint_dir=out / "checkpoints", sink=sink)
+        if result.status == "completed":
+            trainer.save_model(out / "model")
+    finally:
+        close = getattr(trainer, "close", None)
+        if close is not None:
+            close()
+    return result

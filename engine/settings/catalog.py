@@ -1,0 +1,180 @@
+"""The catalog: each trainer setting's name, type, default, bounds and description, written once.
+
+A class that uses a setting may give it another default (CoMLRL's actor-critic configs default
+``top_k`` to ``None``, the run config defaults ``num_turns`` to 1); everything else about the
+setting comes from here. ``group`` orders the docs' settings table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic.fields import FieldInfo
+
+# The longest completion a config may ask for; a model's own context (checked by engine.preflight
+# before a run is queued) is usually much smaller.
+MAX_NEW_TOKENS_LIMIT = 131_072
+
+Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac"]
+ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo"}
+ACTOR_CRITIC = ("iac", "maac")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One trainer setting: its type and pydantic field (default, bounds, description), its group, and
+    how a value is read before validation (aliases, one device for all)."""
+
+    annotation: Any
+    field: FieldInfo
+    group: str
+    before: Callable[[Any], Any] | None = None
+
+    @property
+    def default(self) -> Any:
+        return self.field.default
+
+
+def _s(group: str, annotation: Any, default: Any, description: str, *, before: Callable[[Any], Any] | None = None,
+       **bounds: Any) -> Setting:
+    return Setting(annotation, Field(default, description=description, **bounds), group, before)
+
+
+def _aliases(table: dict[str, str]) -> Callable[[Any], Any]:
+    """Read a choice case-insensitively, with CoMLRL's spellings (``align``, ``crossed``, ``null``)."""
+
+    def read(value: Any) -> Any:
+        key = "none" if value is None else str(value).lower()
+        return table.get(key, value)
+
+    return read
+
+
+def _critic_type(value: Any) -> Any:
+    kind = str(value).lower()
+    if kind not in ("v", "q"):
+        raise ValueError(f"must be 'v' (state value) or 'q' (state-action value), got {value!r}")
+    return kind
+
+
+def _device_list(value: Any) -> Any:
+    """One device for all: a single string becomes a one-entry list."""
+    return [value] if isinstance(value, str) else value
+
+
+_BOOL = {"strict": True}  # "yes" is not a boolean
+
+CATALOG: dict[str, Setting] = {
+    # --- what to train, and for how long ------------------------------------------------------
+    "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
+                    "marloo (rloo), iac, maac."),
+    "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1),
+    "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
+                    "(overrides epochs).", ge=1),
+    "num_agents": _s("run", int, 2, "Team size, kept for compatibility: like CoMLRL, the team comes from the "
+                     "trainer's agents/num_agents.", ge=1),
+    "agent_names": _s("run", list[str] | None, None, "Names used in metric keys and transcripts; default "
+                      "agent_0, agent_1, ..."),
+    "seed": _s("run", int, 0, "Seeds everything; a seeded CPU run reproduces."),
+    "shuffle": _s("run", bool, False, "Shuffle the training set each epoch (seeded). CoMLRL never shuffles.",
+                  **_BOOL),
+    # --- optimisation -------------------------------------------------------------------------
+    "agent_learning_rate": _s("optimisation", float, 5e-6, "Default AdamW learning rate per agent.", gt=0),
+    "weight_decay": _s("optimisation", float, 0.01, "AdamW weight decay.", ge=0),
+    "max_grad_norm": _s("optimisation", float | None, 1.0, "Clip each agent's gradient norm (off when empty; "
+                        "CoMLRL never clips).", gt=0),
+    "lr_scheduler": _s("optimisation", Literal["constant", "linear", "cosine"], "constant",
+                       "Learning-rate schedule after warmup."),
+    "warmup_steps": _s("optimisation", int, 0, "Linear warmup steps.", ge=0),
+    "loss_type": _s("optimisation", Literal["seq_sum", "token_mean"], "seq_sum",
+                    "seq_sum: sum of token log-probs (CoMLRL); token_mean: average per completion token."),
+    "clip_epsilon": _s("optimisation", float | None, None, "PPO-style ratio clipping (off when empty).", gt=0),
+    "num_inner_epochs": _s("optimisation", int, 1, "Updates over the same rollouts (needs clipping).", ge=1),
+    "rollout_buffer_size": _s("optimisation", int, 2, "Node samples per agent collected before an update.", ge=1),
+    "train_batch_size": _s("optimisation", int | None, None, "Nodes per optimizer step (empty = buffer size).",
+                           ge=1),
+    "micro_batch_size": _s("optimisation", int | None, None, "Sequences per training forward pass (empty = whole "
+                           "mini-batch).", ge=1),
+    "gradient_checkpointing": _s("optimisation", bool, False, "Trade compute for memory in the update.", **_BOOL),
+    # --- rollout and credit -------------------------------------------------------------------
+    "num_generations": _s("rollout", int, 4, "K: samples per agent per node of the rollout tree (>= 2 for the "
+                          "MAGRPO family).", ge=1),
+    "num_turns": _s("rollout", int, 2, "Turns per episode; >1 needs a task with a transition.", ge=1),
+    "discount": _s("rollout", float, 1.0, "Discount of later-turn rewards in returns: R_t = r_t + discount * "
+                   "mean(children's R).", ge=0, le=1),
+    "joint_mode": _s("rollout", Literal["aligned", "cross"], "aligned", "K joint actions (sample j of every "
+                     "agent) or all K^N combinations.",
+                     before=_aliases({"aligned": "aligned", "align": "aligned", "cross": "cross", "crossed": "cross"})),
+    "turn_order": _s("rollout", Literal["simultaneous", "sequential"], "simultaneous",
+                     "sequential: agent i also sees the same-turn replies of agents < i."),
+    "early_termination_threshold": _s("rollout", float | None, None, "Stop expanding a branch when its node's "
+                                      "mean reward exceeds this (off when empty; CoMLRL: -0.2)."),
+    "external_prompt_passthrough": _s("rollout", bool, False, "Use the transition's prompts as they are instead "
+                                      "of re-applying the formatters.", **_BOOL),
+    "items_per_step": _s("rollout", int, 1, "Dataset items sampled together in one step (faster; 1 = CoMLRL's "
+                         "one item at a time).", ge=1),
+    "advantage_mode": _s("rollout", Literal["mean", "raw", "max", "rloo"] | None, "mean",
+                         "Baseline among siblings; empty = the algorithm's (mean for MAGRPO)."),
+    "advantage_normalization": _s("rollout", bool, True, "z-normalise advantages within each node's group.",
+                                  **_BOOL),
+    "per_agent_normalization": _s("rollout", bool, False, "Also z-normalise each agent's advantages over its "
+                                  "whole update batch.", **_BOOL),
+    "reference_kl_enabled": _s("rollout", bool, False, "Penalise divergence from the initial model (k3 KL).",
+                               **_BOOL),
+    "reference_kl_coef": _s("rollout", float, 0.1, "Weight of the reference KL.", ge=0),
+    "reference_kl_mode": _s("rollout", Literal["reward", "loss"], "reward", "reward: subtract the KL from "
+                            "returns (CoMLRL); loss: add it to the loss."),
+    # --- sampling ------------------------------------------------------------------------------
+    "max_new_tokens": _s("sampling", int, 256, "Completion length cap (tokens; less than the model's context).",
+                         ge=1, le=MAX_NEW_TOKENS_LIMIT),
+    "temperature": _s("sampling", float, 0.6, "Sampling temperature.", gt=0),
+    "top_p": _s("sampling", float, 0.6, "Nucleus sampling: keep the smallest set of tokens with this mass.",
+                gt=0, le=1),
+    "top_k": _s("sampling", int | None, 50, "Top-k sampling (0 or empty = off). Tiny models learn only with it on.",
+                ge=0),
+    "fast_decode": _s("sampling", bool, True, "Sample Llama/Qwen2 models with the exact fast token step (falls "
+                      "back by itself).", **_BOOL),
+    # --- devices and models --------------------------------------------------------------------
+    "device": _s("devices", str, "cpu", "Default device for every agent."),
+    "parallel_training": _s("devices", Literal["none", "mp"], "none", "mp: each agent on its own device (a GPU, "
+                            "or 'cpu' for cores of its own), generating and updating concurrently.",
+                            before=_aliases({"none": "none", "null": "none", "mp": "mp"})),
+    "agent_devices": _s("devices", list[str] | None, None, "Device per agent for mp (one entry is broadcast).",
+                         before=_device_list),
+    "reference_devices": _s("devices", list[str] | None, None, "Devices of the reference models.",
+                            before=_device_list),
+    "torch_dtype": _s("devices", Literal["auto", "float32", "bfloat16", "float16"], "float32",
+                      "Model dtype (bfloat16 on GPU halves memory)."),
+    "model_config": _s("devices", dict[str, Any] | None, None, "CoMLRL's model settings: torch_dtype/dtype, "
+                       "model_kwargs, special_tokens."),
+    # --- evaluation, checkpoints, reporting ----------------------------------------------------
+    "logging_steps": _s("reporting", int, 50, "Report metrics every N steps.", ge=1),
+    "eval_interval": _s("reporting", int, 16, "Evaluate every N steps, step 0 included (0 = never).", ge=0),
+    "eval_num_samples": _s("reporting", int, 4, "Evaluation items per evaluation.", ge=0),
+    "eval_batch_size": _s("reporting", int, 1, "Evaluation items per generation call.", ge=1),
+    "eval_samples_per_item": _s("reporting", int, 1, "Completions per eval item (>1 enables pass@k).", ge=1),
+    "eval_greedy": _s("reporting", bool, False, "Greedy decoding in evaluation (CoMLRL samples).", **_BOOL),
+    "checkpoint_interval": _s("reporting", int, 0, "Checkpoint every N steps (0 = only at the end).", ge=0),
+    "checkpoint_total_limit": _s("reporting", int | None, 3, "Checkpoints kept (oldest removed).", ge=1),
+    "transcripts_per_step": _s("reporting", int, 2, "Sampled episodes recorded per step.", ge=0),
+    # --- actor-critic (iac, maac) --------------------------------------------------------------
+    "critic_type": _s("actor_critic", Literal["v", "q"], "v", "v: value of the history (read before the reply); "
+                      "q: value of history and reply.", before=_critic_type),
+    "critic_learning_rate": _s("actor_critic", float | None, 5e-6, "AdamW learning rate of the critics (empty = "
+                               "the agents' learning rate).", gt=0),
+    "value_clip_range": _s("actor_critic", float | None, None, "Clip each value's move from its rollout-time "
+                           "estimate (empty = unclipped; iac: 0.2).", gt=0),
+    "value_loss_coef": _s("actor_critic", float, 0.6, "Weight of the value loss when actor and value head share "
+                          "one optimizer.", ge=0),
+    "use_separate_critic": _s("actor_critic", bool, True, "On: a separate critic model per agent; off: a value "
+                              "head on the agent's backbone (iac only).", **_BOOL),
+    "critic_value_head_hidden_dim": _s("actor_critic", int | None, None, "Hidden width of the critic's value "
+                                       "head (empty = a linear head).", ge=1),
+    "value_head_hidden_dim": _s("actor_critic", int | None, None, "Hidden width of a value head on the agent's "
+                                "backbone (empty = linear; iac only).", ge=1),
+    "critic_devices": _s("actor_critic", list[str] | None, None, "Device per critic (one is used for all; empty "
+                         "= the agent's device).", before=_device_list),
+}

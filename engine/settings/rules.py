@@ -1,0 +1,35 @@
+"""The rules that tie trainer settings together, written once for every config class.
+
+Each rule reads only the settings it needs (a class without them skips it) and reports
+``"field: message"``, naming the field to change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_MISSING = object()
+
+
+def combination_problems(settings: Any) -> list[str]:
+    """Problems of a combination of settings (pure function of the object's attributes)."""
+
+    def get(name: str) -> Any:
+        return getattr(settings, name, _MISSING)
+
+    problems = []
+    epochs, clip = get("num_inner_epochs"), get("clip_epsilon")
+    if epochs is not _MISSING and clip is not _MISSING and epochs > 1 and clip is None:
+        problems.append("num_inner_epochs: > 1 reuses rollouts off-policy; set clip_epsilon (e.g. 0.2) as well")
+    if get("parallel_training") == "mp" and not get("agent_devices"):
+        problems.append("agent_devices: parallel_training='mp' needs agent_devices, e.g. ['cuda:0', 'cuda:1']")
+    if get("turn_order") == "sequential" and get("joint_mode") == "cross":
+        problems.append("turn_order: 'sequential' works with joint_mode='aligned' only")
+    return problems
+
+
+def group_size_problem(algorithm: str, num_generations: int) -> str | None:
+    """The MAGRPO family's baseline compares siblings: it needs at least two samples per node."""
+    if num_generations < 2 and algorithm not in ("iac", "maac"):
+        return f"must be >= 2 for {algorithm} (the group baseline needs siblings)"
+    return None

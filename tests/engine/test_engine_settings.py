@@ -1,0 +1,104 @@
+"""Every trainer setting is declared once (the catalog) and every class, the schema and the docs
+derive from it; the rules that tie settings together are pure functions, checked by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from engine.actor_critic.config import IACConfig, MAACConfig
+from engine.algorithms import RUN_LEVEL, unused_settings
+from engine.config import MAGRPOConfig, MARLOOConfig
+from engine.settings.catalog import CATALOG
+from engine.settings.rules import combination_problems, group_size_problem
+from engine.settings.table import settings_table
+from engine.spec import ActorCriticSection, TrainerSpec, parse_run_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fields(cls) -> dict:
+    return getattr(cls, "__pydantic_fields__", None) or cls.model_fields
+
+
+@pytest.mark.parametrize("cls", [TrainerSpec, ActorCriticSection, MAGRPOConfig, MARLOOConfig, IACConfig, MAACConfig])
+def test_every_field_is_the_catalogs_setting(cls) -> None:
+    for name, info in _fields(cls).items():
+        if name == "actor_critic":
+            continue  # the typed section, itself built from the catalog
+        setting = CATALOG[name]  # a field that is not in the catalog fails here
+        assert info.description == setting.field.description, name
+        readers = [m for m in info.metadata if m not in setting.field.metadata]
+        assert [m for m in info.metadata if m in setting.field.metadata] == setting.field.metadata, name
+        assert [getattr(r, "func", None) for r in readers] == ([setting.before] if setting.before else []), name
+
+
+def test_every_setting_is_used_and_the_run_level_ones_are_named() -> None:
+    used = set().union(*(_fields(c) for c in (TrainerSpec, ActorCriticSection, MAGRPOConfig, IACConfig, MAACConfig)))
+    assert set(CATALOG) <= used
+    assert set(RUN_LEVEL) == {"algorithm", "device", "torch_dtype", "actor_critic"}
+    assert {"clip_epsilon", "joint_mode", "turn_order", "advantage_mode"} <= set(unused_settings("iac"))
+    assert unused_settings("magrpo") == []
+
+
+def test_classes_differ_only_in_defaults_they_choose() -> None:
+    assert (MAGRPOConfig().top_k, IACConfig().top_k, TrainerSpec().top_k) == (50, None, 50)
+    assert (MAGRPOConfig().num_turns, TrainerSpec().num_turns) == (2, 1)
+    assert (IACConfig().value_clip_range, MAACConfig().value_clip_range) == (0.2, None)
+    assert (MAGRPOConfig().advantage_mode, MARLOOConfig().advantage_mode, TrainerSpec().advantage_mode) == (
+        "mean", "rloo", None)
+
+
+def test_one_bound_gives_the_same_error_everywhere() -> None:
+    with pytest.raises(ValueError, match="^top_p: Input should be less than or equal to 1"):
+        MAGRPOConfig(top_p=1.5)
+    with pytest.raises(ValueError, match="^top_p: Input should be less than or equal to 1"):
+        IACConfig(top_p=1.5)
+    with pytest.raises(ValueError, match="trainer.top_p: Input should be less than or equal to 1"):
+        parse_run_config({"agents": [{"name": "a"}], "trainer": {"top_p": 1.5}})
+
+
+def test_values_are_read_the_same_way_everywhere() -> None:
+    assert MAGRPOConfig(agent_devices="cuda:0").agent_devices == ["cuda:0"]
+    assert TrainerSpec(joint_mode="crossed", parallel_training="null").joint_mode == "cross"
+    assert IACConfig(critic_type="Q").critic_type == "q"
+    config = MAGRPOConfig()
+    config.seed = 7  # CoMLRL configs are mutable; assignments are validated too
+    with pytest.raises(ValueError):
+        config.temperature = -1.0
+
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    ({"num_inner_epochs": 2, "clip_epsilon": None}, ["num_inner_epochs"]),
+    ({"num_inner_epochs": 2, "clip_epsilon": 0.2}, []),
+    ({"parallel_training": "mp", "agent_devices": None}, ["agent_devices"]),
+    ({"parallel_training": "mp", "agent_devices": ["cpu"]}, []),
+    ({"turn_order": "sequential", "joint_mode": "cross"}, ["turn_order"]),
+    ({"turn_order": "sequential", "joint_mode": "aligned"}, []),
+    ({"num_inner_epochs": 3}, []),  # a class without clip_epsilon has no such rule
+])
+def test_combination_rules_by_hand(settings, expected) -> None:
+    problems = combination_problems(SimpleNamespace(**settings))
+    assert [p.split(":")[0] for p in problems] == expected
+
+
+def test_group_size_rule_by_hand() -> None:
+    assert group_size_problem("magrpo", 1) == "must be >= 2 for magrpo (the group baseline needs siblings)"
+    assert group_size_problem("marloo", 2) is None
+    assert group_size_problem("iac", 1) is None and group_size_problem("maac", 1) is None
+
+
+def test_the_docs_settings_table_is_current() -> None:
+    written = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert written.strip() == settings_table().strip(), "run: python -m engine.settings.table > docs/settings.md"
+
+
+def test_the_actor_critic_section_stores_only_what_was_given() -> None:
+    config = parse_run_config({"agents": [{"name": "a"}], "trainer": {
+        "algorithm": "iac", "num_generations": 1, "actor_critic": {"critic_type": "q"}}})
+    assert config.trainer.actor_critic.given() == {"critic_type": "q"}
+    assert config.model_dump()["trainer"]["actor_critic"] == {"critic_type": "q"}
+    again = parse_run_config(config.model_dump(mode="json"))
+    assert again.trainer.actor_critic.given() == {"critic_type": "q"}
