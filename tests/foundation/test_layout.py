@@ -179,3 +179,13 @@ def test_settings_module_reads_nothing_at_import():
     source = (ROOT / "jobs" / "settings.py").read_text()
     assert "Settings()" in source.split("def get_settings", 1)[1]
     assert "os.environ" not in source
+
+
+def test_the_image_and_the_workers_can_run_the_code_sandbox():
+    import yaml
+
+    assert "bubblewrap" in (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))["services"]
+    workers = [s for name, s in services.items() if name.startswith("worker")]
+    assert workers and all("seccomp=unconfined" in w.get("security_opt", []) for w in workers)
+    assert "security_opt" not in services["app"]  # only the workers run model-written code
