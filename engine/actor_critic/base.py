@@ -8,8 +8,6 @@ loss and checkpoint folders are the MAGRPO trainer's own pieces, reused as they 
 
 from __future__ import annotations
 
-import math
-import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,13 +21,10 @@ from engine.actor_critic.rollout import ACRollout, AgentRewards, Chain, ChainSet
 from engine.actor_critic.targets import discounted_returns, normalize, td_targets
 from engine.actor_critic.update import StepSettings, update_actor
 from engine.sinks.base import Episode, Sink, TurnRecord
-from engine.trainer.checkpoint import CheckpointMixin
-from engine.trainer.loop import TrainLoopMixin
-from engine.trainer.setup import agent_names_for, build_team, check_datasets, resolve_sources
-from engine.trainer.trainer import seed_everything
+from engine.trainer.core import TrainerCore, step_timing
 
 
-class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
+class ActorCriticTrainerBase(TrainerCore):
     """Base of :class:`IACTrainer` and :class:`MAACTrainer` (see the module docstring)."""
 
     config_class: type[ActorCriticConfig] = ActorCriticConfig
@@ -62,35 +57,20 @@ class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
         system_prompts: Sequence[str | None] | None = None,
         output_dir: str | Path | None = None,
     ) -> None:
-        self.args = args if args is not None else self.config_class()
-        if model_config is not None:
-            self.args.model_config = dict(model_config)
-        cfg = self.args
-        self.num_train_items = check_datasets(train_dataset, None)
         if reward_func is None:
             raise ValueError("reward_func is required: one team reward (or one per agent) per joint action")
-        sources = resolve_sources(agent_model, agents, cfg.num_agents)
-        self.num_agents = len(sources)
-        if cfg.num_turns > 1 and external_transition is None:
-            raise ValueError("num_turns > 1 needs external_transition to build each trajectory's next prompts")
-        self.agent_names = agent_names_for(agent_names, cfg, self.num_agents)
-        seed_everything(cfg.seed)
-        self.agents = build_team(
-            sources, tokenizer, cfg, formatters=formatters, names=self.agent_names,
+        self._setup(
+            args=args, model_config=model_config, agent_model=agent_model, agents=agents,
+            num_agents=(args or self.config_class()).num_agents, tokenizer=tokenizer, train_dataset=train_dataset,
+            eval_dataset=eval_dataset, formatters=formatters, external_transition=external_transition,
+            eval_logger=eval_logger, eval_aggregator=eval_aggregator, agent_names=agent_names,
             agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
-            system_prompts=system_prompts,
+            system_prompts=system_prompts, sink=sink, output_dir=output_dir, wandb_config=wandb_config,
         )
-        self.train_dataset = train_dataset
-        self.eval_dataset = eval_dataset
+        cfg = self.args
         self.reward_func = reward_func
         self.rewards = AgentRewards(reward_func, reward_processor, self.num_agents)
-        self.external_transition = external_transition
-        self.eval_logger = eval_logger
-        self.eval_aggregator = eval_aggregator
         self.metrics_callback = metrics_callback
-        self.wandb_config = wandb_config
-        self.sink = sink
-        self.output_dir = Path(output_dir) if output_dir is not None else None
         self.critics: list[torch.nn.Module] = []
         self.critic_optimizers: list[torch.optim.Optimizer] = []
         self.value_heads: list[ValueHead] = []
@@ -100,17 +80,11 @@ class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
             max_grad_norm=cfg.max_grad_norm, value_clip_range=getattr(cfg, "value_clip_range", None),
             value_loss_coef=cfg.value_loss_coef, critic_type=cfg.critic_type,
         )
-        per_item = cfg.num_generations * cfg.num_turns
-        rollouts_per_step = max(1, math.ceil(cfg.rollout_buffer_size / (cfg.items_per_step * per_item)))
-        self.items_per_update = cfg.items_per_step * rollouts_per_step
-        self.steps_per_epoch = math.ceil(self.num_train_items / self.items_per_update)
-        total = cfg.num_train_epochs * self.steps_per_epoch
-        self.total_steps = cfg.max_steps or total  # exactly max_steps, cycling the data, as MAGRPO
-        self.step = 0
-        self.env_step = 0
-        self._update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(self.num_agents + 1)]
-        self._report_rng = random.Random(cfg.seed + 104729)
-        self.last_checkpoint: str | None = None
+        # one update stream per agent, plus one for the critics
+        self._schedule(cfg.num_generations * cfg.num_turns, update_streams=self.num_agents + 1)
+
+    def _default_config(self) -> ActorCriticConfig:
+        return self.config_class()
 
     # -- what subclasses provide -----------------------------------------------------------------
     def _build_critics(self, critic_model: Any, critics: Sequence[Any] | None, critic_tokenizer: Any) -> None:
@@ -126,18 +100,6 @@ class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
 
     def _head_of(self, agent_index: int) -> ValueHead | None:
         return None
-
-    # -- data ------------------------------------------------------------------------------------
-    def epoch_order(self, epoch: int) -> list[int]:
-        if not self.args.shuffle:
-            return list(range(self.num_train_items))
-        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch)
-        return torch.randperm(self.num_train_items, generator=gen).tolist()
-
-    def items_for_step(self, step: int) -> list[int]:
-        """Dataset indices a training step consumes (a pure function of the step number)."""
-        epoch, pos = divmod(step, self.steps_per_epoch)
-        return self.epoch_order(epoch)[pos * self.items_per_update:(pos + 1) * self.items_per_update]
 
     # -- the step --------------------------------------------------------------------------------
     def _chain_settings(self, *, num_generations: int | None = None, greedy: bool = False) -> ChainSettings:
@@ -199,12 +161,9 @@ class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
         self.step += 1
         self.env_step += rollout.env_steps
         metrics.update(self.rollout_metrics(rollout))
-        gen = rollout.timings["generate_s"]
-        metrics.update({
-            "perf/step_time_s": t_end - t_start, "perf/generate_s": gen, "perf/reward_s": rollout.timings["reward_s"],
-            "perf/update_s": t_end - t_update, "perf/tokens_per_s": rollout.num_tokens / gen if gen > 0 else 0.0,
-            "train/epoch": (self.step - 1) // self.steps_per_epoch + 1,
-        })
+        metrics.update(step_timing(t_start, t_update, t_end, generate_s=rollout.timings["generate_s"],
+                                   reward_s=rollout.timings["reward_s"], tokens=rollout.num_tokens))
+        metrics["train/epoch"] = self.epoch_of_last_step()
         chosen = self._report_rng.sample(rollout.chains, min(cfg.transcripts_per_step, len(rollout.chains)))
         return metrics, [self.chain_episode(c, k) for k, c in enumerate(chosen)]
 
@@ -298,20 +257,12 @@ class ActorCriticTrainerBase(TrainLoopMixin, CheckpointMixin):
 
     def save_model(self, output_dir: str | Path) -> None:
         """``agent_{i}/`` (model + tokenizer) per agent, plus the critics' weights (``critic_*.pt``)."""
+        super().save_model(output_dir)
         out = Path(output_dir)
-        for agent in self.agents:
-            folder = out / f"agent_{agent.index}"
-            folder.mkdir(parents=True, exist_ok=True)
-            agent.model.save_pretrained(folder)
-            agent.tokenizer.save_pretrained(folder)
         for u, critic in enumerate(self.critics):
             torch.save(critic.state_dict(), out / f"critic_{u}.pt")
         for u, head in enumerate(self.value_heads):
             torch.save(head.state_dict(), out / f"agent_{u}" / "value_head.pt")
-
-    def close(self) -> None:
-        """Nothing runs in the background; kept for the trainers' common interface."""
-        return None
 
 
 def _mean(values: Sequence[float]) -> float:

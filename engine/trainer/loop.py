@@ -2,10 +2,8 @@
 through the sink, evaluate and checkpoint on schedule, and stop (with a checkpoint) when the sink
 asks (:func:`run_loop`).
 
-A trainer using it provides ``args`` (checkpoint_interval, checkpoint_total_limit, eval_interval,
-logging_steps, ``to_dict()``), ``step``, ``env_step``, ``total_steps``, ``eval_dataset``, ``sink``,
-``output_dir``, ``last_checkpoint``, ``train_step()``, ``evaluate(sink=)``, ``save_checkpoint(path)``
-and ``load_checkpoint(path)``.
+What the loop needs of its owner is written down as :class:`LoopOwner`; what ``train()`` needs of
+a trainer as :class:`Trainable` (every trainer gets both from :class:`engine.trainer.core.TrainerCore`).
 """
 
 from __future__ import annotations
@@ -14,9 +12,35 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engine.sinks.base import BaseSink, Sink
+
+
+class LoopOwner(Protocol):
+    """What :func:`run_loop` reads and calls on a trainer or a system of trainers."""
+
+    env_step: int
+    eval_dataset: Any
+    last_checkpoint: str | None
+
+    def evaluate(self, *, sink: Sink) -> dict[str, float]: ...
+
+    def save_checkpoint(self, path: Path) -> Path: ...
+
+
+class Trainable(LoopOwner, Protocol):
+    """What :meth:`TrainLoopMixin.train` needs besides: its config, counters, sink and one step."""
+
+    args: Any  # checkpoint_interval, checkpoint_total_limit, eval_interval, logging_steps, to_dict()
+    step: int
+    total_steps: int
+    sink: Sink | None
+    output_dir: Path | None
+
+    def train_step(self) -> tuple[dict[str, float], list]: ...
+
+    def load_checkpoint(self, path: str | Path) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +64,7 @@ class LoopSchedule:
     checkpoint_total_limit: int | None
 
 
-def run_loop(owner: Any, *, position: Callable[[], int], advance: Callable[[], tuple[dict, list]],
+def run_loop(owner: LoopOwner, *, position: Callable[[], int], advance: Callable[[], tuple[dict, list]],
              schedule: LoopSchedule, sink: Sink, checkpoint_root: Path | None, run_config: dict) -> TrainResult:
     """Advance ``owner`` until ``schedule.total`` or until the sink asks to stop (see the module doc).
 
@@ -79,7 +103,7 @@ def run_loop(owner: Any, *, position: Callable[[], int], advance: Callable[[], t
     return TrainResult(status=status, step=position(), env_step=owner.env_step, last_checkpoint=owner.last_checkpoint)
 
 
-def _checkpoint(owner: Any, root: Path, step: int, limit: int | None, sink: Sink) -> None:
+def _checkpoint(owner: LoopOwner, root: Path, step: int, limit: int | None, sink: Sink) -> None:
     """``checkpoint-<step>`` under ``root``, reported to the sink; only the newest ``limit`` are kept."""
     path = owner.save_checkpoint(root / f"checkpoint-{step}")
     owner.last_checkpoint = str(path)
@@ -95,7 +119,7 @@ class TrainLoopMixin:
     """``train()`` as :func:`run_loop` over ``train_step()``."""
 
     def train(
-        self,
+        self: Trainable,
         resume_from_checkpoint: str | Path | None = None,
         checkpoint_dir: str | Path | None = None,
         checkpoint_interval: int | None = None,

@@ -11,36 +11,24 @@ sink, evaluate and checkpoint on schedule, and stop when the sink asks.
 
 from __future__ import annotations
 
-import math
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from engine.config import MAGRPOConfig
 from engine.rewards import TeamReward
 from engine.sinks.base import Episode, Sink
-from engine.trainer.checkpoint import CheckpointMixin
+from engine.trainer.core import TrainerCore, step_timing
 from engine.trainer.credit import assign_advantages, assign_returns
 from engine.trainer.evaluation import EvaluationMixin
-from engine.trainer.loop import TrainLoopMixin, TrainResult  # noqa: F401  (TrainResult is re-exported)
+from engine.trainer.loop import TrainResult  # noqa: F401  (re-exported)
 from engine.trainer.losses import lr_factor
 from engine.trainer.parallel import map_agents
 from engine.trainer.reporting import rollout_metrics, sample_episodes
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
-from engine.trainer.setup import (  # noqa: F401  (dataset_length is re-exported)
-    agent_names_for,
-    build_team,
-    check_datasets,
-    dataset_length,
-    resolve_sources,
-    shared_groups,
-)
+from engine.trainer.setup import dataset_length, shared_groups  # noqa: F401  (dataset_length is re-exported)
 from engine.trainer.tree import Rollout, nodes_per_item
 from engine.trainer.update import (
     UpdateSettings,
@@ -52,29 +40,7 @@ from engine.trainer.update import (
 )
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA)."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def wandb_sink(wandb_config: dict[str, Any]) -> Sink:
-    """A WandbSink from CoMLRL's ``wandb_config`` (project, entity, name/run_name, dir, tags, id,
-    resume, config_sections); raises ImportError with the install command when wandb is missing."""
-    from engine.sinks import WandbSink
-
-    cfg = dict(wandb_config)
-    init = {k: cfg[k] for k in ("project", "entity", "dir", "tags", "id", "resume", "mode") if cfg.get(k) is not None}
-    name = cfg.get("name") or cfg.get("run_name")
-    if name:
-        init["name"] = name
-    if cfg.get("config_sections"):
-        init["config"] = dict(cfg["config_sections"])
-    return WandbSink(**init)
-
-
-class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
+class MAGRPOTrainer(EvaluationMixin, TrainerCore):
     """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
 
     Arguments up to ``args`` are CoMLRL's. The keyword-only extras: ``sink`` (where reports go;
@@ -113,33 +79,17 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
         eval_check: Callable[[dict, list[str]], bool] | None = None,
         output_dir: str | Path | None = None,
     ) -> None:
-        self.args = args if args is not None else self._default_config()
-        if model_config is not None:
-            self.args.model_config = dict(model_config)
-        cfg = self.args
-        self.num_train_items = check_datasets(train_dataset, eval_dataset)
-        sources = resolve_sources(agent_model, agents, num_agents)
-        self.num_agents = len(sources)
-        if cfg.num_turns > 1 and external_transition is None:
-            raise ValueError("num_turns > 1 needs external_transition to build each branch's next prompts")
-        self.agent_names = agent_names_for(agent_names, cfg, self.num_agents)
-        seed_everything(cfg.seed)
-        self.agents = build_team(
-            sources, tokenizer, cfg, formatters=formatters, names=self.agent_names,
-            agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
-            system_prompts=system_prompts,
+        self._setup(
+            args=args, model_config=model_config, agent_model=agent_model, agents=agents, num_agents=num_agents,
+            tokenizer=tokenizer, train_dataset=train_dataset, eval_dataset=eval_dataset, formatters=formatters,
+            external_transition=external_transition, eval_logger=eval_logger, eval_aggregator=eval_aggregator,
+            agent_names=agent_names, agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
+            system_prompts=system_prompts, sink=sink, output_dir=output_dir, wandb_config=wandb_config,
         )
-        self.train_dataset = train_dataset
-        self.eval_dataset = eval_dataset
+        cfg = self.args
         self.reward = TeamReward(reward_func, reward_processor)
         self.reward_func = reward_func
-        self.external_transition = external_transition
-        self.eval_logger = eval_logger
-        self.eval_aggregator = eval_aggregator
         self.eval_check = eval_check
-        self.wandb_config = wandb_config
-        self.sink = sink if sink is not None or wandb_config is None else wandb_sink(wandb_config)
-        self.output_dir = Path(output_dir) if output_dir is not None else None
         parallel = cfg.parallel_training == "mp" and self.num_agents > 1
         self._pool = ThreadPoolExecutor(max_workers=self.num_agents, thread_name_prefix="agent") if parallel else None
         self._shared = any(len(g) > 1 for g in shared_groups(self.agents))
@@ -154,34 +104,11 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
             max_grad_norm=cfg.max_grad_norm, reference_kl_enabled=cfg.reference_kl_enabled,
             reference_kl_mode=cfg.reference_kl_mode, reference_kl_coef=cfg.reference_kl_coef,
         )
-        # schedule: a step consumes enough items to fill the rollout buffer (CoMLRL's update trigger)
-        per_item = nodes_per_item(cfg.joint_mode, self.num_agents, cfg.num_generations, cfg.num_turns)
-        rollouts_per_step = max(1, math.ceil(cfg.rollout_buffer_size / (cfg.items_per_step * per_item)))
-        self.items_per_update = cfg.items_per_step * rollouts_per_step
-        self.steps_per_epoch = math.ceil(self.num_train_items / self.items_per_update)
-        self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
-        self.step = 0
-        self.env_step = 0
-        self._update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(self.num_agents)]
-        self._report_rng = random.Random(cfg.seed + 104729)
-        self.last_checkpoint: str | None = None
+        self._schedule(nodes_per_item(cfg.joint_mode, self.num_agents, cfg.num_generations, cfg.num_turns),
+                       update_streams=self.num_agents)
 
     def _default_config(self) -> MAGRPOConfig:
         return MAGRPOConfig()
-
-    # -- data ------------------------------------------------------------------------------------
-    def epoch_order(self, epoch: int) -> list[int]:
-        """Item order of an epoch: as stored, or a seeded permutation with ``shuffle``."""
-        if not self.args.shuffle:
-            return list(range(self.num_train_items))
-        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch)
-        return torch.randperm(self.num_train_items, generator=gen).tolist()
-
-    def items_for_step(self, step: int) -> list[int]:
-        """Dataset indices a training step consumes (a pure function of the step number)."""
-        epoch, pos = divmod(step, self.steps_per_epoch)
-        order = self.epoch_order(epoch)
-        return order[pos * self.items_per_update:(pos + 1) * self.items_per_update]
 
     # -- the three steps a coordinator drives -------------------------------------------------------
     def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None, *,
@@ -294,25 +221,11 @@ class MAGRPOTrainer(TrainLoopMixin, EvaluationMixin, CheckpointMixin):
         metrics.update(rollout_metrics(rollouts, cfg.num_turns))
         generate_s = sum(r.timings["generate_s"] for r in rollouts)
         tokens = sum(r.num_tokens for r in rollouts)
-        metrics.update({
-            "perf/step_time_s": t_end - t_start,
-            "perf/generate_s": generate_s,
-            "perf/reward_s": sum(r.timings["reward_s"] for r in rollouts),
-            "perf/update_s": t_end - t_update,
-            "perf/tokens_per_s": tokens / generate_s if generate_s > 0 else 0.0,
-            "train/epoch": (self.step - 1) // self.steps_per_epoch + 1,
-        })
+        metrics.update(step_timing(t_start, t_update, t_end, generate_s=generate_s, tokens=tokens,
+                                   reward_s=sum(r.timings["reward_s"] for r in rollouts)))
+        metrics["train/epoch"] = self.epoch_of_last_step()
         episodes = sample_episodes(rollouts, self.agent_names, cfg.transcripts_per_step, self._report_rng)
         return metrics, episodes
-
-    def save_model(self, output_dir: str | Path) -> None:
-        """Write each agent as ``<output_dir>/agent_{i}/`` (``save_pretrained`` model + tokenizer)."""
-        out = Path(output_dir)
-        for agent in self.agents:
-            folder = out / f"agent_{agent.index}"
-            folder.mkdir(parents=True, exist_ok=True)
-            agent.model.save_pretrained(folder)
-            agent.tokenizer.save_pretrained(folder)
 
     def close(self) -> None:
         """Stop the per-agent worker threads (``mp`` mode)."""

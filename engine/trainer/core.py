@@ -1,0 +1,143 @@
+"""What every trainer shares: CoMLRL's constructor plumbing, the data order, the step schedule,
+the step's timing metrics, model export, and the training loop and checkpoints (mixins).
+
+:class:`engine.trainer.MAGRPOTrainer` and the actor-critic trainers differ in how a step rolls out
+and updates; everything around that is here, once.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine.sinks.base import Sink
+from engine.trainer.checkpoint import CheckpointMixin
+from engine.trainer.loop import TrainLoopMixin
+from engine.trainer.setup import agent_names_for, build_team, check_datasets, resolve_sources
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (CPU and CUDA)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def step_timing(started: float, updating: float, ended: float, *, generate_s: float, reward_s: float,
+                tokens: int) -> dict[str, float]:
+    """The ``perf/...`` metrics of a step from its three timestamps (pure function)."""
+    return {
+        "perf/step_time_s": ended - started,
+        "perf/generate_s": generate_s,
+        "perf/reward_s": reward_s,
+        "perf/update_s": ended - updating,
+        "perf/tokens_per_s": tokens / generate_s if generate_s > 0 else 0.0,
+    }
+
+
+class TrainerCore(TrainLoopMixin, CheckpointMixin):
+    """The shared part of a trainer (see the module docstring); subclasses call :meth:`_setup` and
+    :meth:`_schedule` from their constructor and provide ``train_step``, ``evaluate`` and updates."""
+
+    def _default_config(self) -> Any:
+        raise TypeError(f"{type(self).__name__} must define _default_config")
+
+    def _setup(
+        self, *, args: Any, model_config: dict[str, Any] | None, agent_model: Any, agents: Sequence[Any] | None,
+        num_agents: int, tokenizer: Any, train_dataset: Any, eval_dataset: Any, formatters: Any,
+        external_transition: Callable | None, eval_logger: Callable | None, eval_aggregator: Callable | None,
+        agent_names: Sequence[str] | None, agent_learning_rates: Sequence[float | None] | None,
+        agent_generation: Sequence[dict[str, Any] | None] | None, system_prompts: Sequence[str | None] | None,
+        sink: Sink | None, output_dir: str | Path | None, wandb_config: dict[str, Any] | None,
+    ) -> None:
+        """Config, datasets, the team (loaded, placed, with optimizers), hooks and where reports go."""
+        self.args = args if args is not None else self._default_config()
+        if model_config is not None:
+            self.args.model_config = dict(model_config)
+        cfg = self.args
+        self.num_train_items = check_datasets(train_dataset, eval_dataset)
+        sources = resolve_sources(agent_model, agents, num_agents)
+        self.num_agents = len(sources)
+        if cfg.num_turns > 1 and external_transition is None:
+            raise ValueError("num_turns > 1 needs external_transition to build each turn's next prompts")
+        self.agent_names = agent_names_for(agent_names, cfg, self.num_agents)
+        seed_everything(cfg.seed)
+        self.agents = build_team(
+            sources, tokenizer, cfg, formatters=formatters, names=self.agent_names,
+            agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
+            system_prompts=system_prompts,
+        )
+        self.train_dataset = train_dataset
+        self.eval_dataset = eval_dataset
+        self.external_transition = external_transition
+        self.eval_logger = eval_logger
+        self.eval_aggregator = eval_aggregator
+        self.wandb_config = wandb_config
+        self.sink = sink if sink is not None or wandb_config is None else wandb_sink(wandb_config)
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.last_checkpoint: str | None = None
+
+    def _schedule(self, samples_per_item: int, *, update_streams: int) -> None:
+        """A step consumes enough items to fill the rollout buffer (CoMLRL's update trigger); the run
+        lasts ``max_steps`` exactly (cycling the data) or ``num_train_epochs`` passes."""
+        cfg = self.args
+        rollouts_per_step = max(1, math.ceil(cfg.rollout_buffer_size / (cfg.items_per_step * samples_per_item)))
+        self.items_per_update = cfg.items_per_step * rollouts_per_step
+        self.steps_per_epoch = math.ceil(self.num_train_items / self.items_per_update)
+        self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
+        self.step = 0
+        self.env_step = 0
+        self._update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(update_streams)]
+        self._report_rng = random.Random(cfg.seed + 104729)
+
+    # -- data ------------------------------------------------------------------------------------
+    def epoch_order(self, epoch: int) -> list[int]:
+        """Item order of an epoch: as stored, or a seeded permutation with ``shuffle``."""
+        if not self.args.shuffle:
+            return list(range(self.num_train_items))
+        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch)
+        return torch.randperm(self.num_train_items, generator=gen).tolist()
+
+    def items_for_step(self, step: int) -> list[int]:
+        """Dataset indices a training step consumes (a pure function of the step number)."""
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        return self.epoch_order(epoch)[pos * self.items_per_update:(pos + 1) * self.items_per_update]
+
+    def epoch_of_last_step(self) -> int:
+        """The 1-based epoch of the step just taken (``train/epoch``)."""
+        return (self.step - 1) // self.steps_per_epoch + 1
+
+    # -- export ----------------------------------------------------------------------------------
+    def save_model(self, output_dir: str | Path) -> None:
+        """Write each agent as ``<output_dir>/agent_{i}/`` (``save_pretrained`` model + tokenizer)."""
+        out = Path(output_dir)
+        for agent in self.agents:
+            folder = out / f"agent_{agent.index}"
+            folder.mkdir(parents=True, exist_ok=True)
+            agent.model.save_pretrained(folder)
+            agent.tokenizer.save_pretrained(folder)
+
+    def close(self) -> None:
+        """Release what the trainer runs in the background (nothing by default)."""
+        return None
+
+
+def wandb_sink(wandb_config: dict[str, Any]) -> Sink:
+    """A WandbSink from CoMLRL's ``wandb_config`` (project, entity, name/run_name, dir, tags, id,
+    resume, config_sections); raises ImportError with the install command when wandb is missing."""
+    from engine.sinks import WandbSink
+
+    cfg = dict(wandb_config)
+    init = {k: cfg[k] for k in ("project", "entity", "dir", "tags", "id", "resume", "mode") if cfg.get(k) is not None}
+    name = cfg.get("name") or cfg.get("run_name")
+    if name:
+        init["name"] = name
+    if cfg.get("config_sections"):
+        init["config"] = dict(cfg["config_sections"])
+    return WandbSink(**init)
