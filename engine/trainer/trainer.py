@@ -21,7 +21,7 @@ from engine.config import MAGRPOConfig
 from engine.rewards import TeamReward
 from engine.sinks.base import Episode, Sink
 from engine.trainer.core import TrainerCore, step_timing
-from engine.trainer.credit import assign_advantages, assign_returns
+from engine.trainer.credit import agent_batch, assign_returns, batch_advantages, record_on_tree, sample_values
 from engine.trainer.evaluation import EvaluationMixin
 from engine.trainer.loop import TrainResult  # noqa: F401  (re-exported)
 from engine.trainer.losses import lr_factor
@@ -30,14 +30,7 @@ from engine.trainer.reporting import rollout_metrics, sample_episodes
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.setup import dataset_length, shared_groups  # noqa: F401  (dataset_length is re-exported)
 from engine.trainer.tree import Rollout, nodes_per_item
-from engine.trainer.update import (
-    UpdateSettings,
-    collect_samples,
-    fill_advantages,
-    optimize_agent,
-    sample_kl,
-    score_logprobs,
-)
+from engine.trainer.update import UpdateSettings, optimize_agent, sample_kl, score_logprobs
 
 
 class MAGRPOTrainer(EvaluationMixin, TrainerCore):
@@ -153,54 +146,45 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         if any(not node.returns for rollout in rollouts for node in rollout.nodes):
             raise ValueError("update() needs scored rollouts: a rollout(..., score=False) gets its rewards "
                              "from credit(rollout, rewards) first")
-        samples = [collect_samples(agent, rollouts) for agent in self.agents]
-        need_old = cfg.clip_epsilon is not None or cfg.reference_kl_enabled
-
-        def prepare(agent) -> None:
-            # the sampler's own log-probs are the rollout policy's (tested equal); score only when missing
-            if need_old and any(s.old_logps is None for s in samples[agent.index]):
-                score_logprobs(agent, samples[agent.index], reference=False)
-            if cfg.reference_kl_enabled:
-                score_logprobs(agent, samples[agent.index], reference=True)
-
-        self._map(prepare, parallel=not self._shared)
-        if cfg.reference_kl_enabled:
-            for agent in self.agents:
-                kls = sample_kl(samples[agent.index])
-                pos = 0
-                for rollout in rollouts:
-                    for node in rollout.nodes:
-                        s = node.agents[agent.index]
-                        s.ref_kl = kls[pos:pos + s.num_samples]
-                        pos += s.num_samples
-        assign_advantages(
-            rollouts, mode=cfg.advantage_mode, normalize=cfg.advantage_normalization,
-            per_agent_normalization=cfg.per_agent_normalization,
-            kl_in_reward_coef=cfg.reference_kl_coef if cfg.reference_kl_enabled and cfg.reference_kl_mode == "reward"
-            else 0.0,
-        )
+        # per agent, flat over every node of every rollout: S samples, their sibling groups, returns (S,)
+        batches = [agent_batch(agent.index, rollouts) for agent in self.agents]
+        self._map(lambda agent: self._score(agent, batches[agent.index].samples), parallel=not self._shared)
+        kl_coef = cfg.reference_kl_coef if cfg.reference_kl_enabled and cfg.reference_kl_mode == "reward" else 0.0
+        for batch in batches:
+            batch.kl = sample_kl(batch.samples) if cfg.reference_kl_enabled else None  # (S,)
+            batch.values = sample_values(batch.returns, batch.kl, kl_coef)  # (S,)
+            batch.advantages = batch_advantages(batch.values, batch.groups, mode=cfg.advantage_mode,  # (S,)
+                                                normalize=cfg.advantage_normalization,
+                                                per_agent_normalization=cfg.per_agent_normalization)
+            for sample, advantage in zip(batch.samples, batch.advantages, strict=True):
+                sample.advantage = float(advantage)
+            record_on_tree(batch, rollouts)  # the transcripts show each sample's advantage and KL
         factor = lr_factor(self.step, warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
                            schedule=cfg.lr_scheduler)
         for agent in self.agents:
-            fill_advantages(agent, rollouts, samples[agent.index])
             for group in agent.optimizer.param_groups:
                 group["lr"] = agent.learning_rate * factor
-
-        def run(agent) -> dict[str, float]:
-            return optimize_agent(agent, samples[agent.index], self.update_settings, self._update_rngs[agent.index])
-
-        stats = self._map(run, parallel=not self._shared)
+        stats = self._map(lambda agent: optimize_agent(agent, batches[agent.index].samples, self.update_settings,
+                                                       self._update_rngs[agent.index]), parallel=not self._shared)
         if advance_step:
             self.step += 1
         metrics: dict[str, float] = {}
-        for agent, agent_stats in zip(self.agents, stats, strict=True):
+        for agent, batch, agent_stats in zip(self.agents, batches, stats, strict=True):
             prefix = f"agent/{agent.name}/"
             metrics.update({prefix + k: v for k, v in agent_stats.items()})
             metrics[prefix + "lr"] = agent.learning_rate * factor
-            if cfg.reference_kl_enabled:
-                kls = [x for r in rollouts for n in r.nodes for x in (n.agents[agent.index].ref_kl or [])]
-                metrics[prefix + "kl"] = float(sum(kls) / max(len(kls), 1))
+            if batch.kl is not None:
+                metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
         return metrics
+
+    def _score(self, agent: Any, samples: list) -> None:
+        """The log-probs the loss needs besides the current policy's: the rollout policy's (the
+        sampler keeps them; scored only when missing) and the reference model's."""
+        cfg = self.args
+        if (cfg.clip_epsilon is not None or cfg.reference_kl_enabled) and any(s.old_logps is None for s in samples):
+            score_logprobs(agent, samples, reference=False)
+        if cfg.reference_kl_enabled:
+            score_logprobs(agent, samples, reference=True)
 
     def _map(self, fn: Callable, *, parallel: bool = True) -> list[Any]:
         return map_agents(fn, self.agents, self._pool if parallel else None)

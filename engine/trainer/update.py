@@ -17,7 +17,6 @@ import torch
 
 from engine.trainer.agents import AgentRuntime, SequenceBatch
 from engine.trainer.losses import k3_kl, policy_loss
-from engine.trainer.tree import Rollout
 
 NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
 
@@ -48,24 +47,6 @@ class TrainSample:
     advantage: float = 0.0
     old_logps: torch.Tensor | None = None  # (T,) rollout policy
     ref_logps: torch.Tensor | None = None  # (T,) reference model
-
-
-def collect_samples(agent: AgentRuntime, rollouts: Sequence[Rollout]) -> list[TrainSample]:
-    """Agent's samples in rollout/node order (advantages filled in later by :func:`fill_advantages`)."""
-    out = []
-    for r_idx, rollout in enumerate(rollouts):
-        for node in rollout.nodes:
-            s = node.agents[agent.index]
-            for k in range(s.num_samples):
-                out.append(TrainSample((r_idx, node.node_id), node.turn, s.prompt_ids[k], s.completion_ids[k],
-                                       old_logps=s.sampled_logps[k] if s.sampled_logps is not None else None))
-    return out
-
-
-def fill_advantages(agent: AgentRuntime, rollouts: Sequence[Rollout], samples: list[TrainSample]) -> None:
-    flat = [a for rollout in rollouts for node in rollout.nodes for a in node.agents[agent.index].advantages]
-    for sample, adv in zip(samples, flat, strict=True):
-        sample.advantage = float(adv)
 
 
 @torch.no_grad()

@@ -1,5 +1,5 @@
 """Returns and advantages on a hand-built two-turn tree (no models): discounting through children,
-cross-mode marginalisation, KL in the reward and per-agent normalisation."""
+cross-mode marginalisation, KL in the reward and per-agent normalisation, computed flat per agent."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from engine.trainer.credit import assign_advantages, assign_returns
+from engine.trainer.credit import agent_batch, assign_returns, batch_advantages, record_on_tree, sample_values
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 
 
@@ -22,6 +22,20 @@ def _node(node_id: int, turn: int, rewards: list[float], mode: str = "aligned", 
     node.joint_actions = joint_action_indices(mode, 2, 2)
     node.rewards = rewards
     return node
+
+
+def assign_advantages(rollouts, *, mode, normalize, per_agent_normalization, kl_in_reward_coef=0.0, kl=None):
+    """Every agent's flat batch, its values and advantages, recorded on the tree as the trainer does."""
+    batches = []
+    for agent in range(len(rollouts[0].nodes[0].agents)):
+        batch = agent_batch(agent, rollouts)
+        batch.kl = None if kl is None else kl[agent]
+        batch.values = sample_values(batch.returns, batch.kl, kl_in_reward_coef)
+        batch.advantages = batch_advantages(batch.values, batch.groups, mode=mode, normalize=normalize,
+                                            per_agent_normalization=per_agent_normalization)
+        record_on_tree(batch, rollouts)
+        batches.append(batch)
+    return batches
 
 
 def test_two_turn_aligned_tree() -> None:
@@ -51,13 +65,14 @@ def test_cross_node_marginalises_partners_by_the_mean() -> None:
 def test_kl_in_reward_and_per_agent_normalisation() -> None:
     a = _node(0, 0, [1.0, 2.0])
     b = _node(1, 0, [0.0, 10.0])
-    for node in (a, b):
-        node.agents[0].ref_kl = [1.0, 0.0]
-        node.agents[1].ref_kl = [0.0, 0.0]
+    kl = [[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]  # per agent, flat over the nodes a and b
     rollouts = [Rollout(roots=[n], nodes=[n], env_steps=2, num_tokens=0) for n in (a, b)]
     for r in rollouts:
         assign_returns(r, discount=1.0)
-    assign_advantages(rollouts, mode="mean", normalize=False, per_agent_normalization=False, kl_in_reward_coef=0.5)
+    batches = assign_advantages(rollouts, mode="mean", normalize=False, per_agent_normalization=False,
+                                kl_in_reward_coef=0.5, kl=kl)
+    assert batches[0].groups == [(0, 2), (2, 4)] and batches[0].returns == [1.0, 2.0, 0.0, 10.0]
+    assert a.agents[0].ref_kl == [1.0, 0.0]  # recorded for the transcripts
     assert a.agents[0].values == [0.5, 2.0] and a.agents[0].advantages == [-0.75, 0.75]
     assert a.agents[1].advantages == [-0.5, 0.5] and b.agents[1].advantages == [-5.0, 5.0]
     assign_advantages(rollouts, mode="mean", normalize=False, per_agent_normalization=True)

@@ -34,14 +34,17 @@ def test_shared_model_halves_weight_memory_and_keeps_two_optimizers() -> None:
 
     # one update step per agent, checking the weights after each agent's step
     rollout = shared.rollout([DATA[0], DATA[1]], [0, 1])
-    from engine.trainer.credit import assign_advantages
-    from engine.trainer.update import collect_samples, fill_advantages, optimize_agent
+    from engine.trainer.credit import agent_batch, batch_advantages
+    from engine.trainer.update import optimize_agent
 
-    assign_advantages([rollout], mode="mean", normalize=True, per_agent_normalization=False)
     before = snapshot(model)
     for agent in shared.agents:
-        samples = collect_samples(agent, [rollout])
-        fill_advantages(agent, [rollout], samples)
+        batch = agent_batch(agent.index, [rollout])
+        advantages = batch_advantages(batch.returns, batch.groups, mode="mean", normalize=True,
+                                      per_agent_normalization=False)
+        samples = batch.samples
+        for sample, advantage in zip(samples, advantages, strict=True):
+            sample.advantage = advantage
         step_before = snapshot(model)
         optimize_agent(agent, samples, shared.update_settings, shared._update_rngs[agent.index])
         assert changed(step_before, model), f"{agent.name}'s update did not reach the shared weights"
