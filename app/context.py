@@ -25,11 +25,17 @@ def settings() -> Settings:
 
 
 def store() -> Store:
-    """The store of the configured database, schema brought up to date on first use."""
+    """The store of the configured database, schema brought up to date on first use. Reading runs
+    through it also settles runs whose job is gone (``jobs.liveness.look_now``, at most every 2 s), so
+    a dead worker's run shows ``lost`` even when no worker is left to notice."""
+    from jobs.liveness import look_now
+
     current = get_settings()
     if current.database_url is None:
         current.data_dir.mkdir(parents=True, exist_ok=True)
-    return _store_for(current.resolved_database_url)
+    found = _store_for(current.resolved_database_url)
+    look_now(found, current)
+    return found
 
 
 @st.cache_resource(show_spinner=False)

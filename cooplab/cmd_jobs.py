@@ -1,12 +1,19 @@
-"""Commands for running experiments as jobs: worker, up, ui, db upgrade, submit, stop, resume, runs.
+"""Commands for running experiments as jobs: worker, up, ui, db upgrade, submit, stop, resume, runs,
+requeue.
 
 Heavy imports (celery, the store, streamlit) happen inside the commands so ``cooplab --help`` stays
-instant.
+instant. An operational failure (the broker or the database unreachable, a full disk, a data directory
+of another database) prints one line naming what failed, not a traceback; ``COOPLAB_DEBUG=1`` shows
+the traceback.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import typer
 
@@ -48,6 +55,54 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line_errors(command: F) -> F:
+    """Print an operational failure as one line (``error: ...``) and exit 1, instead of a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if os.environ.get("COOPLAB_DEBUG"):
+                raise
+            _fail(f"error: {_one_line(exc)}", code=1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _one_line(exc: BaseException) -> str:
+    """What an exception says in one line: the filesystem reason when that is the cause, the database
+    named when it is unreachable, else its first line."""
+    from jobs.faults import first_line, resource_reason
+
+    reason = resource_reason(exc)
+    if reason:
+        return reason
+    module = type(exc).__module__ or ""
+    if module.startswith("sqlalchemy"):
+        from jobs.datadir import redact_url
+        from jobs.settings import get_settings
+
+        url = redact_url(get_settings().resolved_database_url)
+        return f"the database {url} cannot be used: {first_line(str(getattr(exc, 'orig', None) or exc))}"
+    return first_line(str(exc)) or type(exc).__name__
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.0f}h"
+
+
 def _check_device(device: str) -> str:
     from jobs.celery_app import validate_device
 
@@ -58,16 +113,25 @@ def _check_device(device: str) -> str:
     return device
 
 
+@one_line_errors
 def worker(
     device: str = typer.Option("cpu", "--device", "-d", help=DEVICE_HELP),
     loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default COOPLAB_LOG_LEVEL)."),
+    name: str = typer.Option(None, "--name", "-n",
+                             help="The worker's name (NAME@host); default cooplab-<device>-<pid>@<host>, unique."),
 ) -> None:
     """Run a worker that trains the runs queued for one device, one at a time."""
-    from jobs.worker import start_worker
+    from jobs.worker import start_worker, worker_name
 
-    start_worker(_check_device(device), loglevel=loglevel)
+    device = _check_device(device)
+    try:
+        name = worker_name(device, name)
+    except ValueError as exc:
+        _fail(str(exc))
+    start_worker(device, loglevel=loglevel, name=name)
 
 
+@one_line_errors
 def up(
     port: int = typer.Option(8501, help="Dashboard port."),
     host: str = typer.Option("127.0.0.1", "--host", help=HOST_HELP),
@@ -84,6 +148,7 @@ def up(
     raise typer.Exit(supervisor.run())
 
 
+@one_line_errors
 def ui(
     port: int = typer.Option(8501, help="Dashboard port."),
     host: str = typer.Option("127.0.0.1", "--host", help=HOST_HELP),
@@ -109,6 +174,7 @@ def db_upgrade() -> None:
     typer.echo(f"database up to date: {settings.resolved_database_url}")
 
 
+@one_line_errors
 def submit(
     config_path: Path = typer.Argument(..., help="Run config (YAML or JSON)."),
     device: str = typer.Option("cpu", "--device", "-d", help=DEVICE_HELP),
@@ -117,7 +183,7 @@ def submit(
     """Queue a run of CONFIG_PATH for a worker; prints the run id."""
     from db.migrate import upgrade
     from engine.spec import ConfigError, load_run_config
-    from jobs.client import get_store, submit_run
+    from jobs.client import submit_to_experiment
     from jobs.preflight import check_run_config
     from jobs.settings import apply_engine_settings, get_settings
 
@@ -130,16 +196,11 @@ def submit(
     device = _check_device(device)
     settings.ensure_dirs()
     upgrade(settings.resolved_database_url)
-    store = get_store(settings)
-    name = experiment or config.name
-    found = store.find_experiment(name)
-    if found is None:
-        found = store.create_experiment(name, description=config.description, tags=config.tags,
-                                        config=config.model_dump(mode="json"))
-    run_id = submit_run(config, experiment_id=found.id, device=device, settings=settings)
-    typer.echo(f"run {run_id} queued on {device} (experiment {found.name!r})")
+    run_id, name = submit_to_experiment(config, experiment=experiment, device=device, settings=settings)
+    typer.echo(f"run {run_id} queued on {device} (experiment {name!r})")
 
 
+@one_line_errors
 def stop(
     run_id: int = typer.Argument(..., help="Run id (see `cooplab runs`)."),
     wait: bool = typer.Option(False, "--wait", help="Wait until the run has stopped (enforcing the grace period)."),
@@ -153,6 +214,7 @@ def stop(
     from jobs.settings import get_settings
 
     settings = get_settings()
+    _look(settings)  # a run whose worker died is settled first, even with no worker alive
     try:
         status = stop_run(run_id, settings=settings)
     except NotFoundError as exc:
@@ -167,6 +229,15 @@ def stop(
     typer.echo(f"run {run_id}: {store.get_run(run_id).status}")
 
 
+def _look(settings: Any) -> None:
+    """Settle the runs whose job is gone (:func:`jobs.liveness.look`) before showing or changing runs."""
+    from jobs.client import get_store
+    from jobs.liveness import look_now
+
+    look_now(get_store(settings), settings, min_interval_s=0)
+
+
+@one_line_errors
 def resume(run_id: int = typer.Argument(..., help="A finished run with a checkpoint.")) -> None:
     """Queue a new attempt of a run that continues from its last checkpoint."""
     from db.errors import NotFoundError
@@ -179,15 +250,20 @@ def resume(run_id: int = typer.Argument(..., help="A finished run with a checkpo
     typer.echo(f"run {new_id} queued, resuming run {run_id}")
 
 
+@one_line_errors
 def runs(
     experiment: str = typer.Option(None, "--experiment", "-e", help="Only this experiment's runs."),
     status: list[str] = typer.Option(None, "--status", "-s", help="Only runs in this state (repeatable)."),
     limit: int = typer.Option(30, help="At most this many runs, newest first."),
 ) -> None:
-    """List runs with their state and progress."""
+    """List runs with their state, progress and heartbeat age (runs whose job is gone are settled first)."""
     from jobs.client import get_store
+    from jobs.liveness import heartbeat_age
+    from jobs.settings import get_settings
 
-    store = get_store()
+    settings = get_settings()
+    store = get_store(settings)
+    _look(settings)
     experiment_id = None
     if experiment:
         found = store.find_experiment(experiment)
@@ -202,11 +278,50 @@ def runs(
     except ValueError as exc:
         _fail(str(exc))
     rows = store.list_runs(experiment_id, statuses=status or None, limit=limit)
-    typer.echo(f"{'id':>5}  {'exp':>4}  {'try':>3}  {'status':<10} {'queue':<7} {'progress':>11}  worker")
+    typer.echo(f"{'id':>5}  {'exp':>4}  {'try':>3}  {'status':<10} {'queue':<7} {'progress':>11}  {'beat':>5}  worker")
     for r in rows:
         progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
+        beat = _age(heartbeat_age(r)) if r.is_active and r.status != "queued" else "-"
         typer.echo(f"{r.id:>5}  {r.experiment_id:>4}  {r.attempt:>3}  {r.status:<10} {r.queue:<7} "
-                   f"{progress:>11}  {r.worker or ''}")
+                   f"{progress:>11}  {beat:>5}  {r.worker or ''}")
+
+
+@one_line_errors
+def requeue(
+    run_ids: list[int] = typer.Argument(None, help="Queued runs to send again (default: those the broker lost)."),
+) -> None:
+    """Send queued runs to the broker again: the given ones, or every queued run missing from the broker
+    (e.g. after Redis restarted without persistence). Sending twice is harmless: a run is claimed once."""
+    import time
+
+    from jobs.celery_app import get_sender_app
+    from jobs.client import get_store, resend_run
+    from jobs.reconcile import Reconciler
+    from jobs.settings import get_settings
+
+    settings = get_settings()
+    store = get_store(settings)
+    if run_ids:
+        for run_id in run_ids:
+            status = store.get_run(run_id).status
+            if status != "queued" or not resend_run(run_id, settings=settings):
+                _fail(f"run {run_id} is {status}, not queued; only queued runs can be sent again "
+                      "(resume a finished run to train it again)")
+            typer.echo(f"run {run_id} sent again to queue {store.get_run(run_id).queue!r}")
+        return
+    reconciler = Reconciler()
+    app = get_sender_app(settings)
+    reconciler.missing(store, app, settings, min_age_s=0, confirm_s=0)  # first look
+    time.sleep(1.0)  # a message is briefly in neither place while a worker takes it
+    missing = reconciler.missing(store, app, settings, min_age_s=0, confirm_s=0.5)
+    if not missing:
+        typer.echo("every queued run is in the broker; nothing to send")
+        return
+    sent = reconciler.resend(store, settings, missing)
+    for run_id in sent:
+        typer.echo(f"run {run_id} was missing from the broker: sent again")
+    if len(sent) < len(missing):
+        _fail(f"could not send {len(missing) - len(sent)} of {len(missing)} missing runs; is the broker up?", code=1)
 
 
 def register(app: typer.Typer) -> None:
@@ -218,4 +333,5 @@ def register(app: typer.Typer) -> None:
     app.command()(stop)
     app.command()(resume)
     app.command()(runs)
+    app.command()(requeue)
     app.add_typer(db_app, name="db")

@@ -111,7 +111,49 @@ def create_app(settings: Settings | None = None, *, devices: tuple[str, ...] = (
     return app
 
 
+SEND_CONNECT_TIMEOUT_S = 2.0
+"""How long a sender waits for the broker to accept a connection (per try)."""
+
+
+def create_sender_app(settings: Settings) -> Celery:
+    """A Celery app that only sends (submit, resume, requeue): the same broker and queues as the
+    workers, no result backend (outcomes live in the database), and short broker timeouts so a broker
+    that is down fails a send within seconds instead of blocking."""
+    app = Celery("cooplab-sender", broker=settings.resolved_broker_url, backend=None)
+    options = broker_options(settings)
+    transport = dict(options.pop("broker_transport_options", {}))
+    if is_redis_url(settings.resolved_broker_url):
+        transport.update(socket_connect_timeout=SEND_CONNECT_TIMEOUT_S, socket_timeout=10.0)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        task_default_exchange=EXCHANGE.name,
+        task_default_exchange_type=EXCHANGE.type,
+        task_default_queue="cpu",
+        task_default_routing_key="cpu",
+        task_create_missing_queues=False,
+        broker_connection_timeout=SEND_CONNECT_TIMEOUT_S,
+        broker_connection_retry=False,
+        broker_connection_max_retries=1,
+        broker_transport_options=transport,
+        timezone="UTC",
+        **options,
+    )
+    return app
+
+
 _APPS: dict[tuple[str, str, str], Celery] = {}
+_SENDERS: dict[tuple[str, str], Celery] = {}
+
+
+def get_sender_app(settings: Settings | None = None) -> Celery:
+    """The sending app for these settings (default: the environment's), created once per broker and data dir."""
+    settings = settings or get_settings()
+    key = (settings.resolved_broker_url, str(settings.data_dir))
+    if key not in _SENDERS:
+        _SENDERS[key] = create_sender_app(settings)
+    return _SENDERS[key]
 
 
 def get_app(settings: Settings | None = None) -> Celery:

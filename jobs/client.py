@@ -1,5 +1,8 @@
 """Submit, stop, resume and cancel runs: what the dashboard and the CLI call.
 
+Sending is bounded: a broker that does not answer fails the call within a few seconds with an error
+that names the broker (:class:`BrokerUnavailable`); no result backend is involved in sending.
+
 Importing this module never imports torch or the task module: configs are validated with the
 torch-free :mod:`engine.spec` and pre-flight checked (:mod:`jobs.preflight`) before anything is
 stored, and the task is sent by name (``jobs.run_training``) to the queue of
@@ -9,6 +12,7 @@ a run that ignores its stop flag is finished later by the stop enforcer (see :mo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
@@ -20,7 +24,9 @@ from db.records import Run
 from db.states import InvalidTransition
 from db.store import Store
 from engine.spec import RunConfig
-from jobs.celery_app import TASK_NAME, device_queue, get_app, validate_device
+from jobs.celery_app import TASK_NAME, device_queue, get_app, get_sender_app, validate_device
+from jobs.datadir import redact_url
+from jobs.faults import first_line
 from jobs.lineage import resume_checkpoint
 from jobs.preflight import check_run_config
 from jobs.settings import Settings, get_settings
@@ -33,6 +39,15 @@ _STORES_LOCK = threading.Lock()
 
 class ResumeError(ValueError):
     """A run cannot be resumed (still active, or no checkpoint); the message says what to do."""
+
+
+class BrokerUnavailable(ConnectionError):
+    """The broker did not take the message; the message names the broker (password hidden)."""
+
+
+SEND_RETRY_POLICY = {"max_retries": 1, "interval_start": 0.5, "interval_step": 0.5, "interval_max": 1.0}
+"""Two tries of the broker's connect timeout (``jobs.celery_app.SEND_CONNECT_TIMEOUT_S``) each: a
+broker that is down fails a send within about 5 s."""
 
 
 def get_store(settings: Settings | None = None) -> Store:
@@ -48,29 +63,58 @@ def _total_steps(config: dict[str, Any]) -> int | None:
     return config.get("trainer", {}).get("max_steps")
 
 
+def _send(run: Run, task_id: str, settings: Settings) -> None:
+    """Send the run's task to its queue (bounded; see :data:`SEND_RETRY_POLICY`), or raise
+    :class:`BrokerUnavailable` naming the broker."""
+    app = get_sender_app(settings)
+    try:
+        app.send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue), ignore_result=True,
+                      retry=True, retry_policy=SEND_RETRY_POLICY)
+    except Exception as exc:
+        raise BrokerUnavailable(
+            f"could not send run {run.id} to the broker {redact_url(settings.resolved_broker_url)} "
+            f"(queue {run.queue!r}): {first_line(str(exc)).rstrip('.') or type(exc).__name__}. Is the broker running and is "
+            f"COOPLAB_BROKER_URL right?") from exc
+
+
 def _enqueue(store: Store, run: Run, settings: Settings) -> Run:
-    """Record a fresh task id on the run, then send the task; a broker failure fails the run."""
+    """Record a fresh task id on the run, then send the task; a broker failure fails the run (its
+    error names the broker) and raises :class:`BrokerUnavailable`."""
     task_id = str(uuid.uuid4())
     run = store.update_run(run.id, celery_task_id=task_id)
     try:
-        get_app(settings).send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue))
-    except Exception as exc:
-        store.transition(run.id, states.FAILED, expected_from=states.QUEUED,
-                         error=f"could not enqueue the run on queue {run.queue!r}: {exc}. Is the broker "
-                               f"({settings.resolved_broker_url}) reachable?")
+        _send(run, task_id, settings)
+    except BrokerUnavailable as exc:
+        with contextlib.suppress(InvalidTransition):  # cancelled meanwhile
+            store.transition(run.id, states.FAILED, expected_from=states.QUEUED, error=str(exc))
         raise
     return run
 
 
 def enqueue_run(run_id: int, *, settings: Settings | None = None) -> str:
-    """Send an existing ``queued`` run to its device's queue again (e.g. after the broker lost its
-    messages); returns the new task id. Raises ``ValueError`` for a run that is not queued."""
+    """Send an existing ``queued`` run to its device's queue (e.g. one stored without being sent);
+    returns the new task id. Raises ``ValueError`` for a run that is not queued."""
     settings = settings or get_settings()
     store = get_store(settings)
     run = store.get_run(run_id)
     if run.status != states.QUEUED:
         raise ValueError(f"run {run_id} is {run.status}, not queued; resume it instead to train again")
     return _enqueue(store, run, settings).celery_task_id or ""
+
+
+def resend_run(run_id: int, *, settings: Settings | None = None) -> bool:
+    """Send a ``queued`` run to its queue again with a new task id (its message was lost); the run stays
+    queued when the broker is down (raises :class:`BrokerUnavailable`). Returns False, sending nothing,
+    when the run is no longer queued."""
+    settings = settings or get_settings()
+    store = get_store(settings)
+    run = store.get_run(run_id)
+    if run.status != states.QUEUED:
+        return False
+    task_id = str(uuid.uuid4())
+    _send(run, task_id, settings)  # sent first: a message for a run that is then claimed is harmless
+    store.update_run(run.id, celery_task_id=task_id)
+    return True
 
 
 def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, device: str = "cpu",
@@ -90,6 +134,20 @@ def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, dev
     _enqueue(store, run, settings)
     log.info("run %s queued on %s", run.id, device)
     return run.id
+
+
+def submit_to_experiment(config: RunConfig | Mapping[str, Any], *, experiment: str | None = None,
+                         device: str = "cpu", settings: Settings | None = None) -> tuple[int, str]:
+    """Validate ``config`` and submit it into the experiment named ``experiment`` (default: the
+    config's name), created when it does not exist yet; parallel submits into a new experiment all land
+    in one. Returns the run id and the experiment's name."""
+    settings = settings or get_settings()
+    parsed = check_run_config(config, settings=settings)
+    validate_device(device)
+    found = get_store(settings).get_or_create_experiment(
+        experiment or parsed.name, description=parsed.description, tags=parsed.tags,
+        config=parsed.model_dump(mode="json"))
+    return submit_run(parsed, experiment_id=found.id, device=device, settings=settings), found.name
 
 
 def cancel_queued(run_id: int, *, settings: Settings | None = None) -> None:
@@ -147,5 +205,5 @@ def _revoke(run: Run, settings: Settings, *, terminate: bool) -> None:
         log.warning("could not revoke task %s of run %s", run.celery_task_id, run.id, exc_info=True)
 
 
-__all__ = ["check_run_config", "submit_run", "enqueue_run", "stop_run", "resume_run", "cancel_queued", "get_store", "ResumeError",
-           "InvalidTransition"]
+__all__ = ["check_run_config", "submit_run", "submit_to_experiment", "enqueue_run", "resend_run", "stop_run",
+           "resume_run", "cancel_queued", "get_store", "ResumeError", "BrokerUnavailable", "InvalidTransition"]

@@ -7,6 +7,14 @@ finished, stopped or lost run again), validates the stored config, trains throug
 ``stopped`` or ``failed`` (with the error and traceback). torch and the engine are imported inside the
 function, so the worker parent that forks job processes never loads them (nor initialises CUDA).
 
+Before the claim the job locks its job file (:mod:`jobs.jobfile`), so a job that dies is noticed at
+once by anyone on its machine (:mod:`jobs.liveness`). When training fails on a full disk (or a quota,
+or permissions), the stored error's first line says so, naming the path and the free space
+(:mod:`jobs.faults`), and the temporary folders the failed writes left are removed first. The final
+state is written with retries; if the database still cannot take it, the job leaves the state and the
+reason in its job file, where whoever settles the run next finds them. The data directory must belong
+to the run's database (:mod:`jobs.datadir`), or the run fails before it writes anything there.
+
 A stop requested while the run is ``starting`` moves it to ``stopping``; the job then never trains:
 before building it ends the run ``stopped`` at once, and when the stop arrives while agents and task
 are being built, the sink's refused ``starting → running`` raises the stop flag, so the trainer stops
@@ -17,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-import traceback
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +35,11 @@ from db.errors import NotFoundError
 from db.records import Run
 from db.states import InvalidTransition
 from db.store import Store
+from jobs import jobfile
+from jobs.datadir import DataDirOwnedError, claim_data_dir
+from jobs.faults import describe_failure
 from jobs.lineage import resume_checkpoint
+from jobs.liveness import cleanup_partial_writes, finish_run
 from jobs.settings import Settings, apply_engine_settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -56,26 +68,38 @@ def run_log_path(settings: Settings, run_id: int) -> Path:
 
 
 def describe_error(exc: BaseException) -> str:
-    """The error first (what a person reads in the dashboard), then the full traceback."""
-    head = f"{type(exc).__name__}: {exc}"
-    trace = "".join(traceback.format_exception(exc))
-    return f"{head}\n\n{trace}"
+    """The error first (what a person reads in the dashboard), then the full traceback; a filesystem
+    fault's first line names the path and the free space (:func:`jobs.faults.describe_failure`)."""
+    return describe_failure(exc)
 
 
-def _finish(store: Store, run_id: int, to: str, *, error: str | None = None) -> str:
+FINISH_RETRY_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 3.0, 3.0)
+"""Pauses between attempts to write a run's final state (about 10 s in all) before the job gives up and
+leaves it in its job file."""
+
+
+def _finish(store: Store, run_id: int, to: str, *, error: str | None = None,
+            job: jobfile.JobFile | None = None) -> str:
     """Move the run to a final state; if someone else settled it first (the stop enforcer, the
-    reaper), keep theirs and return it."""
-    try:
-        current = store.get_run(run_id).status
-        # the state machine has no shortcut running → stopped or starting → succeeded
-        if to == states.STOPPED and current == states.RUNNING:
-            store.transition(run_id, states.STOPPING, expected_from=states.RUNNING)
-        elif to == states.SUCCEEDED and current == states.STARTING:
-            store.transition(run_id, states.RUNNING, expected_from=states.STARTING)
-        return store.transition(run_id, to, error=error).status
-    except InvalidTransition as exc:
-        log.warning("run %s ended as %s, but it is already %s; keeping that", run_id, to, exc.current)
-        return exc.current
+    reaper), keep theirs and return it. A database error is retried; when every attempt fails, the
+    state and the reason go into the job file (``job``) for whoever settles the run next."""
+    for attempt, delay in enumerate((*FINISH_RETRY_DELAYS_S, None)):
+        try:
+            status = finish_run(store, run_id, to, error=error)
+            if status != to:
+                log.warning("run %s ended as %s, but it is already %s; keeping that", run_id, to, status)
+            return status
+        except Exception as exc:  # the database is unreachable, locked or its disk is full
+            if delay is None:
+                log.error("run %s: could not record its end (%s) after %d attempts: %s", run_id, to, attempt + 1,
+                          exc)
+                reason = error or f"the job ended {to}"
+                if job is not None and job.last_words(to, reason):
+                    log.error("run %s: its end (%s) is left in %s for whoever settles it next", run_id, to, job.path)
+                return to
+            log.warning("run %s: writing its end (%s) failed (%s); trying again in %g s", run_id, to, exc, delay)
+            time.sleep(delay)
+    return to
 
 
 class _RunLogFile:
@@ -133,6 +157,29 @@ def _execute(store: Store, settings: Settings, run_id: int, *, worker: str | Non
         log.warning("run %s is %s, not queued: not running it again", run_id, run.status)
         return run.status
     try:
+        claim_data_dir(settings, store)
+    except DataDirOwnedError as exc:
+        log.error("run %s: %s", run_id, exc)
+        return finish_run(store, run_id, states.FAILED, error=str(exc), expected_from=states.QUEUED)
+    except Exception as exc:  # the data directory cannot be written: fail the run, never leave it queued
+        log.exception("run %s: the data directory %s cannot be used", run_id, settings.data_dir)
+        error = describe_failure(exc, output_path=settings.data_dir, database_url=settings.resolved_database_url)
+        return finish_run(store, run_id, states.FAILED, error=error, expected_from=states.QUEUED)
+    job = jobfile.JobFile.acquire(settings.data_dir, run_id)  # before the claim: a live claim always has a holder
+    if job is None:
+        log.warning("run %s is being executed by another process on this machine: not running it again", run_id)
+        return store.get_run(run_id).status
+    try:
+        return _claimed(store, settings, run, job=job, worker=worker, train_fn=train_fn,
+                        exit_when_settled=exit_when_settled)
+    finally:
+        job.release(remove=not job.keep)  # kept when it holds the run's last words
+
+
+def _claimed(store: Store, settings: Settings, run: Run, *, job: jobfile.JobFile, worker: str | None,
+             train_fn: TrainFn | None, exit_when_settled: bool) -> str:
+    run_id = run.id
+    try:
         store.transition(run_id, states.STARTING, expected_from=states.QUEUED, worker=worker)
     except InvalidTransition as exc:  # another delivery or a cancel won the race
         log.warning("run %s could not be claimed: %s", run_id, exc)
@@ -151,17 +198,20 @@ def _execute(store: Store, settings: Settings, run_id: int, *, worker: str | Non
             log.info("run %s (experiment %s, attempt %s) starting on %s as %s", run_id, run.experiment_id,
                      run.attempt, run.queue, device)
             return _train(store, settings, run, device=device, output_dir=output_dir, worker=worker,
-                          train_fn=train_fn, exit_when_settled=exit_when_settled)
+                          train_fn=train_fn, exit_when_settled=exit_when_settled, job=job)
     except Exception as exc:  # anything after the claim must still end the run truthfully
         log.exception("run %s could not be started", run_id)
-        return _finish(store, run_id, states.FAILED, error=describe_error(exc))
+        error = describe_failure(exc, output_path=output_dir, database_url=settings.resolved_database_url)
+        cleanup_partial_writes(output_dir)
+        return _finish(store, run_id, states.FAILED, error=error, job=job)
     finally:
         if worker:
             _set_worker_run(store, worker, None)
 
 
 def _train(store: Store, settings: Settings, run: Run, *, device: str, output_dir: Path,
-           worker: str | None, train_fn: TrainFn | None, exit_when_settled: bool) -> str:
+           worker: str | None, train_fn: TrainFn | None, exit_when_settled: bool,
+           job: jobfile.JobFile | None = None) -> str:
     from engine.spec import ConfigError, parse_run_config
 
     apply_engine_settings(settings)  # the operator's task module allowlist, for parsing and building
@@ -172,18 +222,16 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
     except ConfigError as exc:
         message = f"invalid run config:\n{exc}\nFix the config and submit it again."
         log.error("run %s: %s", run.id, message)
-        return _finish(store, run.id, states.FAILED, error=message)
+        return _finish(store, run.id, states.FAILED, error=message, job=job)
 
-    from jobs.db_sink import DbSink
-
-    sink = DbSink(store, run.id, worker=worker, heartbeat_interval_s=settings.heartbeat_interval_s,
-                  on_settled=_exit_job_process if exit_when_settled else None)
+    sink = _job_sink(store, run.id, worker=worker, heartbeat_interval_s=settings.heartbeat_interval_s,
+                     on_settled=_exit_job_process if exit_when_settled else None)
     try:
         sink.start_heartbeat()
         if sink.should_stop():
             # A stop arrived while the job was starting: nothing has been trained, so nothing is built.
             log.info("run %s was asked to stop before training started: ending it stopped", run.id)
-            return _finish(store, run.id, states.STOPPED)
+            return _finish(store, run.id, states.STOPPED, job=job)
         resume_from = _resume_from(store, run)
         if train_fn is None:
             from engine.build import run_training as train_fn
@@ -191,12 +239,49 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
         result = train_fn(config, output_dir=str(output_dir), sink=sink, resume_from=resume_from)
     except Exception as exc:
         log.exception("run %s failed", run.id)
-        return _finish(store, run.id, states.FAILED, error=describe_error(exc))
+        # the reason first (the free space as the failure left it), then the partial writes go
+        error = describe_failure(exc, output_path=output_dir, database_url=settings.resolved_database_url)
+        cleanup_partial_writes(output_dir)
+        return _finish(store, run.id, states.FAILED, error=error, job=job)
     finally:
         sink.close()
+        sink.forget_pruned_checkpoints()
     status = getattr(result, "status", "completed")
     log.info("run %s: training returned %s at step %s", run.id, status, getattr(result, "step", "?"))
-    return _finish(store, run.id, states.STOPPED if status == "stopped" else states.SUCCEEDED)
+    return _finish(store, run.id, states.STOPPED if status == "stopped" else states.SUCCEEDED, job=job)
+
+
+def _job_sink(store: Store, run_id: int, **kwargs: Any) -> Any:
+    """The job's :class:`~jobs.db_sink.DbSink`, which also forgets the checkpoint rows whose folders the
+    trainer pruned (``checkpoint_total_limit``), so the rows follow what is on disk."""
+    from jobs.db_sink import DbSink
+
+    class JobSink(DbSink):
+        _prune_pending = False
+
+        def log_checkpoint(self, step: int, path: str) -> None:
+            super().log_checkpoint(step, path)
+            self._prune_pending = True  # the trainer prunes right after reporting a checkpoint
+
+        def log_step(self, *args: Any, **kw: Any) -> None:
+            if self._prune_pending:
+                self.forget_pruned_checkpoints()
+            super().log_step(*args, **kw)
+
+        def forget_pruned_checkpoints(self) -> None:
+            self._prune_pending = False
+            try:
+                forget_pruned_checkpoints(self.store, self.run_id)
+            except Exception:  # bookkeeping; never fails a run
+                log.warning("run %s: could not forget pruned checkpoints", self.run_id, exc_info=True)
+
+    return JobSink(store, run_id, **kwargs)
+
+
+def forget_pruned_checkpoints(store: Store, run_id: int) -> int:
+    """Delete the checkpoint rows of ``run_id`` whose folders are gone from disk; returns how many."""
+    gone = [c.id for c in store.list_checkpoints(run_id) if not Path(c.path).exists()]
+    return store.delete_checkpoints(run_id, gone) if gone else 0
 
 
 def _resume_from(store: Store, run: Run) -> str | None:
@@ -219,7 +304,7 @@ def _resume_from(store: Store, run: Run) -> str | None:
 def _exit_job_process(status: str) -> None:
     log.error("this run was marked %s elsewhere while still training: exiting the job process", status)
     logging.shutdown()
-    os._exit(1)
+    os._exit(1)  # the kernel releases the job file; the run is already final, so nobody settles it again
 
 
 def _set_worker_run(store: Store, worker: str, run_id: int | None) -> None:

@@ -1,19 +1,25 @@
 """Keeping run states truthful when processes die or ignore a stop request.
 
-:func:`run_maintenance` does one pass: runs whose heartbeat is older than ``heartbeat_timeout_s``
-become ``lost`` (or ``stopped`` when they were being stopped), runs that have been ``stopping`` for
-longer than ``stop_grace_s`` get their job process terminated (``revoke(terminate=True)``) and are
-marked ``stopped``, and workers that stopped reporting are marked offline. Every step is a
-compare-and-set in the database, so several workers and the dashboard may run it concurrently.
+:func:`run_maintenance` does one pass: runs whose job process is gone are settled (at once when the
+job ran on this machine, see :mod:`jobs.liveness`; after ``heartbeat_timeout_s`` without a heartbeat
+otherwise) as ``lost``, or ``stopped`` when they were being stopped, or in the state the job left in
+its job file; runs that have been ``stopping`` for longer than ``stop_grace_s`` get their job process
+terminated (``revoke(terminate=True)``) and are marked ``stopped``; workers that stopped reporting are
+marked offline; and queued runs the broker has lost are sent again (:mod:`jobs.reconcile`). Every
+step is a compare-and-set in the database, so several workers and the dashboard may run it
+concurrently.
 
-Workers run it from a timer in the worker parent (:class:`MaintenanceStep`, a Celery bootstep); the
-dashboard and ``cooplab up`` call :func:`run_maintenance` on their own schedule.
+Workers run it from a timer in the worker parent (:class:`MaintenanceStep`, a Celery bootstep), where
+it also settles the run of a job process the worker no longer holds (:meth:`WorkerMaintenance.settle_orphans`;
+Celery's ``WorkerLostError`` settles it at once, see :func:`settle_lost_job`); ``cooplab up`` calls
+:func:`run_maintenance` on its own schedule.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,9 +30,14 @@ from celery import Celery, bootsteps
 from db import states
 from db.states import InvalidTransition
 from db.store import Store
+from jobs import jobfile
+from jobs.liveness import dead_job_cause, job_is_gone, settle_dead_job, settle_local_dead_jobs
 from jobs.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
+
+JOB_WATCH_INTERVAL_S = 1.0
+"""How often a worker checks that the job processes of its runs still live (job files, no database)."""
 
 TERMINATE_SIGNAL = "SIGKILL"
 """Sent to a job that ignored its stop flag for the whole grace period: it cannot be caught."""
@@ -35,11 +46,13 @@ TERMINATE_SIGNAL = "SIGKILL"
 @dataclass(frozen=True)
 class MaintenanceReport:
     """What one pass changed: runs marked lost, runs settled as stopped (terminated or reaped),
-    workers marked offline."""
+    workers marked offline, queued runs sent again, runs settled ``failed`` from their job's last words."""
 
     lost: tuple[int, ...] = ()
     stopped: tuple[int, ...] = ()
     offline_workers: tuple[str, ...] = ()
+    requeued: tuple[int, ...] = ()
+    failed: tuple[int, ...] = ()
 
 
 class StopEnforcer:
@@ -82,7 +95,8 @@ _DEFAULT_ENFORCER = StopEnforcer()
 
 
 def run_maintenance(settings: Settings | None = None, *, store: Store | None = None, app: Celery | None = None,
-                    enforcer: StopEnforcer | None = None, now: datetime | None = None) -> MaintenanceReport:
+                    enforcer: StopEnforcer | None = None, now: datetime | None = None,
+                    reconcile: bool = True) -> MaintenanceReport:
     """One maintenance pass (see the module docstring). Opens its own store and Celery app when not given."""
     settings = settings or get_settings()
     own_store = store is None
@@ -92,19 +106,76 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
 
         app = get_app(settings)
     try:
+        settled = settle_local_dead_jobs(store, settings)
         reaped = store.reap_lost(settings.heartbeat_timeout_s, now=now)
-        reaped_stopped = [i for i in reaped if store.get_run(i).status == states.STOPPED]
-        lost = [i for i in reaped if i not in reaped_stopped]
-        for run_id in lost:
-            log.warning("run %s lost: no heartbeat for %g s", run_id, settings.heartbeat_timeout_s)
+        ended = {i: store.get_run(i).status for i in (*settled, *reaped)}
+        for run_id in reaped:
+            if ended[run_id] == states.LOST:
+                log.warning("run %s lost: no heartbeat for %g s", run_id, settings.heartbeat_timeout_s)
         terminated = (enforcer or _DEFAULT_ENFORCER).enforce(store, app, settings.stop_grace_s, now=now)
         offline = store.mark_stale_workers_offline(max(3 * settings.maintenance_interval_s,
                                                        settings.heartbeat_timeout_s), now=now)
-        return MaintenanceReport(lost=tuple(lost), stopped=tuple(reaped_stopped + terminated),
-                                 offline_workers=tuple(offline))
+        requeued: list[int] = []
+        if reconcile:
+            from jobs.reconcile import BrokerUnreadable
+            from jobs.reconcile import reconcile as reconcile_queued
+
+            try:
+                requeued = reconcile_queued(store, app, settings, confirm_s=max(1.0, settings.maintenance_interval_s))
+            except BrokerUnreadable as exc:
+                log.info("queued runs not checked against the broker: %s", exc)
+        return MaintenanceReport(
+            lost=tuple(i for i, status in ended.items() if status == states.LOST),
+            stopped=tuple([i for i, status in ended.items() if status == states.STOPPED] + terminated),
+            offline_workers=tuple(offline), requeued=tuple(requeued),
+            failed=tuple(i for i, status in ended.items() if status == states.FAILED))
     finally:
         if own_store:
             store.close()
+
+
+def held_run_ids() -> set[int]:
+    """Runs whose task this worker holds (received and not yet finished), from the worker parent's own
+    request tables."""
+    from celery.worker import state as worker_state
+
+    from jobs.celery_app import TASK_NAME
+
+    held = set()
+    for request in [*worker_state.reserved_requests, *worker_state.active_requests]:
+        if request.task_name == TASK_NAME and request.args:
+            held.add(int(request.args[0]))
+    return held
+
+
+def job_death_cause(exception: BaseException | None) -> str:
+    """A readable cause from Celery's ``WorkerLostError`` (``Worker exited prematurely: signal 9
+    (SIGKILL) Job: 0.``)."""
+    text = str(exception or "")
+    signal = re.search(r"signal (\d+) \((\w+)\)", text)
+    if signal:
+        return (f"its job process was killed by signal {signal.group(1)} ({signal.group(2)}): by hand, or by "
+                "the system when out of memory")
+    code = re.search(r"exitcode (\d+)", text)
+    if code:
+        return f"its job process exited with code {code.group(1)} before ending the run"
+    return f"its job process died: {text.split(' Job:')[0] or 'no reason given'}"
+
+
+def settle_lost_job(run_id: int, cause: str, settings: Settings | None = None) -> str | None:
+    """Settle run ``run_id`` whose job process this worker knows is gone: the state its job left in
+    its job file, else ``lost`` with ``cause`` (``stopped`` when it was being stopped). Returns its
+    state afterwards; None when the database could not be reached (the next pass tries again)."""
+    settings = settings or get_settings()
+    try:
+        with Store(settings.resolved_database_url) as store:
+            run = store.get_run(run_id)
+            if run.status not in states.LIVE_STATUSES:
+                return run.status
+            return settle_dead_job(store, settings, run, cause, jobfile.probe(settings.data_dir, run_id))
+    except Exception:
+        log.warning("could not settle run %s after its job process was lost", run_id, exc_info=True)
+        return None
 
 
 class WorkerMaintenance:
@@ -130,6 +201,7 @@ class WorkerMaintenance:
     def tick(self) -> MaintenanceReport | None:
         try:
             with self._store() as store:
+                self.settle_orphans(store)
                 current = active_run_id()
                 if current is not None and store.get_run(current).status not in states.LIVE_STATUSES:
                     current = None  # its job process died; the pool has not noticed yet
@@ -139,6 +211,36 @@ class WorkerMaintenance:
         except Exception:  # keep the timer alive through transient database errors
             log.warning("worker maintenance pass failed", exc_info=True)
             return None
+
+    def settle_orphans(self, store: Store) -> list[int]:
+        """Settle the live runs recorded on this worker that it no longer holds: their job process
+        ended without writing the run's end (it died, or left its end in its job file)."""
+        held = held_run_ids()
+        settled = []
+        for run in store.list_runs(statuses=states.LIVE_STATUSES, limit=10_000):
+            if run.worker != self.name or run.id in held:
+                continue
+            state = jobfile.probe(self.settings.data_dir, run.id)
+            if state is not None and state.held:
+                continue  # some process still holds it: not for this worker to judge
+            status = settle_dead_job(store, self.settings, run, "its job process ended without ending the run",
+                                     state)
+            if status in states.TERMINAL_STATUSES:
+                settled.append(run.id)
+        return settled
+
+    def watch_jobs(self) -> list[int]:
+        """Settle at once the runs this worker holds whose job process died (its job file is held by no
+        process): a cheap check, run every second, with no database access unless a job died."""
+        settled = []
+        try:
+            for run_id in held_run_ids():
+                state = jobfile.probe(self.settings.data_dir, run_id)
+                if job_is_gone(state) and settle_lost_job(run_id, dead_job_cause(state), self.settings) is not None:
+                    settled.append(run_id)
+        except Exception:  # keep the timer alive
+            log.warning("watching the job processes failed", exc_info=True)
+        return settled
 
     def unregister(self) -> None:
         try:
@@ -170,6 +272,7 @@ class MaintenanceStep(bootsteps.StartStopStep):
         super().__init__(worker, **kwargs)
         self.maintenance: WorkerMaintenance | None = None
         self.tref: Any = None
+        self.watch_tref: Any = None
 
     def start(self, worker: Any) -> None:
         settings = get_settings()
@@ -177,11 +280,13 @@ class MaintenanceStep(bootsteps.StartStopStep):
         self.maintenance = WorkerMaintenance(settings, worker.app, name=worker.hostname, queues=queues)
         self.maintenance.register()
         self.tref = worker.timer.call_repeatedly(settings.maintenance_interval_s, self.maintenance.tick)
+        self.watch_tref = worker.timer.call_repeatedly(JOB_WATCH_INTERVAL_S, self.maintenance.watch_jobs)
 
     def stop(self, worker: Any) -> None:
-        if self.tref is not None:
-            self.tref.cancel()
-            self.tref = None
+        for tref in (self.tref, self.watch_tref):
+            if tref is not None:
+                tref.cancel()
+        self.tref = self.watch_tref = None
         if self.maintenance is not None:
             self.maintenance.unregister()
             self.maintenance = None

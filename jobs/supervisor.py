@@ -1,6 +1,8 @@
 """``cooplab up``: the dashboard and one embedded worker as child processes, stopped together.
 
-The children run in their own sessions, so a Ctrl-C in the terminal reaches only this supervisor,
+The embedded worker gets a name of its own (``cooplab-up-<device>-<pid>@host``), so shutting down asks
+only its runs to stop, never those of another worker on the same host. The children run in their own
+sessions, so a Ctrl-C in the terminal reaches only this supervisor,
 which then shuts them down in order: the dashboard first, then the worker after asking its current
 run to stop (it checkpoints and ends ``stopped``); a worker that does not exit within the stop grace
 period is killed and its run settled by the maintenance pass. While running, the supervisor also does
@@ -50,8 +52,9 @@ def dashboard_command(port: int = 8501, address: str = "127.0.0.1") -> list[str]
             "--client.toolbarMode", "minimal"]
 
 
-def worker_command(device: str = "cpu") -> list[str]:
-    return [sys.executable, "-m", "cooplab", "worker", "--device", device]
+def worker_command(device: str = "cpu", name: str | None = None) -> list[str]:
+    command = [sys.executable, "-m", "cooplab", "worker", "--device", device]
+    return command + ["--name", name] if name else command
 
 
 def child_environment(settings: Settings) -> dict[str, str]:
@@ -78,15 +81,24 @@ class Supervisor:
         self.with_worker = with_worker
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.stop_event = threading.Event()
+        from jobs.worker import node_name
+
+        # the embedded worker's own name: shutting down stops only its runs, never another worker's
+        self.worker_name = node_name(device, pid=os.getpid()).replace("cooplab-", "cooplab-up-", 1)
 
     def start(self) -> None:
         self.settings.ensure_dirs()
         from db.migrate import upgrade
 
         upgrade(self.settings.resolved_database_url)
+        from db.store import Store
+        from jobs.datadir import claim_data_dir
+
+        with Store(self.settings.resolved_database_url) as store:
+            claim_data_dir(self.settings, store)  # refuses a data directory of another database
         env = child_environment(self.settings)
         if self.with_worker:
-            self.children["worker"] = subprocess.Popen(worker_command(self.device), env=env,
+            self.children["worker"] = subprocess.Popen(worker_command(self.device, self.worker_name), env=env,
                                                        start_new_session=True)
         if self.with_ui:
             self.children["dashboard"] = subprocess.Popen(dashboard_command(self.port, self.host), env=env,
@@ -142,9 +154,8 @@ class Supervisor:
 
     def _stop_worker_runs(self) -> None:
         from db.store import Store
-        from jobs.worker import node_name
 
-        name = node_name(self.device)
+        name = self.worker_name
         try:
             with Store(self.settings.resolved_database_url) as store:
                 for run in store.list_runs(statuses=states.LIVE_STATUSES, limit=1000):

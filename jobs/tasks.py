@@ -2,11 +2,20 @@
 
 Registered under the name ``jobs.run_training``; senders use that name (``send_task``) and never
 import this module. The executor imports torch and the engine inside the job process only.
+
+The worker parent imports this module too: when Celery reports that a job process died under a task
+(``WorkerLostError``: killed, out of memory), :func:`_job_process_lost` settles its run at once (the
+state its job left in its job file, else ``lost`` naming the signal), instead of waiting for the
+heartbeat to expire.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
+from celery.exceptions import WorkerLostError
+from celery.signals import task_failure
 
 from jobs.celery_app import TASK_NAME
 
@@ -17,3 +26,14 @@ def run_training(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
     from jobs.executor import execute_run
 
     return execute_run(int(run_id), worker=self.request.hostname, exit_when_settled=True)
+
+
+@task_failure.connect(weak=False)
+def _job_process_lost(sender: Any = None, exception: BaseException | None = None, args: Any = None,
+                      **kwargs: Any) -> None:
+    """In the worker parent: a job process died under a run (Celery's ``WorkerLostError``)."""
+    if getattr(sender, "name", None) != TASK_NAME or not isinstance(exception, WorkerLostError) or not args:
+        return
+    from jobs.maintenance import job_death_cause, settle_lost_job
+
+    settle_lost_job(int(args[0]), job_death_cause(exception))

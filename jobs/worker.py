@@ -5,6 +5,10 @@ child per run. A ``cuda:N`` worker pins its GPU with ``CUDA_VISIBLE_DEVICES=N`` 
 initialise CUDA (the job then sees it as ``cuda:0``); a ``cpu`` worker hides the GPUs. On start the
 worker upgrades the database schema; on shutdown it first asks its current run to stop, so the run
 checkpoints and ends ``stopped`` instead of ``lost``.
+
+Each worker has its own name (device, pid and host, or ``--name``), so two workers on one host are
+two rows in the worker registry and each stops only its own runs; a name a live worker uses is
+refused. A worker refuses a data directory that belongs to another database (:mod:`jobs.datadir`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,66 @@ from jobs.settings import Settings, apply_engine_settings, get_settings
 log = logging.getLogger(__name__)
 
 
-def node_name(device: str, host: str | None = None) -> str:
-    """The worker's Celery node name, unique per device and host: ``cooplab-cuda0@myhost``."""
-    return f"cooplab-{validate_device(device).replace(':', '')}@{host or socket.gethostname()}"
+def node_name(device: str, host: str | None = None, pid: int | None = None) -> str:
+    """The worker's Celery node name, unique per process: device, pid and host, ``cooplab-cuda0-4242@myhost``
+    (two workers on one host are two workers, in the registry and for ``cooplab up``)."""
+    return (f"cooplab-{validate_device(device).replace(':', '')}-{pid or os.getpid()}"
+            f"@{host or socket.gethostname()}")
+
+
+def worker_name(device: str, name: str | None = None) -> str:
+    """The node name to use: ``name`` (``NAME@host`` when it has no ``@``), else :func:`node_name`."""
+    if not name:
+        return node_name(device)
+    name = name.strip()
+    if not name or any(c.isspace() for c in name):
+        raise ValueError(f"worker name {name!r} must be non-empty and without spaces")
+    return name if "@" in name else f"{name}@{socket.gethostname()}"
+
+
+class WorkerNameTaken(RuntimeError):
+    """Another live worker already uses this name; the message says which."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_worker_name(store: Any, name: str, settings: Settings) -> None:
+    """Refuse a name that a live worker uses: same host and its pid alive, or another host that reported
+    within the heartbeat timeout. A name left behind by a dead worker may be taken over."""
+    from datetime import UTC, datetime
+
+    host = socket.gethostname()
+    for worker in store.list_workers(online_only=True):
+        if worker.name != name:
+            continue
+        if worker.host == host:
+            alive = worker.pid is not None and worker.pid != os.getpid() and _pid_alive(worker.pid)
+        else:
+            alive = (datetime.now(UTC) - worker.last_seen).total_seconds() < settings.heartbeat_timeout_s
+        if alive:
+            raise WorkerNameTaken(f"a worker named {name!r} is already running (pid {worker.pid} on {worker.host}); "
+                                  "give this one another --name, or leave --name out for a unique one")
+
+
+def prepare_worker(settings: Settings, name: str) -> None:
+    """Before a worker starts: the database is migrated, the data directory belongs to it
+    (:func:`jobs.datadir.claim_data_dir`) and no live worker has this name."""
+    from db.migrate import upgrade
+    from db.store import Store
+    from jobs.datadir import claim_data_dir
+
+    upgrade(settings.resolved_database_url)
+    with Store(settings.resolved_database_url) as store:
+        claim_data_dir(settings, store)
+        check_worker_name(store, name, settings)
 
 
 def pin_device(device: str, environ: dict[str, str] | None = None) -> None:
@@ -58,6 +119,8 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     settings = settings or get_settings()
     settings.ensure_dirs()
     apply_engine_settings(settings)  # each job applies them again from its own settings
+    name = worker_name(device, name)
+    prepare_worker(settings, name)
     from db.migrate import upgrade
 
     upgrade(settings.resolved_database_url)

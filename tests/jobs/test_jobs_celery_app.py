@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from jobs.celery_app import TASK_NAME, create_app, device_queue, validate_device
@@ -61,7 +63,7 @@ def test_a_gpu_worker_sees_only_its_gpu_and_a_cpu_worker_none():
 def test_worker_arguments_consume_one_queue_with_one_child():
     argv = worker_argv("cuda:1", loglevel="INFO", name=node_name("cuda:1", host="box"))
     assert argv[argv.index("--queues") + 1] == "cuda:1"
-    assert argv[argv.index("--hostname") + 1] == "cooplab-cuda1@box"
+    assert argv[argv.index("--hostname") + 1] == f"cooplab-cuda1-{os.getpid()}@box"
     assert argv[argv.index("--concurrency") + 1] == "1"
     assert argv[argv.index("--max-tasks-per-child") + 1] == "1"
     assert argv[argv.index("--pool") + 1] == "prefork"

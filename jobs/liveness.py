@@ -1,0 +1,166 @@
+"""Settling runs whose job is gone, by whoever looks next.
+
+Two ways to know a run's job is gone:
+
+- **On this machine, at once**: the run is live in the database (starting, running, stopping) but no
+  process holds its job file (:mod:`jobs.jobfile`); the kernel released the lock when the job died.
+  A job that could not write its final state left it (and the reason) in that file: the run ends in
+  that state with that reason. Otherwise it becomes ``lost`` (``stopped`` when it was being stopped).
+- **Anywhere, after the heartbeat timeout**: :meth:`db.store.Store.reap_lost`.
+
+:func:`look` does both; ``cooplab runs``, ``cooplab stop``, the dashboard's reads (throttled, see
+:func:`look_now`) and every maintenance pass call it, so a run whose worker died is settled even when no
+worker is left alive. The worker itself settles the run of a job process it lost from Celery's own
+signal (:mod:`jobs.tasks`). Torch-free and Celery-free.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from db import states
+from db.records import Run
+from db.states import InvalidTransition
+from db.store import Store
+from jobs import jobfile
+from jobs.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def finish_run(store: Store, run_id: int, to: str, *, error: str | None = None,
+               expected_from: str | None = None) -> str:
+    """Move the run to the final state ``to`` through the steps the state machine requires (``running``
+    → ``stopping`` → ``stopped``, ``starting`` → ``running`` → ``succeeded``), each a compare-and-set.
+    ``expected_from`` makes the first step conditional on the state the caller saw. When someone else
+    settled the run first (or it moved on), their state is kept and returned."""
+    try:
+        current = expected_from or store.get_run(run_id).status
+        if to == states.STOPPED and current == states.RUNNING:
+            store.transition(run_id, states.STOPPING, expected_from=states.RUNNING)
+            current = expected_from = states.STOPPING
+        elif to == states.SUCCEEDED and current == states.STARTING:
+            store.transition(run_id, states.RUNNING, expected_from=states.STARTING)
+            current = expected_from = states.RUNNING
+        return store.transition(run_id, to, error=error, expected_from=expected_from).status
+    except InvalidTransition as exc:
+        if exc.current != to:
+            log.info("run %s was not moved to %s: it is %s", run_id, to, exc.current)
+        return exc.current
+
+
+def cleanup_partial_writes(output_dir: str | Path | None) -> list[Path]:
+    """Remove temporary checkpoint folders a dead or failed job left in its run folder (they hold
+    disk space and are never used); returns what was removed."""
+    if not output_dir:
+        return []
+    removed = []
+    folder = Path(output_dir) / "checkpoints"
+    for pattern in (".tmp-*", ".old-*"):
+        for partial in folder.glob(pattern):
+            shutil.rmtree(partial, ignore_errors=True)
+            removed.append(partial)
+    if removed:
+        log.info("removed partial writes %s", ", ".join(str(p) for p in removed))
+    return removed
+
+
+def dead_job_end(run: Run, state: jobfile.JobState | None, cause: str, *, grace_s: float,
+                 now: datetime | None = None) -> tuple[str, str | None]:
+    """The final state and error of live ``run`` whose job process is gone: the job's last words when
+    it left some, else ``stopped`` for a run being stopped, else ``lost`` with ``cause``."""
+    if state is not None and state.status in states.TERMINAL_STATUSES:
+        return state.status, state.reason
+    if run.status == states.STOPPING and run.stop_requested:
+        now = now or datetime.now(UTC)
+        asked = run.stop_requested_at
+        if asked is not None and now - asked >= timedelta(seconds=grace_s):
+            return states.STOPPED, f"did not stop within the {grace_s:g} s grace period; its job was terminated"
+        return states.STOPPED, f"its job process ended while stopping: {cause}"
+    return states.LOST, cause
+
+
+def settle_dead_job(store: Store, settings: Settings, run: Run, cause: str,
+                    state: jobfile.JobState | None = None) -> str:
+    """Settle live ``run`` whose job process is known to be gone (compare-and-set on the state it was
+    seen in); removes its partial writes and job file. Returns the state the run is in afterwards."""
+    to, error = dead_job_end(run, state, cause, grace_s=settings.stop_grace_s)
+    status = finish_run(store, run.id, to, error=error, expected_from=run.status)
+    if status in states.TERMINAL_STATUSES:
+        if status == to:
+            log.warning("run %s %s: %s", run.id, status, error or "its job ended")
+        cleanup_partial_writes(run.output_dir)
+        jobfile.remove(settings.data_dir, run.id)
+    return status
+
+
+def settle_local_dead_jobs(store: Store, settings: Settings, runs: list[Run] | None = None) -> list[int]:
+    """Settle the live runs whose job file on this machine is held by no process; returns their ids.
+    Runs without a job file here (another machine, another data directory) are left to the heartbeat."""
+    host = socket.gethostname()
+    if runs is None:
+        runs = store.list_runs(statuses=states.LIVE_STATUSES, limit=10_000)
+    settled = []
+    for run in runs:
+        if run.status not in states.LIVE_STATUSES:
+            continue
+        state = jobfile.probe(settings.data_dir, run.id)
+        if not job_is_gone(state, host):
+            continue
+        if settle_dead_job(store, settings, run, dead_job_cause(state), state) in states.TERMINAL_STATUSES:
+            settled.append(run.id)
+    return settled
+
+
+def job_is_gone(state: jobfile.JobState | None, host: str | None = None) -> bool:
+    """True when a job file of this machine is held by no process: its job died (or left its last words)."""
+    return state is not None and not state.held and state.host == (host or socket.gethostname())
+
+
+def dead_job_cause(state: jobfile.JobState) -> str:
+    """Why a run whose job file nobody holds is over, for its error."""
+    who = f"pid {state.pid} on {state.host}" if state.pid else f"on {state.host}"
+    return (f"its job process ({who}) is gone: it died without ending the run (killed, out of memory, "
+            f"or its worker was killed)")
+
+
+def look(store: Store, settings: Settings) -> list[int]:
+    """Settle every run whose job is gone: at once for jobs of this machine (job files), after the
+    heartbeat timeout for the others. Returns the ids it settled."""
+    settled = settle_local_dead_jobs(store, settings)
+    for run_id in store.reap_lost(settings.heartbeat_timeout_s):
+        log.warning("run %s lost: no heartbeat for %g s", run_id, settings.heartbeat_timeout_s)
+        settled.append(run_id)
+    return settled
+
+
+_LAST_LOOK: dict[str, float] = {}
+_LOOK_LOCK = threading.Lock()
+
+
+def look_now(store: Store, settings: Settings, *, min_interval_s: float = 2.0) -> list[int]:
+    """:func:`look`, at most once per ``min_interval_s`` per database in this process (for readers
+    that refresh often, like the dashboard). Never raises: a reader must still show what it has."""
+    now = time.monotonic()
+    with _LOOK_LOCK:
+        if now - _LAST_LOOK.get(store.url, float("-inf")) < min_interval_s:
+            return []
+        _LAST_LOOK[store.url] = now
+    try:
+        return look(store, settings)
+    except Exception:  # a read-only or unreachable database: the reader goes on
+        log.warning("could not look for dead runs", exc_info=True)
+        return []
+
+
+def heartbeat_age(run: Run, now: datetime | None = None) -> float | None:
+    """Seconds since the run's last heartbeat (None when it never sent one)."""
+    if run.heartbeat_at is None:
+        return None
+    return max(0.0, ((now or datetime.now(UTC)) - run.heartbeat_at).total_seconds())
