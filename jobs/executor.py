@@ -37,7 +37,7 @@ from db.states import InvalidTransition
 from db.store import Store
 from jobs import jobfile
 from jobs.datadir import DataDirOwnedError, claim_data_dir
-from jobs.faults import describe_failure
+from jobs.faults import describe_failure, resource_reason
 from jobs.lineage import resume_checkpoint
 from jobs.liveness import cleanup_partial_writes, finish_run
 from jobs.settings import Settings, apply_engine_settings, get_settings
@@ -239,9 +239,11 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
         result = train_fn(config, output_dir=str(output_dir), sink=sink, resume_from=resume_from)
     except Exception as exc:
         log.exception("run %s failed", run.id)
-        # the reason first (the free space as the failure left it), then the partial writes go
+        # the reason first (the free space as the failure left it), then the partial writes go: the
+        # temporary checkpoint folders, and on a filesystem fault the export it may have cut short
         error = describe_failure(exc, output_path=output_dir, database_url=settings.resolved_database_url)
-        cleanup_partial_writes(output_dir)
+        fault = resource_reason(exc, output_path=output_dir, database_url=settings.resolved_database_url)
+        cleanup_partial_writes(output_dir, export=fault is not None)
         return _finish(store, run.id, states.FAILED, error=error, job=job)
     finally:
         sink.close()

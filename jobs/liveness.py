@@ -55,12 +55,16 @@ def finish_run(store: Store, run_id: int, to: str, *, error: str | None = None,
         return exc.current
 
 
-def cleanup_partial_writes(output_dir: str | Path | None) -> list[Path]:
+def cleanup_partial_writes(output_dir: str | Path | None, *, export: bool = False) -> list[Path]:
     """Remove temporary checkpoint folders a dead or failed job left in its run folder (they hold
-    disk space and are never used); returns what was removed."""
+    disk space and are never used); with ``export`` also the final-model export ``model/``, which a
+    run that failed on a full disk may have left half-written. Returns what was removed."""
     if not output_dir:
         return []
     removed = []
+    if export and (Path(output_dir) / "model").is_dir():
+        shutil.rmtree(Path(output_dir) / "model", ignore_errors=True)
+        removed.append(Path(output_dir) / "model")
     folder = Path(output_dir) / "checkpoints"
     for pattern in (".tmp-*", ".old-*"):
         for partial in folder.glob(pattern):

@@ -242,6 +242,33 @@ def test_a_final_state_the_database_cannot_take_is_left_for_whoever_looks_next(t
             assert not jobfile.job_file_path(settings.data_dir, run_id).exists()
 
 
+@pytest.mark.parametrize("error", ["disk full", "a bug"])
+def test_a_failed_run_leaves_no_partial_writes_and_names_a_full_disk(jobs_env, store, experiment_id, error):
+    """Temporary checkpoint folders always go; a half-written export goes when a filesystem fault cut it short."""
+    def train(config, *, output_dir, sink, resume_from):
+        sink.start(2, {})
+        sink.log_step(1, 4, {"train/reward_mean": 0.5}, [])
+        (Path(output_dir) / "checkpoints" / ".tmp-checkpoint-2-123").mkdir(parents=True)
+        (Path(output_dir) / "model" / "agent_0").mkdir(parents=True)
+        if error == "a bug":
+            raise ValueError("a bug in the reward")
+        raise OSError(28, "No space left on device", str(Path(output_dir) / "model" / "agent_0" / "model.safetensors"))
+
+    run_id = store.create_run(experiment_id, tiny_config(), "cpu").id
+    assert execute_run(run_id, settings=jobs_env, store=store, train_fn=train) == states.FAILED
+    output = jobs_env.runs_dir / f"run-{run_id}"
+    first = store.get_run(run_id).error.splitlines()[0]
+    assert not (output / "checkpoints" / ".tmp-checkpoint-2-123").exists()
+    if error == "a bug":
+        assert first == "ValueError: a bug in the reward"
+        assert (output / "model").is_dir()  # an export not cut short by the disk is left alone
+    else:
+        assert first.startswith(f"no space left on device writing {output / 'model' / 'agent_0'}/model.safetensors (")
+        assert " free of " in first and "\n" not in first
+        assert not (output / "model").exists()
+    assert assert_each_step_once(store, run_id) == [1]
+
+
 # ------------------------------------------------------------------------ a broker that forgets
 
 
