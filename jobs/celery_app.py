@@ -105,9 +105,9 @@ def create_app(settings: Settings | None = None, *, devices: tuple[str, ...] = (
         timezone="UTC",
         **broker_options(settings),
     )
-    from jobs.maintenance import MaintenanceStep
-
-    app.steps["worker"].add(MaintenanceStep)
+    # by name: Celery loads the step when a worker starts, and this module does not import the
+    # maintenance module (which imports this one)
+    app.steps["worker"].add("jobs.maintenance:MaintenanceStep")
     return app
 
 
