@@ -1,4 +1,5 @@
-"""A run's output folder: the config it ran, its checkpoints, and its final models."""
+"""A run's output folder: the config it ran, its checkpoints, and its final models, each written
+atomically (:mod:`engine.folders`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.folders import atomic_folder, atomic_text
 from engine.sinks.base import Sink
 from engine.spec import RunConfig, dump_run_config
 from engine.trainer.loop import TrainResult
@@ -17,12 +19,13 @@ def train_into_folder(config: RunConfig, build: Callable[..., Any], *, output_di
     ``checkpoints/``, and on completion export the models to ``model/``."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(dump_run_config(config), encoding="utf-8")
+    atomic_text(out / "config.yaml", dump_run_config(config), "run config")
     trainer = build(config, output_dir=out, sink=sink)
     try:
         result = trainer.train(resume_from_checkpoint=resume_from, checkpoint_dir=out / "checkpoints", sink=sink)
         if result.status == "completed":
-            trainer.save_model(out / "model")
+            with atomic_folder(out / "model", "model export") as folder:  # never a half-written model/
+                trainer.save_model(folder)
     finally:
         close = getattr(trainer, "close", None)
         if close is not None:

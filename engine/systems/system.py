@@ -15,9 +15,7 @@ with); the system's rewards reach them through ``trainer.credit``.
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from typing import Any
 
 import torch
 
+from engine.folders import atomic_folder
 from engine.rewards import TeamReward
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
@@ -270,22 +269,15 @@ class System:
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, path: str | Path) -> Path:
         """Write ``<path>/`` atomically: a checkpoint folder per trainer plus the system's counters."""
-        final = Path(path)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        for name, trainer in self.trainers.items():
-            trainer.save_checkpoint(tmp / f"trainer_{name}")
-        version, internal, gauss = self._report_rng.getstate()
-        state = {"round": self.round, "env_step": self.env_step, "trainers": self.names,
-                 "report_rng": [version, list(internal), gauss]}
-        (tmp / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
-        torch.save({"torch_rng": torch.get_rng_state()}, tmp / RNG_FILE)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        return final
+        with atomic_folder(path, "checkpoint") as tmp:
+            for name, trainer in self.trainers.items():
+                trainer.save_checkpoint(tmp / f"trainer_{name}")
+            version, internal, gauss = self._report_rng.getstate()
+            state = {"round": self.round, "env_step": self.env_step, "trainers": self.names,
+                     "report_rng": [version, list(internal), gauss]}
+            (tmp / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+            torch.save({"torch_rng": torch.get_rng_state()}, tmp / RNG_FILE)
+        return Path(path)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore a folder written by :meth:`save_checkpoint` into this (identically built) system."""

@@ -11,12 +11,8 @@ The data position needs no storing: the items of step s are a pure function of s
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import random
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,77 +20,10 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
+from engine.folders import CheckpointWriteError, atomic_folder  # noqa: F401  (the error is re-exported)
+
 STATE_FILE = "trainer_state.pt"
 META_FILE = "meta.json"
-
-
-_FILESYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
-_NEARLY_FULL_BYTES = 1 << 20
-"""A write that fails without an errno (torch's zip writer reports only ``unexpected pos`` or
-``file write failed``) is taken for a full disk when less than this is left."""
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
-class CheckpointWriteError(OSError):
-    """A checkpoint could not be written because of its filesystem; nothing of it was left behind.
-
-    ``errno`` is the cause (``ENOSPC``, ``EDQUOT``, ``EACCES``, ...), ``path`` the checkpoint folder,
-    ``free_bytes``/``total_bytes`` the space of its filesystem when the write failed (None if unknown).
-    ``str()`` is one line, e.g. ``no space left on device writing checkpoint /d/checkpoint-3 (0 B free
-    of 5.0 MiB when the write failed)``."""
-
-    def __init__(self, code: int, path: str | Path, free_bytes: int | None, total_bytes: int | None) -> None:
-        super().__init__(code, os.strerror(code), str(path))
-        self.path = str(path)
-        self.free_bytes = free_bytes
-        self.total_bytes = total_bytes
-
-    def __str__(self) -> str:
-        space = ""
-        if self.free_bytes is not None and self.total_bytes is not None:
-            space = f" ({_size(self.free_bytes)} free of {_size(self.total_bytes)} when the write failed)"
-        return f"{os.strerror(self.errno or 0).lower()} writing checkpoint {self.path}{space}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.errno, self.path, self.free_bytes, self.total_bytes))
-
-
-def _errno_in_text(message: str) -> int | None:
-    """The errno a library error quotes without being an OSError (safetensors: ``No space left on
-    device (os error 28)``), when it is a filesystem one."""
-    found = re.search(r"\(os error (\d+)\)", message)
-    if found and int(found.group(1)) in _FILESYSTEM_ERRNOS:
-        return int(found.group(1))
-    for code in _FILESYSTEM_ERRNOS:
-        if os.strerror(code) in message:
-            return code
-    return None
-
-
-def _write_error(exc: BaseException, final: Path) -> BaseException:
-    """What a failed checkpoint write raises: a :class:`CheckpointWriteError` when the filesystem is
-    the cause (an errno that says so, or no errno and a nearly full disk), else ``exc`` itself."""
-    if not isinstance(exc, Exception):
-        return exc  # KeyboardInterrupt, SystemExit: not a write failure
-    try:
-        usage = shutil.disk_usage(final.parent)
-        free, total = usage.free, usage.total
-    except OSError:
-        free = total = None
-    code = exc.errno if isinstance(exc, OSError) else _errno_in_text(str(exc))
-    if code in _FILESYSTEM_ERRNOS:
-        return CheckpointWriteError(code, final, free, total)
-    if code is None and free is not None and free < _NEARLY_FULL_BYTES:
-        return CheckpointWriteError(errno.ENOSPC, final, free, total)
-    return exc
 
 
 def _numpy_state() -> list[Any]:
@@ -183,12 +112,7 @@ class CheckpointMixin:
 
     def save_checkpoint(self, path: str | Path) -> Path:
         """Write a checkpoint folder atomically (temporary folder, then rename). Returns its path."""
-        final = Path(path)
-        tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-        try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
+        with atomic_folder(path, "checkpoint") as tmp:
             models, which = self._model_groups()
             for u, model in enumerate(models):
                 save_model(model, str(tmp / f"model_{u}.safetensors"))
@@ -196,21 +120,7 @@ class CheckpointMixin:
             meta = {"step": self.step, "env_step": self.env_step, "model_of_agent": which,
                     "agent_names": self.agent_names, "config": self.args.to_dict()}
             (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-            if final.exists():  # an older folder of the same step: moved aside, replaced, then removed
-                old = final.parent / f".old-{final.name}-{os.getpid()}"
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(final, old)
-                os.replace(tmp, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, final)
-        except BaseException as exc:
-            error = _write_error(exc, final)  # the free space as it was when the write failed
-            shutil.rmtree(tmp, ignore_errors=True)
-            if error is exc:
-                raise
-            raise error from exc
-        return final
+        return Path(path)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore a folder written by :meth:`save_checkpoint` into this (identically built) trainer."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import folders
 from engine.trainer import checkpoint as ckpt
 from engine.trainer.checkpoint import CheckpointWriteError
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
@@ -74,7 +75,7 @@ def test_a_write_error_without_errno_is_a_full_disk_only_when_the_disk_is_full(t
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 2841088 vs 2840976")
 
     monkeypatch.setattr(ckpt.torch, "save", broken_save)
-    monkeypatch.setattr(ckpt.shutil, "disk_usage", lambda path: Usage(20 << 30, 0, free))
+    monkeypatch.setattr(folders.shutil, "disk_usage", lambda path: Usage(20 << 30, 0, free))
     trainer = make_trainer(team, fast_config(max_steps=1))
     with pytest.raises(expected) as caught:
         trainer.save_checkpoint(tmp_path / "checkpoint-1")
@@ -90,7 +91,7 @@ def test_a_library_error_quoting_the_errno_counts_as_that_errno(team, tmp_path, 
         raise Exception("Error while serializing: I/O error: No space left on device (os error 28)")
 
     monkeypatch.setattr(ckpt, "save_model", failing)
-    monkeypatch.setattr(ckpt.shutil, "disk_usage", lambda path: Usage(20 << 30, 0, 3 << 20))
+    monkeypatch.setattr(folders.shutil, "disk_usage", lambda path: Usage(20 << 30, 0, 3 << 20))
     trainer = make_trainer(team, fast_config(max_steps=1))
     with pytest.raises(CheckpointWriteError, match=r"^no space left on device writing checkpoint .*3.0 MiB free"):
         trainer.save_checkpoint(tmp_path / "checkpoint-1")
@@ -106,3 +107,19 @@ def test_saving_over_an_existing_checkpoint_replaces_it(team, tmp_path) -> None:
     assert _leftovers(tmp_path) == ["checkpoint-0"]
     assert not (target / "stale.txt").exists() and (target / ckpt.STATE_FILE).is_file()
     trainer.load_checkpoint(target)
+
+
+def test_atomic_writes_leave_nothing_half_written(tmp_path) -> None:
+    target = tmp_path / "model"
+    with folders.atomic_folder(target, "model export") as folder:
+        (folder / "weights.bin").write_bytes(b"1")
+    assert (target / "weights.bin").read_bytes() == b"1"
+    with pytest.raises(RuntimeError), folders.atomic_folder(target, "model export") as folder:
+        (folder / "weights.bin").write_bytes(b"2")
+        raise RuntimeError("the export failed half-way")
+    assert (target / "weights.bin").read_bytes() == b"1"  # the earlier export is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary folder left
+    folders.atomic_text(tmp_path / "config.yaml", "a: 1\n", "run config")
+    assert (tmp_path / "config.yaml").read_text() == "a: 1\n"
+    error = folders.WriteError(errno.ENOSPC, tmp_path / "model", 0, 5 << 20, "model export")
+    assert str(error) == f"no space left on device writing model export {tmp_path / 'model'} (0 B free of 5.0 MiB when the write failed)"
