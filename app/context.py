@@ -117,6 +117,36 @@ def devices(current: Store) -> list[str]:
     return ["cpu", *sorted(found - {"cpu"})]
 
 
+RUN_PAGES = ("runs", "run_detail", "transcripts", "compare")
+NAV_RUN = "_nav_run"  # the run the sidebar's links were drawn with in this script run
+
+
+def _page_name(page: Any) -> str:
+    """``runs``, ``run_detail``, ...; the default page (Experiments) has an empty URL path."""
+    return str(getattr(page, "url_path", "") or "experiments")
+
+
+def sidebar_navigation(sections: dict[str, list[Any]]) -> None:
+    """The sidebar's page links, carrying what the session has open: the selected run to the run
+    pages (``?run=N``) and the open experiment to the Experiments page, so a page switch lands on the
+    same run in ONE history entry (Back returns to where the user was, a refresh keeps it)."""
+    run_id = selected_run()  # the URL's run first (a refresh is a new session), else the session's
+    raw_experiment = st.query_params.get("experiment")
+    experiment_id = raw_experiment if raw_experiment is not None else st.session_state.get("exp_open_id")
+    st.session_state[NAV_RUN] = run_id
+    with st.sidebar:
+        for section, pages in sections.items():
+            st.caption(section)
+            for page in pages:
+                name = _page_name(page)
+                params: dict[str, str] = {}
+                if name in RUN_PAGES and run_id is not None:
+                    params["run"] = str(run_id)
+                elif name == "experiments" and experiment_id is not None:
+                    params["experiment"] = str(experiment_id)
+                st.page_link(page, query_params=params or None, width="stretch")
+
+
 REFRESH_CHOICES = (1.0, 2.0, 5.0, 10.0)
 
 
@@ -201,6 +231,8 @@ def page_run(store: Any, newest: int | None) -> int | None:
     run_id = remembered if remembered is not None else newest
     if run_id is not None:
         select_run(run_id)
+        if NAV_RUN in st.session_state and st.session_state[NAV_RUN] != run_id:
+            st.rerun()  # once: the sidebar's links were drawn before the run was known
     return run_id
 
 

@@ -6,6 +6,7 @@ start from the loaded values instead of keeping what was typed for the previous 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import streamlit as st
@@ -65,10 +66,8 @@ def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[st
     task = dict(filled.get("task") or {})
     info = catalog.get(str(task.get("name") or ""))
     if info is not None:
-        try:
+        with contextlib.suppress(ValidationError):  # invalid parameters: compared as written
             task["params"] = info.params_model.model_validate(task.get("params") or {}).model_dump(mode="json")
-        except ValidationError:
-            pass
     filled["task"] = task
     try:
         return RunConfig.model_validate(filled).model_dump(mode="json")

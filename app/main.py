@@ -19,30 +19,34 @@ from app import context, signin  # noqa: E402
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 
-st.set_page_config(page_title="CoopLab", page_icon=":material/diversity_3:", layout="wide")
+# A local SVG (sent inline as a data URL): a ":material/...:" page icon makes the browser fetch it from
+# fonts.gstatic.com, and the dashboard must make no request beyond its own server.
+ICON = Path(__file__).resolve().parent / "icon.svg"
+st.set_page_config(page_title="CoopLab", page_icon=str(ICON), layout="wide")
 access = signin.current()
 signed_in = signin.granted(access)
 
-navigation = st.navigation(
-    {
-        "Configure": [
-            st.Page(PAGES / "experiments.py", title="Experiments", icon=":material/science:", default=True),
-        ],
-        "Track": [
-            st.Page(PAGES / "runs.py", title="Runs", icon=":material/directions_run:"),
-            st.Page(PAGES / "run_detail.py", title="Run detail", icon=":material/monitoring:"),
-            st.Page(PAGES / "transcripts.py", title="Transcripts", icon=":material/forum:"),
-            st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
-        ],
-        "Operate": [
-            st.Page(PAGES / "workers.py", title="Workers", icon=":material/dns:"),
-        ],
-    },
-    position="sidebar" if signed_in else "hidden",
-)
+sections = {
+    "Configure": [
+        st.Page(PAGES / "experiments.py", title="Experiments", icon=":material/science:", default=True),
+    ],
+    "Track": [
+        st.Page(PAGES / "runs.py", title="Runs", icon=":material/directions_run:"),
+        st.Page(PAGES / "run_detail.py", title="Run detail", icon=":material/monitoring:"),
+        st.Page(PAGES / "transcripts.py", title="Transcripts", icon=":material/forum:"),
+        st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+    ],
+    "Operate": [
+        st.Page(PAGES / "workers.py", title="Workers", icon=":material/dns:"),
+    ],
+}
+# The sidebar's page links are drawn by context.sidebar_navigation (signed in only): they carry the
+# selected run (?run=N) and experiment, so a page switch keeps them in one history entry.
+navigation = st.navigation(sections, position="hidden")
 if not signed_in:  # the sign-in form (or why there is none) and nothing else
     signin.show(access)
     st.stop()
+context.sidebar_navigation(sections)
 context.live_controls()
 signin.sign_out_button(access)
 navigation.run()

@@ -244,10 +244,8 @@ def iter_csv(points: Iterable[MetricPoint], batch: int = 5_000) -> Iterator[str]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["key", "step", "env_step", "value", "wall_time"])
-    count = 0
-    for p in points:
+    for count, p in enumerate(points, start=1):
         writer.writerow([p.key, p.step, "" if p.env_step is None else p.env_step, repr(p.value), repr(p.wall_time)])
-        count += 1
         if count % batch == 0:
             yield buf.getvalue()
             buf.seek(0)

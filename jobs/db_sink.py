@@ -21,6 +21,25 @@ from db.store import Store
 from engine.sinks.base import BaseSink, Episode
 
 log = logging.getLogger(__name__)
+# One line per step, evaluation and checkpoint, for the run's own log file (the dashboard's Logs tab).
+# It does not propagate: the worker's console stays quiet; the executor attaches the run's file to it.
+progress = logging.getLogger("cooplab.progress")
+progress.propagate = False
+progress.setLevel(logging.INFO)
+
+
+def step_summary(metrics: dict[str, float]) -> str:
+    """``team reward 0.412 · loss first 0.120, second 0.090 · 0.84 s/step``: a step in one line."""
+    parts = []
+    if "train/reward_mean" in metrics:
+        parts.append(f"team reward {metrics['train/reward_mean']:.3f}")
+    losses = [(k.split("/")[1], v) for k, v in metrics.items() if k.startswith("agent/") and k.endswith("/loss")
+              and k.count("/") == 2]
+    if losses:
+        parts.append("loss " + ", ".join(f"{name} {value:.3f}" for name, value in losses))
+    if "perf/step_time_s" in metrics:
+        parts.append(f"{metrics['perf/step_time_s']:.2f} s/step")
+    return " · ".join(parts) or f"{len(metrics)} metrics"
 
 
 def to_episode_in(episode: Episode) -> EpisodeIn:
@@ -52,6 +71,7 @@ class DbSink(BaseSink):
         self.worker = worker
         self.heartbeat_interval_s = heartbeat_interval_s
         self.steps_logged = 0
+        self.total_steps: int | None = None
         self._stop_flag = False
         self._running_marked = False
         self._halt = threading.Event()
@@ -110,9 +130,12 @@ class DbSink(BaseSink):
 
     def start(self, total_steps: int | None, config: dict[str, Any]) -> None:
         if total_steps is not None:
+            self.total_steps = int(total_steps)
             self.store.update_run(self.run_id, total_steps=int(total_steps))
         self.start_heartbeat()
         self._mark_running()
+        progress.info("run %s: training starts (%s steps)", self.run_id, total_steps if total_steps is not None
+                      else "unknown number of")
 
     def log_step(self, step: int, env_step: int, metrics: dict[str, float], episodes: list[Episode]) -> None:
         self._mark_running()
@@ -120,10 +143,15 @@ class DbSink(BaseSink):
                                    [to_episode_in(e) for e in episodes], wall_time=time.time())
         self._stop_flag = self._stop_flag or bool(stop)
         self.steps_logged += 1
+        total = f"/{self.total_steps}" if self.total_steps else ""
+        progress.info("step %s%s · %s", step, total, step_summary(_floats(metrics)))
 
     def log_metrics(self, step: int, env_step: int, metrics: dict[str, float]) -> None:
+        values = _floats(metrics)
         self.store.log_metrics(self.run_id, int(step), None if env_step is None else int(env_step),
-                               _floats(metrics), wall_time=time.time())
+                               values, wall_time=time.time())
+        shown = ", ".join(f"{k} {v:.3f}" for k, v in list(values.items())[:6])
+        progress.info("metrics at step %s: %s%s", step, shown, " ..." if len(values) > 6 else "")
 
     def log_transcripts(self, step: int, episodes: Sequence[Episode]) -> None:
         if episodes:
@@ -131,6 +159,7 @@ class DbSink(BaseSink):
 
     def log_checkpoint(self, step: int, path: str) -> None:
         self.store.add_checkpoint(self.run_id, int(step), str(path))
+        progress.info("checkpoint at step %s: %s", step, path)
 
     def should_stop(self) -> bool:
         if not self._stop_flag:

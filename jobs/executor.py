@@ -115,11 +115,13 @@ class _RunLogFile:
 
     def __enter__(self) -> _RunLogFile:
         self.root.addHandler(self.handler)
+        logging.getLogger("cooplab.progress").addHandler(self.handler)  # step lines: the file only
         if self.root.level > self.handler.level or self.root.level == logging.NOTSET:
             self.root.setLevel(self.handler.level)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        logging.getLogger("cooplab.progress").removeHandler(self.handler)
         self.root.removeHandler(self.handler)
         self.root.setLevel(self.old_level)
         self.handler.close()

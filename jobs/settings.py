@@ -81,7 +81,9 @@ class Settings(BaseSettings):
 
     @property
     def resolved_broker_url(self) -> str:
-        return self.broker_url or "filesystem://"
+        # "localhost" names no server (the filesystem transport ignores it); without a host kombu logs
+        # "No hostname was supplied. Reverting to default 'localhost'" on every connection.
+        return self.broker_url or "filesystem://localhost//"
 
     @property
     def resolved_result_backend(self) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import warnings
 from typing import Any
 
 from celery.signals import worker_shutting_down
@@ -111,6 +112,22 @@ def worker_argv(device: str, *, loglevel: str, name: str | None = None) -> list[
     ]
 
 
+def quiet_console() -> None:
+    """A quiet console: drop Celery's multi-line "running the worker with superuser privileges"
+    warning (a container or a one-user machine runs as root; Celery only warns because the worker
+    accepts JSON messages alone, it refuses to run as root with pickle; one log line says it instead),
+    and the Hugging Face progress bars of the jobs."""
+    from celery.exceptions import SecurityWarning
+
+    # Hugging Face progress bars ("Writing model shards", "Loading weights") would reach the console
+    # as WARNING lines of every job (Celery redirects the children's stderr); the run's log has its steps.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+    warnings.filterwarnings("ignore", message=r".*superuser privileges", category=SecurityWarning)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        log.info("the worker runs as root; it accepts only JSON task messages")
+
+
 def start_worker(device: str = "cpu", *, settings: Settings | None = None, loglevel: str | None = None,
                  name: str | None = None) -> None:
     """Run a worker for ``device`` in this process until it is shut down (blocks)."""
@@ -125,6 +142,7 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
 
     upgrade(settings.resolved_database_url)
     app = create_app(settings, devices=(device,))
+    quiet_console()
     worker_shutting_down.connect(_stop_active_run, weak=False)
     app.worker_main(worker_argv(device, loglevel=loglevel or settings.log_level, name=name))
 

@@ -20,16 +20,20 @@ from app.queries import experiment_or_none, experiments_table
 from db.errors import DuplicateNameError, RunActiveError
 
 NEW = "new"
-STICKY_CSS = """<style>
-.st-key-exp_action_bar {position: sticky; top: 3.75rem; z-index: 99; background: var(--background-color, #fff);
-  background-color: rgb(255 255 255 / 0.97); padding: 0.4rem 0 0.2rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.15);}
+FORM_CSS = """<style>
+/* the action bar stays at the top of the window while the form scrolls (its wrapper is what sticks) */
+[data-testid="stLayoutWrapper"]:has(> .st-key-exp_action_bar), .st-key-exp_action_bar {
+  position: sticky; top: 3.75rem; z-index: 99; background-color: rgb(255 255 255);}
+.st-key-exp_action_bar {padding: 0.4rem 0 0.2rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.15);}
+/* learning rates: no +/- steppers (a step of 0.01 means nothing at 1e-3), so the box shows the whole number */
+[class*="learning_rate"] [data-testid="stNumberInputStepUp"],
+[class*="learning_rate"] [data-testid="stNumberInputStepDown"] {display: none;}
 </style>"""
 
 store = context.store()
 catalog = context.task_catalog()
 presets = context.presets()
 quickstart = context.preset_config("quickstart")
-editor_state.ensure(quickstart)
 
 
 def blank_experiment() -> dict:
@@ -57,8 +61,11 @@ def show_in_url(experiment_id: int | None) -> None:
         st.query_params["experiment"] = wanted
 
 
+if editor_state.DRAFT not in st.session_state:  # first visit of this session: a new experiment
+    editor_state.ensure(blank_experiment())
+
 st.title("Experiments")
-st.html(STICKY_CSS)
+st.html(FORM_CSS)
 if notice := editor_state.pop_notice():
     st.success(notice)
 

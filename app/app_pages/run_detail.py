@@ -53,7 +53,11 @@ if history.joined:
                        help="One curve over the whole history: each step once, from the latest attempt that "
                             "logged it; dotted lines mark where each attempt begins. Off: this attempt only.")
 seed = seed_of(run.config)
-siblings = same_config_runs(run_id, {r.id: r.config for r in store.list_runs(run.experiment_id, limit=200)})
+same_experiment = {r.id: r.config for r in store.list_runs(run.experiment_id, limit=200)}
+same_experiment[run_id] = run.config
+# other runs of this config with another seed (a resumed attempt keeps its run's seed: not one of them)
+siblings = [i for i in same_config_runs(run_id, same_experiment)
+            if i not in history.run_ids and seed_of(same_experiment[i]) != seed]
 if seed is not None:
     line = f"seed **{seed}**"
     if siblings:

@@ -56,7 +56,7 @@ def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, 
     out = dict(agent)
     with st.container(border=True):
         head, remove_col = st.columns([6, 1])
-        head.markdown(f"**Agent {index}** · `{agent.get('name', '')}`")
+        title = head.empty()  # filled below with the role name as typed (it follows edits at once)
         remove = remove_col.button("Remove", key=f"{key}.remove", disabled=not can_remove,
                                    help="Remove this agent from the team")
         c1, c2, c3 = st.columns([1, 2, 1])
@@ -64,6 +64,7 @@ def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, 
             out["name"] = st.text_input("role name", value=str(agent.get("name") or ""), key=f"{key}.name",
                                         help=AgentSpec.model_fields["name"].description)
             slots[f"{path}.name"] = st.empty()
+        title.markdown(f"**Agent {index}** · `{out['name']}`")
         with c2:
             model = str(agent.get("model") or "")
             options = list(BUILTIN_MODELS) + ([model] if model and model not in BUILTIN_MODELS else [])
@@ -107,6 +108,18 @@ def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, 
     return out, input_errors, remove
 
 
+def duplicate_role_errors(agents: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """An error beside each role name that another agent of the team also uses."""
+    names = [str(a.get("name") or "") for a in agents]
+    errors: dict[str, list[str]] = {}
+    for index, name in enumerate(names):
+        others = [str(i) for i, other in enumerate(names) if other == name and i != index]
+        if name and others:
+            errors[f"agents.{index}.name"] = [f"role name '{name}' is also used by agent {', '.join(others)}; "
+                                              "each agent needs its own role name"]
+    return errors
+
+
 def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -> EditorResult:
     """Draw the whole editor for ``draft``; widget keys include ``gen`` so loading a new draft resets them."""
     key = f"ed{gen}"
@@ -139,6 +152,7 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -
         if remove:
             remove_index = index
     out["agents"] = agents_out
+    input_errors.update(duplicate_role_errors(agents_out))
     add_agent = st.button("Add agent", key=f"{key}.add_agent", icon=":material/add:")
     slots["agents"] = st.empty()
 
@@ -202,6 +216,10 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -
         out["system"] = system
 
     config, errors = drafts.validate(out, info, preflight=context.preflight_problems)
+    if any(path.endswith(".name") and path.startswith("agents.") for path in input_errors):
+        # said beside each repeated role name instead of once at the top
+        errors = {p: [m for m in ms if not m.startswith("agent names must be unique")] for p, ms in errors.items()}
+        errors = {p: ms for p, ms in errors.items() if ms}
     for path, messages in input_errors.items():
         errors[path] = messages + [m for m in errors.get(path, []) if m not in messages]
     if input_errors:

@@ -3,6 +3,7 @@ launch through the real job client."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from db.store import Store
@@ -58,7 +59,13 @@ def test_invalid_input_is_shown_next_to_the_field_and_blocks_saving(app, store: 
 def test_team_rows_validate_names_sharing_and_team_size(app, store: Store) -> None:
     at = _create_quickstart(app)
     at.text_input(key="ed1.agent1.name").set_value("first").run()
-    assert any("agent names must be unique; repeated: first" in e.value for e in at.error)
+    # said beside the repeated role names, not only at the top
+    for index, other in ((0, 1), (1, 0)):
+        column = _column_with(at, f"ed1.agent{index}.name")
+        assert [e.value for e in column.error] == [
+            f"role name 'first' is also used by agent {other}; each agent needs its own role name"]
+    assert not any("agent names must be unique" in e.value for e in at.error)
+    assert at.button(key="exp_save").disabled
     at.text_input(key="ed1.agent1.name").set_value("second").run()
     at.selectbox(key="ed1.agent1.share").set_value("first").run()
     assert not at.error
@@ -192,3 +199,74 @@ def test_experiment_deleted_elsewhere_falls_back_to_a_new_draft(app, store: Stor
     at.run()
     assert not at.exception
     assert at.header[0].value == "New experiment"
+
+
+def test_the_open_experiment_lives_in_the_url(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    experiment_id = store.list_experiments()[0].id
+    assert at.query_params["experiment"] == str(experiment_id)
+    # a refresh (a new session with the same URL) reopens it, with Launch at hand
+    again = app(experiment=experiment_id)
+    assert not again.exception
+    assert again.header[0].value == f"Edit experiment #{experiment_id}"
+    assert again.button(key="exp_launch") and again.button(key="exp_save")
+    # picking "new experiment" is in the URL too, and a new experiment has none of the quick start's labels
+    again.selectbox(key="exp_pick").set_value(0).run()
+    assert again.query_params["experiment"] == "new"
+    gen = again.session_state["exp_gen"]
+    assert again.text_input(key=f"ed{gen}.name").value == "experiment-1"
+    assert again.text_input(key=f"ed{gen}.description").value == ""
+    assert again.text_input(key=f"ed{gen}.tags").value == ""
+
+
+def test_first_visit_new_experiment_has_no_quickstart_labels(app, store: Store) -> None:
+    at = app()
+    assert at.text_input(key="ed0.description").value == "" and at.text_input(key="ed0.tags").value == ""
+
+
+@pytest.mark.parametrize("raw", ["999", "abc"])
+def test_an_unknown_experiment_in_the_url_says_so(app, store: Store, raw: str) -> None:
+    store.create_experiment("demo", config=PRESETS["quickstart"]["config"])
+    at = app(experiment=raw)
+    assert not at.exception
+    assert [e.value for e in at.error] == [f"experiment {raw} not found"]
+    assert at.query_params["experiment"] == raw  # the URL is not silently rewritten
+    assert not at.header  # no other experiment is shown instead
+
+
+def test_unsaved_changes_come_from_a_real_diff(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    assert not [w for w in at.warning if "Unsaved changes" in w.value]  # untouched: nothing to save
+    at.number_input(key="ed1.trainer.max_steps").set_value(400).run()
+    [warning] = [w.value for w in at.warning if "Unsaved changes" in w.value]
+    assert "`trainer.max_steps` 60 → 400" in warning
+    at.number_input(key="ed1.trainer.max_steps").set_value(60).run()  # back to the saved value
+    assert not [w for w in at.warning if "Unsaved changes" in w.value]
+
+
+def test_agent_header_follows_the_role_name(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    at.text_input(key="ed1.agent1.name").set_value("reviewer").run()
+    assert any(m.value == "**Agent 1** · `reviewer`" for m in at.markdown)
+
+
+def test_each_run_gets_its_own_recorded_seed(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    at.button(key="exp_launch").click().run()
+    at.button(key="exp_launch").click().run()
+    first, second = sorted(store.list_runs(), key=lambda r: r.id)
+    seeds = [r.config["trainer"]["seed"] for r in (first, second)]
+    assert seeds[0] != seeds[1] and all(s > 0 for s in seeds)  # drawn per run, not the preset's 0
+    # "the same seed as run #N" repeats it; several runs at once get one new seed each
+    at.run()
+    assert at.selectbox(key="exp_launch_opts_seed").options[1] == f"the same seed as run #{second.id} ({seeds[1]})"
+    at.selectbox(key="exp_launch_opts_seed").set_value("last").run()
+    at.button(key="exp_launch").click().run()
+    assert store.list_runs(limit=1)[0].config["trainer"]["seed"] == seeds[1]
+    at.selectbox(key="exp_launch_opts_seed").set_value("new")
+    at.number_input(key="exp_launch_opts_count").set_value(3).run()
+    at.button(key="exp_launch").click().run()
+    assert not at.exception
+    latest = store.list_runs(limit=3)
+    assert len({r.config["trainer"]["seed"] for r in latest}) == 3
+    assert any("Queued runs" in s.value for s in at.success)

@@ -106,3 +106,124 @@ def test_system_runs_get_per_trainer_and_system_charts(app, store: Store, experi
     assert updated[0]["y"] == [0.0, 0.0, 1.0, 1.0] and updated[1]["y"] == [1.0, 1.0, 0.0, 0.0]
     [loss] = drawn["trainer e: loss per agent"]["data"]
     assert loss["name"] == "editor" and loss["x"] == [3, 4] and loss["y"] == pytest.approx([1 / 3, 1 / 4])
+
+
+def _chart_picker(at):
+    [picker] = [m for m in at.multiselect if m.label == "charts"]
+    return picker
+
+
+def test_team_reward_is_charted_first_once_training_metrics_arrive(app, store: Store, experiment: int, seed,
+                                                                   figures) -> None:
+    run_id = seed(experiment, status="running", steps=0)
+    # the page opens before the first training step: only an evaluation has been logged
+    store.log_metrics(run_id, 0, 0, {"eval/reward_mean": 0.2, "eval/turn_1/reward_mean": 0.2})
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    assert "reward_mean per turn" not in _chart_picker(at).value
+    for step in (1, 2):
+        store.log_step(run_id, step, step * 4, {"train/reward_mean": 0.1 * step, "turn_1/reward_mean": 0.1 * step,
+                                                "agent/writer/loss": 1.0}, [], wall_time=1.7e9 + step)
+    at.run()  # the live fragment notices the new keys and redraws the page
+    assert _chart_picker(at).value[0] == "reward_mean per turn"  # the defaults follow: team reward first
+    assert [f["layout"]["title"]["text"] for f in figures(at)][0] == "reward_mean per turn"
+
+
+def test_a_chart_picked_by_the_user_is_kept(app, store: Store, experiment: int, seed, figures) -> None:
+    run_id = seed(experiment, status="running", steps=2)
+    at = app("run_detail", run=run_id)
+    _chart_picker(at).set_value(["loss per agent"]).run()
+    store.log_step(run_id, 3, 12, {"train/reward_mean": 0.3, "perf/step_time_s": 1.0}, [], wall_time=1.7e9 + 3)
+    at.run()
+    assert _chart_picker(at).value == ["loss per agent"]
+
+
+def test_a_one_point_chart_shows_its_point(app, store: Store, experiment: int, seed, figures) -> None:
+    run_id = seed(experiment, status="running", steps=1)
+    at = app("run_detail", run=run_id)
+    reward = _figure(figures(at), "reward_mean per turn")
+    assert reward["data"][0]["x"] == [1] and "markers" in reward["data"][0]["mode"]
+
+
+def test_pass_at_k_is_charted_only_where_it_applies(app, store: Store, seed, make_config) -> None:
+    quick = store.create_experiment("quick", config=make_config("quick")).id
+    run_id = seed(quick, status="running", steps=2)
+    store.log_metrics(run_id, 2, 8, {"eval/pass@1": 0.0, "eval/reward_mean": 0.3})
+    at = app("run_detail", run=run_id)
+    assert "eval/pass@1" not in _chart_picker(at).options  # the quick start's check: not a pass@k task
+    assert "eval/reward_mean" in _chart_picker(at).options
+    sampled = store.create_experiment("sampled", config=make_config("sampled", eval_samples_per_item=4)).id
+    other = seed(sampled, status="running", steps=2)
+    store.log_metrics(other, 2, 8, {"eval/pass@1": 0.5, "eval/pass@3": 0.7})
+    at = app("run_detail", run=other)
+    assert {"eval/pass@1", "eval/pass@3"} <= set(_chart_picker(at).options)
+
+
+@pytest.mark.parametrize("raw", ["999", "abc"])
+def test_an_unknown_run_in_the_url_says_so(app, store: Store, experiment: int, seed, raw: str) -> None:
+    seed(experiment, status="succeeded", steps=1)
+    at = app("run_detail", run=raw)
+    assert not at.exception
+    assert [e.value for e in at.error] == [f"run {raw} not found"]
+    assert at.query_params["run"] == raw  # not rewritten to another run
+    assert not at.metric and not at.get("plotly_chart")  # and no other run is shown
+    [link] = at.main.get("page_link")
+    assert link.proto.label == "Go to the runs list" and link.proto.page == "runs"
+
+
+def _resumed(store: Store, experiment: int, seed) -> tuple[int, int]:
+    first = seed(experiment, status="stopped", steps=6, episodes_per_step=1)
+    second = store.create_run(experiment, dict(store.get_run(first).config), "cpu", total_steps=10,
+                              resumed_from=first).id
+    store.transition(second, "starting")
+    store.transition(second, "running")
+    for step in range(5, 11):  # resumed from the checkpoint of step 4: steps 5-6 are logged again
+        store.log_step(second, step, step * 4, {"train/reward_mean": 1.0 + step, "turn_1/reward_mean": 1.0 + step},
+                       [], wall_time=1.8e9 + step)
+    return first, second
+
+
+def test_a_resumed_run_is_one_history(app, store: Store, experiment: int, seed, figures) -> None:
+    first, second = _resumed(store, experiment, seed)
+    at = app("run_detail", run=second)
+    assert not at.exception
+    assert any(f"attempt 1 #{first}" in c.value and f"attempt 2 #{second}" in c.value for c in at.caption)
+    assert not any("other run(s)" in m.value for m in at.markdown)  # an attempt is no other seed
+    at.selectbox(key="detail_smoothing").set_value("none").run()
+    reward = _figure(figures(at), "reward_mean per turn")
+    line = reward["data"][0]
+    assert line["x"] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]  # one curve, each step once
+    assert line["y"][3] == pytest.approx(0.4) and line["y"][4] == pytest.approx(6.0)  # the later attempt wins
+    assert [a["text"] for a in reward["layout"]["annotations"]] == [f"attempt 2 (#{second})"]
+    assert reward["layout"]["shapes"][0]["x0"] == 5
+    # the first attempt's page shows the same history; "join attempts" off shows one attempt alone
+    at = app("run_detail", run=first)
+    at.selectbox(key="detail_smoothing").set_value("none").run()
+    assert _figure(figures(at), "reward_mean per turn")["data"][0]["x"] == list(range(1, 11))
+    at.toggle(key=f"detail_joined_{first}").set_value(False).run()
+    assert _figure(figures(at), "reward_mean per turn")["data"][0]["x"] == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_run_shows_its_seed_and_links_runs_of_other_seeds(app, store: Store, seed, make_config) -> None:
+    exp = store.create_experiment("seeded", config=make_config("seeded", seed=11)).id
+    run_id = seed(exp, status="succeeded", steps=1)
+    other = seed(exp, status="succeeded", steps=1, config=make_config("seeded", seed=12))
+    at = app("run_detail", run=run_id)
+    assert any("seed **11**" in m.value and "1 other run(s)" in m.value for m in at.markdown)
+    [link] = [p for p in at.main.get("page_link") if "Compare the seeds" in p.proto.label]
+    assert link.proto.page == "compare" and link.proto.query_string == f"runs={run_id}%2C{other}&by=seed"
+
+
+def test_the_logs_tab_shows_the_whole_log_with_a_limit(app, store: Store, experiment: int, seed, tmp_path) -> None:
+    run_id = seed(experiment, status="running", steps=1)
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step {i}\n" for i in range(1, 51)))
+    store.update_run(run_id, log_path=str(log))
+    at = app("run_detail", run=run_id)
+    [text] = [c.value for c in at.code if c.value.startswith("step 1\n")]
+    assert text.splitlines() == [f"step {i}" for i in range(1, 51)]  # every line, not a two-line tail
+    assert any("all 50 lines" in c.value for c in at.caption)
+    log.write_text("".join(f"step {i}\n" for i in range(1, 3001)))
+    at.run()
+    [text] = [c.value for c in at.code if c.value.startswith("step 1001\n")]
+    assert text.endswith("step 3000") and any("the last 2,000 lines" in c.value for c in at.caption)

@@ -45,3 +45,33 @@ def test_run_without_episodes(app, store: Store, experiment: int, seed) -> None:
     run_id = seed(experiment, status="queued")
     at = app("transcripts", run=run_id)
     assert any("no stored episodes yet" in i.value for i in at.info)
+
+
+def test_a_resumed_run_reads_as_one_history(app, store: Store, experiment: int, seed) -> None:
+    first = seed(experiment, status="stopped", steps=4, episodes_per_step=1)
+    second = store.create_run(experiment, dict(store.get_run(first).config), "cpu", resumed_from=first).id
+    store.transition(second, "starting")
+    store.transition(second, "running")
+    from db.records import EpisodeIn, TurnIn
+
+    for step in (3, 4, 5):  # resumed from step 2: steps 3 and 4 again, then 5
+        turns = tuple(TurnIn(1, i, agent, "p", f"attempt 2 {agent} at step {step}", 1.0, 1.0, 0.0)
+                      for i, agent in enumerate(("writer", "editor")))
+        store.log_step(second, step, step * 4, {"train/reward_mean": 1.0},
+                       [EpisodeIn(sample_index=0, item_index=0, turns=turns)])
+    at = app("transcripts", run=first)  # the first attempt's page follows the whole history
+    assert not at.exception
+    assert any(f"attempt 2 #{second}" in c.value for c in at.caption)
+    assert any(c.value == f"latest step: 5 (run #{second})" for c in at.caption)
+    at.toggle(key="tr_latest").set_value(False).run()
+    assert at.select_slider(key=f"tr_step_{first}").options == ["1", "2", "3", "4", "5"]
+    at.select_slider(key=f"tr_step_{first}").set_value(4).run()
+    assert {c.text[0].value for c in at.chat_message} == {"attempt 2 writer at step 4", "attempt 2 editor at step 4"}
+    at.select_slider(key=f"tr_step_{first}").set_value(2).run()
+    assert {c.text[0].value for c in at.chat_message} == {"reply of writer at step 2", "reply of editor at step 2"}
+
+
+def test_an_unknown_run_says_not_found(app, store: Store, experiment: int, seed) -> None:
+    seed(experiment, status="running", steps=1, episodes_per_step=1)
+    at = app("transcripts", run=999)
+    assert [e.value for e in at.error] == ["run 999 not found"] and not at.chat_message

@@ -46,8 +46,11 @@ def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 
 
 @pytest.fixture(scope="module")
 def artifacts() -> Path:
-    """Where screenshots go (printed, so a CI log shows where to find them)."""
-    folder = Path(os.environ.get("COOPLAB_E2E_ARTIFACTS", ROOT / "test-artifacts" / "e2e-dashboard"))
+    """Where screenshots go (printed, so a CI log shows where to find them): ``COOPLAB_E2E_ARTIFACTS``,
+    else ``e2e-dashboard`` under ``COOPLAB_TEST_ARTIFACTS`` (``make test`` sets it), else under
+    ``test-artifacts/``."""
+    base = Path(os.environ.get("COOPLAB_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+    folder = Path(os.environ.get("COOPLAB_E2E_ARTIFACTS", base / "e2e-dashboard"))
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     print(f"\nbrowser test screenshots: {folder}")

@@ -1,6 +1,9 @@
 """End to end in a real browser against ``cooplab up`` with a real worker: create the quick-start
-experiment through the form, launch it, watch the live chart gain points, read both agents' turns in
-a transcript, stop the run and see ``stopped``. Screenshots go to the folder printed at the start."""
+experiment through the form, reload it from the URL, launch it, watch the team-reward curve appear on
+its own, keep the run across a refresh, a page switch and Back, get "not found" for an unknown run,
+download two files in quick succession, read both agents' turns in a transcript, stop the run, resume
+it and see one joined curve; every request the page makes goes to the dashboard's own server.
+Screenshots go to the folder printed at the start."""
 
 from __future__ import annotations
 
@@ -8,19 +11,22 @@ import contextlib
 import re
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 
-POINTS_JS = """() => {
-  const charts = [...document.querySelectorAll('.js-plotly-plot')];
-  const counts = charts.flatMap(c => (c.data || []).map(t => (t.x || []).length));
-  return counts.length ? Math.max(...counts) : 0;
-}"""
-
-
 APP = '[data-testid="stApp"]'
+TEAM_REWARD = "reward_mean per turn"
+
+# Per chart: its title (without the markup the theme wraps it in), per trace its x values, and the
+# text of its annotations.
+CHARTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(c => ({
+  title: (((c.layout || {}).title || {}).text || '').replace(/<[^>]*>/g, ''),
+  xs: (c.data || []).map(t => [...(t.x || [])]),
+  notes: ((c.layout || {}).annotations || []).map(a => a.text),
+}))"""
 
 
 def _settle(page) -> None:
@@ -30,7 +36,7 @@ def _settle(page) -> None:
 
     with contextlib.suppress(PlaywrightTimeout):  # it may have started and ended between two polls
         page.wait_for_selector(f'{APP}[data-test-script-state="running"]', timeout=3_000)
-    page.wait_for_selector(f'{APP}[data-test-script-state="notRunning"]')
+    page.wait_for_selector(f'{APP}[data-test-script-state="notRunning"]', timeout=60_000)
 
 
 def _click_when_steady(locator, timeout: float) -> None:
@@ -47,76 +53,174 @@ def _click_when_steady(locator, timeout: float) -> None:
                 raise
 
 
-def _points(page) -> int:
-    return int(page.evaluate(POINTS_JS))
+def _charts(page) -> list[dict]:
+    return page.evaluate(CHARTS_JS)
+
+
+def _team_reward_points(page) -> int:
+    """Points of the team-reward chart's longest line (0 while it is not drawn)."""
+    lengths = [len(xs) for chart in _charts(page) if chart["title"].startswith(TEAM_REWARD) for xs in chart["xs"]]
+    return max(lengths, default=0)
 
 
 def _wait_until(predicate, timeout: float, what: str, page=None, shot: Path | None = None) -> None:
+    """Poll ``predicate``; with a page, wait through Playwright so its events (downloads) are delivered."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.5)
+        if page is not None:
+            page.wait_for_timeout(500)
+        else:
+            time.sleep(0.5)
     if page is not None and shot is not None:
         page.screenshot(path=str(shot), full_page=True)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def test_quickstart_from_form_to_stopped(cooplab_up: str, browser_page, artifacts: Path) -> None:
+def test_the_researchers_loop_in_a_browser(cooplab_up: str, browser_page, artifacts: Path) -> None:
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=20_000)  # two shared cores: reruns can take a few seconds
+    expect.set_options(timeout=30_000)  # two shared cores: reruns can take a few seconds
     page, url = browser_page, cooplab_up
+    own = urlsplit(url).netloc
+    requests: list[str] = []
+    page.context.on("request", lambda request: requests.append(request.url))
+    page.context.on("websocket", lambda socket: requests.append(socket.url))
+    started = time.monotonic()
 
-    # 1. first visit: the quick-start button creates the experiment and opens it in the form
+    def shot(name: str) -> None:
+        page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+
+    # 1. first visit: the quick-start button creates the experiment; the URL names it
     page.goto(url)
     page.get_by_role("button", name="Create the quick-start experiment").click()
     expect(page.get_by_text("Created experiment 'quickstart'")).to_be_visible()
     _settle(page)  # the form is redrawn for the new experiment: type only into the new widgets
+    expect(page).to_have_url(re.compile(r"\?experiment=1$"))
+    expect(page.get_by_text("Unsaved changes")).to_have_count(0)  # untouched: nothing to save
     # more steps than the preset, so the run is still training when we stop it
     steps = page.get_by_role("spinbutton", name="max_steps", exact=True)
-    steps.fill("400")
+    steps.fill("3000")
     steps.press("Tab")
     _settle(page)
+    expect(page.get_by_text(re.compile(r"Unsaved changes: .*trainer\.max_steps"))).to_be_visible()
     save = page.get_by_role("button", name="Save changes")
     expect(save).to_be_enabled()
     save.click()
     expect(page.get_by_text("Saved experiment 'quickstart'")).to_be_visible()
-    # the form reloads what was stored
-    expect(page.get_by_role("spinbutton", name="max_steps", exact=True)).to_have_value("400")
-    expect(page.get_by_text("unsaved changes")).to_have_count(0)
-    page.screenshot(path=str(artifacts / "1-experiment-form.png"), full_page=True)
+    expect(page.get_by_text("Unsaved changes")).to_have_count(0)
 
-    # 2. launch through the job client; the embedded worker picks it up
-    page.get_by_role("button", name="Launch run").click()
+    # 2. a refresh reopens the experiment from the URL; the action bar stays in view while scrolling
+    page.reload()
+    expect(page.get_by_role("heading", name="Edit experiment #1")).to_be_visible()
+    expect(page.get_by_role("spinbutton", name="max_steps", exact=True)).to_have_value("3000")
+    page.mouse.move(800, 600)  # over the form, not the sidebar
+    page.mouse.wheel(0, 2500)
+    launch = page.get_by_role("button", name="Launch run")
+    _wait_until(lambda: (box := launch.bounding_box()) is not None and 0 <= box["y"] <= 1000, 10,
+                "the Launch button to stay in view (sticky action bar)", page, artifacts / "fail-2-sticky.png")
+    shot("1-experiment-form-scrolled")
+
+    # 3. launch; the link opens the run's page in the same session
+    launch.click()
     queued = page.get_by_text(re.compile(r"Queued run #\d+ on cpu"))
     expect(queued).to_be_visible()
     run_id = int(re.search(r"#(\d+)", queued.inner_text()).group(1))
-    page.screenshot(path=str(artifacts / "2-launched.png"), full_page=True)
+    shot("2-launched")
+    page.get_by_role("link", name=f"Watch run #{run_id}").click()
+    expect(page).to_have_url(re.compile(rf"/run_detail\?run={run_id}$"))
 
-    # 3. the live chart gains points without reloading the page
-    page.goto(f"{url}/run_detail?run={run_id}")
-    _wait_until(lambda: _points(page) >= 2, 120, "the first points of the live chart", page,
-                artifacts / "fail-3-chart.png")
-    first = _points(page)
-    _wait_until(lambda: _points(page) > first, 60, "the live chart to gain points", page,
-                artifacts / "fail-3-chart.png")
-    page.screenshot(path=str(artifacts / "3-live-chart.png"), full_page=True)
+    # 4. the team-reward curve appears on its own (the page opened before the first step) and grows
+    _wait_until(lambda: _team_reward_points(page) >= 2, 180, "the team-reward curve", page,
+                artifacts / "fail-4-chart.png")
+    assert _charts(page)[0]["title"].startswith(TEAM_REWARD)  # first on the page
+    first = _team_reward_points(page)
+    _wait_until(lambda: _team_reward_points(page) > first, 90, "the team-reward curve to gain points", page,
+                artifacts / "fail-4-chart.png")
+    shot("3-live-chart")
 
-    # 4. a transcript shows both agents' turns with their role names
-    page.goto(f"{url}/transcripts?run={run_id}")
+    # 5. refresh keeps the run; the sidebar's Transcripts link keeps it; Back returns to it
+    page.reload()
+    expect(page).to_have_url(re.compile(rf"\?run={run_id}$"))
+    expect(page.get_by_role("combobox", name="run")).to_have_value(re.compile(rf"^#{run_id} quickstart"))
+    page.get_by_test_id("stSidebar").get_by_role("link", name="Transcripts").click()
+    expect(page).to_have_url(re.compile(rf"/transcripts\?run={run_id}$"))
     bubbles = page.locator('[data-testid="stChatMessage"]')
     expect(bubbles.first).to_be_visible(timeout=60_000)
     expect(bubbles.filter(has_text="first").first).to_be_visible()
     expect(bubbles.filter(has_text="second").first).to_be_visible()
-    page.screenshot(path=str(artifacts / "4-transcript.png"), full_page=True)
+    shot("4-transcript")
+    page.go_back()
+    expect(page).to_have_url(re.compile(rf"/run_detail\?run={run_id}$"))
+    expect(page.get_by_role("combobox", name="run")).to_have_value(re.compile(rf"^#{run_id} quickstart"))
 
-    # 5. stop: the header shows stopping, then the truthful final state
+    # 6. an unknown run says so, with a way back to the list (never another run)
+    page.goto(f"{url}/run_detail?run=999")
+    expect(page.get_by_text("run 999 not found")).to_be_visible()
+    expect(page.get_by_role("link", name="Go to the runs list")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"\?run=999$"))
+    shot("5-not-found")
+
+    # 7. downloads clicked in quick succession all arrive (Streamlit's deferred downloads answered the
+    # second one with 404)
     page.goto(f"{url}/run_detail?run={run_id}")
     _settle(page)
+    page.get_by_role("tab", name="Checkpoints & downloads").click()
+    csv_link = page.get_by_role("link", name="metrics CSV")
+    jsonl_link = page.get_by_role("link", name="metrics JSONL")
+    expect(csv_link).to_be_visible()
+    _settle(page)
+
+    got = []
+    page.on("download", lambda download: got.append(download))
+    with page.expect_download(timeout=30_000):
+        csv_link.click()
+    jsonl_link.click()  # right away: within a second of the first download
+    csv_link.click()
+    _wait_until(lambda: len(got) == 3, 60, "three downloads", page, artifacts / "fail-7-downloads.png")
+    files = [(d.suggested_filename, Path(d.path()).read_text()) for d in got]  # path(): waits for the file
+    assert sorted(name for name, _ in files) == [f"run{run_id}-metrics.csv", f"run{run_id}-metrics.csv",
+                                                 f"run{run_id}-metrics.jsonl"]
+    for name, text in files:
+        if name.endswith(".csv"):
+            assert text.startswith("key,step,env_step,value,wall_time\n") and "train/reward_mean" in text
+        else:
+            assert '"key": "train/reward_mean"' in text
+    assert all(d.failure() is None for d in got)
+    shot("6-downloads")
+
+    # 8. stop: the header shows stopping, then the truthful final state
+    page.get_by_role("tab", name="Charts").click()
     _click_when_steady(page.get_by_test_id("stButton").get_by_role("button", name="Stop"), timeout=60)
     status = page.locator('[data-testid="stMetricValue"]').first
     expect(status).to_contain_text("stopp", timeout=15_000)
-    page.screenshot(path=str(artifacts / "5-stopping.png"), full_page=True)
-    expect(status).to_contain_text("stopped", timeout=60_000)
-    page.screenshot(path=str(artifacts / "6-stopped.png"), full_page=True)
+    expect(status).to_contain_text("stopped", timeout=90_000)
+    step_text = page.locator('[data-testid="stMetricValue"]').nth(1).inner_text()  # "195/3000"
+    stopped_at = int(step_text.split("/")[0])
+    shot("7-stopped")
+
+    # 9. resume: the new attempt continues from the checkpoint, and the page shows ONE joined curve
+    _click_when_steady(page.get_by_test_id("stButton").get_by_role("button", name="Resume"), timeout=60)
+    expect(page).not_to_have_url(re.compile(rf"\?run={run_id}$"))  # the page follows the new attempt
+    resumed = int(re.search(r"run=(\d+)", page.url).group(1))
+    assert resumed != run_id
+
+    def joined() -> bool:
+        for chart in _charts(page):
+            if chart["title"].startswith(TEAM_REWARD) and any(n.startswith("attempt 2") for n in chart["notes"]):
+                xs = chart["xs"][0]
+                return max(xs) > stopped_at and xs == sorted(set(xs))  # one curve, each step once
+        return False
+
+    _wait_until(joined, 180, "the joined curve of the resumed run", page, artifacts / "fail-9-joined.png")
+    expect(page.get_by_text(re.compile(rf"attempt 1 #{run_id} .*attempt 2 #{resumed}"))).to_be_visible()
+    shot("8-resumed-joined")
+    _click_when_steady(page.get_by_test_id("stButton").get_by_role("button", name="Stop"), timeout=60)
+    expect(page.locator('[data-testid="stMetricValue"]').first).to_contain_text("stopp", timeout=15_000)
+
+    # 10. every request went to the dashboard's own server (no font host, no favicon host, no CDN)
+    foreign = sorted({u for u in requests if urlsplit(u).scheme in ("http", "https", "ws", "wss")
+                      and urlsplit(u).netloc != own})
+    assert requests and not foreign, foreign
+    print(f"\nbrowser test: {len(requests)} requests, all to {own}; {time.monotonic() - started:.0f} s")

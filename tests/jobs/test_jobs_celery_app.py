@@ -13,7 +13,7 @@ from jobs.worker import node_name, pin_device, worker_argv
 
 def test_the_default_broker_is_the_filesystem_transport_under_the_data_dir(jobs_env):
     app = create_app(jobs_env)
-    assert app.conf.broker_url == "filesystem://"
+    assert app.conf.broker_url == "filesystem://localhost//"
     options = app.conf.broker_transport_options
     for key in ("data_folder_in", "data_folder_out", "control_folder"):
         assert options[key].startswith(str(jobs_env.data_dir / "broker"))

@@ -62,3 +62,39 @@ def test_a_resumed_run_whose_checkpoint_is_missing_fails_with_the_reason(jobs_en
     assert execute_run(new.id, settings=jobs_env, store=store) == states.FAILED
     error = store.get_run(new.id).error
     assert error.startswith("FileNotFoundError:") and "checkpoint-3" in error and "not on this machine" in error
+
+
+def test_the_run_log_has_a_line_per_step_and_the_console_does_not(jobs_env, store, experiment_id):
+    """The dashboard's Logs tab reads the run's log file: it gets one line per step, evaluation and
+    checkpoint; those lines do not reach the worker's console (the root logger)."""
+    import logging
+
+    def train(config, *, output_dir, sink, resume_from):
+        sink.start(3, {})
+        for step in (1, 2, 3):
+            sink.log_step(step, step * 4, {"train/reward_mean": 0.1 * step, "agent/first/loss": 1.0 / step,
+                                           "perf/step_time_s": 0.5}, [])
+        sink.log_metrics(3, 12, {"eval/reward_mean": 0.25})
+        sink.log_checkpoint(3, f"{output_dir}/checkpoint-3")
+        return type("Result", (), {"status": "completed", "step": 3})()
+
+    class Console(logging.Handler):  # what the worker's console handler (on the root logger) would get
+        def __init__(self) -> None:
+            super().__init__(logging.INFO)
+            self.names: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.names.append(record.name)
+
+    console = Console()
+    logging.getLogger().addHandler(console)
+    run = store.create_run(experiment_id, tiny_config(), "cpu")
+    try:
+        assert execute_run(run.id, settings=jobs_env, store=store, train_fn=train) == states.SUCCEEDED
+    finally:
+        logging.getLogger().removeHandler(console)
+    text = run_log_path(jobs_env, run.id).read_text()
+    assert "training starts (3 steps)" in text
+    assert "step 2/3 · team reward 0.200 · loss first 0.500 · 0.50 s/step" in text
+    assert "metrics at step 3: eval/reward_mean 0.250" in text and "checkpoint at step 3" in text
+    assert "jobs.executor" in console.names and "cooplab.progress" not in console.names

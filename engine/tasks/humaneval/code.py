@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL)
@@ -74,17 +75,27 @@ def _is_call_to(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
 
+def parse_quietly(source: str) -> ast.Module:
+    """``ast.parse`` of model-written code without printing its compile warnings (``"is" with a
+    literal``, invalid escape sequences...) to the worker's console: they describe the model's code,
+    not a problem of the run. Raises ``SyntaxError`` as ``ast.parse`` does."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source)
+
+
 def analyze(
     helper_code: str, main_code: str, program: str, entry_point: str, helper_name: str = "aux"
 ) -> CodeFacts:
     """Structure facts of the helper part, the main part and the joint program they assemble into."""
     try:
-        helper_tree = ast.parse(helper_code) if helper_code.strip() else None
+        helper_tree = parse_quietly(helper_code) if helper_code.strip() else None
     except SyntaxError:
         helper_tree = None
     helper_fn = _last_def(helper_tree, helper_name) if helper_tree is not None else None
     try:
-        tree = ast.parse(program)
+        tree = parse_quietly(program)
         syntax_ok, syntax_error = True, ""
     except SyntaxError as exc:
         tree, syntax_ok = None, False

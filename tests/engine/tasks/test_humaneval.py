@@ -153,3 +153,13 @@ def test_a_program_that_stops_answering_keeps_the_checks_it_passed():
         evaluation = CodeScorer(pool, team=False, step_timeout_s=30).evaluate(item, [slow + "\n# again\n"])
     assert (evaluation.outcome.passed, evaluation.outcome.total) == (2, 3)
     assert "wall-clock limit" in evaluation.outcome.error
+
+
+def test_model_code_compile_warnings_stay_off_the_console():
+    import warnings
+
+    main = 'def f(x):\n    if x is 1:\n        return "\\d"\n    return aux(x)\n'
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        facts = analyze(HELPER, main, assemble_program("", HELPER, main, "f"), "f")
+    assert facts.main_defined and not [w for w in caught if issubclass(w.category, SyntaxWarning | DeprecationWarning)]
