@@ -72,8 +72,8 @@ def test_checkpoint_of_another_critic_setup_is_refused(team, tmp_path) -> None:
 
 
 def test_max_steps_trains_exactly_that_many_steps_cycling_the_data(team) -> None:
-    # 4 items, 2 per update: one epoch is 2 steps; max_steps=5 cycles the data as MAGRPO does
-    trainer = make_ac("iac", team, ac_config("iac", max_steps=5, num_train_epochs=1))
-    assert trainer.steps_per_epoch == 2 and trainer.total_steps == 5
+    # 4 items, 2 per update: one epoch is 2 steps; max_steps=3 cycles the data as MAGRPO does
+    trainer = make_ac("iac", team, ac_config("iac", max_steps=3, num_train_epochs=1, max_new_tokens=2))
+    assert trainer.steps_per_epoch == 2 and trainer.total_steps == 3
     result = trainer.train(sink=MemorySink())
-    assert result.status == "completed" and result.step == 5
+    assert result.status == "completed" and result.step == 3
