@@ -1,4 +1,4 @@
-"""Dashboard benchmark: ``python -m app.bench [--points N] [--turns N] [--runs N] [--keep DIR]``.
+"""Dashboard benchmark: ``python -m app.bench [--points N] [--turns N] [--runs N] [--keep DIR] [--reuse DIR]``.
 
 Builds a database through the store API like real training would (one ``log_step`` transaction per
 step): ``--runs`` runs in all, one of them large, holding ``--points`` metric points (1M by default)
@@ -127,10 +127,13 @@ def page_queries(store: Store, big: int) -> dict[str, Callable[[], object]]:
         return runs_table(store, store.list_runs(limit=25), names)
 
     def run_detail() -> object:
+        history = store.lineage(big)
         charts = {c.title: c for c in group_metrics(store.metric_keys(big))}
-        return [chart_data(store, big, charts[t].curves) for t in default_charts(list(charts.values()))]
+        return [chart_data(store, big, charts[t].curves, history=history)
+                for t in default_charts(list(charts.values()))]
 
     def transcripts() -> object:
+        store.lineage(big)
         steps = store.episode_steps(big)
         return store.episodes(big, step=steps[-1], limit=10)
 
@@ -172,16 +175,22 @@ def render_time(page: str, big: int, repeat: int) -> tuple[float, float]:
     return first, _median(once, repeat)
 
 
-def run_bench(*, runs: int, points: int, turns: int, repeat: int, home: Path) -> tuple[int, list[Timing]]:
-    """Build the database under ``home`` and time every page; returns the large run id and timings."""
+def run_bench(*, runs: int, points: int, turns: int, repeat: int, home: Path,
+              reuse: bool = False) -> tuple[int, list[Timing]]:
+    """Build the database under ``home`` (or, with ``reuse``, time the one already there: the run with
+    the most steps is the large one) and time every page; returns the large run id and timings."""
     os.environ["COOPLAB_HOME"] = str(home)
     os.environ.pop("COOPLAB_DATABASE_URL", None)
     home.mkdir(parents=True, exist_ok=True)
     store = Store(f"sqlite:///{home / 'cooplab.db'}", migrate=True)
     start = time.perf_counter()
-    big = build(store, runs=runs, points=points, turns=turns)
-    print(f"built {runs} runs, {points:,} points and {turns:,} turns in the large run "
-          f"in {time.perf_counter() - start:.1f} s")
+    if reuse:
+        big = max(store.list_runs(limit=100_000), key=lambda r: r.step).id
+        print(f"timing the database in {home} (large run #{big})")
+    else:
+        big = build(store, runs=runs, points=points, turns=turns)
+        print(f"built {runs} runs, {points:,} points and {turns:,} turns in the large run "
+              f"in {time.perf_counter() - start:.1f} s")
     timings = []
     for page, func in page_queries(store, big).items():
         queries = _median(func, repeat)
@@ -199,10 +208,13 @@ def main(argv: list[str] | None = None) -> list[Timing]:
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, default=None, help="build the database in this folder and keep it")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="time the database a previous --keep left in this folder instead of building one")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        home = args.keep or Path(tmp) / "home"
-        _, timings = run_bench(runs=args.runs, points=args.points, turns=args.turns, repeat=args.repeat, home=home)
+        home = args.reuse or args.keep or Path(tmp) / "home"
+        _, timings = run_bench(runs=args.runs, points=args.points, turns=args.turns, repeat=args.repeat, home=home,
+                               reuse=args.reuse is not None)
     print(f"{'page':28} {'queries':>10} {'first run':>11} {'rerun':>10}")
     for t in timings:
         first = "" if math.isnan(t.first_s) else f"{t.first_s * 1000:8.0f} ms"
