@@ -82,7 +82,7 @@ def first_line(text: str, limit: int = 80) -> str:
 
 def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dict[str, Any]]:
     """Rows of the runs table, the columns a researcher scans: status, step/total, last team reward
-    and its trend, duration (with the time left while running), steps/s, seed, tags, notes.
+    and its trend, duration, tags, notes; then steps/s, seed and when it was created.
 
     Two small queries per run (rate, reward trend), so callers pass one page of runs. The last team
     reward is the trend's last point (downsampling always keeps the last point).
@@ -93,8 +93,6 @@ def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dic
         rate = store.run_rate(run.id)
         spark = store.series(run.id, SPARK_KEY, max_points=SPARK_POINTS).ys if run.step else ()
         duration = format_duration(run_duration(run, now)) if run.started_at else ""
-        if run.status in ("running", "starting") and rate.eta_s is not None:
-            duration += f" (ETA {format_duration(rate.eta_s)})"
         seed = seed_of(run.config)
         rows.append(
             {
@@ -106,10 +104,10 @@ def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dic
                 "team reward": f"{spark[-1]:.3f}" if spark else "",
                 "trend": list(spark),
                 "duration": duration,
-                "steps/s": f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—",
-                "seed": "" if seed is None else str(seed),
                 "tags": ", ".join(run.tags),
                 "notes": first_line(run.notes),
+                "steps/s": f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—",
+                "seed": "" if seed is None else str(seed),
                 "created": run.created_at.strftime("%Y-%m-%d %H:%M"),
             }
         )

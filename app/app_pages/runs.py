@@ -13,18 +13,20 @@ from app.queries import experiment_names, run_label, runs_table
 from app.runinfo import ALL_STATUSES
 
 PAGE_SIZE = 25
+# Widths (px) so that the columns a researcher scans fit a laptop screen beside the sidebar; the
+# rest (steps/s, seed, created) follow to the right.
 TABLE_COLUMNS = {
-    "run": st.column_config.NumberColumn("run", format="#%d", width=60),
-    "status": st.column_config.TextColumn("status", width=110),
-    "experiment": st.column_config.TextColumn("experiment", width=150),
+    "run": st.column_config.NumberColumn("run", format="#%d", width=55),
+    "status": st.column_config.TextColumn("status", width=105),
+    "experiment": st.column_config.TextColumn("experiment", width=115),
     "step": st.column_config.TextColumn("step", width=80, help="steps done / steps planned"),
-    "team reward": st.column_config.TextColumn("team reward", width=95, help="the last logged train/reward_mean"),
-    "trend": st.column_config.LineChartColumn("trend", width=110),
-    "duration": st.column_config.TextColumn("duration", width=120, help="training time (and time left)"),
-    "steps/s": st.column_config.TextColumn("steps/s", width=70),
+    "team reward": st.column_config.TextColumn("team reward", width=85, help="the last logged train/reward_mean"),
+    "trend": st.column_config.LineChartColumn("trend", width=80, help="train/reward_mean over the run"),
+    "duration": st.column_config.TextColumn("duration", width=80, help="training time so far"),
+    "tags": st.column_config.TextColumn("tags", width=110),
+    "notes": st.column_config.TextColumn("notes", width=180, help="the first line of the run's notes"),
+    "steps/s": st.column_config.TextColumn("steps/s", width=65),
     "seed": st.column_config.TextColumn("seed", width=95),
-    "tags": st.column_config.TextColumn("tags", width=120),
-    "notes": st.column_config.TextColumn("notes", width=220),
     "created": st.column_config.TextColumn("created", width=130),
 }
 
@@ -88,11 +90,14 @@ def live_runs() -> None:
             st.info("No run matches these filters (or this page is past the end).")
         return
     rows = runs_table(store, runs, names)
-    event = st.dataframe(rows, hide_index=True, column_config=TABLE_COLUMNS, on_select="rerun",
-                         selection_mode="single-row", key=f"runs_table_{st.session_state.get('runs_table_gen', 0)}")
-    st.caption("Click a row to open the run.")
-    picked = list(getattr(getattr(event, "selection", None), "rows", None) or [])
-    if picked and picked[0] < len(rows):
+    event = st.dataframe(rows, hide_index=True, column_config=TABLE_COLUMNS, column_order=list(TABLE_COLUMNS),
+                         on_select="rerun", selection_mode=["single-row", "single-cell"],
+                         key=f"runs_table_{st.session_state.get('runs_table_gen', 0)}")
+    st.caption("Click a run's row (any cell) to open it.")
+    selection = getattr(event, "selection", None)
+    picked = list(getattr(selection, "rows", None) or [])
+    picked += [cell[0] for cell in (getattr(selection, "cells", None) or [])]
+    if picked and 0 <= picked[0] < len(rows):
         open_run(int(rows[picked[0]]["run"]))
 
 

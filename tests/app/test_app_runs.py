@@ -22,8 +22,8 @@ def test_table_shows_the_columns_a_researcher_scans(app, store: Store, experimen
     assert not at.exception
     table = at.dataframe[0].value
     assert len(table) == 2
-    assert list(table.columns)[:8] == ["run", "status", "experiment", "step", "team reward", "trend", "duration",
-                                       "steps/s"]
+    assert list(table.columns)[:9] == ["run", "status", "experiment", "step", "team reward", "trend", "duration",
+                                       "tags", "notes"]
     row = table[table["run"] == running].iloc[0]
     assert row["status"] == "● running"  # a text symbol: no emoji font needed
     assert row["step"] == "4/8"
@@ -47,6 +47,18 @@ def test_clicking_a_row_opens_the_run(app, store: Store, experiment: int, seed) 
     assert at.title[0].value == "Run detail"
     assert at.query_params["run"] == str(first)
     assert at.selectbox(key="detail_pick").value == first
+
+
+def test_clicking_any_cell_of_a_row_opens_the_run(app, store: Store, experiment: int, seed) -> None:
+    seed(experiment, status="succeeded", steps=2)
+    second = seed(experiment, status="succeeded", steps=1)
+    at = app("runs")
+    table = at.dataframe[0]
+    row = table.value["run"].tolist().index(second)
+    at.session_state[table.key] = {"selection": {"rows": [], "columns": [], "cells": [[row, "status"]]}}
+    at.run()
+    assert not at.exception
+    assert at.title[0].value == "Run detail" and at.query_params["run"] == str(second)
 
 
 def test_tag_filter_offers_the_tags_runs_carry(app, store: Store, experiment: int, seed) -> None:

@@ -2,7 +2,8 @@
 experiment through the form, reload it from the URL, launch it, watch the team-reward curve appear on
 its own, keep the run across a refresh, a page switch and Back, get "not found" for an unknown run,
 download two files in quick succession, read both agents' turns in a transcript, stop the run, resume
-it and see one joined curve; every request the page makes goes to the dashboard's own server.
+it and see one joined curve, open a run from the runs table with a click on its row; every request
+the page makes goes to the dashboard's own server.
 Screenshots go to the folder printed at the start."""
 
 from __future__ import annotations
@@ -219,7 +220,17 @@ def test_the_researchers_loop_in_a_browser(cooplab_up: str, browser_page, artifa
     _click_when_steady(page.get_by_test_id("stButton").get_by_role("button", name="Stop"), timeout=60)
     expect(page.locator('[data-testid="stMetricValue"]').first).to_contain_text("stopp", timeout=15_000)
 
-    # 10. every request went to the dashboard's own server (no font host, no favicon host, no CDN)
+    # 10. the runs table: both attempts listed; a click on a cell of a row opens that run
+    page.goto(f"{url}/runs")
+    table = page.get_by_test_id("stDataFrame").first
+    expect(table).to_be_visible()
+    _settle(page)
+    shot("9-runs-table")
+    box = table.bounding_box()
+    page.mouse.click(box["x"] + 150, box["y"] + 55)  # the status cell of the first row (the newest run)
+    expect(page).to_have_url(re.compile(rf"/run_detail\?run={resumed}$"))
+
+    # 11. every request went to the dashboard's own server (no font host, no favicon host, no CDN)
     foreign = sorted({u for u in requests if urlsplit(u).scheme in ("http", "https", "ws", "wss")
                       and urlsplit(u).netloc != own})
     assert requests and not foreign, foreign
