@@ -95,3 +95,10 @@ def test_a_fresh_resume_without_steps_leaves_the_history_to_the_earlier_attempt(
     assert history.run_ids == (first, waiting)
     joined = store.joined_series(history, "train/reward_mean")
     assert joined.series.xs == (1.0, 2.0, 3.0, 4.0, 5.0) and joined.boundaries == ()
+
+
+def test_run_tags_lists_every_tag_runs_carry(store: Store, experiment_id: int) -> None:
+    first = store.create_run(experiment_id, {"seed": 1}, "cpu", tags=["b", "a"]).id
+    store.create_run(experiment_id, {"seed": 1}, "cpu")
+    store.set_run_notes(first, tags=["lr-sweep", "a"])
+    assert store.run_tags() == ["a", "lr-sweep"]
