@@ -24,18 +24,19 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
         raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
                           f"(use 'magrpo')")
     cls = CONFIG_CLASSES[algorithm]
+    fields = set(cls.field_names())
     defaults = TrainerSpec()
     for name in unused_settings(algorithm):
         if getattr(spec, name) != getattr(defaults, name):
             raise ConfigError(f"trainer.{name}: not used by {algorithm}; leave it at its default "
                               f"({getattr(defaults, name)!r}) or use a MAGRPO-family algorithm")
     values: dict[str, Any] = {name: getattr(spec, name) for name in TrainerSpec.model_fields
-                              if name in cls.field_names()}
+                              if name in fields}
     if algorithm in ACTOR_CRITIC:
         given = spec.actor_critic.given()
-        unknown = sorted(set(given) - set(cls.field_names()))
+        unknown = sorted(set(given) - fields)
         if unknown:
-            known = [n for n in type(spec.actor_critic).model_fields if n in cls.field_names()]
+            known = [n for n in type(spec.actor_critic).model_fields if n in fields]
             raise ConfigError(f"trainer.actor_critic: unknown settings {unknown} for {algorithm}; known: "
                               f"{', '.join(known)}")
         values.update(given)

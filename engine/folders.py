@@ -25,7 +25,8 @@ _NEARLY_FULL_BYTES = 1 << 20
 ``file write failed``) is taken for a full disk when less than this is left."""
 
 
-def _size(n: int) -> str:
+def human_bytes(n: int) -> str:
+    """``0 B``, ``512 B``, ``5.0 MiB``, ``1.2 GiB``."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
@@ -54,7 +55,7 @@ class WriteError(OSError):
     def __str__(self) -> str:
         space = ""
         if self.free_bytes is not None and self.total_bytes is not None:
-            space = f" ({_size(self.free_bytes)} free of {_size(self.total_bytes)} when the write failed)"
+            space = f" ({human_bytes(self.free_bytes)} free of {human_bytes(self.total_bytes)} when the write failed)"
         return f"{os.strerror(self.errno or 0).lower()} writing {self.what} {self.path}{space}"
 
     def __reduce__(self) -> tuple[Any, ...]:

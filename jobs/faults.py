@@ -17,6 +17,8 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from engine.folders import human_bytes
+
 FILESYSTEM_ERRNOS: dict[int, str] = {
     errno.ENOSPC: "no space left on device",
     errno.EDQUOT: "disk quota exceeded",
@@ -29,16 +31,6 @@ _WRITE_FAILURE = re.compile(r"unexpected pos|file write failed|iostream error|St
                             r"Disk quota exceeded|\(os error (\d+)\)")
 _SQLITE_FULL = "database or disk is full"
 _SQLITE_READONLY = "attempt to write a readonly database"
-
-
-def human_bytes(n: int) -> str:
-    """``0 B``, ``512 B``, ``5.0 MiB``, ``1.2 GiB``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def mount_point(path: str | Path) -> Path:
