@@ -18,7 +18,15 @@ from jobs.client import stop_run
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120  # a job process imports torch and transformers and builds two tiny models
-REDIS_DB = 12  # the job tests' own Redis database number; only this one is flushed
+
+def _redis_db() -> int:
+    """The job tests' own Redis database number (only this one is flushed): 12, or 12 + n for the
+    pytest-xdist worker ``gw<n>`` so parallel test processes never flush each other's queues."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return 12 + int(worker.removeprefix("gw") or 0)
+
+
+REDIS_DB = _redis_db()
 
 
 def jobs_environment(home: Path, *, broker_url: str | None = None, heartbeat_timeout_s: float = 5.0,
