@@ -25,8 +25,8 @@ from pathlib import Path
 from app.configdiff import diff_configs
 from app.metricgroups import default_charts, group_metrics
 from app.queries import chart_data, compare_series, experiment_names, experiments_table, runs_table
-from db.records import EpisodeIn, TurnIn
 from db.store import Store
+from transcripts import Episode, TurnRecord
 
 AGENTS = ("writer", "editor")
 PER_AGENT = ("loss", "grad_norm", "entropy", "response_len", "kl", "lr", "clip_frac", "adv_mean")
@@ -51,18 +51,18 @@ def _config(name: str, lr: float) -> dict:
             "trainer": {"agent_learning_rate": lr, "max_steps": 1000, "num_turns": 2}}
 
 
-def _episodes(step: int, per_step: int) -> list[EpisodeIn]:
+def _episodes(step: int, per_step: int) -> list[Episode]:
     episodes = []
     for sample in range(per_step):
         turns = tuple(
-            TurnIn(turn=turn, agent_index=i, agent_name=agent,
+            TurnRecord(turn=turn, agent_index=i, agent_name=agent,
                    prompt=f"Item {sample}: write the {agent} part of a short story about step {step}. " * 3,
                    completion=f"{agent} reply {sample} at step {step}: " + "lorem ipsum " * 20,
                    reward=math.sin(step / 50 + sample), ret=math.sin(step / 50 + sample) * 2,
                    advantage=(sample - per_step / 2) / per_step)
             for turn in (1, 2) for i, agent in enumerate(AGENTS)
         )
-        episodes.append(EpisodeIn(sample_index=sample, split="train" if sample % 4 else "eval",
+        episodes.append(Episode(sample_index=sample, split="train" if sample % 4 else "eval",
                                   item_index=sample, turns=turns))
     return episodes
 
