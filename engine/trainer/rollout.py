@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.formatting import call_formatter, render_prompt, with_peer_replies
-from engine.rewards import TeamReward
+from engine.team_reward import TeamReward
 from engine.trainer.agents import AgentRuntime, SampledPrompt
 from engine.trainer.parallel import map_agents
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
