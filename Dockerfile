@@ -12,6 +12,7 @@ COPY db db
 COPY jobs jobs
 COPY app app
 COPY cooplab cooplab
+COPY bench bench
 RUN pip install --no-cache-dir ".[postgres,gpu]"
 ENV COOPLAB_HOME=/data
 EXPOSE 8501

@@ -91,8 +91,8 @@ def add_run(
                 episodes = [
                     Episode(sample_index=k, split="train", item_index=k, turns=tuple(
                         TurnRecord(turn=1, agent_index=i, agent_name=agent, prompt=f"prompt of {agent} item {k}",
-                               completion=f"reply of {agent} at step {step}", reward=reward(step),
-                               ret=reward(step), advantage=0.5 - k)
+                                   completion=f"reply of {agent} at step {step}", reward=reward(step),
+                                   ret=reward(step), advantage=0.5 - k)
                         for i, agent in enumerate(agents)))
                     for k in range(episodes_per_step)
                 ]

@@ -10,7 +10,7 @@ from transcripts import Episode, TurnRecord
 
 def _episode() -> Episode:
     return Episode(sample_index=0, split="train", item_index=0,
-                     turns=(TurnRecord(1, 0, "a", "p", "c", 1.0, 1.0, 0.0),))
+                   turns=(TurnRecord(1, 0, "a", "p", "c", 1.0, 1.0, 0.0),))
 
 
 def _attempt(store: Store, experiment_id: int, steps: range, value: float, resumed_from: int | None = None,

@@ -17,7 +17,7 @@ def _two_agent_episode(sample: int, rewards: tuple[float, float], text: str = ""
     for turn, reward in enumerate(rewards, start=1):
         for agent, name in enumerate(("reader", "writer")):
             turns.append(TurnRecord(turn, agent, name, f"prompt t{turn} {name}", f"{name} says {text} at {turn}", reward,
-                                ret=sum(rewards[turn - 1:]), advantage=0.1 * agent))
+                                    ret=sum(rewards[turn - 1:]), advantage=0.1 * agent))
     return Episode(sample_index=sample, split=split, item_index=sample + 10, turns=tuple(turns))
 
 
