@@ -6,11 +6,13 @@ RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && r
 # The default Linux torch wheel is a CUDA build; pin the version your driver supports.
 RUN pip install --no-cache-dir "torch>=2.6"
 COPY pyproject.toml README.md ./
+COPY transcripts transcripts
 COPY engine engine
 COPY db db
 COPY jobs jobs
 COPY app app
 COPY cooplab cooplab
+COPY bench bench
 RUN pip install --no-cache-dir ".[postgres,gpu]"
 ENV COOPLAB_HOME=/data
 EXPOSE 8501

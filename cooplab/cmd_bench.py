@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         several cores also the engine with its agents in parallel, by wall clock."""
         from dataclasses import replace
 
-        from engine.bench import ComlrlMissingError, Workload, format_report, run_bench
+        from bench.training import ComlrlMissingError, Workload, format_report, run_bench
 
         if size not in ("xs", "s", "m"):
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from db.models import CheckpointRow, EpisodeRow, ExperimentRow, RunRow, TurnRow, WorkerRow
-from db.records import Checkpoint, EpisodeView, Experiment, Run, TurnView, Worker
+from db.records import Checkpoint, EpisodeView, Experiment, Run, Worker
+from transcripts import TurnRecord
 
 
 def clean_tags(tags: Iterable[str] | None) -> list[str]:
@@ -46,9 +47,9 @@ def run(row: RunRow) -> Run:
     )
 
 
-def turn(row: TurnRow) -> TurnView:
-    return TurnView(turn=row.turn, agent_index=row.agent_index, agent_name=row.agent_name, prompt=row.prompt,
-                    completion=row.completion, reward=row.reward, ret=row.ret, advantage=row.advantage)
+def turn(row: TurnRow) -> TurnRecord:
+    return TurnRecord(turn=row.turn, agent_index=row.agent_index, agent_name=row.agent_name, prompt=row.prompt,
+                      completion=row.completion, reward=row.reward, ret=row.ret, advantage=row.advantage)
 
 
 def episode(row: EpisodeRow, turns: Sequence[TurnRow]) -> EpisodeView:

@@ -35,7 +35,7 @@ def episode_totals(turns: Sequence[Any]) -> tuple[float, float]:
 def _check_episode(ep: Any) -> None:
     for name in ("sample_index", "split", "turns"):
         if not hasattr(ep, name):
-            raise TypeError(f"episode {ep!r} has no {name!r}; pass db.records.EpisodeIn (or the engine's Episode)")
+            raise TypeError(f"episode {ep!r} has no {name!r}; pass a transcripts.Episode")
     if ep.split not in SPLITS:
         raise ValueError(f"episode split must be one of {SPLITS}, got {ep.split!r}")
 

@@ -1,4 +1,7 @@
-"""Plain frozen dataclasses: what leaves the store (never ORM objects) and what goes into ``log_step``.
+"""Plain frozen dataclasses: what leaves the store (never ORM objects).
+
+Transcripts go in and come out as :mod:`transcripts` records: ``log_step`` takes the engine's
+:class:`~transcripts.Episode` as it is, and a stored episode's turns are :class:`~transcripts.TurnRecord`.
 
 Times are timezone-aware UTC ``datetime`` objects; ``wall_time`` of metric points is seconds since
 the Unix epoch (what ``time.time()`` returns), so it can be an x-axis.
@@ -7,11 +10,12 @@ the Unix epoch (what ``time.time()`` returns), so it can be an x-axis.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from db.states import ACTIVE_STATUSES
+from transcripts import TurnRecord
 
 
 @dataclass(frozen=True)
@@ -102,20 +106,6 @@ class Series:
 
 
 @dataclass(frozen=True)
-class TurnView:
-    """What one agent saw and said at one turn of a stored episode."""
-
-    turn: int
-    agent_index: int
-    agent_name: str
-    prompt: str
-    completion: str
-    reward: float
-    ret: float
-    advantage: float
-
-
-@dataclass(frozen=True)
 class EpisodeView:
     """A stored episode (one branch of a rollout tree) with its turns in (turn, agent) order.
 
@@ -130,7 +120,7 @@ class EpisodeView:
     item_index: int | None
     reward: float
     ret: float
-    turns: tuple[TurnView, ...]
+    turns: tuple[TurnRecord, ...]
 
 
 @dataclass(frozen=True)
@@ -174,37 +164,6 @@ class RunRate:
     last_step_at: datetime | None
     steps_per_s: float | None
     eta_s: float | None
-
-
-# ---------------------------------------------------------------------------- input to log_step
-
-
-@dataclass(frozen=True)
-class TurnIn:
-    """One agent's turn to store (same fields as the engine's ``TurnRecord``)."""
-
-    turn: int
-    agent_index: int
-    agent_name: str
-    prompt: str
-    completion: str
-    reward: float
-    ret: float
-    advantage: float
-
-
-@dataclass(frozen=True)
-class EpisodeIn:
-    """One episode to store (same fields as the engine's ``Episode``).
-
-    ``log_step`` accepts any object with these attributes, so a sink may pass the engine's episodes
-    unchanged.
-    """
-
-    sample_index: int
-    split: str = "train"
-    item_index: int | None = None
-    turns: tuple[TurnIn, ...] = field(default_factory=tuple)
 
 
 # ------------------------------------------------------------------------------ run lineage

@@ -24,7 +24,6 @@ from db.engine import make_engine, read_session, write_session
 from db.errors import DuplicateNameError, NotFoundError, RunActiveError
 from db.records import (
     Checkpoint,
-    EpisodeIn,
     EpisodeView,
     Experiment,
     JoinedSeries,
@@ -36,6 +35,7 @@ from db.records import (
     Worker,
 )
 from db.states import InvalidTransition
+from transcripts import Episode
 
 __all__ = ["Store", "InvalidTransition", "NotFoundError", "DuplicateNameError", "RunActiveError"]
 
@@ -247,10 +247,10 @@ class Store:
     # ------------------------------------------------------------------------------ metrics
 
     def log_step(self, run_id: int, step: int, env_step: int, metrics: Mapping[str, float],
-                 episodes: Sequence[EpisodeIn] = (), wall_time: float | None = None) -> bool:
+                 episodes: Sequence[Episode] = (), wall_time: float | None = None) -> bool:
         """Write one training step in ONE transaction: its metrics and episodes with their turns
         (batch inserts), the run's progress and its heartbeat. Returns the stop flag.
-        ``episodes`` may be any objects with :class:`EpisodeIn`'s attributes (the engine's)."""
+        ``episodes`` are :class:`transcripts.Episode` records (what the engine's sink reports)."""
         with write_session(self.engine) as s:
             return ops_metrics.log_step(s, run_id, step=step, env_step=env_step, metrics=metrics,
                                         episodes=episodes, wall_time=wall_time)
@@ -268,7 +268,7 @@ class Store:
         with write_session(self.engine) as s:
             return ops_metrics.import_metrics(s, run_id, points)
 
-    def log_episodes(self, run_id: int, step: int, episodes: Sequence[EpisodeIn]) -> None:
+    def log_episodes(self, run_id: int, step: int, episodes: Sequence[Episode]) -> None:
         """Write episodes outside a training step (evaluation transcripts)."""
         with write_session(self.engine) as s:
             ops_transcripts.insert_episodes(s, run_id, step=step, episodes=episodes)

@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {
     "MAReMaxTrainer": "engine.trainer",
     "MARLOOTrainer": "engine.trainer",
     "TrainResult": "engine.trainer",
-    "RewardProcessors": "engine.rewards",
+    "RewardProcessors": "engine.team_reward",
     "build_trainer": "engine.build",
     "run_training": "engine.build",
     "IACConfig": "engine.actor_critic",

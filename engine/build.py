@@ -4,7 +4,7 @@
 builds the task, loads the team (:mod:`engine.team`) and constructs the trainer the algorithm table
 names (:mod:`engine.algorithms`). ``run_training`` also writes the config next to the checkpoints, trains, exports the final
 models and returns a :class:`TrainResult`; a config with a ``system`` section goes to
-:func:`engine.systems.build.run_system`, which builds each of its trainers the same way. The CLI
+:func:`engine.systems.from_config.run_system`, which builds each of its trainers the same way. The CLI
 and the job executor both call ``run_training``.
 """
 
@@ -47,7 +47,7 @@ def run_training(config: RunConfig, *, output_dir: str | Path, sink: Sink,
     attempt of the same config.
     """
     if config.system is not None:
-        from engine.systems.build import run_system
+        from engine.systems.from_config import run_system
 
         return run_system(config, output_dir=output_dir, sink=sink, resume_from=resume_from)
     return train_into_folder(config, build_trainer, output_dir=output_dir, sink=sink, resume_from=resume_from)

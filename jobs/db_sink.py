@@ -1,7 +1,8 @@
 """The sink a job hands to the trainer: every report goes to the database.
 
 Each training step's metrics and sampled episodes are written by one ``Store.log_step`` call (one
-transaction, which also records progress and the heartbeat). A background thread keeps the heartbeat
+transaction, which also records progress and the heartbeat); the episodes go to the store as the
+engine reported them (:mod:`transcripts` records, the type the store's readers return too). A background thread keeps the heartbeat
 fresh between steps, so a step that spends minutes generating is not mistaken for a dead worker. The
 stop flag is read from the database at every step boundary (and cached by the heartbeat thread).
 """
@@ -15,10 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from db import states
-from db.records import EpisodeIn, TurnIn
 from db.states import InvalidTransition
 from db.store import Store
-from engine.sinks.base import BaseSink, Episode
+from engine.sinks.base import BaseSink
+from transcripts import Episode
 
 log = logging.getLogger(__name__)
 # One line per step, evaluation and checkpoint, for the run's own log file (the dashboard's Logs tab).
@@ -40,17 +41,6 @@ def step_summary(metrics: dict[str, float]) -> str:
     if "perf/step_time_s" in metrics:
         parts.append(f"{metrics['perf/step_time_s']:.2f} s/step")
     return " · ".join(parts) or f"{len(metrics)} metrics"
-
-
-def to_episode_in(episode: Episode) -> EpisodeIn:
-    """Copy an engine episode into the store's input dataclass (field for field)."""
-    turns = tuple(
-        TurnIn(turn=t.turn, agent_index=t.agent_index, agent_name=t.agent_name, prompt=t.prompt,
-               completion=t.completion, reward=float(t.reward), ret=float(t.ret), advantage=float(t.advantage))
-        for t in episode.turns
-    )
-    return EpisodeIn(sample_index=episode.sample_index, split=episode.split, item_index=episode.item_index,
-                     turns=turns)
 
 
 class DbSink(BaseSink):
@@ -140,7 +130,7 @@ class DbSink(BaseSink):
     def log_step(self, step: int, env_step: int, metrics: dict[str, float], episodes: list[Episode]) -> None:
         self._mark_running()
         stop = self.store.log_step(self.run_id, int(step), int(env_step), _floats(metrics),
-                                   [to_episode_in(e) for e in episodes], wall_time=time.time())
+                                   list(episodes), wall_time=time.time())
         self._stop_flag = self._stop_flag or bool(stop)
         self.steps_logged += 1
         total = f"/{self.total_steps}" if self.total_steps else ""
@@ -155,7 +145,7 @@ class DbSink(BaseSink):
 
     def log_transcripts(self, step: int, episodes: Sequence[Episode]) -> None:
         if episodes:
-            self.store.log_episodes(self.run_id, int(step), [to_episode_in(e) for e in episodes])
+            self.store.log_episodes(self.run_id, int(step), list(episodes))
 
     def log_checkpoint(self, step: int, path: str) -> None:
         self.store.add_checkpoint(self.run_id, int(step), str(path))

@@ -7,13 +7,14 @@ from itertools import groupby
 
 import streamlit as st
 
-from db.records import EpisodeView, TurnView
+from db.records import EpisodeView
+from transcripts import TurnRecord
 
 AVATARS = (":material/smart_toy:", ":material/psychology:", ":material/support_agent:", ":material/engineering:",
            ":material/person:", ":material/face:")
 
 
-def turn_caption(turn: TurnView) -> str:
+def turn_caption(turn: TurnRecord) -> str:
     """``reward 0.50 · return 0.75 · advantage +0.12``."""
     return f"reward {turn.reward:.3f} · return {turn.ret:.3f} · advantage {turn.advantage:+.3f}"
 

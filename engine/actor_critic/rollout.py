@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.formatting import call_formatter, render_prompt
-from engine.rewards import RewardError, TeamReward, call_reward_function, check_values
+from engine.team_reward import RewardError, TeamReward, call_reward_function, check_values
 from engine.trainer.agents import AgentRuntime
 from engine.trainer.losses import k3_kl
 from engine.trainer.update import TrainSample, score_logprobs

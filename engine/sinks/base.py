@@ -2,37 +2,17 @@
 
 The engine knows nothing of databases or dashboards. A trainer calls its sink once per step with
 that step's metrics and sampled episodes; the job executor's sink writes them to the database, the
-CLI's to JSONL files and a progress bar, tests use the in-memory sink.
+CLI's to JSONL files and a progress bar, tests use the in-memory sink. The episodes are
+:mod:`transcripts` records, the one turn record type the store and the dashboard use too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from transcripts import Episode, TurnRecord
 
-@dataclass(frozen=True)
-class TurnRecord:
-    """What one agent saw and said at one turn of an episode, with the credit it got."""
-
-    turn: int  # 1-based
-    agent_index: int
-    agent_name: str
-    prompt: str
-    completion: str
-    reward: float  # team reward of the joint action at this turn
-    ret: float  # (discounted) return from this turn on
-    advantage: float
-
-
-@dataclass(frozen=True)
-class Episode:
-    """One branch of the rollout tree: every turn of every agent, in order."""
-
-    sample_index: int
-    split: str  # "train" or "eval"
-    item_index: int | None = None
-    turns: tuple[TurnRecord, ...] = field(default_factory=tuple)
+__all__ = ["BaseSink", "Episode", "Sink", "TurnRecord"]
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from engine.tasks.registry import (
     unregister_task,
     validate_params,
 )
-from engine.tasks.rewards import RewardError, RewardGroup, RewardTerm, RewardTerms, check_reward_values
+from engine.tasks.reward_terms import RewardError, RewardGroup, RewardTerm, RewardTerms, check_reward_values
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 
 from engine.tasks.base import Task, TaskParams
 from engine.tasks.datasets import items_to_dataset
-from engine.tasks.rewards import RewardTerm, RewardTerms
+from engine.tasks.reward_terms import RewardTerm, RewardTerms
 
 ROLES = ("first", "second")
 

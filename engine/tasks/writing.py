@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from engine.tasks.base import Task, TaskError, TaskParams
 from engine.tasks.datasets import items_to_dataset, load_items, split_items
-from engine.tasks.rewards import RewardTerm, RewardTerms
+from engine.tasks.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.text_metrics import (
     diversity_score,
     length_ratio_score,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.formatting import call_formatter, render_prompt, with_peer_replies
-from engine.rewards import TeamReward
+from engine.team_reward import TeamReward
 from engine.trainer.agents import AgentRuntime, SampledPrompt
 from engine.trainer.parallel import map_agents
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
@@ -59,17 +59,16 @@ def call_transition(transition: Callable, node: Node, joint: int, num_agents: in
     return [str(p) for p in prompts]
 
 
+@dataclass(eq=False)
 class TreeBuilder:
     """Builds rollouts for a team. Holds no state between rollouts except a node counter."""
 
-    def __init__(self, agents: list[AgentRuntime], reward: TeamReward, transition: Callable | None,
-                 settings: RolloutSettings, pool: ThreadPoolExecutor | None = None) -> None:
-        self.agents = agents
-        self.reward = reward
-        self.transition = transition
-        self.settings = settings
-        self.pool = pool
-        self._next_id = 0
+    agents: list[AgentRuntime]
+    reward: TeamReward
+    transition: Callable | None
+    settings: RolloutSettings
+    pool: ThreadPoolExecutor | None = None
+    _next_id: int = field(default=0, init=False, repr=False)
 
     def _new_node(self, **kwargs: Any) -> Node:
         node = Node(node_id=self._next_id, **kwargs)

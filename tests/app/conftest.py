@@ -12,9 +12,9 @@ import pytest
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from db.records import EpisodeIn, TurnIn
 from db.store import Store
 from engine.spec import RunConfig
+from transcripts import Episode, TurnRecord
 
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 
@@ -89,10 +89,10 @@ def add_run(
                 for agent in agents:
                     metrics[f"agent/{agent}/loss"] = 1.0 / (step + 1)
                 episodes = [
-                    EpisodeIn(sample_index=k, split="train", item_index=k, turns=tuple(
-                        TurnIn(turn=1, agent_index=i, agent_name=agent, prompt=f"prompt of {agent} item {k}",
-                               completion=f"reply of {agent} at step {step}", reward=reward(step),
-                               ret=reward(step), advantage=0.5 - k)
+                    Episode(sample_index=k, split="train", item_index=k, turns=tuple(
+                        TurnRecord(turn=1, agent_index=i, agent_name=agent, prompt=f"prompt of {agent} item {k}",
+                                   completion=f"reply of {agent} at step {step}", reward=reward(step),
+                                   ret=reward(step), advantage=0.5 - k)
                         for i, agent in enumerate(agents)))
                     for k in range(episodes_per_step)
                 ]

@@ -52,13 +52,13 @@ def test_a_resumed_run_reads_as_one_history(app, store: Store, experiment: int, 
     second = store.create_run(experiment, dict(store.get_run(first).config), "cpu", resumed_from=first).id
     store.transition(second, "starting")
     store.transition(second, "running")
-    from db.records import EpisodeIn, TurnIn
+    from transcripts import Episode, TurnRecord
 
     for step in (3, 4, 5):  # resumed from step 2: steps 3 and 4 again, then 5
-        turns = tuple(TurnIn(1, i, agent, "p", f"attempt 2 {agent} at step {step}", 1.0, 1.0, 0.0)
+        turns = tuple(TurnRecord(1, i, agent, "p", f"attempt 2 {agent} at step {step}", 1.0, 1.0, 0.0)
                       for i, agent in enumerate(("writer", "editor")))
         store.log_step(second, step, step * 4, {"train/reward_mean": 1.0},
-                       [EpisodeIn(sample_index=0, item_index=0, turns=turns)])
+                       [Episode(sample_index=0, item_index=0, turns=turns)])
     at = app("transcripts", run=first)  # the first attempt's page follows the whole history
     assert not at.exception
     assert any(f"attempt 2 #{second}" in c.value for c in at.caption)

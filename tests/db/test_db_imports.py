@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_db_imports_nothing_heavy() -> None:
-    code = ("import sys, db.store, db.migrate, db.bench, db.downsample; "
+    code = ("import sys, db.store, db.migrate, db.downsample; "
             "bad = sorted(m for m in ('torch', 'transformers', 'celery', 'streamlit', 'engine', 'jobs', 'app') "
             "if m in sys.modules); print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

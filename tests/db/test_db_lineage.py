@@ -4,13 +4,13 @@ joined series (each step once, the later attempt winning) and the transcript ste
 from __future__ import annotations
 
 from db.ops_lineage import chain, ownership
-from db.records import EpisodeIn, TurnIn
 from db.store import Store
+from transcripts import Episode, TurnRecord
 
 
-def _episode() -> EpisodeIn:
-    return EpisodeIn(sample_index=0, split="train", item_index=0,
-                     turns=(TurnIn(1, 0, "a", "p", "c", 1.0, 1.0, 0.0),))
+def _episode() -> Episode:
+    return Episode(sample_index=0, split="train", item_index=0,
+                   turns=(TurnRecord(1, 0, "a", "p", "c", 1.0, 1.0, 0.0),))
 
 
 def _attempt(store: Store, experiment_id: int, steps: range, value: float, resumed_from: int | None = None,

@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from db.records import EpisodeIn, TurnIn
 from db.store import NotFoundError, Store
+from transcripts import Episode, TurnRecord
 
 
-def _episode(split: str = "train") -> EpisodeIn:
-    return EpisodeIn(sample_index=0, split=split, item_index=1,
-                     turns=(TurnIn(1, 0, "coder", "write f", "def f(): pass", 1.0, 1.0, 0.5),))
+def _episode(split: str = "train") -> Episode:
+    return Episode(sample_index=0, split=split, item_index=1,
+                   turns=(TurnRecord(1, 0, "coder", "write f", "def f(): pass", 1.0, 1.0, 0.5),))
 
 
 def test_log_step_writes_metrics_episodes_progress_and_heartbeat(store: Store, run_id: int) -> None:

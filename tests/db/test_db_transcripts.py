@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import pytest
 
 from db.ops_transcripts import episode_totals
-from db.records import EpisodeIn, TurnIn
 from db.store import Store
+from transcripts import Episode, TurnRecord
 
 
-def _two_agent_episode(sample: int, rewards: tuple[float, float], text: str = "", split: str = "train") -> EpisodeIn:
+def _two_agent_episode(sample: int, rewards: tuple[float, float], text: str = "", split: str = "train") -> Episode:
     turns = []
     for turn, reward in enumerate(rewards, start=1):
         for agent, name in enumerate(("reader", "writer")):
-            turns.append(TurnIn(turn, agent, name, f"prompt t{turn} {name}", f"{name} says {text} at {turn}", reward,
-                                ret=sum(rewards[turn - 1:]), advantage=0.1 * agent))
-    return EpisodeIn(sample_index=sample, split=split, item_index=sample + 10, turns=tuple(turns))
+            turns.append(TurnRecord(turn, agent, name, f"prompt t{turn} {name}", f"{name} says {text} at {turn}", reward,
+                                    ret=sum(rewards[turn - 1:]), advantage=0.1 * agent))
+    return Episode(sample_index=sample, split=split, item_index=sample + 10, turns=tuple(turns))
 
 
 def test_episode_totals_by_hand() -> None:
@@ -29,7 +29,7 @@ def test_episode_totals_by_hand() -> None:
 
 def test_turns_come_back_in_turn_then_agent_order(store: Store, run_id: int) -> None:
     ep = _two_agent_episode(3, (1.0, 0.5))
-    store.log_step(run_id, 1, 4, {}, [EpisodeIn(3, "train", 13, tuple(reversed(ep.turns)))])
+    store.log_step(run_id, 1, 4, {}, [Episode(3, "train", 13, tuple(reversed(ep.turns)))])
     [stored] = store.episodes(run_id)
     assert [(t.turn, t.agent_name) for t in stored.turns] == [(1, "reader"), (1, "writer"), (2, "reader"),
                                                               (2, "writer")]
@@ -63,32 +63,14 @@ def test_filters_and_text_search(store: Store, run_id: int) -> None:
         store.episodes(run_id, split="dev")
 
 
-@dataclass(frozen=True)
-class _EngineLikeTurn:
-    turn: int
-    agent_index: int
-    agent_name: str
-    prompt: str
-    completion: str
-    reward: float
-    ret: float
-    advantage: float
-
-
-@dataclass(frozen=True)
-class _EngineLikeEpisode:
-    sample_index: int
-    split: str
-    item_index: int | None
-    turns: tuple[_EngineLikeTurn, ...]
-
-
 def test_any_object_with_the_episode_fields_is_accepted(store: Store, run_id: int) -> None:
-    ep = _EngineLikeEpisode(2, "train", None, (_EngineLikeTurn(1, 0, "solo", "p", "c", 0.75, 0.75, 0.0),))
+    turn = SimpleNamespace(turn=1, agent_index=0, agent_name="solo", prompt="p", completion="c", reward=0.75,
+                           ret=0.75, advantage=0.0)
+    ep = SimpleNamespace(sample_index=2, split="train", item_index=None, turns=(turn,))
     store.log_step(run_id, 5, 5, {"m": 1.0}, [ep])
     [stored] = store.episodes(run_id)
     assert (stored.item_index, stored.reward, stored.turns[0].agent_name) == (None, 0.75, "solo")
-    with pytest.raises(TypeError, match="has no 'sample_index'; pass db.records.EpisodeIn"):
+    with pytest.raises(TypeError, match="has no 'sample_index'; pass a transcripts.Episode"):
         store.log_episodes(run_id, 6, [object()])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grimp
 
-PACKAGES = ("engine", "db", "jobs", "app", "cooplab")
+PACKAGES = ("transcripts", "engine", "db", "jobs", "app", "cooplab", "bench")
 
 
 def import_cycles(graph) -> list[list[str]]:

@@ -19,7 +19,7 @@ from engine.tasks.datasets import items_to_dataset
 from engine.tasks.humaneval.execution import default_limits
 from engine.tasks.humaneval.problems import load_problems
 from engine.tasks.humaneval.scoring import CodeScorer
-from engine.tasks.rewards import RewardGroup, RewardTerms
+from engine.tasks.reward_terms import RewardGroup, RewardTerms
 from engine.tasks.transitions import revise_with_feedback
 
 _SLICE = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from db.bench import main
+from bench.storage import main
 
 
 def test_bench_runs_on_sqlite(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

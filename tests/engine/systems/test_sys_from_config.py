@@ -7,7 +7,7 @@ import pytest
 from engine.examples import example_path
 from engine.sinks import MemorySink
 from engine.spec import ConfigError, load_run_config, parse_run_config
-from engine.systems.build import build_system, run_system
+from engine.systems.from_config import build_system, run_system
 
 
 def _example(**system_overrides):
@@ -81,5 +81,5 @@ def test_custom_schedule_from_a_module_off_the_allowlist_is_refused_without_impo
         assert "allowed modules: mylab.schedules" in message and "COOPLAB_TASK_MODULES" in message
     allow_task_modules(__name__)  # an allowed module lends nothing it imported from elsewhere
     with pytest.raises(ConfigError, match=f"custom schedule function '{__name__}:run_system' is not allowed: it "
-                                          "resolves to 'run_system' from module 'engine.systems.build'"):
+                                          "resolves to 'run_system' from module 'engine.systems.from_config'"):
         build_system(_example(schedule={"type": "custom", "function": f"{__name__}:run_system"}), output_dir=None)

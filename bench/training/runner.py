@@ -12,9 +12,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from engine.bench.parts import run_bare, run_decoders, run_engine
-from engine.bench.vs_comlrl import ComlrlMissingError, import_comlrl, run_comlrl
-from engine.bench.workload import Workload
+from bench.training.parts import run_bare, run_decoders, run_engine
+from bench.training.vs_comlrl import ComlrlMissingError, import_comlrl, run_comlrl
+from bench.training.workload import Workload
 
 PARTS = {"engine": run_engine, "bare": run_bare, "comlrl": run_comlrl, "decoders": run_decoders}
 
@@ -32,7 +32,7 @@ def run_part(part: str, w: Workload, *, isolate: bool = True) -> dict[str, Any]:
     if not isolate:
         return PARTS[part](w)
     root = Path(__file__).resolve().parents[2]
-    cmd = [sys.executable, "-m", "engine.bench", "--part", part, "--workload", json.dumps(asdict(w))]
+    cmd = [sys.executable, "-m", "bench.training", "--part", part, "--workload", json.dumps(asdict(w))]
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"bench part {part!r} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -167,7 +167,7 @@ def format_report(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m engine.bench", description="CoopLab training benchmark (see docs/benchmarks.md)"
+        prog="python -m bench.training", description="CoopLab training benchmark (see docs/benchmarks.md)"
     )
     parser.add_argument("--vs-comlrl", action="store_true", help="also run CoMLRL 1.4.3 on the same workload")
     parser.add_argument("--steps", type=int, default=Workload.steps, help="timed steps")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.bench import build, metric_names, page_queries
+from bench.dashboard import build, metric_names, page_queries
 from db.store import Store
 
 

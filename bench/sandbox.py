@@ -1,6 +1,6 @@
 """Cost of the sandbox's OS boundary: per-program overhead and the 164-problem HumanEval check.
 
-    python -m engine.sandbox.bench [--rounds 30] [--workers 2] [--skip-humaneval]
+    python -m bench.sandbox [--rounds 30] [--workers 2] [--skip-humaneval]
 
 Side by side in one run: a bare interpreter start (no sandbox), the UNSAFE unisolated mode (limits
 and the audit hook only) and bubblewrap. The boundary's overhead is bubblewrap minus unisolated.
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
+from bench.timing import median_seconds
 from engine.sandbox import FunctionTests, SandboxLimits, SandboxPool, run_function_tests, run_python
 from engine.sandbox import boundary as boundary_module
 
@@ -34,16 +34,6 @@ def unisolated() -> Iterator[None]:
     finally:
         boundary_module._discover = real
         boundary_module.allow_unisolated_sandbox(False)
-
-
-def median_s(action: Callable[[], object], rounds: int) -> float:
-    action()  # warm-up: discovery, page cache
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def humaneval_suites() -> tuple[list[dict], list[FunctionTests]]:
@@ -71,11 +61,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     interpreter = boundary_module.boundary().interpreter
-    bare = median_s(lambda: subprocess.run([interpreter, "-I", "-S", "-B", "-c", "print(1)"], check=True,
-                                           capture_output=True), args.rounds)
-    isolated = median_s(lambda: run_python("print(1)", limits=LIMITS), args.rounds)
+    bare = median_seconds(lambda: subprocess.run([interpreter, "-I", "-S", "-B", "-c", "print(1)"], check=True,
+                                           capture_output=True), args.rounds, warm_up=True)
+    isolated = median_seconds(lambda: run_python("print(1)", limits=LIMITS), args.rounds, warm_up=True)
     with unisolated():
-        plain = median_s(lambda: run_python("print(1)", limits=LIMITS), args.rounds)
+        plain = median_seconds(lambda: run_python("print(1)", limits=LIMITS), args.rounds, warm_up=True)
     print(f"per program (median of {args.rounds})   bare start {bare * 1e3:6.1f} ms   unisolated "
           f"{plain * 1e3:6.1f} ms   bubblewrap {isolated * 1e3:6.1f} ms   boundary adds "
           f"{(isolated - plain) * 1e3:+.1f} ms")
@@ -83,9 +73,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     problems, suites = humaneval_suites()
     first = problems[0]["prompt"] + problems[0]["canonical_solution"]
-    judged = median_s(lambda: run_function_tests(first, suites[0], limits=LIMITS), args.rounds)
+    judged = median_seconds(lambda: run_function_tests(first, suites[0], limits=LIMITS), args.rounds, warm_up=True)
     with unisolated():
-        judged_plain = median_s(lambda: run_function_tests(first, suites[0], limits=LIMITS), args.rounds)
+        judged_plain = median_seconds(lambda: run_function_tests(first, suites[0], limits=LIMITS), args.rounds, warm_up=True)
     print(f"one judged program (HumanEval/0)   unisolated {judged_plain * 1e3:6.1f} ms   bubblewrap "
           f"{judged * 1e3:6.1f} ms   boundary adds {(judged - judged_plain) * 1e3:+.1f} ms")
     canonical = [p["prompt"] + p["canonical_solution"] for p in problems]

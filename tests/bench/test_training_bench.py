@@ -11,8 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cooplab.cmd_bench import register
-from engine.bench import (
+from bench.training import (
     ComlrlMissingError,
     Workload,
     format_report,
@@ -22,6 +21,7 @@ from engine.bench import (
     run_comlrl,
     run_part,
 )
+from cooplab.cmd_bench import register
 
 SMOKE = Workload(size="xs", steps=1, warmup_steps=0, max_new_tokens=8, num_generations=2)
 HAS_COMLRL = importlib.util.find_spec("comlrl") is not None

@@ -19,14 +19,14 @@ warm-up step. The measurements, each in its own subprocess so peak memory is per
 Ratios use CPU seconds per step (one torch thread per process), which a shared machine's other
 processes barely change; wall-clock ratios are reported next to them.
 
-Run ``python -m engine.bench`` or ``cooplab bench``. CoMLRL is an optional benchmark extra:
+Run ``python -m bench.training`` or ``cooplab bench``. CoMLRL is an optional benchmark extra:
 ``pip install --no-deps comlrl==1.4.3 && pip install wandb openai``.
 """
 
-from engine.bench.parts import run_bare, run_decoders, run_engine
-from engine.bench.runner import PARTS, format_report, main, run_bench, run_part
-from engine.bench.vs_comlrl import COMLRL_INSTALL, ComlrlMissingError, import_comlrl, run_comlrl
-from engine.bench.workload import Workload, length_ratio_reward, peak_memory_mb
+from bench.training.parts import run_bare, run_decoders, run_engine
+from bench.training.runner import PARTS, format_report, main, run_bench, run_part
+from bench.training.vs_comlrl import COMLRL_INSTALL, ComlrlMissingError, import_comlrl, run_comlrl
+from bench.training.workload import Workload, length_ratio_reward, peak_memory_mb
 
 __all__ = [
     "COMLRL_INSTALL",

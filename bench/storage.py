@@ -1,4 +1,4 @@
-"""Storage benchmark: ``python -m db.bench [--points N] [--url URL] [--postgres URL]``.
+"""Storage benchmark: ``python -m bench.storage [--points N] [--url URL] [--postgres URL]``.
 
 Measures metric insert throughput through :meth:`Store.log_step` (points per second, one transaction
 per step, like a training run logs) and the time of a downsampled series query over a run holding
@@ -117,7 +117,7 @@ def _report(result: BenchResult) -> None:
 
 
 def main(argv: list[str] | None = None) -> list[BenchResult]:
-    parser = argparse.ArgumentParser(prog="python -m db.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.storage", description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1_000_000, help="points in the series query run")
     parser.add_argument("--steps", type=int, default=200, help="log_step calls for the throughput run")
     parser.add_argument("--keys", type=int, default=50, help="metric keys per step")

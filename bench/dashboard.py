@@ -1,4 +1,4 @@
-"""Dashboard benchmark: ``python -m app.bench [--points N] [--turns N] [--runs N] [--keep DIR] [--reuse DIR]``.
+"""Dashboard benchmark: ``python -m bench.dashboard [--points N] [--turns N] [--runs N] [--keep DIR] [--reuse DIR]``.
 
 Builds a database through the store API like real training would (one ``log_step`` transaction per
 step): ``--runs`` runs in all, one of them large, holding ``--points`` metric points (1M by default)
@@ -15,18 +15,19 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import app
 from app.configdiff import diff_configs
 from app.metricgroups import default_charts, group_metrics
 from app.queries import chart_data, compare_series, experiment_names, experiments_table, runs_table
-from db.records import EpisodeIn, TurnIn
+from bench.timing import median_seconds
 from db.store import Store
+from transcripts import Episode, TurnRecord
 
 AGENTS = ("writer", "editor")
 PER_AGENT = ("loss", "grad_norm", "entropy", "response_len", "kl", "lr", "clip_frac", "adv_mean")
@@ -51,19 +52,19 @@ def _config(name: str, lr: float) -> dict:
             "trainer": {"agent_learning_rate": lr, "max_steps": 1000, "num_turns": 2}}
 
 
-def _episodes(step: int, per_step: int) -> list[EpisodeIn]:
+def _episodes(step: int, per_step: int) -> list[Episode]:
     episodes = []
     for sample in range(per_step):
         turns = tuple(
-            TurnIn(turn=turn, agent_index=i, agent_name=agent,
-                   prompt=f"Item {sample}: write the {agent} part of a short story about step {step}. " * 3,
-                   completion=f"{agent} reply {sample} at step {step}: " + "lorem ipsum " * 20,
-                   reward=math.sin(step / 50 + sample), ret=math.sin(step / 50 + sample) * 2,
-                   advantage=(sample - per_step / 2) / per_step)
+            TurnRecord(turn=turn, agent_index=i, agent_name=agent,
+                       prompt=f"Item {sample}: write the {agent} part of a short story about step {step}. " * 3,
+                       completion=f"{agent} reply {sample} at step {step}: " + "lorem ipsum " * 20,
+                       reward=math.sin(step / 50 + sample), ret=math.sin(step / 50 + sample) * 2,
+                       advantage=(sample - per_step / 2) / per_step)
             for turn in (1, 2) for i, agent in enumerate(AGENTS)
         )
-        episodes.append(EpisodeIn(sample_index=sample, split="train" if sample % 4 else "eval",
-                                  item_index=sample, turns=turns))
+        episodes.append(Episode(sample_index=sample, split="train" if sample % 4 else "eval",
+                                item_index=sample, turns=turns))
     return episodes
 
 
@@ -104,15 +105,6 @@ class Timing:
     queries_s: float
     first_s: float
     rerun_s: float
-
-
-def _median(func: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def page_queries(store: Store, big: int) -> dict[str, Callable[[], object]]:
@@ -159,7 +151,7 @@ def render_time(page: str, big: int, repeat: int) -> tuple[float, float]:
     from streamlit.testing.v1 import AppTest
 
     config.set_option("server.address", "127.0.0.1")  # as `cooplab ui` serves it: no sign-in
-    main = str(Path(__file__).resolve().parent / "main.py")
+    main = str(Path(app.__file__).resolve().parent / "main.py")
     at = AppTest.from_file(main, default_timeout=120)
     at.query_params["run"] = str(big)
     at.switch_page(f"app_pages/{page}.py")
@@ -172,7 +164,7 @@ def render_time(page: str, big: int, repeat: int) -> tuple[float, float]:
     start = time.perf_counter()
     once()
     first = time.perf_counter() - start
-    return first, _median(once, repeat)
+    return first, median_seconds(once, repeat)
 
 
 def run_bench(*, runs: int, points: int, turns: int, repeat: int, home: Path,
@@ -193,7 +185,7 @@ def run_bench(*, runs: int, points: int, turns: int, repeat: int, home: Path,
               f"in {time.perf_counter() - start:.1f} s")
     timings = []
     for page, func in page_queries(store, big).items():
-        queries = _median(func, repeat)
+        queries = median_seconds(func, repeat)
         script = page.split(" ")[0]
         first, rerun = render_time(script, big, repeat) if script == page else (math.nan, math.nan)
         timings.append(Timing(page, queries, first, rerun))

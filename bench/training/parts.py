@@ -6,7 +6,7 @@ import statistics
 import time
 from typing import Any
 
-from engine.bench.workload import (
+from bench.training.workload import (
     Workload,
     clock,
     dataset,

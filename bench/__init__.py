@@ -1,0 +1,15 @@
+"""CoopLab's benchmarks, together: each times one layer on a fixed workload and prints what it measured.
+
+- :mod:`bench.training` (``cooplab bench`` or ``python -m bench.training``): training steps of the
+  engine against bare model calls and, optionally, CoMLRL 1.4.3 (``docs/benchmarks.md``);
+- :mod:`bench.storage` (``python -m bench.storage``): metric insert throughput and series queries
+  over a million points, on SQLite and PostgreSQL (``docs/storage.md``);
+- :mod:`bench.dashboard` (``python -m bench.dashboard``): every dashboard page's queries and
+  headless page runs on 100 runs / 1M points / 100k turns (``docs/dashboard.md``);
+- :mod:`bench.sandbox` (``python -m bench.sandbox``): the code sandbox's per-program overhead and
+  the 164-problem HumanEval check (``docs/benchmarks.md``).
+
+The benchmarks may import every other package; none of those imports them (an import-linter
+contract), so no benchmark code ships inside the engine, the store or the app. Importing this
+package imports nothing: the storage and dashboard benchmarks never load torch.
+"""

@@ -1,0 +1,32 @@
+"""What one agent saw and said at one turn, and one branch of a rollout tree as an episode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """What one agent saw and said at one turn of an episode, with the credit it got."""
+
+    turn: int  # 1-based
+    agent_index: int
+    agent_name: str
+    prompt: str
+    completion: str
+    reward: float  # team reward of the joint action at this turn
+    ret: float  # (discounted) return from this turn on
+    advantage: float
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One branch of the rollout tree: every turn of every agent, in order.
+
+    ``split`` is ``"train"`` or ``"eval"``; ``item_index`` is the dataset item the branch answered.
+    """
+
+    sample_index: int
+    split: str = "train"
+    item_index: int | None = None
+    turns: tuple[TurnRecord, ...] = field(default_factory=tuple)
