@@ -69,12 +69,6 @@ class Generation:
         mask = torch.cat([self.prompt_mask.repeat_interleave(k, dim=0), self.completion_mask], dim=1)
         return ids, mask
 
-    def completion_token_ids(self, prompt_index: int, sample_index: int) -> list[int]:
-        """The token ids of one completion, EOS included, padding excluded."""
-        row = prompt_index * self.num_samples + sample_index
-        length = int(self.completion_mask[row].sum())
-        return self.completion_ids[row, :length].tolist()
-
 
 # ---------------------------------------------------------------------------------------------
 # pure helpers

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from app import draft as drafts
 from app.fields import FieldInputError, field_form, from_text, model_forms, to_text
-from engine.spec import AgentSpec, TrainerSpec, parse_run_config
+from engine.spec import AgentSpec, TaskSpec, TrainerSpec, parse_run_config
 from engine.tasks import register_task, unregister_task
 from engine.tasks.base import TaskInfo, TaskParams
 
@@ -55,8 +55,15 @@ def test_text_fields_round_trip_and_name_bad_input() -> None:
         from_text(kwargs, "{dtype: float32")
 
 
+def blank_draft() -> dict:
+    """A minimal valid draft: two default agents on the default task with default trainer settings."""
+    return {"name": "experiment", "description": "", "tags": [],
+            "agents": [drafts.new_agent([]), drafts.new_agent([{"name": "agent_1"}])],
+            "task": TaskSpec().model_dump(mode="json"), "trainer": TrainerSpec().model_dump(mode="json")}
+
+
 def test_validation_errors_are_keyed_by_field() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["agents"][1]["learning_rate"] = -1.0
     draft["trainer"]["num_generations"] = 1
     config, errors = drafts.validate(draft)
@@ -66,7 +73,7 @@ def test_validation_errors_are_keyed_by_field() -> None:
 
 
 def test_model_level_errors_are_reported_without_the_pydantic_prefix() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["agents"][1]["name"] = draft["agents"][0]["name"]
     config, errors = drafts.validate(draft)
     assert config is None
@@ -74,7 +81,7 @@ def test_model_level_errors_are_reported_without_the_pydantic_prefix() -> None:
 
 
 def test_task_params_team_size_and_turns_are_checked_against_the_task() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["task"] = {"name": "pair", "params": {"target_len": 0, "typo": 1}}
     draft["agents"].append(drafts.new_agent(draft["agents"]))
     draft["trainer"]["num_turns"] = 2
@@ -87,7 +94,7 @@ def test_task_params_team_size_and_turns_are_checked_against_the_task() -> None:
 
 
 def test_valid_draft_round_trips_through_yaml() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["task"] = {"name": "pair", "params": {"target_len": 4}}
     config, errors = drafts.validate(draft, PAIR)
     assert errors == {} and config is not None
