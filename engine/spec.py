@@ -37,6 +37,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+_GRID = {"form": "main"}  # the experiment form's grid of an agent's row
+_MORE = {"form": "more"}  # under "More agent settings" (the other fields have widgets of their own)
+
+
 class AgentSpec(_Strict):
     """One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings."""
 
@@ -47,7 +51,8 @@ class AgentSpec(_Strict):
         description="Hugging Face id, local folder, or a built-in offline model "
         "(builtin:tiny-llama, builtin:tiny-qwen2, builtin:smollm2-135m).",
     )
-    tokenizer: str | None = Field(None, description="Tokenizer source; defaults to the model's own.")
+    tokenizer: str | None = Field(None, description="Tokenizer source; defaults to the model's own.",
+                                  json_schema_extra=_MORE)
     share_weights_with: str | None = Field(
         None, description="Name of an earlier agent whose weights this agent shares (own optimizer state)."
     )
@@ -55,16 +60,23 @@ class AgentSpec(_Strict):
     prompt_template: str | None = Field(
         None, description="Python format string over the dataset item, e.g. 'Write a helper for: {prompt}'."
     )
-    device: str | None = Field(None, description="Device for this agent (cpu, cuda:0, ...); defaults to the run's.")
-    learning_rate: float | None = Field(None, gt=0, description="AdamW learning rate; defaults to the trainer's.")
-    temperature: float | None = Field(None, gt=0, description="Sampling temperature; defaults to the trainer's.")
-    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; defaults to the trainer's.")
-    top_k: int | None = Field(None, ge=0, description="Top-k sampling (0 = off); defaults to the trainer's.")
+    device: str | None = Field(None, description="Device for this agent (cpu, cuda:0, ...); defaults to the run's.",
+                               json_schema_extra=_GRID)
+    learning_rate: float | None = Field(None, gt=0, description="AdamW learning rate; defaults to the trainer's.",
+                                        json_schema_extra=_GRID)
+    temperature: float | None = Field(None, gt=0, description="Sampling temperature; defaults to the trainer's.",
+                                      json_schema_extra=_GRID)
+    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; defaults to the trainer's.",
+                                json_schema_extra=_GRID)
+    top_k: int | None = Field(None, ge=0, description="Top-k sampling (0 = off); defaults to the trainer's.",
+                              json_schema_extra=_GRID)
     max_new_tokens: int | None = Field(
-        None, ge=1, le=MAX_NEW_TOKENS_LIMIT, description="Completion length cap; defaults to the trainer's."
+        None, ge=1, le=MAX_NEW_TOKENS_LIMIT, description="Completion length cap; defaults to the trainer's.",
+        json_schema_extra=_GRID,
     )
     model_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation)."
+        default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
+        json_schema_extra=_MORE,
     )
 
 

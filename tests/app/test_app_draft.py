@@ -8,7 +8,8 @@ import pytest
 from pydantic import Field
 
 from app import draft as drafts
-from app.fields import FieldInputError, field_form, from_text, model_forms, to_text
+from app.fields import FieldInputError, field_form, from_text, model_forms, named_forms, placed_forms, to_text
+from engine.settings.catalog import CATALOG, FORM_MAIN
 from engine.spec import AgentSpec, TaskSpec, TrainerSpec, parse_run_config
 from engine.tasks import register_task, unregister_task
 from engine.tasks.base import TaskInfo, TaskParams
@@ -42,6 +43,17 @@ def test_field_kinds_come_from_the_schema() -> None:
     assert forms["num_generations"].help == TrainerSpec.model_fields["num_generations"].description
     kwargs = field_form("model_kwargs", AgentSpec.model_fields["model_kwargs"])
     assert kwargs.kind == "json" and kwargs.default == {}
+
+
+def test_the_form_layout_comes_from_the_schemas() -> None:
+    # the trainer grid: the catalog's form="main" settings in catalog order, every one a run-config field
+    assert [f.name for f in named_forms(TrainerSpec, FORM_MAIN)] == list(FORM_MAIN)
+    assert FORM_MAIN[:3] == ("algorithm", "num_generations", "num_turns") and FORM_MAIN[-1] == "transcripts_per_step"
+    assert all(CATALOG[name].form == "main" for name in FORM_MAIN) and set(FORM_MAIN) < set(TrainerSpec.model_fields)
+    # an agent's row: the per-agent overrides in the grid, tokenizer and model kwargs further down
+    assert [f.name for f in placed_forms(AgentSpec, "main")] == ["device", "learning_rate", "temperature", "top_p",
+                                                                 "top_k", "max_new_tokens"]
+    assert [f.name for f in placed_forms(AgentSpec, "more")] == ["tokenizer", "model_kwargs"]
 
 
 def test_text_fields_round_trip_and_name_bad_input() -> None:
