@@ -20,13 +20,20 @@ class NotPlain(ValueError):
     """A value (or a message) that is not plain data."""
 
 
-def to_json(value, depth=0):
-    """The JSON tree of a plain value (raises :class:`NotPlain`)."""
+def _json_scalar(value, depth):
+    """True for a value JSON holds as it is (None, bool, int, float, str of exact built-in types);
+    raises :class:`NotPlain` past the nesting limit."""
     if depth > MAX_DEPTH:
         raise NotPlain(f"nested deeper than {MAX_DEPTH} levels")
     kind = type(value)
-    if value is None or kind is bool or kind is int or kind is float or kind is str:
+    return value is None or kind is bool or kind is int or kind is float or kind is str
+
+
+def to_json(value, depth=0):
+    """The JSON tree of a plain value (raises :class:`NotPlain`)."""
+    if _json_scalar(value, depth):
         return value
+    kind = type(value)
     if kind is list:
         return [to_json(item, depth + 1) for item in value]
     if kind is tuple:
@@ -44,11 +51,9 @@ def to_json(value, depth=0):
 
 def from_json(tree, depth=0):
     """A plain value from a JSON tree; every container and scalar is an exact built-in type."""
-    if depth > MAX_DEPTH:
-        raise NotPlain(f"nested deeper than {MAX_DEPTH} levels")
-    kind = type(tree)
-    if tree is None or kind is bool or kind is int or kind is float or kind is str:
+    if _json_scalar(tree, depth):
         return tree
+    kind = type(tree)
     if kind is list:
         return [from_json(item, depth + 1) for item in tree]
     if kind is not dict or len(tree) != 1:
