@@ -74,19 +74,12 @@ def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, 
         values, input_errors = render_fields(placed_forms(AgentSpec, "main"), out, key=key, path=path,
                                              slots=slots, columns=6)
         out.update(values)
-        p1, p2 = st.columns(2)
-        with p1:
-            text = st.text_area("system prompt", value=agent.get("system_prompt") or "", height=68,
-                                key=f"{key}.system_prompt",
-                                help=AgentSpec.model_fields["system_prompt"].description)
-            out["system_prompt"] = text or None
-            slots[f"{path}.system_prompt"] = st.empty()
-        with p2:
-            text = st.text_area("prompt template", value=agent.get("prompt_template") or "", height=68,
-                                key=f"{key}.prompt_template",
-                                help=AgentSpec.model_fields["prompt_template"].description)
-            out["prompt_template"] = text or None
-            slots[f"{path}.prompt_template"] = st.empty()
+        for column, name in zip(st.columns(2), ("system_prompt", "prompt_template"), strict=True):
+            with column:  # an empty box means None: the tokenizer's chat template / the item's prompt as is
+                text = st.text_area(name.replace("_", " "), value=agent.get(name) or "", height=68,
+                                    key=f"{key}.{name}", help=AgentSpec.model_fields[name].description)
+                out[name] = text or None
+                slots[f"{path}.{name}"] = st.empty()
         with st.expander("More agent settings"):
             extra, extra_errors = render_fields(placed_forms(AgentSpec, "more"), out, key=key, path=path,
                                                 slots=slots, columns=2)
