@@ -25,8 +25,8 @@ from pydantic import (
 )
 
 from engine.errors import ConfigError, format_validation_error
-from engine.settings.catalog import ACTOR_CRITIC, CATALOG, MAX_NEW_TOKENS_LIMIT
-from engine.settings.derive import schema_fields
+from engine.settings.catalog import ACTOR_CRITIC, CATALOG
+from engine.settings.derive import agent_override, schema_fields
 from engine.settings.rules import combination_problems, group_size_problem
 from engine.systems.spec import SystemSpec, parse_system_spec
 
@@ -60,20 +60,19 @@ class AgentSpec(_Strict):
     prompt_template: str | None = Field(
         None, description="Python format string over the dataset item, e.g. 'Write a helper for: {prompt}'."
     )
-    device: str | None = Field(None, description="Device for this agent (cpu, cuda:0, ...); defaults to the run's.",
-                               json_schema_extra=_GRID)
-    learning_rate: float | None = Field(None, gt=0, description="AdamW learning rate; defaults to the trainer's.",
-                                        json_schema_extra=_GRID)
-    temperature: float | None = Field(None, gt=0, description="Sampling temperature; defaults to the trainer's.",
-                                      json_schema_extra=_GRID)
-    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; defaults to the trainer's.",
-                                json_schema_extra=_GRID)
-    top_k: int | None = Field(None, ge=0, description="Top-k sampling (0 = off); defaults to the trainer's.",
-                              json_schema_extra=_GRID)
-    max_new_tokens: int | None = Field(
-        None, ge=1, le=MAX_NEW_TOKENS_LIMIT, description="Completion length cap; defaults to the trainer's.",
-        json_schema_extra=_GRID,
-    )
+    # per-agent overrides of trainer settings: the catalog's type and bounds, empty = the trainer's value
+    device: agent_override("device") = Field(  # type: ignore[valid-type]
+        None, description="Device for this agent (cpu, cuda:0, ...); defaults to the run's.", json_schema_extra=_GRID)
+    learning_rate: agent_override("agent_learning_rate") = Field(  # type: ignore[valid-type]
+        None, description="AdamW learning rate; defaults to the trainer's.", json_schema_extra=_GRID)
+    temperature: agent_override("temperature") = Field(  # type: ignore[valid-type]
+        None, description="Sampling temperature; defaults to the trainer's.", json_schema_extra=_GRID)
+    top_p: agent_override("top_p") = Field(  # type: ignore[valid-type]
+        None, description="Nucleus sampling; defaults to the trainer's.", json_schema_extra=_GRID)
+    top_k: agent_override("top_k") = Field(  # type: ignore[valid-type]
+        None, description="Top-k sampling (0 = off); defaults to the trainer's.", json_schema_extra=_GRID)
+    max_new_tokens: agent_override("max_new_tokens") = Field(  # type: ignore[valid-type]
+        None, description="Completion length cap; defaults to the trainer's.", json_schema_extra=_GRID)
     model_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
         json_schema_extra=_MORE,
