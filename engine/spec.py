@@ -37,13 +37,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-_GRID = {"form": "main"}  # the experiment form's grid of an agent's row
 _MORE = {"form": "more"}  # under "More agent settings" (the other fields have widgets of their own)
 
 
-class AgentSpec(_Strict):
-    """One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings."""
-
+class _AgentIdentity(_Strict):
     name: str = Field("agent", min_length=1, description="Role name shown in transcripts and metrics.")
     model: str = Field(
         "builtin:tiny-llama",
@@ -60,23 +57,31 @@ class AgentSpec(_Strict):
     prompt_template: str | None = Field(
         None, description="Python format string over the dataset item, e.g. 'Write a helper for: {prompt}'."
     )
-    # per-agent overrides of trainer settings: the catalog's type and bounds, empty = the trainer's value
-    device: agent_override("device") = Field(  # type: ignore[valid-type]
-        None, description="Device for this agent (cpu, cuda:0, ...); defaults to the run's.", json_schema_extra=_GRID)
-    learning_rate: agent_override("agent_learning_rate") = Field(  # type: ignore[valid-type]
-        None, description="AdamW learning rate; defaults to the trainer's.", json_schema_extra=_GRID)
-    temperature: agent_override("temperature") = Field(  # type: ignore[valid-type]
-        None, description="Sampling temperature; defaults to the trainer's.", json_schema_extra=_GRID)
-    top_p: agent_override("top_p") = Field(  # type: ignore[valid-type]
-        None, description="Nucleus sampling; defaults to the trainer's.", json_schema_extra=_GRID)
-    top_k: agent_override("top_k") = Field(  # type: ignore[valid-type]
-        None, description="Top-k sampling (0 = off); defaults to the trainer's.", json_schema_extra=_GRID)
-    max_new_tokens: agent_override("max_new_tokens") = Field(  # type: ignore[valid-type]
-        None, description="Completion length cap; defaults to the trainer's.", json_schema_extra=_GRID)
-    model_kwargs: dict[str, Any] = Field(
+
+
+# An agent's own value of a trainer setting (shown in the grid of its row in the experiment form):
+# field -> (catalog setting: its type and bounds, help). Empty means the trainer's value.
+AGENT_OVERRIDES = {
+    "device": ("device", "Device for this agent (cpu, cuda:0, ...); defaults to the run's."),
+    "learning_rate": ("agent_learning_rate", "AdamW learning rate; defaults to the trainer's."),
+    "temperature": ("temperature", "Sampling temperature; defaults to the trainer's."),
+    "top_p": ("top_p", "Nucleus sampling; defaults to the trainer's."),
+    "top_k": ("top_k", "Top-k sampling (0 = off); defaults to the trainer's."),
+    "max_new_tokens": ("max_new_tokens", "Completion length cap; defaults to the trainer's."),
+}
+
+AgentSpec = create_model(
+    "AgentSpec",
+    __base__=_AgentIdentity,
+    __module__=__name__,
+    __doc__="One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings.",
+    **{name: (agent_override(setting), Field(None, description=text, json_schema_extra={"form": "main"}))
+       for name, (setting, text) in AGENT_OVERRIDES.items()},
+    model_kwargs=(dict[str, Any], Field(
         default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
         json_schema_extra=_MORE,
-    )
+    )),
+)
 
 
 class TaskSpec(_Strict):
