@@ -21,18 +21,6 @@ from app.system_draft import system_errors
 from engine.spec import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
 
 
-def blank_draft() -> dict[str, Any]:
-    """A minimal valid draft: two default agents on the default task with default trainer settings."""
-    return {
-        "name": "experiment",
-        "description": "",
-        "tags": [],
-        "agents": [new_agent([]), new_agent([{"name": "agent_1"}])],
-        "task": TaskSpec().model_dump(mode="json"),
-        "trainer": TrainerSpec().model_dump(mode="json"),
-    }
-
-
 def new_agent(existing: list[dict[str, Any]]) -> dict[str, Any]:
     """A default agent whose name does not clash with the existing ones (``agent_0``, ``agent_1``, ...)."""
     names = {a.get("name") for a in existing}

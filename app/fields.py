@@ -74,6 +74,17 @@ def model_forms(model: type[BaseModel], exclude: tuple[str, ...] = ()) -> list[F
     return [field_form(name, info) for name, info in model.model_fields.items() if name not in exclude]
 
 
+def named_forms(model: type[BaseModel], names: tuple[str, ...]) -> list[FieldForm]:
+    """The form descriptions of the named fields of a model, in the order of ``names``."""
+    return [field_form(name, model.model_fields[name]) for name in names if name in model.model_fields]
+
+
+def placed_forms(model: type[BaseModel], place: str) -> list[FieldForm]:
+    """The fields a model places in one part of a form (``json_schema_extra={"form": place}``), in order."""
+    return [field_form(name, info) for name, info in model.model_fields.items()
+            if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("form") == place]
+
+
 def to_text(form: FieldForm, value: Any) -> str:
     """What a text widget shows for a list or JSON field (and optional strings): '' for None."""
     if value is None:

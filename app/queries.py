@@ -209,11 +209,6 @@ def read_log(path: str | None, lines: int = LOG_LINES, max_bytes: int = 1_000_00
     return LogTail("\n".join(kept), len(kept), size > max_bytes or len(all_lines) > lines, size)
 
 
-def log_tail(path: str | None, lines: int = 200, max_bytes: int = 256_000) -> str:
-    """The last ``lines`` lines of a run's log file (reads at most ``max_bytes`` from the end)."""
-    return read_log(path, lines=lines, max_bytes=max_bytes).text
-
-
 def heartbeat_age(when: datetime | None, now: datetime | None = None) -> str:
     """How long ago a heartbeat was, for display."""
     if when is None:

@@ -2,6 +2,8 @@
 
 Times are stored as naive UTC (``UTCDateTime``) so SQLite and PostgreSQL compare them the same way;
 they come back timezone-aware. Metric wall times are float epoch seconds so they can be an x-axis.
+An integer column is declared by its annotation alone (``step: Mapped[int]``); float columns name
+``Float``, the type the migrations created (the annotation alone would mean ``Double``).
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ class RunRow(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     step: Mapped[int] = mapped_column(Integer, default=0)
     env_step: Mapped[int] = mapped_column(BigInteger, default=0)
-    total_steps: Mapped[int | None] = mapped_column(Integer)
-    first_step: Mapped[int | None] = mapped_column(Integer)
+    total_steps: Mapped[int | None]
+    first_step: Mapped[int | None]
     first_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)
@@ -113,7 +115,7 @@ class MetricRow(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     key: Mapped[str] = mapped_column(String(200))
-    step: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int]
     env_step: Mapped[int | None] = mapped_column(BigInteger)
     value: Mapped[float | None] = mapped_column(Float)  # NULL stands for NaN
     wall_time: Mapped[float] = mapped_column(Float)
@@ -131,11 +133,11 @@ class MetricRollupRow(Base):
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     level: Mapped[int] = mapped_column(Integer, primary_key=True)
     bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
-    count: Mapped[int] = mapped_column(Integer)
+    count: Mapped[int]
     min_value: Mapped[float] = mapped_column(Float)
-    min_step: Mapped[int] = mapped_column(Integer)
+    min_step: Mapped[int]
     max_value: Mapped[float] = mapped_column(Float)
-    max_step: Mapped[int] = mapped_column(Integer)
+    max_step: Mapped[int]
 
 
 class EpisodeRow(Base):
@@ -144,10 +146,10 @@ class EpisodeRow(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    step: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int]
     split: Mapped[str] = mapped_column(String(20))
-    sample_index: Mapped[int] = mapped_column(Integer)
-    item_index: Mapped[int | None] = mapped_column(Integer)
+    sample_index: Mapped[int]
+    item_index: Mapped[int | None]
     reward: Mapped[float] = mapped_column(Float)
     ret: Mapped[float] = mapped_column(Float)
 
@@ -159,9 +161,9 @@ class TurnRow(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     episode_id: Mapped[int] = mapped_column(ForeignKey("episodes.id", ondelete="CASCADE"))
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    step: Mapped[int] = mapped_column(Integer)
-    turn: Mapped[int] = mapped_column(Integer)
-    agent_index: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int]
+    turn: Mapped[int]
+    agent_index: Mapped[int]
     agent_name: Mapped[str] = mapped_column(String(200))
     prompt: Mapped[str] = mapped_column(Text)
     completion: Mapped[str] = mapped_column(Text)
@@ -175,7 +177,7 @@ class CheckpointRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
-    step: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int]
     path: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -187,7 +189,7 @@ class WorkerRow(Base):
     host: Mapped[str] = mapped_column(String(200))
     devices: Mapped[list[str]] = mapped_column(JSON, default=list)
     queues: Mapped[list[str]] = mapped_column(JSON, default=list)
-    pid: Mapped[int | None] = mapped_column(Integer)
+    pid: Mapped[int | None]
     online: Mapped[bool] = mapped_column(Boolean, default=True)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     current_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))

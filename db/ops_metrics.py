@@ -258,11 +258,3 @@ def iter_jsonl(points: Iterable[MetricPoint]) -> Iterator[str]:
     for p in points:
         yield json.dumps({"key": p.key, "step": p.step, "env_step": p.env_step,
                           "value": None if math.isnan(p.value) else p.value, "wall_time": p.wall_time}) + "\n"
-
-
-def to_csv(points: Iterable[MetricPoint]) -> str:
-    return "".join(iter_csv(points))
-
-
-def to_jsonl(points: Iterable[MetricPoint]) -> str:
-    return "".join(iter_jsonl(points))

@@ -77,11 +77,6 @@ class RollupPlan:
         """Each bucket's half-open step range ``[start, stop)``, clipped to ``[lo, hi]``."""
         return [(max(lo, a << self.level), min(hi + 1, z << self.level)) for a, z in self.block_ranges]
 
-    def bucket_of_block(self, block: int) -> int:
-        """The index of the bucket holding ``block``."""
-        starts = [a for a, _ in self.block_ranges]
-        return bisect.bisect_right(starts, block) - 1
-
 
 def plan(lo: int, hi: int, n: int, levels: Sequence[int] = LEVELS, min_span: int = MIN_SPAN) -> RollupPlan | None:
     """The bucketing of ``[lo, hi]`` into at most ``n`` buckets of whole blocks, or None when the

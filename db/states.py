@@ -63,11 +63,6 @@ def check_status(status: str) -> str:
     return status
 
 
-def can_transition(current: str, to: str) -> bool:
-    """True when a run in ``current`` may move to ``to``."""
-    return to in TRANSITIONS.get(current, frozenset())
-
-
 def sources_of(to: str) -> frozenset[str]:
     """All states from which a run may move to ``to`` (used for the compare-and-set UPDATE)."""
     check_status(to)

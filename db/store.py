@@ -300,20 +300,13 @@ class Store:
         """Every stored point of a run ordered by key and step, read in batches (for exports)."""
         yield from ops_metrics.iter_metrics(self.engine, run_id, keys=keys, batch_size=batch_size)
 
-    def export_metrics_csv(self, run_id: int, keys: Iterable[str] | None = None) -> str:
-        """All points as CSV text with the header ``key,step,env_step,value,wall_time``."""
-        return ops_metrics.to_csv(self.iter_metrics(run_id, keys))
-
-    def export_metrics_jsonl(self, run_id: int, keys: Iterable[str] | None = None) -> str:
-        """All points as JSON lines (one object per point)."""
-        return ops_metrics.to_jsonl(self.iter_metrics(run_id, keys))
-
     def stream_metrics_csv(self, run_id: int, keys: Iterable[str] | None = None) -> Iterator[str]:
-        """:meth:`export_metrics_csv` in chunks, read in batches (for downloads of large runs)."""
+        """All points as CSV text (header ``key,step,env_step,value,wall_time``) in chunks, read in
+        batches (for downloads of large runs)."""
         return ops_metrics.iter_csv(self.iter_metrics(run_id, keys))
 
     def stream_metrics_jsonl(self, run_id: int, keys: Iterable[str] | None = None) -> Iterator[str]:
-        """:meth:`export_metrics_jsonl` line by line, read in batches."""
+        """All points as JSON lines (one object per point), read in batches."""
         return ops_metrics.iter_jsonl(self.iter_metrics(run_id, keys))
 
     # -------------------------------------------------------------------------- transcripts

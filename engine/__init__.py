@@ -8,47 +8,17 @@ from __future__ import annotations
 
 from engine.lazy import lazy_exports
 
-# public name -> module that defines it
-_EXPORTS: dict[str, str] = {
-    "RunConfig": "engine.spec",
-    "AgentSpec": "engine.spec",
-    "TaskSpec": "engine.spec",
-    "TrainerSpec": "engine.spec",
-    "ConfigError": "engine.spec",
-    "load_run_config": "engine.spec",
-    "parse_run_config": "engine.spec",
-    "Sink": "engine.sinks.base",
-    "BaseSink": "engine.sinks.base",
-    "Episode": "engine.sinks.base",
-    "TurnRecord": "engine.sinks.base",
-    "MAGRPOConfig": "engine.config",
-    "MAREINFORCEConfig": "engine.config",
-    "MAReMaxConfig": "engine.config",
-    "MARLOOConfig": "engine.config",
-    "MAGRPOTrainer": "engine.trainer",
-    "MAREINFORCETrainer": "engine.trainer",
-    "MAReMaxTrainer": "engine.trainer",
-    "MARLOOTrainer": "engine.trainer",
-    "TrainResult": "engine.trainer",
-    "RewardProcessors": "engine.team_reward",
-    "build_trainer": "engine.build",
-    "run_training": "engine.build",
-    "IACConfig": "engine.actor_critic",
-    "IACTrainer": "engine.actor_critic",
-    "MAACConfig": "engine.actor_critic",
-    "MAACTrainer": "engine.actor_critic",
-    "System": "engine.systems",
-    "SystemSpec": "engine.systems",
-    "build_system": "engine.systems",
-    "deferred_reward": "engine.systems",
-    "AllTogether": "engine.systems",
-    "Alternating": "engine.systems",
-    "RoundRobin": "engine.systems",
-    "EveryK": "engine.systems",
-    "Custom": "engine.systems",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# module -> the public names it defines
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "engine.spec": ("RunConfig", "AgentSpec", "TaskSpec", "TrainerSpec", "ConfigError", "load_run_config",
+        "parse_run_config"),
+    "engine.sinks.base": ("Sink", "BaseSink", "Episode", "TurnRecord"),
+    "engine.config": ("MAGRPOConfig", "MAREINFORCEConfig", "MAReMaxConfig", "MARLOOConfig"),
+    "engine.trainer": ("MAGRPOTrainer", "MAREINFORCETrainer", "MAReMaxTrainer", "MARLOOTrainer",
+        "TrainResult"),
+    "engine.team_reward": ("RewardProcessors",),
+    "engine.build": ("build_trainer", "run_training"),
+    "engine.actor_critic": ("IACConfig", "IACTrainer", "MAACConfig", "MAACTrainer"),
+    "engine.systems": ("System", "SystemSpec", "build_system", "deferred_reward", "AllTogether",
+        "Alternating", "RoundRobin", "EveryK", "Custom"),
+})

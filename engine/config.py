@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from engine.settings.derive import config_class, subclass
 
-ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
-
 COMLRL_SETTINGS = (
     "num_train_epochs", "agent_learning_rate", "logging_steps", "num_agents", "parallel_training", "agent_devices",
     "num_generations", "max_new_tokens", "temperature", "top_p", "top_k", "num_turns", "discount", "joint_mode",

@@ -122,6 +122,15 @@ def atomic_folder(path: str | Path, what: str) -> Iterator[Path]:
         raise error from exc
 
 
+def written_folder(path: str | Path, marker: str, what: str) -> Path:
+    """A folder :func:`atomic_folder` wrote, opened to read back: ``FileNotFoundError`` naming the
+    folder and the ``marker`` file it lacks when it is not ``what`` (e.g. ``"a checkpoint"``)."""
+    folder = Path(path)
+    if not (folder / marker).is_file():
+        raise FileNotFoundError(f"{folder} is not {what} (no {marker}); pass a checkpoint-N folder")
+    return folder
+
+
 def atomic_text(path: str | Path, text: str, what: str) -> None:
     """Write ``text`` to ``path`` through a temporary file renamed into place."""
     final = Path(path)

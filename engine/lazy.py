@@ -8,8 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package`` that import ``exports[name]`` on first use."""
+def lazy_exports(package: str, modules: dict[str, tuple[str, ...]]) -> tuple[
+        Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """``__getattr__``, ``__dir__`` and ``__all__`` for ``package``, whose public names are those of
+    ``modules`` (module -> the names it defines); each module is imported on first use of a name."""
+    exports = {name: module for module, names in modules.items() for name in names}
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
@@ -22,4 +25,4 @@ def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str],
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(exports))
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, sorted(exports)

@@ -69,12 +69,6 @@ class Generation:
         mask = torch.cat([self.prompt_mask.repeat_interleave(k, dim=0), self.completion_mask], dim=1)
         return ids, mask
 
-    def completion_token_ids(self, prompt_index: int, sample_index: int) -> list[int]:
-        """The token ids of one completion, EOS included, padding excluded."""
-        row = prompt_index * self.num_samples + sample_index
-        length = int(self.completion_mask[row].sum())
-        return self.completion_ids[row, :length].tolist()
-
 
 # ---------------------------------------------------------------------------------------------
 # pure helpers
@@ -180,29 +174,32 @@ def _tokenize(
 # decoders
 
 
-def _decode_with_generate(
-    model: PreTrainedModel,
-    ids: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    num_samples: int,
-    max_new_tokens: int,
-    do_sample: bool,
-    temperature: float,
-    top_p: float,
-    top_k: int | None,
-    eos_ids: list[int],
-    pad_id: int,
-    seed: int | None,
-) -> tuple[torch.Tensor, None]:
-    sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k or 0} if do_sample else {}
+@dataclass(frozen=True)
+class Decoding:
+    """What a decoder needs besides the model and the left-padded prompts (B = P * num_samples rows)."""
+
+    num_samples: int
+    max_new_tokens: int
+    do_sample: bool
+    temperature: float
+    top_p: float
+    top_k: int | None
+    eos_ids: list[int]
+    pad_id: int
+    seed: int | None  # draws of this call only (the global RNG is left alone); None = unseeded
+    fast_decode: bool = True  # the lean decoder's exact fast token step for Llama/Qwen2
+
+
+def _decode_with_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
+                          how: Decoding) -> tuple[torch.Tensor, None]:
+    sampling = {"temperature": how.temperature, "top_p": how.top_p, "top_k": how.top_k or 0} if how.do_sample else {}
     config = GenerationConfig(
-        max_new_tokens=max_new_tokens,
-        do_sample=do_sample,
+        max_new_tokens=how.max_new_tokens,
+        do_sample=how.do_sample,
         num_beams=1,
-        num_return_sequences=num_samples,
-        eos_token_id=eos_ids,
-        pad_token_id=pad_id,
+        num_return_sequences=how.num_samples,
+        eos_token_id=how.eos_ids,
+        pad_token_id=how.pad_id,
         repetition_penalty=1.0,
         no_repeat_ngram_size=0,
         min_new_tokens=0,
@@ -212,9 +209,9 @@ def _decode_with_generate(
         **sampling,
     )
     devices = [ids.device] if ids.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices, enabled=seed is not None):
-        if seed is not None:
-            torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=devices, enabled=how.seed is not None):
+        if how.seed is not None:
+            torch.manual_seed(how.seed)
         out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
     return out[:, ids.shape[1] :], None
 
@@ -237,24 +234,11 @@ def forward_cache_argument(model: PreTrainedModel) -> tuple[str, bool] | None:
     return cache_key, "logits_to_keep" in params
 
 
-def _decode_lean(
-    model: PreTrainedModel,
-    ids: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    num_samples: int,
-    max_new_tokens: int,
-    do_sample: bool,
-    temperature: float,
-    top_p: float,
-    top_k: int | None,
-    eos_ids: list[int],
-    pad_id: int,
-    seed: int | None,
-    fast_decode: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
+                 how: Decoding) -> tuple[torch.Tensor, torch.Tensor]:
     device = ids.device
-    fast = fast_decode and max_new_tokens > 1 and FastDecoder.supports(model)
+    num_samples, max_new_tokens, pad_id = how.num_samples, how.max_new_tokens, how.pad_id
+    fast = how.fast_decode and max_new_tokens > 1 and FastDecoder.supports(model)
     ids = ids.repeat_interleave(num_samples, dim=0)  # (B, Lp), B = P*K
     mask = mask.repeat_interleave(num_samples, dim=0)
     batch, prompt_len = ids.shape
@@ -265,10 +249,10 @@ def _decode_lean(
         full_mask = torch.ones((batch, prompt_len + max_new_tokens), dtype=mask.dtype, device=device)
         full_mask[:, :prompt_len] = mask
     rng = None
-    if seed is not None and do_sample:
+    if how.seed is not None and how.do_sample:
         rng = torch.Generator(device=device)
-        rng.manual_seed(seed)
-    eos = torch.as_tensor(eos_ids, device=device)
+        rng.manual_seed(how.seed)
+    eos = torch.as_tensor(how.eos_ids, device=device)
     cache_key, accepted = _forward_kwargs(model)
     optional = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
 
@@ -291,8 +275,8 @@ def _decode_lean(
             if fast and hasattr(cache, "layers"):  # the prompt went through the model, new tokens take the fast step
                 stepper = FastDecoder(model, cache, batch, prompt_len + max_new_tokens)
                 cache = None
-        if do_sample:
-            scores = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+        if how.do_sample:
+            scores = filter_logits(logits, temperature=how.temperature, top_k=how.top_k, top_p=how.top_p)
             next_tokens = torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=rng).squeeze(1)
         else:
             next_tokens = torch.argmax(logits, dim=-1)
@@ -351,21 +335,10 @@ def generate_completions(
     try:
         with torch.inference_mode():
             # greedy decoding gives the same completion K times: decode each prompt once
-            completion_ids, token_logprobs = _DECODERS[decoder](
-                model,
-                prompt_ids,
-                prompt_mask,
-                num_samples=num_samples if do_sample else 1,
-                max_new_tokens=max_new_tokens,
-                do_sample=do_sample,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=top_k,
-                eos_ids=eos_ids,
-                pad_id=pad_id,
-                seed=seed,
-                **({"fast_decode": fast_decode} if decoder == "lean" else {}),
-            )
+            completion_ids, token_logprobs = _DECODERS[decoder](model, prompt_ids, prompt_mask, Decoding(
+                num_samples=num_samples if do_sample else 1, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                temperature=temperature, top_p=top_p, top_k=top_k, eos_ids=eos_ids, pad_id=pad_id, seed=seed,
+                fast_decode=fast_decode))
     finally:
         model.train(was_training)
     if not do_sample and num_samples > 1:

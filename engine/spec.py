@@ -25,8 +25,8 @@ from pydantic import (
 )
 
 from engine.errors import ConfigError, format_validation_error
-from engine.settings.catalog import ACTOR_CRITIC, CATALOG, MAX_NEW_TOKENS_LIMIT
-from engine.settings.derive import schema_fields
+from engine.settings.catalog import ACTOR_CRITIC, CATALOG
+from engine.settings.derive import agent_override, schema_fields
 from engine.settings.rules import combination_problems, group_size_problem
 from engine.systems.spec import SystemSpec, parse_system_spec
 
@@ -37,9 +37,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class AgentSpec(_Strict):
-    """One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings."""
+_MORE = {"form": "more"}  # under "More agent settings" (the other fields have widgets of their own)
 
+
+class _AgentIdentity(_Strict):
     name: str = Field("agent", min_length=1, description="Role name shown in transcripts and metrics.")
     model: str = Field(
         "builtin:tiny-llama",
@@ -47,7 +48,8 @@ class AgentSpec(_Strict):
         description="Hugging Face id, local folder, or a built-in offline model "
         "(builtin:tiny-llama, builtin:tiny-qwen2, builtin:smollm2-135m).",
     )
-    tokenizer: str | None = Field(None, description="Tokenizer source; defaults to the model's own.")
+    tokenizer: str | None = Field(None, description="Tokenizer source; defaults to the model's own.",
+                                  json_schema_extra=_MORE)
     share_weights_with: str | None = Field(
         None, description="Name of an earlier agent whose weights this agent shares (own optimizer state)."
     )
@@ -55,17 +57,31 @@ class AgentSpec(_Strict):
     prompt_template: str | None = Field(
         None, description="Python format string over the dataset item, e.g. 'Write a helper for: {prompt}'."
     )
-    device: str | None = Field(None, description="Device for this agent (cpu, cuda:0, ...); defaults to the run's.")
-    learning_rate: float | None = Field(None, gt=0, description="AdamW learning rate; defaults to the trainer's.")
-    temperature: float | None = Field(None, gt=0, description="Sampling temperature; defaults to the trainer's.")
-    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling; defaults to the trainer's.")
-    top_k: int | None = Field(None, ge=0, description="Top-k sampling (0 = off); defaults to the trainer's.")
-    max_new_tokens: int | None = Field(
-        None, ge=1, le=MAX_NEW_TOKENS_LIMIT, description="Completion length cap; defaults to the trainer's."
-    )
-    model_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation)."
-    )
+
+
+# An agent's own value of a trainer setting (shown in the grid of its row in the experiment form):
+# field -> (catalog setting: its type and bounds, help). Empty means the trainer's value.
+AGENT_OVERRIDES = {
+    "device": ("device", "Device for this agent (cpu, cuda:0, ...); defaults to the run's."),
+    "learning_rate": ("agent_learning_rate", "AdamW learning rate; defaults to the trainer's."),
+    "temperature": ("temperature", "Sampling temperature; defaults to the trainer's."),
+    "top_p": ("top_p", "Nucleus sampling; defaults to the trainer's."),
+    "top_k": ("top_k", "Top-k sampling (0 = off); defaults to the trainer's."),
+    "max_new_tokens": ("max_new_tokens", "Completion length cap; defaults to the trainer's."),
+}
+
+AgentSpec = create_model(
+    "AgentSpec",
+    __base__=_AgentIdentity,
+    __module__=__name__,
+    __doc__="One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings.",
+    **{name: (agent_override(setting), Field(None, description=text, json_schema_extra={"form": "main"}))
+       for name, (setting, text) in AGENT_OVERRIDES.items()},
+    model_kwargs=(dict[str, Any], Field(
+        default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
+        json_schema_extra=_MORE,
+    )),
+)
 
 
 class TaskSpec(_Strict):

@@ -67,12 +67,6 @@ def run_log_path(settings: Settings, run_id: int) -> Path:
     return settings.logs_dir / f"run-{run_id}.log"
 
 
-def describe_error(exc: BaseException) -> str:
-    """The error first (what a person reads in the dashboard), then the full traceback; a filesystem
-    fault's first line names the path and the free space (:func:`jobs.faults.describe_failure`)."""
-    return describe_failure(exc)
-
-
 FINISH_RETRY_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 3.0, 3.0)
 """Pauses between attempts to write a run's final state (about 10 s in all) before the job gives up and
 leaves it in its job file."""

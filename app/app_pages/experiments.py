@@ -18,6 +18,7 @@ from app.configdiff import changed_fields
 from app.control import ControlError
 from app.queries import experiment_or_none, experiments_table
 from db.errors import DuplicateNameError, RunActiveError
+from db.records import Experiment
 
 NEW = "new"
 FORM_CSS = """<style>
@@ -61,6 +62,18 @@ def show_in_url(experiment_id: int | None) -> None:
         st.query_params["experiment"] = wanted
 
 
+def show_stored(experiment: Experiment, notice: str) -> None:
+    """Open an experiment just written to the store (created, saved or cloned) and say so."""
+    editor_state.load(dict(experiment.config), experiment.id)
+    show_in_url(experiment.id)
+    editor_state.notify(notice)
+    st.rerun()
+
+
+def name_taken(name: str) -> None:
+    st.error(f"An experiment named '{name}' already exists; choose another name.")
+
+
 if editor_state.DRAFT not in st.session_state:  # first visit of this session: a new experiment
     editor_state.ensure(blank_experiment())
 
@@ -101,10 +114,7 @@ if not all_experiments:
             created = store.create_experiment(quickstart.get("name", "quickstart"),
                                               description=quickstart.get("description", ""),
                                               tags=quickstart.get("tags", []), config=quickstart)
-            editor_state.load(dict(created.config), created.id)
-            show_in_url(created.id)
-            editor_state.notify(f"Created experiment '{created.name}'. Press Launch run to train it.")
-            st.rerun()
+            show_stored(created, f"Created experiment '{created.name}'. Press Launch run to train it.")
 else:
     with st.expander("All experiments", expanded=editor_state.open_id() is None):
         c1, c2 = st.columns([3, 1])
@@ -191,12 +201,9 @@ def _save() -> None:
             saved = store.update_experiment(open_id, name=config["name"], description=config["description"],
                                             tags=config["tags"], config=config)
     except DuplicateNameError:
-        st.error(f"An experiment named '{config['name']}' already exists; choose another name.")
+        name_taken(config["name"])
     else:
-        editor_state.load(dict(saved.config), saved.id)
-        show_in_url(saved.id)
-        editor_state.notify(f"Saved experiment '{saved.name}'.")
-        st.rerun()
+        show_stored(saved, f"Saved experiment '{saved.name}'.")
 
 
 # ---- the action bar: Save, Launch, Clone, Export, Delete, and what is unsaved
@@ -218,12 +225,9 @@ with bar:
                 try:
                     clone = store.clone_experiment(open_id, clone_name)
                 except DuplicateNameError:
-                    st.error(f"An experiment named '{clone_name}' already exists; choose another name.")
+                    name_taken(clone_name)
                 else:
-                    editor_state.load(dict(clone.config), clone.id)
-                    show_in_url(clone.id)
-                    editor_state.notify(f"Cloned into '{clone.name}'.")
-                    st.rerun()
+                    show_stored(clone, f"Cloned into '{clone.name}'.")
     else:
         launch_clicked = False
         a2.caption("Create the experiment to launch it.")

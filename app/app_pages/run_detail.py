@@ -10,16 +10,14 @@ import streamlit as st
 from app import context
 from app.components.charts import line_figure
 from app.components.downloads import exported_models, file_chunks, offer, zip_folder
-from app.components.run_controls import notes_editor, run_header
+from app.components.run_controls import choose_run, notes_editor, run_header
 from app.metricgroups import applicable_keys, default_charts, group_metrics
 from app.queries import (
     LOG_LINES,
     chart_data,
-    experiment_names,
     history_caption,
     history_metric_keys,
     read_log,
-    run_label,
 )
 from app.seedgroups import same_config_runs, seed_of
 from engine.spec import ConfigError, dump_run_config, parse_run_config
@@ -27,18 +25,8 @@ from engine.spec import ConfigError, dump_run_config, parse_run_config
 store = context.store()
 st.title("Run detail")
 
-names = experiment_names(store)
-recent = store.list_runs(limit=200)
-if not recent and "run" not in st.query_params:
-    st.info("No runs yet. Launch one from the Experiments or Runs page; its live charts appear here.")
-    st.page_link("app_pages/runs.py", label="Go to Runs", icon=":material/directions_run:")
-    st.stop()
-
-current = context.page_run(store, recent[0].id if recent else None)
-labels = {r.id: run_label(r, names) for r in recent}
-if current not in labels:  # an older run linked directly
-    labels = {current: run_label(store.get_run(current), names), **labels}
-run_id = context.run_picker(labels, key="detail_pick", current=current)
+run_id = choose_run(store, key="detail_pick", runs_link=True,
+                    when_none="No runs yet. Launch one from the Experiments or Runs page; its live charts appear here.")
 run = store.get_run(run_id)
 
 run_header(store, run_id, key=f"detail.{run_id}")

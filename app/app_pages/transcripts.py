@@ -5,23 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from app import context
+from app.components.run_controls import choose_run
 from app.components.transcript_view import render_episode
-from app.queries import episodes_by_item, experiment_names, history_caption, run_label
+from app.queries import episodes_by_item, history_caption
 
 store = context.store()
 st.title("Transcripts")
 
-names = experiment_names(store)
-recent = store.list_runs(limit=200)
-if not recent and "run" not in st.query_params:
-    st.info("No runs yet. Launch one from the Experiments page; each training step stores sampled "
-            "episodes that you can read here.")
-    st.stop()
-current = context.page_run(store, recent[0].id if recent else None)
-labels = {r.id: run_label(r, names) for r in recent}
-if current not in labels:  # an older run linked directly
-    labels = {current: run_label(store.get_run(current), names), **labels}
-run_id = context.run_picker(labels, key="tr_pick", current=current)
+run_id = choose_run(store, key="tr_pick", when_none="No runs yet. Launch one from the Experiments page; each "
+                    "training step stores sampled episodes that you can read here.")
 
 # A resumed run's attempts read as one history: each step from the attempt that owns it.
 history = store.lineage(run_id)

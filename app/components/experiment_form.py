@@ -2,7 +2,8 @@
 (with critic settings for IAC/MAAC) and an optional system of trainers.
 
 Everything is generated from the schemas (``AgentSpec``, ``TrainerSpec``, the task's params model),
-edited as a plain draft dict, validated on every rerun (with the pre-flight checks: model sources,
+laid out as they say (the settings catalog's ``form="main"`` trainer settings first, the agent fields
+by their ``form`` place), edited as a plain draft dict, validated on every rerun (with the pre-flight checks: model sources,
 context lengths, task parameters; a custom task path must be in an allowed module), and each problem
 is printed next to the field it concerns before anything can be saved.
 """
@@ -18,19 +19,11 @@ from app import context
 from app import draft as drafts
 from app.components.model_form import place_errors, render_fields, show_errors
 from app.components.trainer_extras import render_actor_critic, render_system
-from app.fields import FieldForm, field_form, model_forms
+from app.fields import FieldForm, model_forms, named_forms, placed_forms
+from engine.settings.catalog import FORM_MAIN
 from engine.spec import AgentSpec, RunConfig, TrainerSpec
 
 BUILTIN_MODELS = ("builtin:tiny-llama", "builtin:tiny-qwen2", "builtin:smollm2-135m")
-
-AGENT_MAIN = ("device", "learning_rate", "temperature", "top_p", "top_k", "max_new_tokens")
-AGENT_EXTRA = ("tokenizer", "model_kwargs")
-TRAINER_CORE = (
-    "algorithm", "num_generations", "num_turns", "joint_mode", "turn_order", "loss_type",
-    "agent_learning_rate", "num_train_epochs", "max_steps", "items_per_step", "max_new_tokens",
-    "temperature", "top_p", "top_k", "device", "seed", "eval_interval", "checkpoint_interval",
-    "transcripts_per_step",
-)
 
 
 @dataclass
@@ -42,11 +35,6 @@ class EditorResult:
     errors: dict[str, list[str]]
     add_agent: bool = False
     remove_agent: int | None = None
-
-
-def _forms(model: type, names: tuple[str, ...]) -> list[FieldForm]:
-    fields = model.model_fields
-    return [field_form(name, fields[name]) for name in names if name in fields]
 
 
 def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, slots: dict,
@@ -83,24 +71,17 @@ def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, 
                 help=AgentSpec.model_fields["share_weights_with"].description,
             )
             slots[f"{path}.share_weights_with"] = st.empty()
-        values, input_errors = render_fields(_forms(AgentSpec, AGENT_MAIN), out, key=key, path=path,
+        values, input_errors = render_fields(placed_forms(AgentSpec, "main"), out, key=key, path=path,
                                              slots=slots, columns=6)
         out.update(values)
-        p1, p2 = st.columns(2)
-        with p1:
-            text = st.text_area("system prompt", value=agent.get("system_prompt") or "", height=68,
-                                key=f"{key}.system_prompt",
-                                help=AgentSpec.model_fields["system_prompt"].description)
-            out["system_prompt"] = text or None
-            slots[f"{path}.system_prompt"] = st.empty()
-        with p2:
-            text = st.text_area("prompt template", value=agent.get("prompt_template") or "", height=68,
-                                key=f"{key}.prompt_template",
-                                help=AgentSpec.model_fields["prompt_template"].description)
-            out["prompt_template"] = text or None
-            slots[f"{path}.prompt_template"] = st.empty()
+        for column, name in zip(st.columns(2), ("system_prompt", "prompt_template"), strict=True):
+            with column:  # an empty box means None: the tokenizer's chat template / the item's prompt as is
+                text = st.text_area(name.replace("_", " "), value=agent.get(name) or "", height=68,
+                                    key=f"{key}.{name}", help=AgentSpec.model_fields[name].description)
+                out[name] = text or None
+                slots[f"{path}.{name}"] = st.empty()
         with st.expander("More agent settings"):
-            extra, extra_errors = render_fields(_forms(AgentSpec, AGENT_EXTRA), out, key=key, path=path,
+            extra, extra_errors = render_fields(placed_forms(AgentSpec, "more"), out, key=key, path=path,
                                                 slots=slots, columns=2)
         out.update(extra)
         input_errors.update(extra_errors)
@@ -193,13 +174,13 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -
     # ---- trainer
     st.subheader("Trainer")
     trainer = dict(draft.get("trainer") or {})
-    trainer, errs = render_fields(_forms(TrainerSpec, TRAINER_CORE), trainer, key=f"{key}.trainer",
+    trainer, errs = render_fields(named_forms(TrainerSpec, FORM_MAIN), trainer, key=f"{key}.trainer",
                                   path="trainer", slots=slots, columns=4)
     input_errors.update(errs)
     trainer, errs = render_actor_critic(trainer, dict(draft.get("trainer") or {}), key=key, slots=slots)
     input_errors.update(errs)
     with st.expander("Advanced trainer settings"):
-        rest = model_forms(TrainerSpec, exclude=(*TRAINER_CORE, "actor_critic"))
+        rest = model_forms(TrainerSpec, exclude=(*FORM_MAIN, "actor_critic"))
         trainer, errs = render_fields(rest, trainer, key=f"{key}.trainer", path="trainer", slots=slots,
                                       columns=4)
         input_errors.update(errs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import context, control
-from app.queries import heartbeat_age
+from app.queries import experiment_names, heartbeat_age, run_label
 from app.runinfo import actions_for, format_duration, status_markdown
 from db.errors import NotFoundError, RunActiveError
 from db.records import Run
@@ -113,3 +113,20 @@ def notes_editor(store: Store, run: Run, key: str) -> None:
             store.set_run_notes(run.id, tags=[t.strip() for t in tags.split(",") if t.strip()], notes=notes)
             st.toast("Saved.")
             st.rerun()
+
+
+def choose_run(store: Store, *, key: str, when_none: str, runs_link: bool = False) -> int:
+    """The run a run page shows: from the URL or this session, picked among the 200 newest (a run
+    linked directly is added to them). With no runs at all, says ``when_none`` and stops the page."""
+    names = experiment_names(store)
+    recent = store.list_runs(limit=200)
+    if not recent and "run" not in st.query_params:
+        st.info(when_none)
+        if runs_link:
+            st.page_link("app_pages/runs.py", label="Go to Runs", icon=":material/directions_run:")
+        st.stop()
+    current = context.page_run(store, recent[0].id if recent else None)
+    labels = {r.id: run_label(r, names) for r in recent}
+    if current not in labels:  # an older run linked directly
+        labels = {current: run_label(store.get_run(current), names), **labels}
+    return context.run_picker(labels, key=key, current=current)

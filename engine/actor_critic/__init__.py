@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from engine.lazy import lazy_exports
 
-_EXPORTS = {
-    "ActorCriticConfig": "engine.actor_critic.config",
-    "IACConfig": "engine.actor_critic.config",
-    "MAACConfig": "engine.actor_critic.config",
-    "IACTrainer": "engine.actor_critic.iac",
-    "MAACTrainer": "engine.actor_critic.maac",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# module -> the public names it defines
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "engine.actor_critic.config": ("ActorCriticConfig", "IACConfig", "MAACConfig"),
+    "engine.actor_critic.iac": ("IACTrainer",),
+    "engine.actor_critic.maac": ("MAACTrainer",),
+})

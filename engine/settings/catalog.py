@@ -2,7 +2,9 @@
 
 A class that uses a setting may give it another default (CoMLRL's actor-critic configs default
 ``top_k`` to ``None``, the run config defaults ``num_turns`` to 1); everything else about the
-setting comes from here. ``group`` orders the docs' settings table.
+setting comes from here. ``group`` sorts the settings into the docs' tables; ``form="main"`` puts a
+run-config setting in the experiment form's first grid, in catalog order (the others the run config
+has are under "Advanced trainer settings"), so the catalog lists those settings first.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ ACTOR_CRITIC = ("iac", "maac")
 
 @dataclass(frozen=True)
 class Setting:
-    """One trainer setting: its type and pydantic field (default, bounds, description), its group, and
-    how a value is read before validation (aliases, one device for all)."""
+    """One trainer setting: its type and pydantic field (default, bounds, description), its group, how
+    a value is read before validation (aliases, one device for all) and where the form shows it."""
 
     annotation: Any
     field: FieldInfo
     group: str
     before: Callable[[Any], Any] | None = None
+    form: Literal["main", "advanced"] = "advanced"
 
     @property
     def default(self) -> Any:
@@ -39,8 +42,8 @@ class Setting:
 
 
 def _s(group: str, annotation: Any, default: Any, description: str, *, before: Callable[[Any], Any] | None = None,
-       **bounds: Any) -> Setting:
-    return Setting(annotation, Field(default, description=description, **bounds), group, before)
+       form: Literal["main", "advanced"] = "advanced", **bounds: Any) -> Setting:
+    return Setting(annotation, Field(default, description=description, **bounds), group, before, form)
 
 
 def _aliases(table: dict[str, str]) -> Callable[[Any], Any]:
@@ -68,29 +71,57 @@ def _device_list(value: Any) -> Any:
 _BOOL = {"strict": True}  # "yes" is not a boolean
 
 CATALOG: dict[str, Setting] = {
-    # --- what to train, and for how long ------------------------------------------------------
+    # --- the settings most runs change: the experiment form shows these first, in this order ----
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
-                    "marloo (rloo), iac, maac."),
-    "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1),
+                    "marloo (rloo), iac, maac.", form="main"),
+    "num_generations": _s("rollout", int, 4, "K: samples per agent per node of the rollout tree (>= 2 for the "
+                          "MAGRPO family).", ge=1, form="main"),
+    "num_turns": _s("rollout", int, 2, "Turns per episode; >1 needs a task with a transition.", ge=1,
+                    form="main"),
+    "joint_mode": _s("rollout", Literal["aligned", "cross"], "aligned", "K joint actions (sample j of every "
+                     "agent) or all K^N combinations.",
+                     before=_aliases({"aligned": "aligned", "align": "aligned", "cross": "cross", "crossed": "cross"}),
+                     form="main"),
+    "turn_order": _s("rollout", Literal["simultaneous", "sequential"], "simultaneous",
+                     "sequential: agent i also sees the same-turn replies of agents < i.", form="main"),
+    "loss_type": _s("optimisation", Literal["seq_sum", "token_mean"], "seq_sum",
+                    "seq_sum: sum of token log-probs (CoMLRL); token_mean: average per completion token.",
+                    form="main"),
+    "agent_learning_rate": _s("optimisation", float, 5e-6, "Default AdamW learning rate per agent.", gt=0,
+                              form="main"),
+    "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1, form="main"),
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
-                    "(overrides epochs).", ge=1),
+                    "(overrides epochs).", ge=1, form="main"),
+    "items_per_step": _s("rollout", int, 1, "Dataset items sampled together in one step (faster; 1 = CoMLRL's "
+                         "one item at a time).", ge=1, form="main"),
+    "max_new_tokens": _s("sampling", int, 256, "Completion length cap (tokens; less than the model's context).",
+                         ge=1, le=MAX_NEW_TOKENS_LIMIT, form="main"),
+    "temperature": _s("sampling", float, 0.6, "Sampling temperature.", gt=0, form="main"),
+    "top_p": _s("sampling", float, 0.6, "Nucleus sampling: keep the smallest set of tokens with this mass.",
+                gt=0, le=1, form="main"),
+    "top_k": _s("sampling", int | None, 50, "Top-k sampling (0 or empty = off). Tiny models learn only with it on.",
+                ge=0, form="main"),
+    "device": _s("devices", str, "cpu", "Default device for every agent.", form="main"),
+    "seed": _s("run", int, 0, "Seeds everything; a seeded CPU run reproduces.", form="main"),
+    "eval_interval": _s("reporting", int, 16, "Evaluate every N steps, step 0 included (0 = never).", ge=0,
+                        form="main"),
+    "checkpoint_interval": _s("reporting", int, 0, "Checkpoint every N steps (0 = only at the end).", ge=0,
+                              form="main"),
+    "transcripts_per_step": _s("reporting", int, 2, "Sampled episodes recorded per step.", ge=0, form="main"),
+    # --- what to train, and for how long ------------------------------------------------------
     "num_agents": _s("run", int, 2, "Team size, kept for compatibility: like CoMLRL, the team comes from the "
                      "trainer's agents/num_agents.", ge=1),
     "agent_names": _s("run", list[str] | None, None, "Names used in metric keys and transcripts; default "
                       "agent_0, agent_1, ..."),
-    "seed": _s("run", int, 0, "Seeds everything; a seeded CPU run reproduces."),
     "shuffle": _s("run", bool, False, "Shuffle the training set each epoch (seeded). CoMLRL never shuffles.",
                   **_BOOL),
     # --- optimisation -------------------------------------------------------------------------
-    "agent_learning_rate": _s("optimisation", float, 5e-6, "Default AdamW learning rate per agent.", gt=0),
     "weight_decay": _s("optimisation", float, 0.01, "AdamW weight decay.", ge=0),
     "max_grad_norm": _s("optimisation", float | None, 1.0, "Clip each agent's gradient norm (off when empty; "
                         "CoMLRL never clips).", gt=0),
     "lr_scheduler": _s("optimisation", Literal["constant", "linear", "cosine"], "constant",
                        "Learning-rate schedule after warmup."),
     "warmup_steps": _s("optimisation", int, 0, "Linear warmup steps.", ge=0),
-    "loss_type": _s("optimisation", Literal["seq_sum", "token_mean"], "seq_sum",
-                    "seq_sum: sum of token log-probs (CoMLRL); token_mean: average per completion token."),
     "clip_epsilon": _s("optimisation", float | None, None, "PPO-style ratio clipping (off when empty).", gt=0),
     "num_inner_epochs": _s("optimisation", int, 1, "Updates over the same rollouts (needs clipping).", ge=1),
     "rollout_buffer_size": _s("optimisation", int, 2, "Node samples per agent collected before an update.", ge=1),
@@ -100,22 +131,12 @@ CATALOG: dict[str, Setting] = {
                            "mini-batch).", ge=1),
     "gradient_checkpointing": _s("optimisation", bool, False, "Trade compute for memory in the update.", **_BOOL),
     # --- rollout and credit -------------------------------------------------------------------
-    "num_generations": _s("rollout", int, 4, "K: samples per agent per node of the rollout tree (>= 2 for the "
-                          "MAGRPO family).", ge=1),
-    "num_turns": _s("rollout", int, 2, "Turns per episode; >1 needs a task with a transition.", ge=1),
     "discount": _s("rollout", float, 1.0, "Discount of later-turn rewards in returns: R_t = r_t + discount * "
                    "mean(children's R).", ge=0, le=1),
-    "joint_mode": _s("rollout", Literal["aligned", "cross"], "aligned", "K joint actions (sample j of every "
-                     "agent) or all K^N combinations.",
-                     before=_aliases({"aligned": "aligned", "align": "aligned", "cross": "cross", "crossed": "cross"})),
-    "turn_order": _s("rollout", Literal["simultaneous", "sequential"], "simultaneous",
-                     "sequential: agent i also sees the same-turn replies of agents < i."),
     "early_termination_threshold": _s("rollout", float | None, None, "Stop expanding a branch when its node's "
                                       "mean reward exceeds this (off when empty; CoMLRL: -0.2)."),
     "external_prompt_passthrough": _s("rollout", bool, False, "Use the transition's prompts as they are instead "
                                       "of re-applying the formatters.", **_BOOL),
-    "items_per_step": _s("rollout", int, 1, "Dataset items sampled together in one step (faster; 1 = CoMLRL's "
-                         "one item at a time).", ge=1),
     "advantage_mode": _s("rollout", Literal["mean", "raw", "max", "rloo"] | None, "mean",
                          "Baseline among siblings; empty = the algorithm's (mean for MAGRPO)."),
     "advantage_normalization": _s("rollout", bool, True, "z-normalise advantages within each node's group.",
@@ -128,17 +149,9 @@ CATALOG: dict[str, Setting] = {
     "reference_kl_mode": _s("rollout", Literal["reward", "loss"], "reward", "reward: subtract the KL from "
                             "returns (CoMLRL); loss: add it to the loss."),
     # --- sampling ------------------------------------------------------------------------------
-    "max_new_tokens": _s("sampling", int, 256, "Completion length cap (tokens; less than the model's context).",
-                         ge=1, le=MAX_NEW_TOKENS_LIMIT),
-    "temperature": _s("sampling", float, 0.6, "Sampling temperature.", gt=0),
-    "top_p": _s("sampling", float, 0.6, "Nucleus sampling: keep the smallest set of tokens with this mass.",
-                gt=0, le=1),
-    "top_k": _s("sampling", int | None, 50, "Top-k sampling (0 or empty = off). Tiny models learn only with it on.",
-                ge=0),
     "fast_decode": _s("sampling", bool, True, "Sample Llama/Qwen2 models with the exact fast token step (falls "
                       "back by itself).", **_BOOL),
     # --- devices and models --------------------------------------------------------------------
-    "device": _s("devices", str, "cpu", "Default device for every agent."),
     "parallel_training": _s("devices", Literal["none", "mp"], "none", "mp: each agent on its own device (a GPU, "
                             "or 'cpu' for cores of its own), generating and updating concurrently.",
                             before=_aliases({"none": "none", "null": "none", "mp": "mp"})),
@@ -152,14 +165,11 @@ CATALOG: dict[str, Setting] = {
                        "model_kwargs, special_tokens."),
     # --- evaluation, checkpoints, reporting ----------------------------------------------------
     "logging_steps": _s("reporting", int, 50, "Report metrics every N steps.", ge=1),
-    "eval_interval": _s("reporting", int, 16, "Evaluate every N steps, step 0 included (0 = never).", ge=0),
     "eval_num_samples": _s("reporting", int, 4, "Evaluation items per evaluation.", ge=0),
     "eval_batch_size": _s("reporting", int, 1, "Evaluation items per generation call.", ge=1),
     "eval_samples_per_item": _s("reporting", int, 1, "Completions per eval item (>1 enables pass@k).", ge=1),
     "eval_greedy": _s("reporting", bool, False, "Greedy decoding in evaluation (CoMLRL samples).", **_BOOL),
-    "checkpoint_interval": _s("reporting", int, 0, "Checkpoint every N steps (0 = only at the end).", ge=0),
     "checkpoint_total_limit": _s("reporting", int | None, 3, "Checkpoints kept (oldest removed).", ge=1),
-    "transcripts_per_step": _s("reporting", int, 2, "Sampled episodes recorded per step.", ge=0),
     # --- actor-critic (iac, maac) --------------------------------------------------------------
     "critic_type": _s("actor_critic", Literal["v", "q"], "v", "v: value of the history (read before the reply); "
                       "q: value of history and reply.", before=_critic_type),
@@ -178,3 +188,6 @@ CATALOG: dict[str, Setting] = {
     "critic_devices": _s("actor_critic", list[str] | None, None, "Device per critic (one is used for all; empty "
                          "= the agent's device).", before=_device_list),
 }
+
+FORM_MAIN = tuple(name for name, setting in CATALOG.items() if setting.form == "main")
+"""The run-config settings the experiment form shows first, in catalog order."""

@@ -41,6 +41,15 @@ def schema_fields(names: Sequence[str], defaults: Mapping[str, Any] | None = Non
             for name in names}
 
 
+def agent_override(name: str) -> Any:
+    """The type of a per-agent override of a catalog setting: the setting's type and bounds, or None
+    (the trainer's value)."""
+    setting = CATALOG[name]
+    if not setting.field.metadata:
+        return setting.annotation | None
+    return Annotated[setting.annotation | None, *setting.field.metadata]
+
+
 def readable_problems(error: ValidationError) -> str:
     """``field: message`` for each problem (a rule's message already names its field)."""
     lines = []

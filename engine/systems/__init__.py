@@ -8,23 +8,11 @@ from __future__ import annotations
 
 from engine.lazy import lazy_exports
 
-_EXPORTS = {
-    "System": "engine.systems.system",
-    "SystemRollout": "engine.systems.system",
-    "deferred_reward": "engine.systems.system",
-    "build_system": "engine.systems.from_config",
-    "run_system": "engine.systems.from_config",
-    "SystemSpec": "engine.systems.spec",
-    "parse_system_spec": "engine.systems.spec",
-    "AllTogether": "engine.systems.schedule",
-    "Alternating": "engine.systems.schedule",
-    "RoundRobin": "engine.systems.schedule",
-    "EveryK": "engine.systems.schedule",
-    "Custom": "engine.systems.schedule",
-    "ScheduleError": "engine.systems.schedule",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# module -> the public names it defines
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "engine.systems.system": ("System", "SystemRollout", "deferred_reward"),
+    "engine.systems.from_config": ("build_system", "run_system"),
+    "engine.systems.spec": ("SystemSpec", "parse_system_spec"),
+    "engine.systems.schedule": ("AllTogether", "Alternating", "RoundRobin", "EveryK", "Custom",
+        "ScheduleError"),
+})

@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 
-from engine.folders import atomic_folder
+from engine.folders import atomic_folder, written_folder
+from engine.team_reward import TeamReward
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
-from engine.team_reward import TeamReward
+from engine.trainer.core import step_items
 from engine.trainer.loop import LoopSchedule, run_loop
 from engine.trainer.trainer import MAGRPOTrainer, TrainResult, dataset_length
 from engine.trainer.tree import Rollout
@@ -120,15 +121,15 @@ class System:
         self.total_rounds = rounds if rounds is not None else num_epochs * self.rounds_per_epoch
         self.seed = seed
         self.shuffle = shuffle
+        self.loop_schedule = LoopSchedule(total=self.total_rounds, eval_interval=eval_interval, logging_steps=1,
+                                          checkpoint_interval=checkpoint_interval,
+                                          checkpoint_total_limit=checkpoint_total_limit)
         self.transcripts_per_round = transcripts_per_round
-        self.checkpoint_interval = checkpoint_interval
-        self.checkpoint_total_limit = checkpoint_total_limit
+        self.eval_dataset = eval_dataset
+        self.eval_num_samples = eval_num_samples
         self.sink = sink
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.config = dict(config or {})
-        self.eval_dataset = eval_dataset
-        self.eval_interval = eval_interval
-        self.eval_num_samples = eval_num_samples
         self.round = 0
         self.env_step = 0
         self.last_checkpoint: str | None = None
@@ -146,13 +147,9 @@ class System:
 
     # -- data ------------------------------------------------------------------------------------
     def items_for_round(self, round_index: int) -> list[int]:
-        """Dataset indices of a round (a pure function of the round and the seed)."""
-        epoch, pos = divmod(round_index, self.rounds_per_epoch)
-        order = list(range(self.num_items))
-        if self.shuffle:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            order = torch.randperm(self.num_items, generator=gen).tolist()
-        return order[pos * self.items_per_round:(pos + 1) * self.items_per_round]
+        """Dataset indices of a round: the trainers' data order, ``items_per_round`` items a round."""
+        return step_items(round_index, num_items=self.num_items, per_step=self.items_per_round, seed=self.seed,
+                          shuffle=self.shuffle)
 
     # -- one round -------------------------------------------------------------------------------
     def play(self, items: Sequence[dict], item_indices: Sequence[int]) -> SystemRollout:
@@ -259,11 +256,8 @@ class System:
         root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
-        schedule = LoopSchedule(total=self.total_rounds, eval_interval=self.eval_interval, logging_steps=1,
-                                checkpoint_interval=self.checkpoint_interval,
-                                checkpoint_total_limit=self.checkpoint_total_limit)
         run_config = {"system": self.config, "trainers": {name: t.args.to_dict() for name, t in self.trainers.items()}}
-        return run_loop(self, position=lambda: self.round, advance=self.step, schedule=schedule,
+        return run_loop(self, position=lambda: self.round, advance=self.step, schedule=self.loop_schedule,
                         sink=sink or self.sink or BaseSink(), checkpoint_root=root, run_config=run_config)
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -281,9 +275,7 @@ class System:
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore a folder written by :meth:`save_checkpoint` into this (identically built) system."""
-        folder = Path(path)
-        if not (folder / STATE_FILE).is_file():
-            raise FileNotFoundError(f"{folder} is not a system checkpoint (no {STATE_FILE}); pass a checkpoint-N folder")
+        folder = written_folder(path, STATE_FILE, "a system checkpoint")
         state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
         if state["trainers"] != self.names:
             raise ValueError(f"the checkpoint's trainers {state['trainers']} differ from this system's {self.names}")

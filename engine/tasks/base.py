@@ -8,7 +8,7 @@ dashboard form and the config validator read without building anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,29 +105,9 @@ class TaskInfo:
     factory: Callable[[Any, int], Task]
     tags: tuple[str, ...] = ()
 
-    @property
-    def supports_multi_turn(self) -> bool:
-        return self.max_turns is None or self.max_turns > 1
-
     def default_params(self) -> dict[str, Any]:
         """Parameter defaults as plain JSON-able values (for forms and presets)."""
         return self.params_model().model_dump(mode="json")
-
-    def param_fields(self) -> list[dict[str, Any]]:
-        """One dict per parameter: name, type annotation text, default, help text."""
-        rows = []
-        for name, f in self.params_model.model_fields.items():
-            annotation = f.annotation
-            type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-            rows.append(
-                {
-                    "name": name,
-                    "type": type_name,
-                    "default": f.get_default(call_default_factory=True),
-                    "help": f.description or "",
-                }
-            )
-        return rows
 
     def check_team_size(self, num_agents: int) -> None:
         """Raise :class:`TaskError` when the task cannot be played by ``num_agents`` agents."""
@@ -137,15 +117,3 @@ class TaskInfo:
                 f"task {self.name!r} supports teams of {sizes} agent(s), not {num_agents}; "
                 f"change the number of agents or pick another task"
             )
-
-
-def require_items(items: Sequence[dict], *, task: str, keys: Sequence[str]) -> None:
-    """Check every dataset item has ``keys``; raise naming the first item and key missing."""
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise TaskError(f"task {task!r}: dataset item {index} is {type(item).__name__}, expected a dict")
-        for key in keys:
-            if key not in item:
-                raise TaskError(
-                    f"task {task!r}: dataset item {index} has no {key!r} field (fields: {sorted(item)})"
-                )

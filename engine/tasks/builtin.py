@@ -8,6 +8,9 @@ from engine.tasks.registry import register_task
 from engine.tasks.self_play import RoleSwitchParams, SelfRefineParams, build_role_switch, build_self_refine
 from engine.tasks.writing import WritingParams, build_writing
 
+# What the registry assumes unless told: teams of two, one turn. The self-play tasks differ alike.
+SELF_PLAY = {"default_num_agents": 1, "max_turns": None, "tags": ("self-play", "multi-turn")}
+
 register_task(
     "quickstart",
     build_quickstart,
@@ -19,9 +22,6 @@ register_task(
         "models learn it on a CPU in about a minute: the reward climbs from about 0.3 toward 1."
     ),
     roles=("first", "second"),
-    default_num_agents=2,
-    team_sizes=(2,),
-    max_turns=1,
     tags=("demo", "cpu"),
 )
 register_task(
@@ -35,7 +35,6 @@ register_task(
         "feedback shows test results; num_agents=1 is the single-agent baseline; pass@k in evaluation."
     ),
     roles=("helper", "main"),
-    default_num_agents=2,
     team_sizes=(1, 2),
     max_turns=None,
     tags=("code", "multi-turn"),
@@ -51,9 +50,6 @@ register_task(
         "the shipped passages or your dataset's text column."
     ),
     roles=("summary", "elaboration"),
-    default_num_agents=2,
-    team_sizes=(2,),
-    max_turns=1,
     tags=("writing",),
 )
 register_task(
@@ -66,10 +62,7 @@ register_task(
         "heuristics. Use num_turns >= 2."
     ),
     roles=("writer",),
-    default_num_agents=1,
-    team_sizes=(1,),
-    max_turns=None,
-    tags=("self-play", "multi-turn"),
+    **SELF_PLAY,
 )
 register_task(
     "role_switch",
@@ -81,8 +74,5 @@ register_task(
         "message; every reply is scored for the role it played. Use num_turns >= 2."
     ),
     roles=("player",),
-    default_num_agents=1,
-    team_sizes=(1,),
-    max_turns=None,
-    tags=("self-play", "multi-turn"),
+    **SELF_PLAY,
 )

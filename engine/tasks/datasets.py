@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.tasks.base import TaskError
+from engine.tasks.base import Task, TaskError
 
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 
@@ -27,6 +27,13 @@ def items_to_dataset(items: Sequence[dict[str, Any]]) -> Any:
         if not isinstance(item, dict):
             raise TaskError(f"dataset item {index} is {type(item).__name__}; items must be dicts")
     return Dataset.from_list(items)
+
+
+def task_from_items(train: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]], **parts: Any) -> Task:
+    """A :class:`Task` over these items (no eval dataset without eval items); ``parts`` are the task's
+    other fields (name, roles, formatters, reward_func, ...)."""
+    return Task(train_dataset=items_to_dataset(train), eval_dataset=items_to_dataset(evals) if evals else None,
+                **parts)
 
 
 def load_items(source: Any, *, split: str = "train") -> Any:

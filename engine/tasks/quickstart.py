@@ -15,7 +15,7 @@ import math
 from pydantic import Field, field_validator
 
 from engine.tasks.base import Task, TaskParams
-from engine.tasks.datasets import items_to_dataset
+from engine.tasks.datasets import task_from_items
 from engine.tasks.reward_terms import RewardTerm, RewardTerms
 
 ROLES = ("first", "second")
@@ -96,11 +96,11 @@ def build_quickstart(params: QuickstartParams, num_agents: int) -> Task:
 
     train = _items(_TOPICS[: params.num_items])
     evals = _items(_TOPICS[len(_TOPICS) - params.eval_items:]) if params.eval_items else []
-    return Task(
+    return task_from_items(
+        train,
+        evals,
         name="quickstart",
         roles=list(ROLES),
-        train_dataset=items_to_dataset(train),
-        eval_dataset=items_to_dataset(evals) if evals else None,
         formatters=[first_formatter, second_formatter],
         reward_func=quickstart_reward(first, second),
         check=lambda item, completions: team_fit(completions[0], completions[1], first, second) >= 0.9,

@@ -67,18 +67,9 @@ def register_task(
     sizes = tuple(team_sizes) if team_sizes is not None else (default_num_agents,)
     if default_num_agents not in sizes:
         raise TaskError(f"task {name!r}: default_num_agents={default_num_agents} is not among team_sizes {sizes}")
-    info = TaskInfo(
-        name=name,
-        title=title or name.replace("_", " ").capitalize(),
-        description=description,
-        roles=tuple(roles),
-        default_num_agents=default_num_agents,
-        team_sizes=sizes,
-        max_turns=max_turns,
-        params_model=params_model,
-        factory=factory,
-        tags=tuple(tags),
-    )
+    info = TaskInfo(name=name, title=title or name.replace("_", " ").capitalize(), description=description,
+                    roles=tuple(roles), default_num_agents=default_num_agents, team_sizes=sizes, max_turns=max_turns,
+                    params_model=params_model, factory=factory, tags=tuple(tags))
     _REGISTRY[name] = info
     return info
 

@@ -185,15 +185,3 @@ def _per_agent(prompts: Sequence, completions: list[list[str]]) -> list[list[str
     if prompts and isinstance(prompts[0], (list, tuple)):
         return [list(p) for p in prompts]
     return [list(prompts) for _ in completions]
-
-
-def per_action(fn: Callable[..., float]) -> TermFunc:
-    """Lift ``fn(completions_of_one_joint_action: list[str], item: dict) -> float`` to a batched term."""
-
-    def term(agent_completions, batch_items, prompts):
-        n = len(agent_completions[0])
-        return [fn([agent[j] for agent in agent_completions], batch_items[j]) for j in range(n)]
-
-    term.__name__ = getattr(fn, "__name__", "term")
-    term.__doc__ = fn.__doc__
-    return term

@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from engine.tasks.base import Task, TaskParams
-from engine.tasks.datasets import items_to_dataset, split_items
+from engine.tasks.datasets import split_items, task_from_items
 from engine.tasks.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.text_metrics import content_words, overlap_score, relevance_score, word_range_score, words
 from engine.tasks.transitions import alternate_roles, revise_with_feedback, role_for_turn
@@ -53,6 +55,14 @@ def summary_feedback(summary: str, source: str, word_range: tuple[int, int]) -> 
     return " ".join(notes) or "Good; make it a little clearer."
 
 
+def _self_play_task(name: str, role: str, train: list[dict], evals: list[dict], *, formatter: Any,
+                    terms: dict[str, Any], transition: Any, description: str) -> Task:
+    """A task for one agent over any number of turns, its reward the equally weighted ``terms``."""
+    reward = RewardTerms(task=name, terms=[RewardTerm(term, fn, 1.0) for term, fn in terms.items()])
+    return task_from_items(train, evals, name=name, roles=[role], formatters=[formatter], reward_func=reward,
+                           external_transition=transition, max_turns=None, description=description)
+
+
 def build_self_refine(params: SelfRefineParams, num_agents: int) -> Task:
     """Summarise, then revise with feedback (one agent, any number of turns)."""
     train, evals = split_items(_items(params), params.eval_items)
@@ -72,22 +82,12 @@ def build_self_refine(params: SelfRefineParams, num_agents: int) -> Task:
     def feedback(*, prompt, completion, agent_index, turn, agent_completions) -> str:
         return summary_feedback(completion, prompt, params.summary_words)
 
-    return Task(
-        name="self_refine",
-        roles=["writer"],
-        train_dataset=items_to_dataset(train),
-        eval_dataset=items_to_dataset(evals) if evals else None,
-        formatters=[formatter],
-        reward_func=RewardTerms(
-            task="self_refine", terms=[RewardTerm("length", length, 1.0), RewardTerm("relevance", relevance, 1.0)]
-        ),
-        external_transition=revise_with_feedback(
-            feedback,
-            original=lambda prompt, agent: f"Summarise the text below in one or two sentences.\n\nText: {prompt}",
-        ),
-        max_turns=None,
-        description="One agent summarises, then revises its answer with feedback each turn.",
+    revise = revise_with_feedback(
+        feedback, original=lambda prompt, agent: f"Summarise the text below in one or two sentences.\n\nText: {prompt}"
     )
+    return _self_play_task("self_refine", "writer", train, evals, formatter=formatter,
+                           terms={"length": length, "relevance": relevance}, transition=revise,
+                           description="One agent summarises, then revises its answer with feedback each turn.")
 
 
 class RoleSwitchParams(SelfRefineParams):
@@ -138,16 +138,7 @@ def build_role_switch(params: RoleSwitchParams, num_agents: int) -> Task:
         role = ROLE_NAMES[role_for_turn(0, 1, len(ROLE_NAMES))]
         return f"You are the {role}.\nText: {item['prompt']}\n\nSummarise it in one or two sentences."
 
-    return Task(
-        name="role_switch",
-        roles=["player"],
-        train_dataset=items_to_dataset(train),
-        eval_dataset=items_to_dataset(evals) if evals else None,
-        formatters=[formatter],
-        reward_func=RewardTerms(
-            task="role_switch", terms=[RewardTerm("length", length, 1.0), RewardTerm("content", content, 1.0)]
-        ),
-        external_transition=alternate_roles(ROLE_NAMES, role_templates=ROLE_TEMPLATES),
-        max_turns=None,
-        description="Self-play: one agent alternates between summarizer and elaborator.",
-    )
+    return _self_play_task("role_switch", "player", train, evals, formatter=formatter,
+                           terms={"length": length, "content": content},
+                           transition=alternate_roles(ROLE_NAMES, role_templates=ROLE_TEMPLATES),
+                           description="Self-play: one agent alternates between summarizer and elaborator.")

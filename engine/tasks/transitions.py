@@ -39,6 +39,28 @@ def _turn_number(histories: Sequence[Sequence[str]] | None, agent: int) -> int:
     return max(1, len(histories[agent]))
 
 
+def _comlrl_transition(name: str, next_prompt: Callable[[str, list[str], int, int], str]) -> Callable[..., list[str]]:
+    """CoMLRL's transition signature around ``next_prompt(prompt, replies, agent_index, turn_done)``:
+    the replies read as text and counted against the team, one next prompt per agent."""
+
+    def transition(
+        *,
+        prompt: str,
+        agent_completions: Sequence[Any],
+        num_agents: int,
+        prompt_history_per_agent: Sequence[Sequence[str]] | None = None,
+        response_history_per_agent: Sequence[Sequence[str]] | None = None,
+        **_: Any,
+    ) -> list[str]:
+        replies = [_as_text(c) for c in agent_completions]
+        if len(replies) != num_agents:
+            raise TaskError(f"{name}: got {len(replies)} completions for {num_agents} agents")
+        return [next_prompt(prompt, replies, i, _turn_number(prompt_history_per_agent, i)) for i in range(num_agents)]
+
+    transition.__name__ = name
+    return transition
+
+
 def revise_with_feedback(
     feedback: FeedbackFunc | None = None,
     *,
@@ -57,38 +79,16 @@ def revise_with_feedback(
     """
     _check_template(template, {"original", "previous", "feedback", "turn"}, "revise_with_feedback")
 
-    def transition(
-        *,
-        prompt: str,
-        agent_completions: Sequence[Any],
-        num_agents: int,
-        prompt_history_per_agent: Sequence[Sequence[str]] | None = None,
-        response_history_per_agent: Sequence[Sequence[str]] | None = None,
-        **_: Any,
-    ) -> list[str]:
-        replies = [_as_text(c) for c in agent_completions]
-        if len(replies) != num_agents:
-            raise TaskError(f"revise_with_feedback: got {len(replies)} completions for {num_agents} agents")
-        next_prompts = []
-        for i, reply in enumerate(replies):
-            turn = _turn_number(prompt_history_per_agent, i)
-            text = (
-                feedback(prompt=prompt, completion=reply, agent_index=i, turn=turn, agent_completions=replies)
-                if feedback is not None
-                else DEFAULT_FEEDBACK
-            )
-            next_prompts.append(
-                template.format(
-                    original=_original_text(prompt, i, original, include_original),
-                    previous=reply,
-                    feedback=text,
-                    turn=turn + 1,
-                ).strip()
-            )
-        return next_prompts
+    def revised(prompt: str, replies: list[str], i: int, turn: int) -> str:
+        text = (
+            feedback(prompt=prompt, completion=replies[i], agent_index=i, turn=turn, agent_completions=replies)
+            if feedback is not None
+            else DEFAULT_FEEDBACK
+        )
+        return template.format(original=_original_text(prompt, i, original, include_original), previous=replies[i],
+                               feedback=text, turn=turn + 1).strip()
 
-    transition.__name__ = "revise_with_feedback"
-    return transition
+    return _comlrl_transition("revise_with_feedback", revised)
 
 
 def _original_text(
@@ -124,33 +124,13 @@ def alternate_roles(
     for template in templates:
         _check_template(template, {"original", "previous", "role", "turn"}, "alternate_roles")
 
-    def transition(
-        *,
-        prompt: str,
-        agent_completions: Sequence[Any],
-        num_agents: int,
-        prompt_history_per_agent: Sequence[Sequence[str]] | None = None,
-        response_history_per_agent: Sequence[Sequence[str]] | None = None,
-        **_: Any,
-    ) -> list[str]:
-        replies = [_as_text(c) for c in agent_completions]
-        if len(replies) != num_agents:
-            raise TaskError(f"alternate_roles: got {len(replies)} completions for {num_agents} agents")
-        next_prompts = []
-        for i in range(num_agents):
-            turn = _turn_number(prompt_history_per_agent, i)
-            role_index = role_for_turn(i, turn + 1, len(roles))
-            # whoever played the role before this one in the cycle: agent i-1 (wrapping), or itself
-            previous = replies[(i - 1) % num_agents] if num_agents > 1 else replies[i]
-            next_prompts.append(
-                templates[role_index].format(
-                    original=prompt, previous=previous, role=roles[role_index], turn=turn + 1
-                )
-            )
-        return next_prompts
+    def next_role(prompt: str, replies: list[str], i: int, turn: int) -> str:
+        role_index = role_for_turn(i, turn + 1, len(roles))
+        # whoever played the role before this one in the cycle: agent i-1 (wrapping), or itself
+        previous = replies[(i - 1) % len(replies)]
+        return templates[role_index].format(original=prompt, previous=previous, role=roles[role_index], turn=turn + 1)
 
-    transition.__name__ = "alternate_roles"
-    return transition
+    return _comlrl_transition("alternate_roles", next_role)
 
 
 def role_for_turn(agent_index: int, turn: int, num_roles: int) -> int:

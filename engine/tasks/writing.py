@@ -19,7 +19,7 @@ from importlib import resources
 from pydantic import Field, model_validator
 
 from engine.tasks.base import Task, TaskError, TaskParams
-from engine.tasks.datasets import items_to_dataset, load_items, split_items
+from engine.tasks.datasets import load_items, split_items, task_from_items
 from engine.tasks.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.text_metrics import (
     diversity_score,
@@ -141,13 +141,7 @@ def elaboration_formatter(item: dict, external_prompts: str | None = None) -> st
 def build_writing(params: WritingParams, num_agents: int) -> Task:
     """Two agents: a concise summary and a complementary elaboration."""
     train, evals = split_items(writing_items(params), params.eval_items)
-    return Task(
-        name="writing",
-        roles=list(ROLES),
-        train_dataset=items_to_dataset(train),
-        eval_dataset=items_to_dataset(evals) if evals else None,
-        formatters=[summary_formatter, elaboration_formatter],
-        reward_func=writing_reward(params),
-        max_turns=1,
-        description="A concise summary and a complementary elaboration, scored by transparent heuristics.",
-    )
+    return task_from_items(train, evals, name="writing", roles=list(ROLES), max_turns=1,
+                           formatters=[summary_formatter, elaboration_formatter], reward_func=writing_reward(params),
+                           description="A concise summary and a complementary elaboration, scored by transparent "
+                           "heuristics.")

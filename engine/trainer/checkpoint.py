@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from engine.folders import CheckpointWriteError, atomic_folder  # noqa: F401  (the error is re-exported)
+from engine.folders import CheckpointWriteError, atomic_folder, written_folder  # noqa: F401  (the error is re-exported)
 
 STATE_FILE = "trainer_state.pt"
 META_FILE = "meta.json"
@@ -124,9 +124,7 @@ class CheckpointMixin:
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore a folder written by :meth:`save_checkpoint` into this (identically built) trainer."""
-        folder = Path(path)
-        if not (folder / STATE_FILE).is_file():
-            raise FileNotFoundError(f"{folder} is not a checkpoint (no {STATE_FILE}); pass a checkpoint-N folder")
+        folder = written_folder(path, STATE_FILE, "a checkpoint")
         meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
         models, which = self._model_groups()
         if which != meta["model_of_agent"]:

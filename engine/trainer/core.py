@@ -29,6 +29,21 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def data_order(num_items: int, epoch: int, *, seed: int, shuffle: bool) -> list[int]:
+    """Item order of an epoch: as stored, or a seeded permutation with ``shuffle``."""
+    if not shuffle:
+        return list(range(num_items))
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    return torch.randperm(num_items, generator=gen).tolist()
+
+
+def step_items(step: int, *, num_items: int, per_step: int, seed: int, shuffle: bool) -> list[int]:
+    """Dataset indices that step ``step`` consumes when each step takes the next ``per_step`` items in
+    epoch order, epoch after epoch (a pure function of the step number)."""
+    epoch, pos = divmod(step, math.ceil(num_items / per_step))
+    return data_order(num_items, epoch, seed=seed, shuffle=shuffle)[pos * per_step:(pos + 1) * per_step]
+
+
 def step_timing(started: float, updating: float, ended: float, *, generate_s: float, reward_s: float,
                 tokens: int) -> dict[str, float]:
     """The ``perf/...`` metrics of a step from its three timestamps (pure function)."""
@@ -97,17 +112,10 @@ class TrainerCore(TrainLoopMixin, CheckpointMixin):
         self._report_rng = random.Random(cfg.seed + 104729)
 
     # -- data ------------------------------------------------------------------------------------
-    def epoch_order(self, epoch: int) -> list[int]:
-        """Item order of an epoch: as stored, or a seeded permutation with ``shuffle``."""
-        if not self.args.shuffle:
-            return list(range(self.num_train_items))
-        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch)
-        return torch.randperm(self.num_train_items, generator=gen).tolist()
-
     def items_for_step(self, step: int) -> list[int]:
         """Dataset indices a training step consumes (a pure function of the step number)."""
-        epoch, pos = divmod(step, self.steps_per_epoch)
-        return self.epoch_order(epoch)[pos * self.items_per_update:(pos + 1) * self.items_per_update]
+        return step_items(step, num_items=self.num_train_items, per_step=self.items_per_update, seed=self.args.seed,
+                          shuffle=self.args.shuffle)
 
     def epoch_of_last_step(self) -> int:
         """The 1-based epoch of the step just taken (``train/epoch``)."""

@@ -49,28 +49,6 @@ def agent_names_for(names: Sequence[str] | None, config: Any, num_agents: int) -
     return chosen
 
 
-def build_team(
-    sources: list[Any],
-    tokenizer: Any,
-    config: Any,
-    *,
-    formatters: Any,
-    names: list[str],
-    agent_learning_rates: Sequence[float | None] | None,
-    agent_generation: Sequence[dict[str, Any] | None] | None,
-    system_prompts: Sequence[str | None] | None,
-) -> list[AgentRuntime]:
-    """Every agent's runtime from the trainer constructor's arguments (CoMLRL's and CoopLab's)."""
-    num_agents = len(sources)
-    return build_agents(
-        sources, resolve_tokenizers(tokenizer, num_agents), config,
-        formatters=normalize_formatters(formatters, num_agents), names=names,
-        learning_rates=list(agent_learning_rates) if agent_learning_rates else None,
-        generation_overrides=list(agent_generation) if agent_generation else None,
-        system_prompts=list(system_prompts) if system_prompts else None,
-    )
-
-
 def resolve_sources(agent_model: Any, agents: Sequence[Any] | None, num_agents: int) -> list[Any]:
     """The list of per-agent model sources (ids or objects)."""
     if agents is not None:
@@ -121,21 +99,27 @@ def model_dtype(model_config: dict[str, Any] | None) -> Any:
     return cfg.get("torch_dtype", cfg.get("dtype"))
 
 
-def build_agents(
+def build_team(
     sources: list[Any],
-    tokenizers: list[Any],
+    tokenizer: Any,
     config: MAGRPOConfig,
     *,
-    formatters: list[Any],
+    formatters: Any,
     names: list[str],
-    learning_rates: list[float | None] | None,
-    generation_overrides: list[dict[str, Any] | None] | None,
-    system_prompts: list[str | None] | None,
+    agent_learning_rates: Sequence[float | None] | None,
+    agent_generation: Sequence[dict[str, Any] | None] | None,
+    system_prompts: Sequence[str | None] | None,
 ) -> list[AgentRuntime]:
-    """Load or adopt every agent's model and tokenizer, place it, and give it an optimizer."""
+    """Every agent's runtime from the trainer constructor's arguments (CoMLRL's and CoopLab's): each
+    model and tokenizer loaded or adopted, placed, and given an optimizer."""
     from engine.models import load_agent
 
     n = len(sources)
+    tokenizers = resolve_tokenizers(tokenizer, n)
+    formatters = normalize_formatters(formatters, n)
+    learning_rates = list(agent_learning_rates) if agent_learning_rates else None
+    generation_overrides = list(agent_generation) if agent_generation else None
+    system_prompts = list(system_prompts) if system_prompts else None
     devices = resolve_devices(config, n)
     model_cfg = dict(config.model_config or {})
     dtype = model_dtype(model_cfg)

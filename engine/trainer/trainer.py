@@ -44,8 +44,6 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
     ``WandbSink``; otherwise nothing goes to wandb.
     """
 
-    default_advantage_mode: str | None = None
-
     def __init__(
         self,
         agent_model: Any = None,

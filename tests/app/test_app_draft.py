@@ -8,8 +8,9 @@ import pytest
 from pydantic import Field
 
 from app import draft as drafts
-from app.fields import FieldInputError, field_form, from_text, model_forms, to_text
-from engine.spec import AgentSpec, TrainerSpec, parse_run_config
+from app.fields import FieldInputError, field_form, from_text, model_forms, named_forms, placed_forms, to_text
+from engine.settings.catalog import CATALOG, FORM_MAIN
+from engine.spec import AgentSpec, TaskSpec, TrainerSpec, parse_run_config
 from engine.tasks import register_task, unregister_task
 from engine.tasks.base import TaskInfo, TaskParams
 
@@ -44,6 +45,17 @@ def test_field_kinds_come_from_the_schema() -> None:
     assert kwargs.kind == "json" and kwargs.default == {}
 
 
+def test_the_form_layout_comes_from_the_schemas() -> None:
+    # the trainer grid: the catalog's form="main" settings in catalog order, every one a run-config field
+    assert [f.name for f in named_forms(TrainerSpec, FORM_MAIN)] == list(FORM_MAIN)
+    assert FORM_MAIN[:3] == ("algorithm", "num_generations", "num_turns") and FORM_MAIN[-1] == "transcripts_per_step"
+    assert all(CATALOG[name].form == "main" for name in FORM_MAIN) and set(FORM_MAIN) < set(TrainerSpec.model_fields)
+    # an agent's row: the per-agent overrides in the grid, tokenizer and model kwargs further down
+    assert [f.name for f in placed_forms(AgentSpec, "main")] == ["device", "learning_rate", "temperature", "top_p",
+                                                                 "top_k", "max_new_tokens"]
+    assert [f.name for f in placed_forms(AgentSpec, "more")] == ["tokenizer", "model_kwargs"]
+
+
 def test_text_fields_round_trip_and_name_bad_input() -> None:
     devices = field_form("agent_devices", TrainerSpec.model_fields["agent_devices"])
     assert from_text(devices, "cuda:0, cuda:1") == ["cuda:0", "cuda:1"]
@@ -55,8 +67,15 @@ def test_text_fields_round_trip_and_name_bad_input() -> None:
         from_text(kwargs, "{dtype: float32")
 
 
+def blank_draft() -> dict:
+    """A minimal valid draft: two default agents on the default task with default trainer settings."""
+    return {"name": "experiment", "description": "", "tags": [],
+            "agents": [drafts.new_agent([]), drafts.new_agent([{"name": "agent_1"}])],
+            "task": TaskSpec().model_dump(mode="json"), "trainer": TrainerSpec().model_dump(mode="json")}
+
+
 def test_validation_errors_are_keyed_by_field() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["agents"][1]["learning_rate"] = -1.0
     draft["trainer"]["num_generations"] = 1
     config, errors = drafts.validate(draft)
@@ -66,7 +85,7 @@ def test_validation_errors_are_keyed_by_field() -> None:
 
 
 def test_model_level_errors_are_reported_without_the_pydantic_prefix() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["agents"][1]["name"] = draft["agents"][0]["name"]
     config, errors = drafts.validate(draft)
     assert config is None
@@ -74,7 +93,7 @@ def test_model_level_errors_are_reported_without_the_pydantic_prefix() -> None:
 
 
 def test_task_params_team_size_and_turns_are_checked_against_the_task() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["task"] = {"name": "pair", "params": {"target_len": 0, "typo": 1}}
     draft["agents"].append(drafts.new_agent(draft["agents"]))
     draft["trainer"]["num_turns"] = 2
@@ -87,7 +106,7 @@ def test_task_params_team_size_and_turns_are_checked_against_the_task() -> None:
 
 
 def test_valid_draft_round_trips_through_yaml() -> None:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["task"] = {"name": "pair", "params": {"target_len": 4}}
     config, errors = drafts.validate(draft, PAIR)
     assert errors == {} and config is not None

@@ -9,7 +9,7 @@ import pytest
 
 from app.configdiff import diff_configs, flatten
 from app.metricgroups import default_charts, group_metrics
-from app.queries import log_tail
+from app.queries import read_log
 from app.runinfo import actions_for, format_duration
 from app.smoothing import ema, rolling_mean, smooth
 
@@ -81,9 +81,9 @@ def test_actions_follow_the_state() -> None:
 def test_log_tail_reads_only_the_end(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     log.write_text("".join(f"line {i}\n" for i in range(1000)))
-    assert log_tail(str(log), lines=3) == "line 997\nline 998\nline 999"
-    assert log_tail(str(tmp_path / "missing.log")) == ""
-    assert log_tail(None) == ""
+    assert read_log(str(log), lines=3, max_bytes=256_000).text == "line 997\nline 998\nline 999"
+    assert read_log(str(tmp_path / "missing.log")).text == ""
+    assert read_log(None).text == ""
 
 
 def test_system_and_actor_critic_metric_grouping() -> None:

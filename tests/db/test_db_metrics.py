@@ -73,10 +73,10 @@ def test_nan_is_kept_as_nan_but_never_plotted(store: Store, run_id: int) -> None
 def test_exports(store: Store, run_id: int) -> None:
     store.log_step(run_id, 1, 8, {"b": 0.5, "a": 1.25}, wall_time=10.0)
     store.log_metrics(run_id, 1, None, {"c": 2.0}, wall_time=11.0)
-    csv_text = store.export_metrics_csv(run_id)
+    csv_text = "".join(store.stream_metrics_csv(run_id))
     assert csv_text.splitlines() == ["key,step,env_step,value,wall_time", "a,1,8,1.25,10.0", "b,1,8,0.5,10.0",
                                      "c,1,,2.0,11.0"]
-    rows = [json.loads(line) for line in store.export_metrics_jsonl(run_id, keys=["c"]).splitlines()]
+    rows = [json.loads(line) for line in "".join(store.stream_metrics_jsonl(run_id, keys=["c"])).splitlines()]
     assert rows == [{"key": "c", "step": 1, "env_step": None, "value": 2.0, "wall_time": 11.0}]
 
 

@@ -20,15 +20,31 @@ class NotPlain(ValueError):
     """A value (or a message) that is not plain data."""
 
 
-def to_json(value, depth=0):
-    """The JSON tree of a plain value (raises :class:`NotPlain`)."""
+def _walk(value, depth, tagged):
+    """What the codec does the same both ways: the nesting limit, scalars (None, bool, int, float,
+    str of exact built-in types) as they are, lists item by item; everything else goes to ``tagged``."""
     if depth > MAX_DEPTH:
         raise NotPlain(f"nested deeper than {MAX_DEPTH} levels")
     kind = type(value)
     if value is None or kind is bool or kind is int or kind is float or kind is str:
         return value
     if kind is list:
-        return [to_json(item, depth + 1) for item in value]
+        return [_walk(item, depth + 1, tagged) for item in value]
+    return tagged(value, depth)
+
+
+def to_json(value, depth=0):
+    """The JSON tree of a plain value (raises :class:`NotPlain`)."""
+    return _walk(value, depth, _to_tag)
+
+
+def from_json(tree, depth=0):
+    """A plain value from a JSON tree; every container and scalar is an exact built-in type."""
+    return _walk(tree, depth, _from_tag)
+
+
+def _to_tag(value, depth):
+    kind = type(value)
     if kind is tuple:
         return {"tuple": [to_json(item, depth + 1) for item in value]}
     if kind is dict:
@@ -42,16 +58,8 @@ def to_json(value, depth=0):
     raise NotPlain(f"a value of type {kind.__name__} is not plain data (built-in types only, no subclasses)")
 
 
-def from_json(tree, depth=0):
-    """A plain value from a JSON tree; every container and scalar is an exact built-in type."""
-    if depth > MAX_DEPTH:
-        raise NotPlain(f"nested deeper than {MAX_DEPTH} levels")
-    kind = type(tree)
-    if tree is None or kind is bool or kind is int or kind is float or kind is str:
-        return tree
-    if kind is list:
-        return [from_json(item, depth + 1) for item in tree]
-    if kind is not dict or len(tree) != 1:
+def _from_tag(tree, depth):
+    if type(tree) is not dict or len(tree) != 1:
         raise NotPlain("malformed value: expected a scalar, a list or a one-key tag")
     (tag, body), = tree.items()
     if tag not in _TAGS:

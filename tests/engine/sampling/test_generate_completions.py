@@ -54,7 +54,8 @@ def test_everything_after_eos_is_masked_and_padded(eos_llama, decoder: str) -> N
     for p, texts in enumerate(gen.texts):
         for k, text in enumerate(texts):
             assert "<|endoftext|>" not in text and "<|pad|>" not in text
-            expected = tokenizer.decode(gen.completion_token_ids(p, k), skip_special_tokens=True)
+            row = p * gen.num_samples + k
+            expected = tokenizer.decode(gen.completion_ids[row, : lengths[row]].tolist(), skip_special_tokens=True)
             assert text == expected
 
 

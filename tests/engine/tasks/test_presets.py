@@ -18,7 +18,7 @@ def test_preset_is_a_valid_run_config(name):
     info.check_team_size(len(config.agents))
     validate_params(info, config.task.params)
     if config.trainer.num_turns > 1:
-        assert info.supports_multi_turn
+        assert info.max_turns is None or info.max_turns >= config.trainer.num_turns
 
 
 def test_expected_presets_and_copies_are_independent():

@@ -21,7 +21,7 @@ def test_importing_the_catalog_loads_neither_torch_nor_datasets():
         "import sys\n"
         "from engine.tasks import task_catalog, get_task_info\n"
         "infos = task_catalog()\n"
-        "get_task_info('humaneval').param_fields()\n"
+        "get_task_info('humaneval').default_params()\n"
         "import engine.tasks.presets\n"
         "print(len(infos), 'torch' in sys.modules, 'datasets' in sys.modules)\n"
     )
@@ -37,10 +37,10 @@ def test_catalog_describes_every_builtin_for_the_form():
     quick = infos["quickstart"]
     assert quick.default_num_agents == 2 and quick.team_sizes == (2,) and quick.max_turns == 1
     assert quick.roles == ("first", "second") and quick.title and quick.description
-    assert infos["humaneval"].team_sizes == (1, 2) and infos["humaneval"].supports_multi_turn
+    assert infos["humaneval"].team_sizes == (1, 2) and infos["humaneval"].max_turns != 1
     assert infos["self_refine"].default_num_agents == 1
-    fields = {row["name"]: row for row in infos["humaneval"].param_fields()}
-    assert fields["train_slice"]["default"] == "0:133" and fields["train_slice"]["help"]
+    train_slice = infos["humaneval"].params_model.model_fields["train_slice"]
+    assert train_slice.default == "0:133" and train_slice.description
 
 
 def test_invalid_params_name_the_field():
