@@ -124,6 +124,7 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
                 requeued = reconcile_queued(store, app, settings, confirm_s=max(1.0, settings.maintenance_interval_s))
             except BrokerUnreadable as exc:
                 log.info("queued runs not checked against the broker: %s", exc)
+        _schedule_studies(settings, store)
         return MaintenanceReport(
             lost=tuple(i for i, status in ended.items() if status == states.LOST),
             stopped=tuple([i for i, status in ended.items() if status == states.STOPPED] + terminated),
@@ -132,6 +133,16 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
     finally:
         if own_store:
             store.close()
+
+
+def _schedule_studies(settings: Settings, store: Store) -> None:
+    """Top up and early-stop the active studies (:func:`jobs.studies.schedule_studies`)."""
+    try:
+        from jobs.studies import schedule_studies
+
+        schedule_studies(settings=settings, store=store)
+    except Exception:  # a study's trouble never stops the run maintenance
+        log.warning("scheduling the studies failed", exc_info=True)
 
 
 def held_run_ids() -> set[int]:

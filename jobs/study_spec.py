@@ -35,7 +35,7 @@ DEFAULT_OBJECTIVE = "train/reward_mean"
 
 class EarlyStopping(BaseModel):
     """The median stopping rule: at a step of at least ``min_steps``, a running child whose mean of
-    ``metric`` so far is below the median of the other children's means up to that step (at least
+    ``metric`` so far is below the median of the completed children's means up to that step (at least
     ``min_trials`` of them reached it) is stopped."""
 
     model_config = ConfigDict(extra="forbid")
