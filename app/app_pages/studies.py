@@ -33,8 +33,10 @@ with define_tab:
         base = dict(by_id[base_id].config)
         paths = searchable_paths(base)
         st.caption("Fields to search (from the run-config schema) and their values, comma-separated.")
-        rows = st.data_editor(
-            [{"path": "trainer.agent_learning_rate", "values": ""}], num_rows="dynamic", key="st_space",
+        lr = float((base.get("trainer") or {}).get("agent_learning_rate") or 1e-5)
+        rows = st.data_editor(  # starts with the learning rate around the base's own
+            [{"path": "trainer.agent_learning_rate", "values": f"{lr / 3:.2g}, {lr:g}, {lr * 3:.2g}"}],
+            num_rows="dynamic", key="st_space",
             column_config={"path": st.column_config.SelectboxColumn("field", options=paths, required=True),
                            "values": st.column_config.TextColumn("values", help="e.g. 0.0001, 0.001")})
         m1, m2, m3, m4, m5 = st.columns(5)

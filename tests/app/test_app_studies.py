@@ -22,6 +22,10 @@ def _edits(values: str, *added: dict) -> dict:
 def test_define_validates_every_config_then_queues_the_study(app, store: Store, experiment: int) -> None:
     at = app("studies")
     assert not at.exception
+    assert at.dataframe[0].value["values"].tolist() == ["1.7e-06, 5e-06, 1.5e-05"]  # around the base's rate
+    assert any("3 points × 2 seeds = 6 runs, every config valid" in s.value for s in at.success)
+    at.session_state["st_space"] = _edits("")
+    at.run()
     assert any("trainer.agent_learning_rate: give at least one value" in e.value for e in at.error)
     assert at.button(key="st_queue").disabled
     at.session_state["st_space"] = _edits("0.001, -1")
