@@ -59,7 +59,8 @@ class StudyTrial:
 
 @dataclass(frozen=True)
 class TrialInput:
-    """A child to store with a new study (its config already validated by the caller)."""
+    """A child to store with a new study: point ``point`` (its ``params`` by path) with its
+    ``seed_index``-th seed ``seed``, and its whole run ``config`` (already validated by the caller)."""
 
     point: int
     seed_index: int

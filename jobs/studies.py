@@ -29,7 +29,7 @@ from typing import Any
 
 from db import states
 from db.store import Store
-from db.study_records import ACTIVE, FINISHED, PENDING, STOPPED, Study, TrialInput
+from db.study_records import ACTIVE, FINISHED, PENDING, STOPPED, Study
 from db.study_store import StudyStore
 from jobs.client import BrokerUnavailable, get_store, resend_run, stop_run
 from jobs.settings import Settings, get_settings
@@ -86,9 +86,7 @@ def create_study(spec: StudySpec | Mapping[str, Any], *, settings: Settings | No
     settings = settings or get_settings()
     spec = spec if isinstance(spec, StudySpec) else parse_study_spec(spec)
     validate_device(spec.device)
-    trials = study_trials(spec, validate=lambda config: check_run_config(config, settings=settings))
-    inputs = [TrialInput(point=t.point, seed_index=t.seed_index, seed=t.seed, params=t.params, config=t.config)
-              for t in trials]
+    inputs = study_trials(spec, validate=lambda config: check_run_config(config, settings=settings))
     study = _studies(settings, None).create_study(spec.name, spec.model_dump(mode="json"), inputs, queue=spec.device,
                                                   max_concurrent=spec.max_concurrent, description=spec.description)
     log.info("study %s (%s): %d children, at most %d at once", study.id, study.name, len(inputs), spec.max_concurrent)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from db.study_records import TrialInput
 from engine.spec import ConfigError, RunConfig, parse_run_config
 
 RANGE_KINDS = ("uniform", "loguniform", "int")
@@ -49,17 +50,6 @@ class Dimension:
         if self.kind == "loguniform":
             return math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
         return rng.uniform(self.low, self.high)
-
-
-@dataclass(frozen=True)
-class GeneratedTrial:
-    """One child of a study: point ``point`` (its ``params`` by path) with its ``seed_index``-th seed."""
-
-    point: int
-    seed_index: int
-    seed: int
-    params: Mapping[str, Any]
-    config: Mapping[str, Any]
 
 
 def parse_dimension(path: str, spec: Any) -> Dimension:
@@ -163,7 +153,7 @@ def point_config(base: Mapping[str, Any], params: Mapping[str, Any], seed: int) 
 
 def generate(base: RunConfig | Mapping[str, Any], dims: Sequence[Dimension], *, method: str = "grid",
              samples: int = 0, seeds: int | Sequence[int] = 1, seed: int = 0,
-             validate: Callable[[dict[str, Any]], RunConfig] = parse_run_config) -> list[GeneratedTrial]:
+             validate: Callable[[dict[str, Any]], RunConfig] = parse_run_config) -> list[TrialInput]:
     """Every child of a study, each config validated by ``validate`` (the run-config schema).
 
     Raises :class:`StudySpaceError` naming the point, its values and each bad field when a point
@@ -178,7 +168,7 @@ def generate(base: RunConfig | Mapping[str, Any], dims: Sequence[Dimension], *, 
     else:
         raise StudySpaceError(f"method: {method!r} is not a search method; use 'grid' or 'random'")
     seeds_of_point = seed_list(seeds, seed)
-    trials: list[GeneratedTrial] = []
+    trials: list[TrialInput] = []
     for index, params in enumerate(points):
         try:
             checked = validate(point_config(plain, params, seeds_of_point[0])).model_dump(mode="json")
@@ -188,7 +178,7 @@ def generate(base: RunConfig | Mapping[str, Any], dims: Sequence[Dimension], *, 
         for seed_index, training_seed in enumerate(seeds_of_point):
             config = copy.deepcopy(checked)
             config["trainer"][SEED_PATH.split(".")[1]] = training_seed
-            trials.append(GeneratedTrial(point=index, seed_index=seed_index, seed=training_seed, params=dict(params),
+            trials.append(TrialInput(point=index, seed_index=seed_index, seed=training_seed, params=dict(params),
                                          config=config))
     return trials
 

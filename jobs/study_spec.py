@@ -26,9 +26,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from db.study_records import TrialInput
 from engine.errors import format_validation_error
-from engine.spec import ConfigError, RunConfig, parse_run_config
-from jobs.study_space import GeneratedTrial, StudySpaceError, generate, parse_space
+from engine.spec import ConfigError, RunConfig, load_run_config, parse_run_config
+from jobs.study_space import StudySpaceError, generate, parse_space
 
 DEFAULT_OBJECTIVE = "train/reward_mean"
 
@@ -75,25 +76,26 @@ def parse_study_spec(data: Mapping[str, Any]) -> StudySpec:
 
 
 def load_study_file(path: str | Path) -> StudySpec:
-    """Read a study YAML; a ``base`` given as a path is read relative to the study file."""
+    """Read a study YAML; a ``base`` given as a path is a run-config file relative to the study file
+    (read and validated by :func:`engine.spec.load_run_config`)."""
     path = Path(path)
-    if not path.is_file():
-        raise StudySpaceError(f"study file not found: {path}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise StudySpaceError(f"study file {path} cannot be read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise StudySpaceError(f"{path}: not valid YAML: {exc}") from None
     if isinstance(data, dict) and isinstance(data.get("base"), str):
-        base_path = Path(data["base"])
-        base_path = base_path if base_path.is_absolute() else path.parent / base_path
-        if not base_path.is_file():
-            raise StudySpaceError(f"base: run-config file not found: {base_path}")
-        data["base"] = yaml.safe_load(base_path.read_text(encoding="utf-8")) or {}
+        base_path = path.parent / data["base"]  # an absolute base stays absolute
+        try:
+            data["base"] = load_run_config(base_path).model_dump(mode="json")
+        except ConfigError as exc:
+            raise StudySpaceError(f"base: {exc}") from None
     return parse_study_spec(data)
 
 
 def study_trials(spec: StudySpec, validate: Callable[[dict[str, Any]], RunConfig] = parse_run_config,
-                 ) -> list[GeneratedTrial]:
+                 ) -> list[TrialInput]:
     """Every child of the study, each config validated by ``validate`` (raises :class:`StudySpaceError`)."""
     try:
         base = validate(dict(spec.base))

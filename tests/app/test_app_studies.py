@@ -8,7 +8,6 @@ import pytest
 
 from db import states
 from db.store import Store
-from db.study_records import TrialInput
 from db.study_store import StudyStore
 from jobs.study_space import generate, parse_space
 
@@ -51,7 +50,7 @@ def _finished_study(store: Store, experiment: int, make_config) -> int:
     trials = generate(base, parse_space({LR: [0.001, 0.01]}), seeds=2)
     studies = StudyStore(store)
     study = studies.create_study("lr", {"base": base, "space": {LR: [0.001, 0.01]}, "objective": "train/reward_mean"},
-                                 [TrialInput(t.point, t.seed_index, t.seed, t.params, t.config) for t in trials],
+                                 trials,
                                  max_concurrent=4)
     finals = {(0, 0): 0.2, (0, 1): 0.4, (1, 0): 0.7, (1, 1): 0.9}
     for run_id in studies.claim_slots(study.id):

@@ -120,5 +120,5 @@ def test_a_study_file_reads_its_base_relative_to_itself(tmp_path: Path) -> None:
     with pytest.raises(StudySpaceError, match=r"early_stopping\.min_step: unknown field"):
         parse_study_spec({**spec.model_dump(), "early_stopping": {"min_step": 2}})
     study.write_text("name: s\nbase: nowhere.yaml\nspace: {}\n")
-    with pytest.raises(StudySpaceError, match=r"base: run-config file not found: .*nowhere\.yaml"):
+    with pytest.raises(StudySpaceError, match=r"base: config file not found: .*nowhere\.yaml"):
         load_study_file(study)
