@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from db import states
+from db.records import EpisodeIn, TurnIn
 from db.store import Store
 from db.study_store import StudyStore
 from jobs.study_space import generate, parse_space
@@ -58,7 +59,11 @@ def _finished_study(store: Store, experiment: int, make_config) -> int:
         store.transition(run_id, states.STARTING)
         store.transition(run_id, states.RUNNING)
         for step in (1, 2):
-            store.log_step(run_id, step, step, {"train/reward_mean": finals[trial.point, trial.seed_index] * step / 2})
+            episode = EpisodeIn(sample_index=0, split="train", item_index=0, turns=(TurnIn(
+                turn=1, agent_index=0, agent_name="writer", prompt="split the alphabet",
+                completion=f"reply of seed {trial.seed} at step {step}", reward=0.5, ret=0.5, advantage=0.0),))
+            store.log_step(run_id, step, step, {"train/reward_mean": finals[trial.point, trial.seed_index] * step / 2},
+                           [episode])
         store.transition(run_id, states.SUCCEEDED)
     return study.id
 
@@ -81,6 +86,8 @@ def test_watch_results_and_promote_the_best_point(app, store: Store, experiment:
     assert means[1]["y"] == pytest.approx([0.4, 0.8])
     assert scatter["data"][0]["x"] == [0.001, 0.01] and scatter["data"][0]["y"] == pytest.approx([0.3, 0.8])
     assert at.get("download_button")
+    # point 0's two seeds side by side at their latest shared step
+    assert [c.text[0].value for c in at.chat_message] == ["reply of seed 0 at step 2", "reply of seed 1 at step 2"]
     at.button(key="st_promote").click().run()
     promoted = store.find_experiment("lr: point 1")
     assert promoted is not None and promoted.config["trainer"]["agent_learning_rate"] == 0.01

@@ -1,5 +1,5 @@
 """A study in a real browser against ``cooplab up`` with a real worker: define it from the quick-start
-experiment (the learning rate around the experiment's own, every config validated), queue it, watch
+experiment (random points of the learning rate around the experiment's own, every config validated), queue it, watch
 its children finish, read its results and promote the best point to a new experiment.
 Screenshots go to the folder printed at the start (``study-*.png``)."""
 
@@ -36,21 +36,25 @@ def test_define_watch_and_promote_a_study(cooplab_up: str, browser_page, artifac
     page.get_by_role("button", name="Save changes").click()
     expect(page.get_by_text("Saved experiment 'quickstart'")).to_be_visible()
 
-    # define: three learning rates around the experiment's own, one seed each
+    # define: three learning rates around the experiment's own (a grid of 3 x 2 seeds), then two
+    # random points of them with one seed each
     page.goto(f"{url}/studies")
     expect(page.get_by_text("3 points × 2 seeds = 6 runs, every config valid")).to_be_visible()
-    seeds = page.get_by_role("spinbutton", name="seeds per point")
-    seeds.fill("1")
-    seeds.press("Tab")
+    page.get_by_text("random", exact=True).click()
     _settle(page)
-    expect(page.get_by_text("3 points × 1 seeds = 3 runs, every config valid")).to_be_visible()
+    for name, value in (("random points", "2"), ("seeds per point", "1")):
+        box = page.get_by_role("spinbutton", name=name)
+        box.fill(value)
+        box.press("Tab")
+        _settle(page)
+    expect(page.get_by_text("2 points × 1 seeds = 2 runs, every config valid")).to_be_visible()
     shot("1-define")
     page.get_by_role("button", name="Queue the study").click()
-    expect(page.get_by_text("Study 'quickstart sweep' queued: 3 runs")).to_be_visible()
+    expect(page.get_by_text("Study 'quickstart sweep' queued: 2 runs")).to_be_visible()
 
     # watch until every child ended; the results table and the charts follow
     page.get_by_role("tab", name="Watch and results").click()
-    expect(page.get_by_text(re.compile(r"quickstart sweep · finished · 3 succeeded"))).to_be_visible(timeout=300_000)
+    expect(page.get_by_text(re.compile(r"quickstart sweep · finished · 2 succeeded"))).to_be_visible(timeout=300_000)
     page.reload()  # the results section is drawn once the children have metrics
     page.get_by_role("tab", name="Watch and results").click()
     expect(page.get_by_text(re.compile(r"Best point by mean final train/reward_mean: point \d"))).to_be_visible()

@@ -10,6 +10,7 @@ from db import states
 from db.store import Store
 from db.study_records import ACTIVE, FINISHED, PENDING, STOPPED
 from db.study_store import StudyStore
+from jobs.maintenance import run_maintenance
 from jobs.studies import (
     after_run,
     create_study,
@@ -60,7 +61,10 @@ def test_children_are_queued_up_to_the_cap_and_topped_up_as_they_end(jobs_env, s
     assert len(after_run(second, settings=jobs_env).queued) == 1
     store.transition(third, states.STARTING)
     store.transition(third, states.LOST, error="the worker died")  # as the reaper settles a dead worker's run
-    assert [len(r.queued) for r in schedule_studies(settings=jobs_env, store=store)] == [1]
+    before = {t.run_id for t in _in_flight(studies, study.id)}
+    run_maintenance(jobs_env, store=store, reconcile=False)  # every worker's timer runs this pass
+    assert len({t.run_id for t in _in_flight(studies, study.id)} - before) == 1
+    assert schedule_studies(settings=jobs_env, store=store)[0].queued == ()  # the cap is full again
     assert len(_in_flight(studies, study.id)) == 3
     while waiting := _in_flight(studies, study.id):
         for trial in waiting:
