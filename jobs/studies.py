@@ -145,6 +145,7 @@ def _early_stopping(studies: StudyStore, study: Study, settings: Settings) -> li
         if verdict.stop:
             studies.stop_early(trial.id, verdict.reason)
             stop_run(trial.run_id, settings=settings, store=studies.store)
+            studies.store.set_run_notes(trial.run_id, notes=f"stopped early by study {study.name}: {verdict.reason}")
             log.info("study %s: run %s stopped early: %s", study.name, trial.run_id, verdict.reason)
             stopped.append(trial.run_id)
     return stopped

@@ -105,6 +105,7 @@ def test_the_median_rule_stops_a_clearly_worse_running_child_with_its_reason(job
     assert trial.status == states.STOPPING and store.get_run(bad).stop_requested
     assert trial.stop_reason == ("median rule at step 2: mean train/reward_mean so far 0.1 is below the median 0.6 "
                                  "of 3 completed runs at that step")
+    assert store.get_run(bad).notes == f"stopped early by study early: {trial.stop_reason}"  # the run's page says why
     assert store.get_run(good).status == states.RUNNING and studies.trial_of_run(good).stop_reason is None
 
 
