@@ -15,6 +15,11 @@ from db.study_store import StudyStore
 from jobs.study_space import StudySpaceError
 from jobs.study_spec import StudySpec, parse_study_spec, study_trials
 
+
+def _many(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 store = context.store()
 studies = StudyStore(store)
 st.title("Studies")
@@ -62,7 +67,8 @@ with define_tab:
             st.error(str(exc))
         if spec is not None:
             points = count // int(seeds)
-            st.success(f"{points} points × {int(seeds)} seeds = {count} runs, every config valid.")
+            st.success(f"{_many(points, 'point')} × {_many(int(seeds), 'seed')} = {_many(count, 'run')}, "
+                       "every config valid.")
         if st.button("Queue the study", type="primary", disabled=spec is None, key="st_queue"):
             from jobs.studies import create_study
 

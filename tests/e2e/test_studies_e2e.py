@@ -47,7 +47,7 @@ def test_define_watch_and_promote_a_study(cooplab_up: str, browser_page, artifac
         box.fill(value)
         box.press("Tab")
         _settle(page)
-    expect(page.get_by_text("2 points × 1 seeds = 2 runs, every config valid")).to_be_visible()
+    expect(page.get_by_text("2 points × 1 seed = 2 runs, every config valid")).to_be_visible()
     shot("1-define")
     page.get_by_role("button", name="Queue the study").click()
     expect(page.get_by_text("Study 'quickstart sweep' queued: 2 runs")).to_be_visible()
