@@ -261,17 +261,21 @@ class WorkerMaintenance:
             log.warning("could not mark worker %s offline", self.name, exc_info=True)
 
 
-def active_run_id() -> int | None:
-    """The run this worker's job process is executing, from the worker parent's own request table
-    (so a killed job process stops being reported at the next pass)."""
+def active_run_ids() -> list[int]:
+    """The runs this worker's job processes are executing (one per slot), from the worker parent's own
+    request table (so a killed job process stops being reported at the next pass)."""
     from celery.worker import state as worker_state
 
     from jobs.celery_app import TASK_NAME
 
-    for request in list(worker_state.active_requests):
-        if request.task_name == TASK_NAME and request.args:
-            return int(request.args[0])
-    return None
+    return [int(request.args[0]) for request in list(worker_state.active_requests)
+            if request.task_name == TASK_NAME and request.args]
+
+
+def active_run_id() -> int | None:
+    """The first of :func:`active_run_ids` (what the worker registry shows as its current run)."""
+    found = active_run_ids()
+    return found[0] if found else None
 
 
 class MaintenanceStep(bootsteps.StartStopStep):

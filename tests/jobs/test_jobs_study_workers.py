@@ -1,6 +1,7 @@
 """A study on two real workers through the real Redis broker: a 2 x 2 grid x 2 seeds of the quick
 start (a few tiny steps each) with one child forced to fail ends 7 succeeded + 1 failed, with its
-results computed from the stored metrics; stop-all stops both the queued and the running children.
+results computed from the stored metrics. Then one worker with two slots runs two children of another
+study side by side (packing), and stop-all stops both the queued and the running children.
 
 Needs ``COOPLAB_TEST_REDIS_URL`` (``make test`` sets it).
 """
@@ -28,8 +29,7 @@ REWARD = "train/reward_mean"
 
 def test_a_grid_study_on_two_workers_then_stop_all(redis_env, store, start_worker, tmp_path, allow_plugin_tasks):
     settings = Settings()  # with the plugin task module allowed
-    start_worker()
-    start_worker()
+    workers = [start_worker(), start_worker()]
     fail_file = tmp_path / "fail-once"
     fail_file.touch()
     base = tiny_config(max_steps=2, checkpoint_interval=0, transcripts_per_step=0)
@@ -65,12 +65,19 @@ def test_a_grid_study_on_two_workers_then_stop_all(redis_env, store, start_worke
     assert sorted(r.final[REWARD].n for r in results) == [1, 2, 2, 2]
     print(f"\nstudy of 8 children on 2 workers: {wall:.1f} s")
 
+    # packing: one worker allowed two jobs at once on its device runs two children side by side
+    for worker in workers:
+        worker.kill()
+    packed = start_worker("cpu", "--slots", "2")
     slow = tiny_config(max_steps=200, checkpoint_interval=0, transcripts_per_step=0)
     slow["task"] = {"name": f"{allow_plugin_tasks}:slow_quickstart", "params": {"sleep_s": 0.3}}
     stopper = create_study({"name": "stopper", "base": slow, "seeds": 3, "max_concurrent": 3,
                             "space": {LR: [0.001]}}, settings=settings)
     wait_for(lambda: sum(t.status == states.RUNNING and t.step >= 1 for t in studies.trials(stopper.id)) == 2, 120,
-             "two children running on the two workers", interval=0.2)
+             "two children running side by side on the packed worker", interval=0.2)
+    running = [t for t in studies.trials(stopper.id) if t.status == states.RUNNING]
+    assert {store.get_run(t.run_id).worker for t in running} == {store.get_run(running[0].run_id).worker}
+    assert len(packed.job_pids()) == 2  # two job processes of one worker
     assert [t.status for t in studies.trials(stopper.id)].count(states.QUEUED) == 1
     assert stop_study(stopper.id, settings=settings) == 3
     wait_for(lambda: all(t.status not in states.ACTIVE_STATUSES for t in studies.trials(stopper.id)), 60,
