@@ -5,11 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app import context
+from app.components.study_seeds import study_point_seeds
 from app.components.transcript_view import render_episode
 from app.queries import episodes_by_item, experiment_names, history_caption, run_label
 
 store = context.store()
 st.title("Transcripts")
+study_point_seeds(store)  # a study point's seeds side by side (only when there are studies)
 
 names = experiment_names(store)
 recent = store.list_runs(limit=200)

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.components.charts import PALETTE, band_figure
-from app.components.transcript_view import render_episode
+from app.components.study_seeds import point_label, seed_transcripts
 from app.queries import compare_series
 from app.seedgroups import band
 from app.study_form import promoted_config
@@ -56,12 +56,12 @@ def render_results(store: Store, studies: StudyStore, study: Study) -> None:
         path = st.selectbox("setting", paths, key="st_axis")
         st.plotly_chart(scatter_figure(results, path, key), key="st_scatter", config={"displaylogo": False})
     with seeds_tab:
-        _seeds(store, studies, study, results)
+        seed_transcripts(store, studies, study, [(r.point, _label(r)) for r in results], key="st_seed")
     _promote(store, study, results, key)
 
 
 def _label(result: PointResult) -> str:
-    return f"point {result.point}: " + ", ".join(f"{k.split('.')[-1]}={v}" for k, v in result.params.items())
+    return point_label(result.point, result.params)
 
 
 def _counted_runs(studies: StudyStore, study_id: int, result: PointResult) -> list[int]:
@@ -82,29 +82,6 @@ def scatter_figure(results: list[PointResult], path: str, key: str) -> go.Figure
                          xaxis={"title": path, "type": "log" if positive else None},
                          yaxis={"title": f"{key} (final, mean ± std)"})
     return figure
-
-
-def _seeds(store: Store, studies: StudyStore, study: Study, results: list[PointResult]) -> None:
-    """The transcripts of one point's seeds side by side, at the latest step they all stored."""
-    point = st.selectbox("point", [r.point for r in results], key="st_seed_point",
-                         format_func=lambda p: _label(next(r for r in results if r.point == p)))
-    trials = [t for t in studies.trials(study.id) if t.point == point and t.run_id is not None]
-    if not trials:
-        st.info("This point has no run yet.")
-        return
-    run_ids = ",".join(str(t.run_id) for t in trials)
-    st.page_link("app_pages/compare.py", label="Compare these seeds' curves", query_params={"runs": run_ids})
-    steps = [set(store.episode_steps(t.run_id)) for t in trials]
-    shared = sorted(set.intersection(*steps)) if steps else []
-    if not shared:
-        st.info("These seeds share no step with stored episodes yet.")
-        return
-    step = st.select_slider("step", shared, value=shared[-1], key=f"st_seed_step_{point}")
-    for column, trial in zip(st.columns(len(trials)), trials, strict=True):
-        with column:
-            st.markdown(f"**seed {trial.seed}** · run #{trial.run_id} · {trial.status}")
-            for episode in store.episodes(trial.run_id, step=step, limit=2):
-                render_episode(episode, key=f"st_ep.{episode.id}")
 
 
 def _promote(store: Store, study: Study, results: list[PointResult], key: str) -> None:

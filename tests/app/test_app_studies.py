@@ -61,7 +61,7 @@ def _finished_study(store: Store, experiment: int, make_config) -> int:
         for step in (1, 2):
             episode = EpisodeIn(sample_index=0, split="train", item_index=0, turns=(TurnIn(
                 turn=1, agent_index=0, agent_name="writer", prompt="split the alphabet",
-                completion=f"reply of seed {trial.seed} at step {step}", reward=0.5, ret=0.5, advantage=0.0),))
+                completion=f"reply of point {trial.point} seed {trial.seed} at step {step}", reward=0.5, ret=0.5, advantage=0.0),))
             store.log_step(run_id, step, step, {"train/reward_mean": finals[trial.point, trial.seed_index] * step / 2},
                            [episode])
         store.transition(run_id, states.SUCCEEDED)
@@ -87,8 +87,23 @@ def test_watch_results_and_promote_the_best_point(app, store: Store, experiment:
     assert scatter["data"][0]["x"] == [0.001, 0.01] and scatter["data"][0]["y"] == pytest.approx([0.3, 0.8])
     assert at.get("download_button")
     # point 0's two seeds side by side at their latest shared step
-    assert [c.text[0].value for c in at.chat_message] == ["reply of seed 0 at step 2", "reply of seed 1 at step 2"]
+    assert [c.text[0].value for c in at.chat_message] == ["reply of point 0 seed 0 at step 2",
+                                                          "reply of point 0 seed 1 at step 2"]
     at.button(key="st_promote").click().run()
     promoted = store.find_experiment("lr: point 1")
     assert promoted is not None and promoted.config["trainer"]["agent_learning_rate"] == 0.01
     assert promoted.config["trainer"]["seed"] == 0 and promoted.config["name"] == "lr: point 1"
+
+
+def test_the_transcripts_page_compares_the_seeds_of_a_study_point(app, store: Store, experiment: int,
+                                                                  make_config) -> None:
+    _finished_study(store, experiment, make_config)
+    at = app("transcripts")
+    assert not at.exception
+    at.selectbox(key="tr_seed_point").set_value(1).run()
+    (section,) = [e for e in at.expander if e.label == "Compare the seeds of a study point"]
+    assert [c.text[0].value for c in section.chat_message] == ["reply of point 1 seed 0 at step 2",
+                                                               "reply of point 1 seed 1 at step 2"]
+    at.select_slider(key="tr_seed_step_1_1").set_value(1).run()
+    (section,) = [e for e in at.expander if e.label == "Compare the seeds of a study point"]
+    assert [c.text[0].value for c in section.chat_message][0] == "reply of point 1 seed 0 at step 1"
