@@ -105,7 +105,7 @@ def schedule_study(study_id: int, *, settings: Settings | None = None, store: St
         return ScheduleReport(study_id)
     stopped = _early_stopping(studies, study, settings)
     queued = []
-    for run_id in studies.claim_slots(study_id):
+    for run_id in _claim(studies, study):
         try:
             resend_run(run_id, settings=settings, store=studies.store)
         except BrokerUnavailable as exc:  # it stays queued; the maintenance pass re-sends it
@@ -118,6 +118,15 @@ def schedule_study(study_id: int, *, settings: Settings | None = None, store: St
         studies.set_status(study_id, FINISHED)
         log.info("study %s finished: %s", study.name, _count(t.status for t in trials))
     return ScheduleReport(study_id, queued=tuple(queued), stopped_early=tuple(stopped), finished=finished)
+
+
+def _claim(studies: StudyStore, study: Study) -> list[int]:
+    """Claim free slots, taking the write lock only when a read shows a waiting child and a free slot
+    (a watched study is scheduled every few seconds)."""
+    trials = studies.trials(study.id)
+    waiting = any(t.status == PENDING for t in trials)
+    in_flight = sum(t.status in states.ACTIVE_STATUSES for t in trials)
+    return studies.claim_slots(study.id) if waiting and in_flight < study.max_concurrent else []
 
 
 def _count(statuses: Any) -> str:
