@@ -4,10 +4,11 @@ point's seeds, and promote the best point to a new experiment."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from db import states
-from db.records import EpisodeIn, TurnIn
 from db.store import Store
 from db.study_store import StudyStore
 from jobs.study_space import generate, parse_space
@@ -59,9 +60,11 @@ def _finished_study(store: Store, experiment: int, make_config) -> int:
         store.transition(run_id, states.STARTING)
         store.transition(run_id, states.RUNNING)
         for step in (1, 2):
-            episode = EpisodeIn(sample_index=0, split="train", item_index=0, turns=(TurnIn(
+            # an episode as the engine reports it (log_step reads these attributes)
+            episode = SimpleNamespace(sample_index=0, split="train", item_index=0, turns=(SimpleNamespace(
                 turn=1, agent_index=0, agent_name="writer", prompt="split the alphabet",
-                completion=f"reply of point {trial.point} seed {trial.seed} at step {step}", reward=0.5, ret=0.5, advantage=0.0),))
+                completion=f"reply of point {trial.point} seed {trial.seed} at step {step}", reward=0.5, ret=0.5,
+                advantage=0.0),))
             store.log_step(run_id, step, step, {"train/reward_mean": finals[trial.point, trial.seed_index] * step / 2},
                            [episode])
         store.transition(run_id, states.SUCCEEDED)
