@@ -44,7 +44,11 @@ def _print_status(settings: Any, ref: str, csv_path: Path | None) -> None:
         typer.echo(f"  point {t.point} seed {t.seed:<4} run {t.run_id or '-':<6} {t.status:<10} step {t.step}{extra}")
     results = point_results(studies, study.id)
     typer.echo(f"results ({objective}, succeeded children; mean ± std over seeds):")
-    for r in sorted(results, key=lambda r: -(r.final.get(objective).mean or -1e300) if objective in r.final else 1e300):
+    def rank(result: Any) -> tuple[bool, float]:  # largest mean final objective first, points without one last
+        mean = result.final[objective].mean if objective in result.final else None
+        return mean is None, -(mean or 0.0)
+
+    for r in sorted(results, key=rank):
         final, best = r.final.get(objective), r.best.get(objective)
         values = ", ".join(f"{k}={v}" for k, v in r.params.items())
         typer.echo(f"  point {r.point} ({values}): final {_fmt(final and final.mean)} ± {_fmt(final and final.std)}, "
