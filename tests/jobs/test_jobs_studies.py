@@ -4,6 +4,8 @@ resume-all, and the results from stored metrics. (The real workers run in test_j
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from db import states
@@ -59,10 +61,12 @@ def test_children_are_queued_up_to_the_cap_and_topped_up_as_they_end(jobs_env, s
     assert len(after_run(first, settings=jobs_env).queued) == 1
     _end(store, second, states.FAILED)  # a failed child does not stop the study
     assert len(after_run(second, settings=jobs_env).queued) == 1
-    store.transition(third, states.STARTING)
-    store.transition(third, states.LOST, error="the worker died")  # as the reaper settles a dead worker's run
+    _run(store, third)  # its worker then dies: no more heartbeats
     before = {t.run_id for t in _in_flight(studies, study.id)}
-    run_maintenance(jobs_env, store=store, reconcile=False)  # every worker's timer runs this pass
+    later = datetime.now(UTC) + timedelta(seconds=jobs_env.heartbeat_timeout_s + 1)
+    # one maintenance pass (every worker's timer runs it): the reaper settles the run lost, the study tops up
+    run_maintenance(jobs_env, store=store, reconcile=False, now=later)
+    assert store.get_run(third).status == states.LOST
     assert len({t.run_id for t in _in_flight(studies, study.id)} - before) == 1
     assert schedule_studies(settings=jobs_env, store=store)[0].queued == ()  # the cap is full again
     assert len(_in_flight(studies, study.id)) == 3
