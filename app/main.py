@@ -29,6 +29,7 @@ signed_in = signin.granted(access)
 sections = {
     "Configure": [
         st.Page(PAGES / "experiments.py", title="Experiments", icon=":material/science:", default=True),
+        st.Page(PAGES / "studies.py", title="Studies", icon=":material/grid_view:"),
     ],
     "Track": [
         st.Page(PAGES / "runs.py", title="Runs", icon=":material/directions_run:"),

@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "cooplab.cmd_train",  # train
     "cooplab.cmd_bench",  # bench
     "cooplab.cmd_jobs",  # worker, up, ui, db, submit, stop, runs
+    "cooplab.cmd_study",  # study
     "cooplab.cmd_access",  # hash-password
 )
 

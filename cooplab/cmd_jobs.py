@@ -119,16 +119,19 @@ def worker(
     loglevel: str = typer.Option(None, "--loglevel", "-l", help="Log level (default COOPLAB_LOG_LEVEL)."),
     name: str = typer.Option(None, "--name", "-n",
                              help="The worker's name (NAME@host); default cooplab-<device>-<pid>@<host>, unique."),
+    slots: int = typer.Option(1, "--slots", help="Jobs at once on the device (1-8): more than 1 packs small runs "
+                                                 "onto one GPU; each job still gets a fresh process."),
 ) -> None:
-    """Run a worker that trains the runs queued for one device, one at a time."""
-    from jobs.worker import start_worker, worker_name
+    """Run a worker that trains the runs queued for one device, one at a time (or --slots at once)."""
+    from jobs.worker import check_slots, start_worker, worker_name
 
     device = _check_device(device)
     try:
         name = worker_name(device, name)
+        check_slots(slots)
     except ValueError as exc:
         _fail(str(exc))
-    start_worker(device, loglevel=loglevel, name=name)
+    start_worker(device, loglevel=loglevel, name=name, slots=slots)
 
 
 @one_line_errors

@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -203,3 +204,41 @@ class MetaRow(Base):
 
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class StudyRow(Base):
+    """A study: a base run config, a search space and seeds per point (``spec``, see
+    :mod:`db.ops_studies`), whose children are runs of the experiment ``experiment_id``. ``status`` is
+    ``active`` (its scheduler queues children up to ``max_concurrent``), ``stopped`` or ``finished``."""
+
+    __tablename__ = "studies"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    queue: Mapped[str] = mapped_column(String(100))
+    max_concurrent: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class StudyTrialRow(Base):
+    """One child of a study: a point of its search space (``params`` by dotted path) with one seed, the
+    whole validated run ``config``, and the run executing it (None while it waits for a slot)."""
+
+    __tablename__ = "study_trials"
+    __table_args__ = (UniqueConstraint("study_id", "point", "seed_index", name="uq_study_trials_point_seed"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
+    point: Mapped[int] = mapped_column(Integer)
+    seed_index: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
+    previous_run_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    stop_reason: Mapped[str | None] = mapped_column(Text)

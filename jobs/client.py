@@ -102,12 +102,12 @@ def enqueue_run(run_id: int, *, settings: Settings | None = None) -> str:
     return _enqueue(store, run, settings).celery_task_id or ""
 
 
-def resend_run(run_id: int, *, settings: Settings | None = None) -> bool:
+def resend_run(run_id: int, *, settings: Settings | None = None, store: Store | None = None) -> bool:
     """Send a ``queued`` run to its queue again with a new task id (its message was lost); the run stays
     queued when the broker is down (raises :class:`BrokerUnavailable`). Returns False, sending nothing,
-    when the run is no longer queued."""
+    when the run is no longer queued. ``store`` defaults to this process's shared one."""
     settings = settings or get_settings()
-    store = get_store(settings)
+    store = store or get_store(settings)
     run = store.get_run(run_id)
     if run.status != states.QUEUED:
         return False
@@ -159,16 +159,17 @@ def cancel_queued(run_id: int, *, settings: Settings | None = None) -> None:
     _revoke(run, settings, terminate=False)
 
 
-def stop_run(run_id: int, *, settings: Settings | None = None) -> str:
+def stop_run(run_id: int, *, settings: Settings | None = None, store: Store | None = None) -> str:
     """Ask a run to stop and return its state right after.
 
     A queued run is cancelled. A starting or running run gets the stop flag and becomes
     ``stopping``: the trainer checkpoints and stops at the next step boundary (``stopped``); if it has
     not stopped after ``stop_grace_s`` seconds, the stop enforcer terminates its job process and marks
-    it ``stopped``. A run that is already final is left as it is.
+    it ``stopped``. A run that is already final is left as it is. ``store`` defaults to this process's
+    shared one.
     """
     settings = settings or get_settings()
-    store = get_store(settings)
+    store = store or get_store(settings)
     run = store.request_stop(run_id)
     if run.status == states.CANCELLED:
         _revoke(run, settings, terminate=False)

@@ -124,6 +124,7 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
                 requeued = reconcile_queued(store, app, settings, confirm_s=max(1.0, settings.maintenance_interval_s))
             except BrokerUnreadable as exc:
                 log.info("queued runs not checked against the broker: %s", exc)
+        _schedule_studies(settings, store)
         return MaintenanceReport(
             lost=tuple(i for i, status in ended.items() if status == states.LOST),
             stopped=tuple([i for i, status in ended.items() if status == states.STOPPED] + terminated),
@@ -132,6 +133,16 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
     finally:
         if own_store:
             store.close()
+
+
+def _schedule_studies(settings: Settings, store: Store) -> None:
+    """Top up and early-stop the active studies (:func:`jobs.studies.schedule_studies`)."""
+    try:
+        from jobs.studies import schedule_studies
+
+        schedule_studies(settings=settings, store=store)
+    except Exception:  # a study's trouble never stops the run maintenance
+        log.warning("scheduling the studies failed", exc_info=True)
 
 
 def held_run_ids() -> set[int]:
@@ -250,17 +261,21 @@ class WorkerMaintenance:
             log.warning("could not mark worker %s offline", self.name, exc_info=True)
 
 
-def active_run_id() -> int | None:
-    """The run this worker's job process is executing, from the worker parent's own request table
-    (so a killed job process stops being reported at the next pass)."""
+def active_run_ids() -> list[int]:
+    """The runs this worker's job processes are executing (one per slot), from the worker parent's own
+    request table (so a killed job process stops being reported at the next pass)."""
     from celery.worker import state as worker_state
 
     from jobs.celery_app import TASK_NAME
 
-    for request in list(worker_state.active_requests):
-        if request.task_name == TASK_NAME and request.args:
-            return int(request.args[0])
-    return None
+    return [int(request.args[0]) for request in list(worker_state.active_requests)
+            if request.task_name == TASK_NAME and request.args]
+
+
+def active_run_id() -> int | None:
+    """The first of :func:`active_run_ids` (what the worker registry shows as its current run)."""
+    found = active_run_ids()
+    return found[0] if found else None
 
 
 class MaintenanceStep(bootsteps.StartStopStep):

@@ -25,7 +25,21 @@ def run_training(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
     """Execute stored run ``run_id``; returns the state it ended in."""
     from jobs.executor import execute_run
 
-    return execute_run(int(run_id), worker=self.request.hostname, exit_when_settled=True)
+    status = execute_run(int(run_id), worker=self.request.hostname, exit_when_settled=True)
+    _schedule_study_of(int(run_id))
+    return status
+
+
+def _schedule_study_of(run_id: int) -> None:
+    """A study's child ended: let its study queue the next child now (see :mod:`jobs.studies`)."""
+    try:
+        from jobs.studies import after_run
+
+        after_run(run_id)
+    except Exception:  # the maintenance pass schedules the study later
+        import logging
+
+        logging.getLogger(__name__).warning("could not schedule the study of run %s", run_id, exc_info=True)
 
 
 @task_failure.connect(weak=False)

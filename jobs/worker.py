@@ -96,14 +96,27 @@ def pin_device(device: str, environ: dict[str, str] | None = None) -> None:
     environ["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device.split(":", 1)[1]
 
 
-def worker_argv(device: str, *, loglevel: str, name: str | None = None) -> list[str]:
-    """The ``celery worker`` arguments: the device's queue, prefork with one child, a fresh child per task."""
+MAX_SLOTS = 8
+"""The most jobs one worker runs at once on its device (``--slots``)."""
+
+
+def check_slots(slots: int) -> int:
+    """``slots`` if it is a whole number of jobs from 1 to :data:`MAX_SLOTS`, else ``ValueError`` saying so."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS:
+        raise ValueError(f"--slots must be a whole number from 1 to {MAX_SLOTS} (jobs at once on the device), "
+                         f"got {slots!r}")
+    return slots
+
+
+def worker_argv(device: str, *, loglevel: str, name: str | None = None, slots: int = 1) -> list[str]:
+    """The ``celery worker`` arguments: the device's queue, prefork with ``slots`` children (one by
+    default; more packs small runs onto the device), a fresh child per task."""
     return [
         "worker",
         "--queues", device,
         "--hostname", name or node_name(device),
         "--pool", "prefork",
-        "--concurrency", "1",
+        "--concurrency", str(check_slots(slots)),
         "--prefetch-multiplier", "1",
         "--max-tasks-per-child", "1",
         "--loglevel", loglevel,
@@ -129,9 +142,11 @@ def quiet_console() -> None:
 
 
 def start_worker(device: str = "cpu", *, settings: Settings | None = None, loglevel: str | None = None,
-                 name: str | None = None) -> None:
-    """Run a worker for ``device`` in this process until it is shut down (blocks)."""
+                 name: str | None = None, slots: int = 1) -> None:
+    """Run a worker for ``device`` in this process until it is shut down (blocks); it runs up to
+    ``slots`` jobs at once (each in its own process, all on the device)."""
     validate_device(device)
+    check_slots(slots)
     pin_device(device)
     settings = settings or get_settings()
     settings.ensure_dirs()
@@ -144,21 +159,19 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     app = create_app(settings, devices=(device,))
     quiet_console()
     worker_shutting_down.connect(_stop_active_run, weak=False)
-    app.worker_main(worker_argv(device, loglevel=loglevel or settings.log_level, name=name))
+    app.worker_main(worker_argv(device, loglevel=loglevel or settings.log_level, name=name, slots=slots))
 
 
 def _stop_active_run(sig: Any = None, how: str = "", exitcode: int = 0, **kwargs: Any) -> None:
-    """On worker shutdown, ask the run in progress to stop (checkpoint, then ``stopped``)."""
-    from jobs.maintenance import active_run_id
+    """On worker shutdown, ask the runs in progress to stop (checkpoint, then ``stopped``)."""
+    from jobs.maintenance import active_run_ids
 
-    run_id = active_run_id()
-    if run_id is None:
-        return
-    try:
-        from db.store import Store
+    for run_id in active_run_ids():
+        try:
+            from db.store import Store
 
-        with Store(get_settings().resolved_database_url) as store:
-            store.request_stop(run_id)
-        log.warning("worker shutting down (%s): asked run %s to stop", how, run_id)
-    except Exception:
-        log.warning("could not ask run %s to stop on shutdown", run_id, exc_info=True)
+            with Store(get_settings().resolved_database_url) as store:
+                store.request_stop(run_id)
+            log.warning("worker shutting down (%s): asked run %s to stop", how, run_id)
+        except Exception:
+            log.warning("could not ask run %s to stop on shutdown", run_id, exc_info=True)

@@ -6,11 +6,13 @@ import streamlit as st
 
 from app import context
 from app.components.run_controls import choose_run
+from app.components.study_seeds import study_point_seeds
 from app.components.transcript_view import render_episode
 from app.queries import episodes_by_item, history_caption
 
 store = context.store()
 st.title("Transcripts")
+study_point_seeds(store)  # a study point's seeds side by side (only when there are studies)
 
 run_id = choose_run(store, key="tr_pick", when_none="No runs yet. Launch one from the Experiments page; each "
                     "training step stores sampled episodes that you can read here.")

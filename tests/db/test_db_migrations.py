@@ -16,6 +16,7 @@ from db.models import Base
 from db.store import Store
 
 TABLES = {"experiments", "runs", "metrics", "metric_rollups", "episodes", "turns", "checkpoints", "workers", "cooplab_meta",
+          "studies", "study_trials",
           "alembic_version"}
 
 

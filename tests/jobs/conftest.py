@@ -73,13 +73,13 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     (with its job processes) is killed when the test ends, pass or fail."""
     started: list[WorkerProcess] = []
 
-    def start(device: str = "cpu") -> WorkerProcess:
+    def start(device: str = "cpu", *extra: str) -> WorkerProcess:
         env = dict(os.environ)
         env["OMP_NUM_THREADS"] = "1"
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         log_path = tmp_path / f"worker-{len(started)}.log"
         with log_path.open("wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "cooplab", "worker", "--device", device], cwd=ROOT,
+            proc = subprocess.Popen([sys.executable, "-m", "cooplab", "worker", "--device", device, *extra], cwd=ROOT,
                                     env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         worker = WorkerProcess(proc, log_path)
         started.append(worker)

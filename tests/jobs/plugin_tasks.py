@@ -28,3 +28,20 @@ def slow_quickstart(sleep_s: float = 60.0, gate_file: str = "", num_agents: int 
 
     reward = RewardTerms(task="slow_quickstart", terms=[*base.reward_func.terms, RewardTerm("slow", slow, 0.0)])
     return dataclasses.replace(base, name="slow_quickstart", reward_func=reward)
+
+
+def fail_once_quickstart(fail_file: str = "", num_agents: int = 2) -> Task:
+    """Quickstart whose reward raises once: in the first job that finds ``fail_file`` (it removes the
+    file, so among runs in parallel exactly one fails)."""
+    base = build_task("quickstart", {"num_items": 4, "eval_items": 0}, num_agents)
+
+    def fail_once(agent_completions, batch_items, prompts):
+        try:
+            Path(fail_file).unlink()
+        except FileNotFoundError:
+            return [0.0] * len(agent_completions[0])
+        raise RuntimeError("forced failure of this study child")
+
+    reward = RewardTerms(task="fail_once_quickstart",
+                         terms=[*base.reward_func.terms, RewardTerm("fail_once", fail_once, 0.0)])
+    return dataclasses.replace(base, name="fail_once_quickstart", reward_func=reward)

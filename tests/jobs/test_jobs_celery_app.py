@@ -8,7 +8,7 @@ import pytest
 
 from jobs.celery_app import TASK_NAME, create_app, device_queue, validate_device
 from jobs.settings import Settings
-from jobs.worker import node_name, pin_device, worker_argv
+from jobs.worker import check_slots, node_name, pin_device, worker_argv
 
 
 def test_the_default_broker_is_the_filesystem_transport_under_the_data_dir(jobs_env):
@@ -67,3 +67,11 @@ def test_worker_arguments_consume_one_queue_with_one_child():
     assert argv[argv.index("--concurrency") + 1] == "1"
     assert argv[argv.index("--max-tasks-per-child") + 1] == "1"
     assert argv[argv.index("--pool") + 1] == "prefork"
+
+
+def test_slots_pack_several_jobs_on_one_device_within_bounds():
+    argv = worker_argv("cuda:0", loglevel="INFO", name="w@box", slots=3)
+    assert argv[argv.index("--concurrency") + 1] == "3" and argv[argv.index("--max-tasks-per-child") + 1] == "1"
+    for bad in (0, 9, True, 1.5):
+        with pytest.raises(ValueError, match="--slots must be a whole number from 1 to 8"):
+            check_slots(bad)

@@ -1,0 +1,105 @@
+"""A study's results: the table per point (mean ± std over seeds, sortable), curves of the top points
+with bands, a setting → result scatter, CSV, promote the best point, and its seeds' transcripts."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.components.charts import PALETTE, band_figure
+from app.components.study_seeds import point_label, seed_transcripts
+from app.queries import compare_series
+from app.seedgroups import band
+from app.study_form import promoted_config
+from db import states
+from db.store import Store
+from db.study_records import Study
+from db.study_store import StudyStore
+from jobs.study_results import PointResult, best_point, point_results, results_csv, results_rows
+
+TOP_CHOICES = (1, 2, 3, 5, 8)
+
+
+def render_results(store: Store, studies: StudyStore, study: Study) -> None:
+    """The results section of the study page."""
+    objective = str(study.spec.get("objective") or "train/reward_mean")
+    results = point_results(studies, study.id)
+    keys = sorted({k for r in results for k in r.final})
+    st.subheader("Results")
+    if not keys:
+        st.info("No child has succeeded yet; results appear as children finish (mean and spread over their seeds).")
+        return
+    key = st.selectbox("metric", keys, index=keys.index(objective) if objective in keys else 0, key="st_metric")
+    rows = results_rows(results, [key])
+    columns = [f"{key} final mean", f"{key} final std", f"{key} best mean", f"{key} best std"]
+    c1, c2 = st.columns([3, 1])
+    order = c1.selectbox("rank by", columns, key="st_rank")
+    descending = c2.toggle("largest first", value=True, key="st_desc")
+    ranked = sorted(rows, key=lambda r: (r[order] is None, -(r[order] or 0.0) if descending else (r[order] or 0.0)))
+    st.dataframe(ranked, hide_index=True, key="st_table")
+    st.download_button("Download CSV", results_csv(results, keys), file_name=f"study-{study.id}-results.csv",
+                       mime="text/csv", key="st_csv")
+    by_point = {r.point: r for r in results}
+    ranked_points = [by_point[r["point"]] for r in ranked]
+    curves_tab, scatter_tab, seeds_tab = st.tabs(["Curves of the top points", "Setting → result", "Seeds of a point"])
+    with curves_tab:
+        top = st.select_slider("top points", TOP_CHOICES, value=3, key="st_top")
+        bands = []
+        for result in ranked_points[:top]:
+            runs = _counted_runs(studies, study.id, result)
+            curves = compare_series(store, runs, key)
+            bands.append((_label(result), band([(s.xs, s.ys) for _, s in curves if len(s)], "minmax")))
+        st.plotly_chart(band_figure([(label, b) for label, b in bands if b.xs], title=key), key="st_curves",
+                        config={"displaylogo": False})
+    with scatter_tab:
+        paths = list(results[0].params)
+        path = st.selectbox("setting", paths, key="st_axis")
+        st.plotly_chart(scatter_figure(results, path, key), key="st_scatter", config={"displaylogo": False})
+    with seeds_tab:
+        seed_transcripts(store, studies, study, [(r.point, _label(r)) for r in results], key="st_seed")
+    _promote(store, study, results, key)
+
+
+def _label(result: PointResult) -> str:
+    return point_label(result.point, result.params)
+
+
+def _counted_runs(studies: StudyStore, study_id: int, result: PointResult) -> list[int]:
+    return [t.run_id for t in studies.trials(study_id)
+            if t.point == result.point and t.run_id is not None and t.status == states.SUCCEEDED]
+
+
+def scatter_figure(results: list[PointResult], path: str, key: str) -> go.Figure:
+    """One marker per point: the setting at ``path`` against the mean final ``key``, ± one std."""
+    kept = [r for r in results if key in r.final and r.final[key].mean is not None]
+    figure = go.Figure(go.Scatter(
+        x=[r.params.get(path) for r in kept], y=[r.final[key].mean for r in kept], mode="markers",
+        marker={"color": PALETTE[0], "size": 10}, text=[_label(r) for r in kept], name=f"{key} final",
+        error_y={"type": "data", "array": [r.final[key].std or 0.0 for r in kept], "visible": True}))
+    numeric = all(isinstance(r.params.get(path), (int, float)) for r in kept)
+    positive = numeric and all((r.params.get(path) or 0) > 0 for r in kept)
+    figure.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, title=f"{path} → {key}",
+                         xaxis={"title": path, "type": "log" if positive else None},
+                         yaxis={"title": f"{key} (final, mean ± std)"})
+    return figure
+
+
+def _promote(store: Store, study: Study, results: list[PointResult], key: str) -> None:
+    best = best_point(results, key)
+    if best is None:
+        return
+    final = best.final[key]
+    st.markdown(f"**Best point** by mean final {key}: {_label(best)} · {final.mean:.4g} ± {final.std:.3g} "
+                f"over {final.n} seeds")
+    if st.button("Promote to a new experiment", key="st_promote"):
+        name = f"{study.name}: point {best.point}"
+        found = store.find_experiment(name)
+        if found is None:
+            config = promoted_config(dict(study.spec.get("base") or {}), best.params, name=name)
+            found = store.create_experiment(name, description=f"best point of study {study.name!r}",
+                                            tags=["promoted"], config=config)
+        st.session_state["st_promoted"] = found.id
+    promoted = st.session_state.get("st_promoted")
+    if promoted is not None:
+        st.page_link("app_pages/experiments.py", label="Open the promoted experiment",
+                     query_params={"experiment": str(promoted)})

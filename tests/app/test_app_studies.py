@@ -1,0 +1,112 @@
+"""The Studies page: define a study from the schema's fields (every generated config validated before
+queuing), watch its children, read its results (table, curves with bands, scatter, CSV), compare a
+point's seeds, and promote the best point to a new experiment."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from db import states
+from db.store import Store
+from db.study_store import StudyStore
+from jobs.study_space import generate, parse_space
+
+LR = "trainer.agent_learning_rate"
+
+
+def _edits(values: str, *added: dict) -> dict:
+    return {"edited_rows": {0: {"values": values}}, "added_rows": list(added), "deleted_rows": []}
+
+
+def test_define_validates_every_config_then_queues_the_study(app, store: Store, experiment: int) -> None:
+    at = app("studies")
+    assert not at.exception
+    assert at.dataframe[0].value["values"].tolist() == ["1.7e-06, 5e-06, 1.5e-05"]  # around the base's rate
+    assert any("3 points × 2 seeds = 6 runs, every config valid" in s.value for s in at.success)
+    at.session_state["st_space"] = _edits("")
+    at.run()
+    assert any("trainer.agent_learning_rate: give at least one value" in e.value for e in at.error)
+    assert at.button(key="st_queue").disabled
+    at.session_state["st_space"] = _edits("0.001, -1")
+    at.run()
+    [error] = at.error
+    assert error.value.startswith(f"point 1 ({LR}=-1) gives an invalid run config")
+    assert f"{LR}: Input should be greater than 0" in error.value and at.button(key="st_queue").disabled
+    at.session_state["st_space"] = _edits("0.001, 0.01", {"path": "trainer.num_generations", "values": "2, 4"})
+    at.run()
+    assert not at.error
+    assert any("4 points × 2 seeds = 8 runs, every config valid" in s.value for s in at.success)
+    at.button(key="st_queue").click().run()
+    assert not at.exception and not at.error
+    (study,) = StudyStore(store).list_studies()
+    trials = StudyStore(store).trials(study.id)
+    assert study.name == "demo sweep" and len(trials) == 8 and study.max_concurrent == 2
+    assert sorted(t.status for t in trials).count(states.QUEUED) == 2  # sent to the queue, the rest wait
+    assert {t.params[LR] for t in trials} == {0.001, 0.01} and {t.seed for t in trials} == {0, 1}
+
+
+def _finished_study(store: Store, experiment: int, make_config) -> int:
+    base = make_config()
+    trials = generate(base, parse_space({LR: [0.001, 0.01]}), seeds=2)
+    studies = StudyStore(store)
+    study = studies.create_study("lr", {"base": base, "space": {LR: [0.001, 0.01]}, "objective": "train/reward_mean"},
+                                 trials,
+                                 max_concurrent=4)
+    finals = {(0, 0): 0.2, (0, 1): 0.4, (1, 0): 0.7, (1, 1): 0.9}
+    for run_id in studies.claim_slots(study.id):
+        trial = studies.trial_of_run(run_id)
+        store.transition(run_id, states.STARTING)
+        store.transition(run_id, states.RUNNING)
+        for step in (1, 2):
+            # an episode as the engine reports it (log_step reads these attributes)
+            episode = SimpleNamespace(sample_index=0, split="train", item_index=0, turns=(SimpleNamespace(
+                turn=1, agent_index=0, agent_name="writer", prompt="split the alphabet",
+                completion=f"reply of point {trial.point} seed {trial.seed} at step {step}", reward=0.5, ret=0.5,
+                advantage=0.0),))
+            store.log_step(run_id, step, step, {"train/reward_mean": finals[trial.point, trial.seed_index] * step / 2},
+                           [episode])
+        store.transition(run_id, states.SUCCEEDED)
+    return study.id
+
+
+def test_watch_results_and_promote_the_best_point(app, store: Store, experiment: int, make_config, figures) -> None:
+    study_id = _finished_study(store, experiment, make_config)
+    at = app("studies", study=study_id)
+    assert not at.exception
+    children = at.dataframe[1].value
+    assert children["status"].tolist() == ["succeeded"] * 4 and children["seed"].tolist() == [0, 1, 0, 1]
+    table = at.dataframe[2].value
+    assert table["point"].tolist() == [1, 0]  # ranked by mean final reward, largest first
+    assert table["train/reward_mean final mean"].tolist() == pytest.approx([0.8, 0.3])
+    assert table["train/reward_mean final std"].tolist() == pytest.approx([0.1414213562, 0.1414213562])
+    at.toggle(key="st_desc").set_value(False).run()
+    assert at.dataframe[2].value["point"].tolist() == [0, 1]
+    curves, scatter = figures(at)
+    means = [t for t in curves["data"] if t.get("showlegend") is not False]
+    assert [t["name"] for t in means][:2] == ["point 0: agent_learning_rate=0.001", "point 1: agent_learning_rate=0.01"]
+    assert means[1]["y"] == pytest.approx([0.4, 0.8])
+    assert scatter["data"][0]["x"] == [0.001, 0.01] and scatter["data"][0]["y"] == pytest.approx([0.3, 0.8])
+    assert at.get("download_button")
+    # point 0's two seeds side by side at their latest shared step
+    assert [c.text[0].value for c in at.chat_message] == ["reply of point 0 seed 0 at step 2",
+                                                          "reply of point 0 seed 1 at step 2"]
+    at.button(key="st_promote").click().run()
+    promoted = store.find_experiment("lr: point 1")
+    assert promoted is not None and promoted.config["trainer"]["agent_learning_rate"] == 0.01
+    assert promoted.config["trainer"]["seed"] == 0 and promoted.config["name"] == "lr: point 1"
+
+
+def test_the_transcripts_page_compares_the_seeds_of_a_study_point(app, store: Store, experiment: int,
+                                                                  make_config) -> None:
+    _finished_study(store, experiment, make_config)
+    at = app("transcripts")
+    assert not at.exception
+    at.selectbox(key="tr_seed_point").set_value(1).run()
+    (section,) = [e for e in at.expander if e.label == "Compare the seeds of a study point"]
+    assert [c.text[0].value for c in section.chat_message] == ["reply of point 1 seed 0 at step 2",
+                                                               "reply of point 1 seed 1 at step 2"]
+    at.select_slider(key="tr_seed_step_1_1").set_value(1).run()
+    (section,) = [e for e in at.expander if e.label == "Compare the seeds of a study point"]
+    assert [c.text[0].value for c in section.chat_message][0] == "reply of point 1 seed 0 at step 1"
