@@ -6,6 +6,9 @@
 #  - bubblewrap, the code sandbox's OS boundary (installed when missing and running as root).
 #  - PostgreSQL: used by the store tests when one answers on 127.0.0.1:5432 (database `test`).
 # Extra arguments go to pytest, e.g. `make test ARGS="tests/db -x"`.
+# The suite runs in COOPLAB_TEST_PROCESSES pytest processes (pytest-xdist, a test file per process at a
+# time; default 2): most integration tests wait on workers, browsers and heartbeats, so two processes
+# finish the suite sooner even on two cores. COOPLAB_TEST_PROCESSES=1 runs it in this process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -93,8 +96,14 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_
 export COOPLAB_TEST_ARTIFACTS="${COOPLAB_TEST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$COOPLAB_TEST_ARTIFACTS"
 
+processes=${COOPLAB_TEST_PROCESSES:-2}
+parallel=()
+if [[ "$processes" != 1 ]]; then
+  parallel=(-n "$processes" --dist loadfile)
+fi
+
 set +e
-"$PY" -m pytest "$@"
+"$PY" -m pytest "${parallel[@]}" "$@"
 status=$?
 set -e
 exit $status
