@@ -40,7 +40,7 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
             raise ConfigError(f"trainer.actor_critic: unknown settings {unknown} for {algorithm}; known: "
                               f"{', '.join(known)}")
         values.update(given)
-    else:
+    elif algorithm in ALGORITHM_BASELINES:
         values["advantage_mode"] = spec.advantage_mode or ALGORITHM_BASELINES[algorithm]
     values["num_agents"] = len(agents)
     values["agent_names"] = [a.name for a in agents]

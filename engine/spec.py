@@ -150,6 +150,9 @@ TRAINER_SETTINGS = (
     "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
     "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
     "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "seed", "fast_decode",
+    # madpo only (other algorithms refuse them when changed)
+    "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta", "reference_free",
+    "use_environment_step", "environment_steps_per_pair",
 )
 TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None}
 

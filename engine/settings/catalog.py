@@ -18,9 +18,10 @@ from pydantic.fields import FieldInfo
 # before a run is queued) is usually much smaller.
 MAX_NEW_TOKENS_LIMIT = 131_072
 
-Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac"]
+Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo"]
 ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo"}
 ACTOR_CRITIC = ("iac", "maac")
+PREFERENCE = ("madpo",)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ _BOOL = {"strict": True}  # "yes" is not a boolean
 CATALOG: dict[str, Setting] = {
     # --- what to train, and for how long ------------------------------------------------------
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
-                    "marloo (rloo), iac, maac."),
+                    "marloo (rloo), iac, maac, madpo (preference pairs, DPO)."),
     "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1),
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
                     "(overrides epochs).", ge=1),
@@ -177,4 +178,19 @@ CATALOG: dict[str, Setting] = {
                                 "backbone (empty = linear; iac only).", ge=1),
     "critic_devices": _s("actor_critic", list[str] | None, None, "Device per critic (one is used for all; empty "
                          "= the agent's device).", before=_device_list),
+    # --- preference (madpo) ---------------------------------------------------------------------
+    "preference_num_candidates": _s("preference", int, 80, "Joint candidates sampled per item to build preference "
+                                    "pairs (each agent samples this many completions).", ge=2),
+    "preference_pairs_per_sample": _s("preference", int | None, 16, "Pairs kept per item (empty = every pair "
+                                      "with a positive reward gap).", ge=1),
+    "pair_selection": _s("preference", Literal["reward_gap", "all", "random"], "reward_gap",
+                         "Which pairs to keep: largest team-reward gap first, all in candidate order, or a "
+                         "seeded random choice.",
+                         before=_aliases({"reward_gap": "reward_gap", "all": "all", "random": "random"})),
+    "dpo_beta": _s("preference", float, 0.1, "DPO inverse temperature on the joint log-prob margin.", gt=0),
+    "reference_free": _s("preference", bool, True, "On: CoMLRL's reference-free DPO; off: the margin is taken "
+                         "relative to the frozen initial policy (standard DPO).", **_BOOL),
+    "use_environment_step": _s("preference", bool, True, "env_step counts trained pairs (x environment_steps_per_"
+                               "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL),
+    "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1),
 }

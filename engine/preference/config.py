@@ -1,0 +1,51 @@
+"""``MADPOConfig``: CoMLRL 1.4.3's field names and defaults, plus CoopLab's extras.
+
+The settings come from :mod:`engine.settings.catalog`. CoMLRL's ``MADPOConfig`` extends its
+``MAGRPOConfig``, so a CoMLRL script may pass any MAGRPO field; every one is accepted here. The
+MAGRPO-only ones MADPO never reads (``num_generations``, ``discount``, advantage and reference-KL
+settings, ``rollout_buffer_size`` except as the default batch size) are listed in
+``compat_only``: they are accepted for ports, and the run config refuses them for ``madpo``.
+
+Departures from CoMLRL, each deliberate (see docs/preference.md):
+
+* ``reference_free=False`` anchors the margin on the frozen initial policy (standard DPO);
+  CoMLRL has only the reference-free form (the default here too).
+* ``joint_mode="cross"`` pairs joint candidates of the K^N product (CoMLRL refuses it).
+* ``seed`` seeds the pair order and random pair selection (CoMLRL shuffles with the global RNG).
+"""
+
+from __future__ import annotations
+
+from engine.config import COMLRL_SETTINGS as MAGRPO_COMLRL_SETTINGS
+from engine.settings.derive import ConfigModel, config_class
+
+PREFERENCE_SETTINGS = (
+    "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta",
+    "use_environment_step", "environment_steps_per_pair",
+)
+EXTRA_SETTINGS = (
+    "reference_free", "loss_type", "max_grad_norm", "weight_decay", "lr_scheduler", "warmup_steps",
+    "gradient_checkpointing", "seed", "turn_order", "items_per_step", "fast_decode", "micro_batch_size",
+    "max_steps", "eval_greedy", "eval_samples_per_item", "checkpoint_interval", "checkpoint_total_limit",
+    "transcripts_per_step", "model_config", "agent_names",
+)
+MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
+
+
+class _Preference(ConfigModel):
+    group_baseline = False  # pairs compare candidates; num_generations is not read
+
+    def __post_init__(self) -> None:
+        if self.num_turns != 1:
+            raise ValueError("num_turns: MADPO is single-turn (pairs compare whole joint answers); set 1")
+        super().__post_init__()
+
+
+MADPOConfig = config_class(
+    "MADPOConfig", MAGRPO_COMLRL_SETTINGS + PREFERENCE_SETTINGS + EXTRA_SETTINGS, module=__name__,
+    defaults=MADPO_DEFAULTS, bases=(_Preference,), algorithm_name="madpo",
+    compat_only=("num_generations", "discount", "early_termination_threshold", "advantage_normalization",
+                 "advantage_mode", "reference_kl_enabled", "reference_kl_coef", "external_prompt_passthrough"),
+    doc="Settings of a :class:`engine.preference.MADPOTrainer` run (CoMLRL 1.4.3's ``MADPOConfig`` names and "
+        "defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``).",
+)
