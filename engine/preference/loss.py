@@ -6,25 +6,15 @@ loss is ``-log sigmoid(beta * (d_i + stopgrad(sum_{j != i} d_j)))``: the joint p
 gradients reaching agent i only through its own log-probs. Reference-anchored DPO replaces each
 ``d_i`` by ``d_i - d_i^ref``, the same margin under the frozen initial policy.
 
-Shapes: ``N`` agents, ``B`` pairs.
+Shapes: ``N`` agents, ``B`` pairs. A completion's log-prob is
+:func:`engine.trainer.losses.reduce_tokens` of its token log-probs (``seq_sum`` as CoMLRL, or
+``token_mean``).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-
-def sequence_logps(token_logps: torch.Tensor, mask: torch.Tensor, loss_type: str = "seq_sum") -> torch.Tensor:
-    """A completion's log-prob from its token log-probs: summed (``seq_sum``, CoMLRL) or averaged
-    over its own tokens (``token_mean``). (B, T), (B, T) -> (B,)."""
-    mask = mask.to(token_logps.dtype)
-    total = (token_logps * mask).sum(-1)
-    if loss_type == "seq_sum":
-        return total
-    if loss_type == "token_mean":
-        return total / mask.sum(-1).clamp_min(1.0)
-    raise ValueError(f"loss_type must be 'seq_sum' or 'token_mean', got {loss_type!r}")
 
 
 def joint_margins(deltas: torch.Tensor, reference_deltas: torch.Tensor | None = None) -> torch.Tensor:

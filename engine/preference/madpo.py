@@ -15,10 +15,11 @@ constructor, ``train()``/``evaluate()``/``save_model()``), on the shared trainer
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,66 +27,44 @@ from typing import Any
 import torch
 
 from engine.preference.config import MADPOConfig
-from engine.preference.loss import agent_dpo_loss, pair_statistics, sequence_logps
+from engine.preference.loss import agent_dpo_loss, pair_statistics
 from engine.preference.pairs import PreferencePair, pairs_from_node
 from engine.rewards import TeamReward
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.trainer.core import TrainerCore, step_timing
 from engine.trainer.evaluation import EvaluationMixin
 from engine.trainer.loop import TrainLoopMixin, TrainResult
-from engine.trainer.losses import lr_factor
+from engine.trainer.losses import lr_factor, reduce_tokens
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
+from engine.trainer.trainer import MAGRPOTrainer
 from engine.trainer.update import NO_GRAD_CHUNK
+
+# CoMLRL's MADPOTrainer subclasses its MAGRPOTrainer: the constructor takes the same arguments
+_CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
 
 
 class MADPOTrainer(EvaluationMixin, TrainerCore):
     """Multi-agent direct preference optimisation (see the module docstring).
 
-    Arguments up to ``args`` are CoMLRL's (``external_transition`` is accepted and unused: MADPO is
-    single-turn). The keyword-only extras are the MAGRPO trainer's: ``sink``, ``agent_names``,
-    ``agent_learning_rates``, ``agent_generation``, ``system_prompts``, ``eval_check`` and
-    ``output_dir``.
+    The constructor is :class:`engine.trainer.MAGRPOTrainer`'s: CoMLRL's arguments up to ``args``
+    (``external_transition`` is accepted and unused: MADPO is single-turn), then the keyword-only
+    ``sink``, ``agent_names``, ``agent_learning_rates``, ``agent_generation``, ``system_prompts``,
+    ``eval_check`` and ``output_dir``.
     """
 
-    def __init__(
-        self,
-        agent_model: Any = None,
-        agents: Sequence[Any] | None = None,
-        num_agents: int = 2,
-        tokenizer: Any = None,
-        model_config: dict[str, Any] | None = None,
-        train_dataset: Any = None,
-        eval_dataset: Any = None,
-        reward_func: Any = None,
-        reward_processor: Callable[[float], float] | None = None,
-        formatters: Any = None,
-        external_transition: Callable | None = None,
-        wandb_config: dict[str, Any] | None = None,
-        eval_logger: Callable | None = None,
-        eval_aggregator: Callable | None = None,
-        args: MADPOConfig | None = None,
-        *,
-        sink: Sink | None = None,
-        agent_names: Sequence[str] | None = None,
-        agent_learning_rates: Sequence[float | None] | None = None,
-        agent_generation: Sequence[dict[str, Any] | None] | None = None,
-        system_prompts: Sequence[str | None] | None = None,
-        eval_check: Callable[[dict, list[str]], bool] | None = None,
-        output_dir: str | Path | None = None,
-    ) -> None:
-        if args is not None and not hasattr(args, "dpo_beta"):
-            raise ValueError(f"args: MADPOTrainer takes a MADPOConfig, got {type(args).__name__}")
-        self.reward = TeamReward(reward_func, reward_processor)  # checks reward_func before models load
-        self._setup(
-            args=args, model_config=model_config, agent_model=agent_model, agents=agents, num_agents=num_agents,
-            tokenizer=tokenizer, train_dataset=train_dataset, eval_dataset=eval_dataset, formatters=formatters,
-            external_transition=None, eval_logger=eval_logger, eval_aggregator=eval_aggregator,
-            agent_names=agent_names, agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
-            system_prompts=system_prompts, sink=sink, output_dir=output_dir, wandb_config=wandb_config,
-        )
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        given = _CONSTRUCTOR.bind(self, *args, **kwargs)
+        given.apply_defaults()
+        a = dict(given.arguments)
+        config = a["args"]
+        if config is not None and not hasattr(config, "dpo_beta"):
+            raise ValueError(f"args: MADPOTrainer takes a MADPOConfig, got {type(config).__name__}")
+        self.reward = TeamReward(a.pop("reward_func"), a.pop("reward_processor"))  # checked before models load
+        self.eval_check = a.pop("eval_check")
+        del a["self"]
+        self._setup(**{**a, "external_transition": None})  # single-turn: a CoMLRL script's transition is unused
         cfg = self.args
-        self.reward_func = reward_func
-        self.eval_check = eval_check
+        self.reward_func = self.reward.reward_func
         parallel = cfg.parallel_training == "mp" and self.num_agents > 1
         self._pool = ThreadPoolExecutor(max_workers=self.num_agents, thread_name_prefix="agent") if parallel else None
         shared = len({id(a.model) for a in self.agents}) < self.num_agents
@@ -100,6 +79,8 @@ class MADPOTrainer(EvaluationMixin, TrainerCore):
         self.collection: dict[str, float] = {}  # what collection measured, reported with step 1
         self._pair_rng = random.Random(cfg.seed * 31 + 7)
         self._pair_schedule()
+
+    __init__.__signature__ = _CONSTRUCTOR  # type: ignore[attr-defined]
 
     def _default_config(self) -> MADPOConfig:
         return MADPOConfig()
@@ -267,7 +248,7 @@ class MADPOTrainer(EvaluationMixin, TrainerCore):
         packed = agent.pack([p.prompt_ids[i] for p in pairs] + [p.loser_prompt_ids[i] for p in pairs],
                             [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs])
         logps, _ = agent.forward_logprobs(packed, model=model)
-        seq = sequence_logps(logps, packed.completion_mask, self.args.loss_type)  # (2B,)
+        seq = reduce_tokens(logps, packed.completion_mask, self.args.loss_type)  # (2B,)
         return seq[:len(pairs)] - seq[len(pairs):]
 
     def _reference_margins(self, pairs: list[PreferencePair]) -> None:
