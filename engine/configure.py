@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.algorithms import CONFIG_CLASSES, unused_settings
+from engine.preference.config import centralized_team_problem
 from engine.settings.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES
 from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec
 from engine.team import team_devices
@@ -23,6 +24,9 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
     if algorithm == "grpo" and len(agents) != 1:
         raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
                           f"(use 'magrpo')")
+    problem = centralized_team_problem(agents) if algorithm == "centralized_magrpo" else None
+    if problem:
+        raise ConfigError(problem)
     cls = CONFIG_CLASSES[algorithm]
     fields = set(cls.field_names())
     defaults = TrainerSpec()

@@ -1,4 +1,5 @@
-"""``MADPOConfig``: CoMLRL 1.4.3's field names and defaults, plus CoopLab's extras.
+"""``MADPOConfig`` and ``CentralizedMAGRPOConfig``: CoMLRL 1.4.3's field names and defaults, plus
+CoopLab's extras.
 
 The settings come from :mod:`engine.settings.catalog`. CoMLRL's ``MADPOConfig`` extends its
 ``MAGRPOConfig``, so a CoMLRL script may pass any MAGRPO field; every one is accepted here. The
@@ -17,6 +18,7 @@ Departures from CoMLRL, each deliberate (see docs/preference.md):
 from __future__ import annotations
 
 from engine.config import COMLRL_SETTINGS as MAGRPO_COMLRL_SETTINGS
+from engine.config import MAGRPOConfig
 from engine.settings.derive import ConfigModel, config_class
 
 PREFERENCE_SETTINGS = (
@@ -49,3 +51,32 @@ MADPOConfig = config_class(
     doc="Settings of a :class:`engine.preference.MADPOTrainer` run (CoMLRL 1.4.3's ``MADPOConfig`` names and "
         "defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``).",
 )
+
+
+class _Centralized(ConfigModel):
+    def __post_init__(self) -> None:
+        if self.collaboration_mode != "centralized":
+            raise ValueError("collaboration_mode: CentralizedMAGRPOConfig is the centralized baseline; use "
+                             "MAGRPOConfig for a team of decentralized agents")
+        if self.num_turns != 1:
+            raise ValueError("num_turns: centralized MAGRPO is single-turn (one completion holds every role); set 1")
+        super().__post_init__()
+
+
+CentralizedMAGRPOConfig = config_class(
+    "CentralizedMAGRPOConfig", (*MAGRPOConfig.field_names(), "collaboration_mode"), module=__name__,
+    defaults={"num_turns": 1, "collaboration_mode": "centralized"}, bases=(_Centralized, MAGRPOConfig),
+    algorithm_name="centralized_magrpo",
+    doc="Settings of a :class:`engine.preference.centralized_magrpo.CentralizedMAGRPOTrainer` run: "
+        "``MAGRPOConfig`` plus ``collaboration_mode='centralized'`` (CoMLRL 1.4.3's ``CentralizedMAGRPOConfig``).",
+)
+
+
+def centralized_team_problem(agents: list) -> str | None:
+    """A run config's team for ``centralized_magrpo``: one entry per role, every role after the first
+    sharing the first's weights (one model is loaded and trained). ``"field: message"`` or None."""
+    for i, agent in enumerate(agents[1:], start=1):
+        if agent.share_weights_with != agents[0].name:
+            return (f"agents.{i}.share_weights_with: centralized_magrpo trains one model for every role; set it to "
+                    f"{agents[0].name!r}")
+    return None

@@ -18,8 +18,10 @@ from pydantic.fields import FieldInfo
 # before a run is queued) is usually much smaller.
 MAX_NEW_TOKENS_LIMIT = 131_072
 
-Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo"]
-ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo"}
+Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo",
+                    "centralized_magrpo"]
+ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo",
+                       "centralized_magrpo": "mean"}
 ACTOR_CRITIC = ("iac", "maac")
 PREFERENCE = ("madpo",)
 
@@ -71,7 +73,8 @@ _BOOL = {"strict": True}  # "yes" is not a boolean
 CATALOG: dict[str, Setting] = {
     # --- what to train, and for how long ------------------------------------------------------
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
-                    "marloo (rloo), iac, maac, madpo (preference pairs, DPO)."),
+                    "marloo (rloo), iac, maac, madpo (preference pairs, DPO), centralized_magrpo (one "
+                    "model writes every role)."),
     "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1),
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
                     "(overrides epochs).", ge=1),
@@ -109,6 +112,10 @@ CATALOG: dict[str, Setting] = {
     "joint_mode": _s("rollout", Literal["aligned", "cross"], "aligned", "K joint actions (sample j of every "
                      "agent) or all K^N combinations.",
                      before=_aliases({"aligned": "aligned", "align": "aligned", "cross": "cross", "crossed": "cross"})),
+    "collaboration_mode": _s("rollout", Literal["decentralized", "centralized"], "decentralized",
+                             "decentralized: one model per agent; centralized: one model writes every role's "
+                             "answer in one completion (tagged sections).",
+                             before=_aliases({"decentralized": "decentralized", "centralized": "centralized"})),
     "turn_order": _s("rollout", Literal["simultaneous", "sequential"], "simultaneous",
                      "sequential: agent i also sees the same-turn replies of agents < i."),
     "early_termination_threshold": _s("rollout", float | None, None, "Stop expanding a branch when its node's "

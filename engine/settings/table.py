@@ -55,11 +55,12 @@ def settings_table() -> str:
     """Markdown: one table per group, a row per setting with its default in each class that has it."""
     from engine.actor_critic.config import IACConfig, MAACConfig
     from engine.config import MAGRPOConfig
-    from engine.preference.config import MADPOConfig
+    from engine.preference.config import CentralizedMAGRPOConfig, MADPOConfig
     from engine.spec import ActorCriticSection, TrainerSpec
 
     columns = (("run config", TrainerSpec), ("MAGRPOConfig", MAGRPOConfig), ("IACConfig", IACConfig),
-               ("MAACConfig", MAACConfig), ("MADPOConfig", MADPOConfig))
+               ("MAACConfig", MAACConfig), ("MADPOConfig", MADPOConfig),
+               ("CentralizedMAGRPOConfig", CentralizedMAGRPOConfig))
     lines = ["# Trainer settings", "",
              "Generated from `engine/settings/catalog.py` by `python -m engine.settings.table`; do not edit by hand.",
              "Each setting is declared once there; a class without a default in its column does not have the "

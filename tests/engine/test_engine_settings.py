@@ -11,7 +11,7 @@ import pytest
 from engine.actor_critic.config import IACConfig, MAACConfig
 from engine.algorithms import RUN_LEVEL, unused_settings
 from engine.config import MAGRPOConfig, MARLOOConfig
-from engine.preference.config import PREFERENCE_SETTINGS, MADPOConfig
+from engine.preference.config import PREFERENCE_SETTINGS, CentralizedMAGRPOConfig, MADPOConfig
 from engine.settings.catalog import CATALOG
 from engine.settings.rules import combination_problems, group_size_problem
 from engine.settings.table import settings_table
@@ -25,7 +25,7 @@ def _fields(cls) -> dict:
 
 
 @pytest.mark.parametrize("cls", [TrainerSpec, ActorCriticSection, MAGRPOConfig, MARLOOConfig, IACConfig, MAACConfig,
-                                 MADPOConfig])
+                                 MADPOConfig, CentralizedMAGRPOConfig])
 def test_every_field_is_the_catalogs_setting(cls) -> None:
     for name, info in _fields(cls).items():
         if name == "actor_critic":
@@ -39,7 +39,7 @@ def test_every_field_is_the_catalogs_setting(cls) -> None:
 
 def test_every_setting_is_used_and_the_run_level_ones_are_named() -> None:
     used = set().union(*(_fields(c) for c in (TrainerSpec, ActorCriticSection, MAGRPOConfig, IACConfig, MAACConfig,
-                                                     MADPOConfig)))
+                                                     MADPOConfig, CentralizedMAGRPOConfig)))
     assert set(CATALOG) <= used
     assert set(RUN_LEVEL) == {"algorithm", "device", "torch_dtype", "actor_critic"}
     assert {"clip_epsilon", "joint_mode", "turn_order", "advantage_mode"} <= set(unused_settings("iac"))
