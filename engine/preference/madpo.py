@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import random
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +25,10 @@ from typing import Any
 
 import torch
 
+from engine.preference.collect import PairCollector
 from engine.preference.config import MADPOConfig
 from engine.preference.loss import agent_dpo_loss, pair_statistics
-from engine.preference.pairs import PreferencePair, pairs_from_node
+from engine.preference.pairs import PreferencePair
 from engine.rewards import TeamReward
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.trainer.core import TrainerCore, step_timing
@@ -74,10 +74,9 @@ class MADPOTrainer(EvaluationMixin, TrainerCore):
             external_prompt_passthrough=cfg.external_prompt_passthrough,
         ), pool=None if shared else self._pool)
         self._schedule(1, update_streams=1)
-        self.pairs: list[PreferencePair] = []
-        self.collected_items = 0
-        self.collection: dict[str, float] = {}  # what collection measured, reported with step 1
-        self._pair_rng = random.Random(cfg.seed * 31 + 7)
+        self.collector = PairCollector(self.tree, self.train_dataset, self.num_train_items,
+                                       selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,
+                                       items_per_chunk=cfg.items_per_step, seed=cfg.seed)
         self._pair_schedule()
 
     __init__.__signature__ = _CONSTRUCTOR  # type: ignore[attr-defined]
@@ -98,40 +97,28 @@ class MADPOTrainer(EvaluationMixin, TrainerCore):
                                     sink=sink)
 
     def collect_pairs(self, *, sink: Sink | None = None) -> list[PreferencePair]:
-        """Sample, score and pair the candidates of every training item not collected yet (in dataset
-        order, ``items_per_step`` items per sampling call). Stops early, resumably, when ``sink``
+        """Sample, score and pair the candidates of every training item not collected yet
+        (:class:`engine.preference.collect.PairCollector`). Stops early, resumably, when ``sink``
         asks; raises when a finished collection found no pair at all."""
         cfg = self.args
-        stats = self.collection
-        while self.collected_items < self.num_train_items:
-            if sink is not None and sink.should_stop():
-                return self.pairs
-            indices = list(range(self.collected_items, min(self.collected_items + cfg.items_per_step,
-                                                            self.num_train_items)))
-            started = time.perf_counter()
-            rollout = self.tree.build([dict(self.train_dataset[i]) for i in indices], indices, score=True)
-            new = [p for root in rollout.roots
-                   for p in pairs_from_node(root, cfg.pair_selection, cfg.preference_pairs_per_sample, self._pair_rng)]
+
+        def measure(new: list[PreferencePair], rollout: Any) -> None:
             if not cfg.reference_free:
                 self._reference_margins(new)
-            self.pairs.extend(new)
-            self.collected_items += len(indices)
             if not cfg.use_environment_step:
                 self.env_step += rollout.env_steps
-            rewards = [r for root in rollout.roots for r in root.rewards]
-            for key, value in (("candidate_reward_sum", sum(rewards)), ("candidates", len(rewards)),
-                               ("gap_sum", sum(p.reward_gap for p in new)),
-                               ("items_without_pairs", sum(1 for root in rollout.roots
-                                                           if not any(p.item_index == root.item_index for p in new))),
-                               ("generate_s", rollout.timings["generate_s"]), ("reward_s", rollout.timings["reward_s"]),
-                               ("tokens", rollout.num_tokens), ("collect_s", time.perf_counter() - started)):
-                stats[key] = stats.get(key, 0.0) + float(value)
-        if not self.pairs:
-            raise ValueError(f"MADPO found no preference pair: the {self.num_train_items} items' candidates all "
-                             f"tied on team reward. Raise preference_num_candidates or temperature, or use a reward "
-                             f"that separates answers")
-        self._pair_schedule()
+
+        if self.collector.collect(sink.should_stop if sink is not None else lambda: False, measure):
+            self._pair_schedule()
         return self.pairs
+
+    @property
+    def pairs(self) -> list[PreferencePair]:
+        return self.collector.pairs
+
+    @property
+    def collected_items(self) -> int:
+        return self.collector.collected_items
 
     def _pair_schedule(self) -> None:
         """``train_batch_size`` pairs per step; an epoch is one pass over the pairs."""
@@ -163,22 +150,9 @@ class MADPOTrainer(EvaluationMixin, TrainerCore):
         metrics["turn_1/reward_mean"] = metrics["train/reward_mean"]
         metrics["train/epoch"] = self.epoch_of_last_step()
         if self.step == 1:
-            metrics.update(self.collection_metrics())
+            metrics.update(self.collector.metrics())
         chosen = self._report_rng.sample(batch, min(cfg.transcripts_per_step, len(batch)))
         return metrics, pair_episodes(chosen, self.agent_names)
-
-    def collection_metrics(self) -> dict[str, float]:
-        s = self.collection
-        return {
-            "pairs/total": float(len(self.pairs)),
-            "pairs/reward_gap_mean": sum(p.reward_gap for p in self.pairs) / max(len(self.pairs), 1),
-            "pairs/candidate_reward_mean": s.get("candidate_reward_sum", 0.0) / max(s.get("candidates", 0.0), 1.0),
-            "pairs/items_without_pairs": s.get("items_without_pairs", 0.0),
-            "perf/collect_s": s.get("collect_s", 0.0),
-            "perf/generate_s": s.get("generate_s", 0.0),
-            "perf/reward_s": s.get("reward_s", 0.0),
-            "perf/tokens_per_s": s.get("tokens", 0.0) / s["generate_s"] if s.get("generate_s") else 0.0,
-        }
 
     # -- the update --------------------------------------------------------------------------------
     def update(self, batch: Sequence[PreferencePair]) -> dict[str, float]:
@@ -262,21 +236,11 @@ class MADPOTrainer(EvaluationMixin, TrainerCore):
 
     # -- checkpoints -------------------------------------------------------------------------------
     def _training_state(self) -> dict[str, Any]:
-        state = super()._training_state()
-        state["preference"] = {
-            "pairs": [p.to_state() for p in self.pairs], "collected_items": self.collected_items,
-            "collection": dict(self.collection), "pair_rng": _rng_state(self._pair_rng),
-        }
-        return state
+        return {**super()._training_state(), "preference": self.collector.state()}
 
     def _restore_training_state(self, state: dict[str, Any]) -> None:
         super()._restore_training_state(state)
-        saved = state["preference"]
-        self.pairs = [PreferencePair.from_state(p) for p in saved["pairs"]]
-        self.collected_items = int(saved["collected_items"])
-        self.collection = {k: float(v) for k, v in saved["collection"].items()}
-        s = saved["pair_rng"]
-        self._pair_rng.setstate((s[0], tuple(s[1]), s[2]))
+        self.collector.restore(state["preference"])
         self._pair_schedule()
 
     def close(self) -> None:
@@ -285,11 +249,6 @@ class MADPOTrainer(EvaluationMixin, TrainerCore):
             self._pool.shutdown(wait=True)
             self._pool = None
             self.tree.pool = None
-
-
-def _rng_state(rng: random.Random) -> list[Any]:
-    version, internal, gauss = rng.getstate()
-    return [version, list(internal), gauss]
 
 
 def pair_episodes(pairs: Sequence[PreferencePair], names: Sequence[str]) -> list[Episode]:

@@ -93,5 +93,5 @@ def test_bad_input_is_named() -> None:
         MADPOConfig(preference_num_candidates=1)
     with pytest.raises(ValueError, match="args: MADPOTrainer takes a MADPOConfig"):
         make_trainer(MAGRPOConfig())
-    with pytest.raises(ValueError, match="no preference pair"):
+    with pytest.raises(ValueError, match="no preference pair: the 4 items"):
         make_trainer(fast_config(), reward_func=lambda c1, c2: [1.0]).train()
