@@ -10,19 +10,20 @@ import importlib
 
 from engine.actor_critic.config import IACConfig, MAACConfig
 from engine.config import MAGRPOConfig
-from engine.preference.config import CentralizedMAGRPOConfig, MADPOConfig
+from engine.preference.config import CentralizedMAGRPOConfig, MADPOConfig, MARLHFConfig
 from engine.settings.catalog import ALGORITHM_BASELINES
 from engine.spec import TrainerSpec
 
 CONFIG_CLASSES: dict[str, type] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
                                    "maac": MAACConfig, "madpo": MADPOConfig,
-                                   "centralized_magrpo": CentralizedMAGRPOConfig}
+                                   "centralized_magrpo": CentralizedMAGRPOConfig, "marlhf": MARLHFConfig}
 TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is built
     **dict.fromkeys(ALGORITHM_BASELINES, "engine.trainer.trainer:MAGRPOTrainer"),
     "iac": "engine.actor_critic.iac:IACTrainer",
     "maac": "engine.actor_critic.maac:MAACTrainer",
     "madpo": "engine.preference.madpo:MADPOTrainer",
     "centralized_magrpo": "engine.preference.centralized_magrpo:CentralizedMAGRPOTrainer",
+    "marlhf": "engine.preference.marlhf:MARLHFTrainer",
 }
 # Run-config trainer settings that the build reads itself (no config class has them).
 RUN_LEVEL = tuple(name for name in TrainerSpec.model_fields

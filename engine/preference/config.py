@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from engine.config import COMLRL_SETTINGS as MAGRPO_COMLRL_SETTINGS
 from engine.config import MAGRPOConfig
+from engine.settings.catalog import ALGORITHM_BASELINES
 from engine.settings.derive import ConfigModel, config_class
 
 PREFERENCE_SETTINGS = (
@@ -80,3 +81,28 @@ def centralized_team_problem(agents: list) -> str | None:
             return (f"agents.{i}.share_weights_with: centralized_magrpo trains one model for every role; set it to "
                     f"{agents[0].name!r}")
     return None
+
+
+REWARD_MODEL_SETTINGS = (
+    "rl_algorithm", "reward_model_name", "reward_model_device", "reward_learning_rate", "reward_num_train_epochs",
+    "reward_train_batch_size", "reward_max_length", "reward_freeze_backbone",
+)
+
+
+class _LearnedReward(ConfigModel):
+    def __post_init__(self) -> None:
+        if self.num_turns != 1:
+            raise ValueError("num_turns: MARLHF is single-turn (the reward model scores whole joint answers); set 1")
+        super().__post_init__()
+        object.__setattr__(self, "advantage_mode", ALGORITHM_BASELINES[self.rl_algorithm])  # the RL baseline
+
+
+MARLHFConfig = config_class(
+    "MARLHFConfig", (*MAGRPOConfig.field_names(), *PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS), module=__name__,
+    defaults=MADPO_DEFAULTS, bases=(_LearnedReward,), algorithm_name="marlhf",
+    compat_only=("dpo_beta", "use_environment_step", "environment_steps_per_pair", "advantage_mode", "discount",
+                 "early_termination_threshold", "external_prompt_passthrough"),
+    doc="Settings of a :class:`engine.preference.marlhf.MARLHFTrainer` run (CoMLRL 1.4.3's ``MARLHFConfig`` "
+        "names and defaults): the pairs' settings, the reward model's, and the MAGRPO settings of the RL stage "
+        "(``rl_algorithm`` picks its baseline).",
+)

@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 MAX_NEW_TOKENS_LIMIT = 131_072
 
 Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo",
-                    "centralized_magrpo"]
+                    "centralized_magrpo", "marlhf"]
 ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo",
                        "centralized_magrpo": "mean"}
 ACTOR_CRITIC = ("iac", "maac")
@@ -74,7 +74,7 @@ CATALOG: dict[str, Setting] = {
     # --- what to train, and for how long ------------------------------------------------------
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
                     "marloo (rloo), iac, maac, madpo (preference pairs, DPO), centralized_magrpo (one "
-                    "model writes every role)."),
+                    "model writes every role), marlhf (a reward model learned from pairs, then RL)."),
     "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1),
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
                     "(overrides epochs).", ge=1),
@@ -200,4 +200,19 @@ CATALOG: dict[str, Setting] = {
     "use_environment_step": _s("preference", bool, True, "env_step counts trained pairs (x environment_steps_per_"
                                "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL),
     "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1),
+    # --- learned reward (marlhf) ---------------------------------------------------------------
+    "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo"], "magrpo",
+                       "The MAGRPO-family baseline that optimises the team against the learned reward.",
+                       before=_aliases({"magrpo": "magrpo", "mareinforce": "mareinforce", "mareforce": "mareinforce",
+                                        "maremax": "maremax", "marloo": "marloo"})),
+    "reward_model_name": _s("preference", str | None, None, "Backbone of the reward model (HF id or folder; "
+                            "empty = a copy of the first agent's model)."),
+    "reward_model_device": _s("preference", str | None, None, "Device of the reward model (empty = the first "
+                              "agent's; CoMLRL: cuda:0)."),
+    "reward_learning_rate": _s("preference", float, 1e-5, "AdamW learning rate of the reward model.", gt=0),
+    "reward_num_train_epochs": _s("preference", int, 1, "Passes of the reward model over the pairs.", ge=1),
+    "reward_train_batch_size": _s("preference", int, 1, "Pairs per reward-model optimizer step.", ge=1),
+    "reward_max_length": _s("preference", int | None, None, "Tokens the reward model reads per joint answer "
+                            "(the last ones; empty = all).", ge=2),
+    "reward_freeze_backbone": _s("preference", bool, False, "Train only the reward model's head.", **_BOOL),
 }
