@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "PreferencePair": "engine.preference.pairs",
     "CentralizedMAGRPOConfig": "engine.preference.config",
     "MARLHFConfig": "engine.preference.config",
+    "MADPOIterConfig": "engine.preference.config",
+    "MADPOIterTrainer": "engine.preference.madpo_iter",
     "MARLHFTrainer": "engine.preference.marlhf",
     "JointRewardModel": "engine.preference.reward_model",
     "CentralizedMAGRPOTrainer": "engine.preference.centralized_magrpo",

@@ -32,6 +32,11 @@ class PairCollector:
         self.pairs: list[PreferencePair] = []
         self.collected_items = 0
         self.stats: dict[str, float] = {}
+        self.comparator_tree: Any = None  # iterative trainers: another policy's candidates to compare with
+
+    def reset(self) -> None:
+        """Start a new collection (an iteration of the iterative trainers); the RNG continues."""
+        self.pairs, self.collected_items, self.stats = [], 0, {}
 
     @property
     def done(self) -> bool:
@@ -48,7 +53,10 @@ class PairCollector:
                                                             self.num_items)))
             started = time.perf_counter()
             rollout = self.tree.build([dict(self.dataset[i]) for i in indices], indices, score=True)
-            new = [p for root in rollout.roots for p in pairs_from_node(root, self.selection, self.limit, self.rng)]
+            others = (self.comparator_tree.build([dict(self.dataset[i]) for i in indices], indices, score=True).roots
+                      if self.comparator_tree is not None else [None] * len(rollout.roots))
+            new = [p for root, other in zip(rollout.roots, others, strict=True)
+                   for p in pairs_from_node(root, self.selection, self.limit, self.rng, comparator=other)]
             if on_chunk is not None:
                 on_chunk(new, rollout)
             self.pairs.extend(new)

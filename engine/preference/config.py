@@ -37,10 +37,14 @@ MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
 
 class _Preference(ConfigModel):
     group_baseline = False  # pairs compare candidates; num_generations is not read
+    iterative: bool = False
 
     def __post_init__(self) -> None:
         if self.num_turns != 1:
             raise ValueError("num_turns: MADPO is single-turn (pairs compare whole joint answers); set 1")
+        if self.pair_selection == "comparator_reward" and not self.iterative:
+            raise ValueError("pair_selection: 'comparator_reward' compares with a comparator policy (MADPOIterConfig); "
+                             "use reward_gap, all or random")
         super().__post_init__()
 
 
@@ -53,6 +57,28 @@ MADPOConfig = config_class(
         "defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``).",
 )
 
+
+
+class _Iterative(_Preference):
+    iterative = True
+
+    def __post_init__(self) -> None:
+        if self.preference_pairs_per_sample is None:
+            raise ValueError("preference_pairs_per_sample: the iterative trainers need a number (it fixes the steps "
+                             "of an iteration)")
+        super().__post_init__()
+
+
+ITERATIVE_SETTINGS = ("num_iterations", "comparator_policy", "comparator_history_k")
+MADPOIterConfig = config_class(
+    "MADPOIterConfig", (*MADPOConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
+    defaults={**MADPO_DEFAULTS, "num_train_epochs": 1, "preference_num_candidates": 20,
+              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward"},
+    bases=(_Iterative, MADPOConfig), algorithm_name="madpo_iter", compat_only=MADPOConfig.compat_only,
+    doc="Settings of a :class:`engine.preference.madpo_iter.MADPOIterTrainer` run (CoMLRL 1.4.3's "
+        "``MADPOIterConfig`` names and defaults): ``num_iterations`` rounds of collect-then-train, candidates "
+        "compared with ``comparator_policy``'s.",
+)
 
 class _Centralized(ConfigModel):
     def __post_init__(self) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-PAIR_SELECTIONS = ("reward_gap", "all", "random")
+PAIR_SELECTIONS = ("reward_gap", "all", "random", "comparator_reward")
 
 
 def select_pairs(rewards: Sequence[float], mode: str, limit: int | None,
@@ -27,7 +27,7 @@ def select_pairs(rewards: Sequence[float], mode: str, limit: int | None,
         raise ValueError(f"pair_selection must be one of {', '.join(PAIR_SELECTIONS)}, got {mode!r}")
     candidates = [(float(rw) - float(rl), w, lo) for w, rw in enumerate(rewards) for lo, rl in enumerate(rewards)
                   if w != lo and float(rw) - float(rl) > 0]
-    if mode == "reward_gap":
+    if mode in ("reward_gap", "comparator_reward"):
         candidates.sort(key=lambda c: -c[0])  # stable: equal gaps stay in candidate order
     elif mode == "random":
         if rng is None:
@@ -73,25 +73,59 @@ class PreferencePair:
         return cls(**state)
 
 
-def pairs_from_node(node: Any, mode: str, limit: int | None, rng: random.Random) -> list[PreferencePair]:
+def select_cross_pairs(current: Sequence[float], comparator: Sequence[float], mode: str, limit: int | None,
+                       rng: random.Random | None = None) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Pairs between a current candidate ``(0, i)`` and a comparator candidate ``(1, c)``, the better
+    one first, ordered as :func:`select_pairs` orders them (``comparator_reward`` = largest gap)."""
+    if mode not in PAIR_SELECTIONS:
+        raise ValueError(f"pair_selection must be one of {', '.join(PAIR_SELECTIONS)}, got {mode!r}")
+    candidates = []
+    for i, ri in enumerate(current):
+        for c, rc in enumerate(comparator):
+            gap = float(ri) - float(rc)
+            if gap:
+                candidates.append((abs(gap), (0, i), (1, c)) if gap > 0 else (abs(gap), (1, c), (0, i)))
+    if mode in ("reward_gap", "comparator_reward"):
+        candidates.sort(key=lambda c: -c[0])
+    elif mode == "all":
+        candidates.sort(key=lambda c: (c[1], c[2]))
+    else:
+        if rng is None:
+            raise ValueError("pair_selection='random' needs a seeded random.Random")
+        rng.shuffle(candidates)
+    return [(w, lo) for _, w, lo in (candidates if limit is None else candidates[:limit])]
+
+
+def pairs_from_node(node: Any, mode: str, limit: int | None, rng: random.Random,
+                    comparator: Any = None) -> list[PreferencePair]:
     """The pairs of one scored single-turn node (:class:`engine.trainer.tree.Node`): joint action
-    ``j`` gives agent i its sample ``node.joint_actions[j][i]``."""
-    chosen = select_pairs(node.rewards, mode, limit, rng)
-    mean = sum(node.rewards) / len(node.rewards) if node.rewards else 0.0
-    pairs = []
-    for w, lo in chosen:
-        win, lose = node.joint_actions[w], node.joint_actions[lo]
-        agents = node.agents
-        pairs.append(PreferencePair(
-            item_index=node.item_index,
-            prompts=[a.prompts[win[i]] for i, a in enumerate(agents)],
-            loser_prompts=[a.prompts[lose[i]] for i, a in enumerate(agents)],
-            winner_completions=[a.texts[win[i]] for i, a in enumerate(agents)],
-            loser_completions=[a.texts[lose[i]] for i, a in enumerate(agents)],
-            prompt_ids=[list(a.prompt_ids[win[i]]) for i, a in enumerate(agents)],
-            loser_prompt_ids=[list(a.prompt_ids[lose[i]]) for i, a in enumerate(agents)],
-            winner_ids=[list(a.completion_ids[win[i]]) for i, a in enumerate(agents)],
-            loser_ids=[list(a.completion_ids[lose[i]]) for i, a in enumerate(agents)],
-            winner_reward=float(node.rewards[w]), loser_reward=float(node.rewards[lo]), candidate_reward_mean=mean,
-        ))
-    return pairs
+    ``j`` gives agent i its sample ``node.joint_actions[j][i]``. With a ``comparator`` node (the same
+    item, another policy's candidates) every pair has one candidate from each."""
+    if comparator is None:
+        chosen = [((node, w), (node, lo)) for w, lo in select_pairs(node.rewards, mode, limit, rng)]
+        rewards = list(node.rewards)
+    else:
+        sources = (node, comparator)
+        chosen = [((sources[ws], w), (sources[ls], lo))
+                  for (ws, w), (ls, lo) in select_cross_pairs(node.rewards, comparator.rewards, mode, limit, rng)]
+        rewards = list(node.rewards) + list(comparator.rewards)
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    return [_pair(node.item_index, win, lose, mean) for win, lose in chosen]
+
+
+def _pair(item_index: int, win: tuple[Any, int], lose: tuple[Any, int], mean: float) -> PreferencePair:
+    (wn, w), (ln, lo) = win, lose
+    wa, la = wn.joint_actions[w], ln.joint_actions[lo]
+    n = len(wn.agents)
+    return PreferencePair(
+        item_index=item_index,
+        prompts=[wn.agents[i].prompts[wa[i]] for i in range(n)],
+        loser_prompts=[ln.agents[i].prompts[la[i]] for i in range(n)],
+        winner_completions=[wn.agents[i].texts[wa[i]] for i in range(n)],
+        loser_completions=[ln.agents[i].texts[la[i]] for i in range(n)],
+        prompt_ids=[list(wn.agents[i].prompt_ids[wa[i]]) for i in range(n)],
+        loser_prompt_ids=[list(ln.agents[i].prompt_ids[la[i]]) for i in range(n)],
+        winner_ids=[list(wn.agents[i].completion_ids[wa[i]]) for i in range(n)],
+        loser_ids=[list(ln.agents[i].completion_ids[la[i]]) for i in range(n)],
+        winner_reward=float(wn.rewards[w]), loser_reward=float(ln.rewards[lo]), candidate_reward_mean=mean,
+    )

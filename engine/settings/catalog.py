@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 MAX_NEW_TOKENS_LIMIT = 131_072
 
 Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo",
-                    "centralized_magrpo", "marlhf"]
+                    "centralized_magrpo", "marlhf", "madpo_iter"]
 ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo",
                        "centralized_magrpo": "mean"}
 ACTOR_CRITIC = ("iac", "maac")
@@ -74,7 +74,8 @@ CATALOG: dict[str, Setting] = {
     # --- what to train, and for how long ------------------------------------------------------
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
                     "marloo (rloo), iac, maac, madpo (preference pairs, DPO), centralized_magrpo (one "
-                    "model writes every role), marlhf (a reward model learned from pairs, then RL)."),
+                    "model writes every role), marlhf (a reward model learned from pairs, then RL), madpo_iter "
+                    "(rounds of MADPO against a comparator policy)."),
     "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1),
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
                     "(overrides epochs).", ge=1),
@@ -190,16 +191,26 @@ CATALOG: dict[str, Setting] = {
                                     "pairs (each agent samples this many completions).", ge=2),
     "preference_pairs_per_sample": _s("preference", int | None, 16, "Pairs kept per item (empty = every pair "
                                       "with a positive reward gap).", ge=1),
-    "pair_selection": _s("preference", Literal["reward_gap", "all", "random"], "reward_gap",
+    "pair_selection": _s("preference", Literal["reward_gap", "all", "random", "comparator_reward"], "reward_gap",
                          "Which pairs to keep: largest team-reward gap first, all in candidate order, or a "
-                         "seeded random choice.",
-                         before=_aliases({"reward_gap": "reward_gap", "all": "all", "random": "random"})),
+                         "seeded random choice; comparator_reward (iterative trainers): largest gap between a "
+                         "current and a comparator candidate first.",
+                         before=_aliases({"reward_gap": "reward_gap", "all": "all", "random": "random",
+                                          "comparator_reward": "comparator_reward"})),
     "dpo_beta": _s("preference", float, 0.1, "DPO inverse temperature on the joint log-prob margin.", gt=0),
     "reference_free": _s("preference", bool, True, "On: CoMLRL's reference-free DPO; off: the margin is taken "
                          "relative to the frozen initial policy (standard DPO).", **_BOOL),
     "use_environment_step": _s("preference", bool, True, "env_step counts trained pairs (x environment_steps_per_"
                                "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL),
     "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1),
+    # --- iterative preference (madpo_iter) --------------------------------------------------------
+    "num_iterations": _s("preference", int, 6, "Rounds of collect-pairs-then-train (iterative trainers).", ge=1),
+    "comparator_policy": _s("preference", Literal["current", "current_copy", "model", "history"], "current",
+                            "Whose candidates the current policy's are compared with: its own (current), a "
+                            "second sample of a frozen copy (current_copy), the initial policy (model), or the "
+                            "policy comparator_history_k iterations back (history)."),
+    "comparator_history_k": _s("preference", int | None, None, "Iterations back for comparator_policy='history' "
+                               "(empty = 1).", ge=1),
     # --- learned reward (marlhf) ---------------------------------------------------------------
     "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo"], "magrpo",
                        "The MAGRPO-family baseline that optimises the team against the learned reward.",

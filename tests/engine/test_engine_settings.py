@@ -12,10 +12,12 @@ from engine.actor_critic.config import IACConfig, MAACConfig
 from engine.algorithms import RUN_LEVEL, unused_settings
 from engine.config import MAGRPOConfig, MARLOOConfig
 from engine.preference.config import (
+    ITERATIVE_SETTINGS,
     PREFERENCE_SETTINGS,
     REWARD_MODEL_SETTINGS,
     CentralizedMAGRPOConfig,
     MADPOConfig,
+    MADPOIterConfig,
     MARLHFConfig,
 )
 from engine.settings.catalog import CATALOG
@@ -31,7 +33,8 @@ def _fields(cls) -> dict:
 
 
 @pytest.mark.parametrize("cls", [TrainerSpec, ActorCriticSection, MAGRPOConfig, MARLOOConfig, IACConfig, MAACConfig,
-                                 MADPOConfig, CentralizedMAGRPOConfig, MARLHFConfig])
+                                 MADPOConfig, CentralizedMAGRPOConfig, MARLHFConfig,
+                                 MADPOIterConfig])
 def test_every_field_is_the_catalogs_setting(cls) -> None:
     for name, info in _fields(cls).items():
         if name == "actor_critic":
@@ -45,11 +48,13 @@ def test_every_field_is_the_catalogs_setting(cls) -> None:
 
 def test_every_setting_is_used_and_the_run_level_ones_are_named() -> None:
     used = set().union(*(_fields(c) for c in (TrainerSpec, ActorCriticSection, MAGRPOConfig, IACConfig, MAACConfig,
-                                                     MADPOConfig, CentralizedMAGRPOConfig, MARLHFConfig)))
+                                                     MADPOConfig, CentralizedMAGRPOConfig, MARLHFConfig,
+                                                     MADPOIterConfig)))
     assert set(CATALOG) <= used
     assert set(RUN_LEVEL) == {"algorithm", "device", "torch_dtype", "actor_critic"}
     assert {"clip_epsilon", "joint_mode", "turn_order", "advantage_mode"} <= set(unused_settings("iac"))
-    assert set(unused_settings("magrpo")) == {*PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS, "reference_free"}
+    assert set(unused_settings("magrpo")) == {*PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS,
+                                                 *ITERATIVE_SETTINGS, "reference_free"}
     # MADPO accepts every CoMLRL MAGRPO field for ports, but the run config refuses those it never reads
     assert {"num_generations", "advantage_mode", "clip_epsilon", "reference_kl_enabled"} <= set(unused_settings("madpo"))
     assert not set(unused_settings("madpo")) & {"temperature", "train_batch_size", "dpo_beta", "joint_mode"}

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from engine.preference.pairs import select_pairs
+from engine.preference.pairs import select_cross_pairs, select_pairs
 
 REWARDS = [0.2, 1.0, 0.2, 0.5]  # candidates 0 and 2 tie
 
@@ -36,3 +36,15 @@ def test_random_is_a_seeded_subset_of_the_positive_pairs() -> None:
 def test_unknown_mode_names_the_choices() -> None:
     with pytest.raises(ValueError, match="reward_gap, all, random"):
         select_pairs(REWARDS, "best", None)
+
+
+def test_cross_pairs_join_one_current_and_one_comparator_candidate() -> None:
+    # current rewards [0.5, 0.1], comparator [0.3, 0.5]: gaps (0,0)-(1,0)=0.2, (1,1)-(0,1)=0.4, (1,0)-(0,1)=0.2;
+    # current 0 and comparator 1 tie (no pair)
+    pairs = select_cross_pairs([0.5, 0.1], [0.3, 0.5], "comparator_reward", None)
+    assert pairs == [((1, 1), (0, 1)), ((0, 0), (1, 0)), ((1, 0), (0, 1))]
+    assert select_cross_pairs([0.5, 0.1], [0.3, 0.5], "all", None) == [((0, 0), (1, 0)), ((1, 0), (0, 1)),
+                                                                        ((1, 1), (0, 1))]
+    assert select_cross_pairs([0.5, 0.1], [0.3, 0.5], "reward_gap", 1) == [((1, 1), (0, 1))]
+    assert all({w[0], lo[0]} == {0, 1} for w, lo in select_cross_pairs([0.5, 0.1], [0.3, 0.5], "random", None,
+                                                                      random.Random(0)))
