@@ -15,7 +15,7 @@ from tests.engine.preference.pref_helpers import PROMPTS, digit_share, tiny_team
 
 
 def _config(**overrides) -> MADPOIterConfig:
-    values = dict(num_iterations=3, preference_num_candidates=4, preference_pairs_per_sample=2, max_new_tokens=6,
+    values = dict(num_iterations=2, preference_num_candidates=4, preference_pairs_per_sample=2, max_new_tokens=6,
                   train_batch_size=4, items_per_step=4, comparator_policy="history", eval_interval=0,
                   logging_steps=1, agent_learning_rate=1e-3, checkpoint_interval=0)
     values.update(overrides)
@@ -31,15 +31,15 @@ def _trainer(config: MADPOIterConfig, **kwargs) -> MADPOIterTrainer:
 def test_iterations_compare_with_the_policy_one_iteration_back(tmp_path) -> None:
     sink = MemorySink()
     trainer = _trainer(_config(), sink=sink, output_dir=tmp_path / "full")
-    assert trainer.steps_per_iteration == 2 and trainer.total_steps == 6  # 4 items x 2 pairs / 4 per step
+    assert trainer.steps_per_iteration == 2 and trainer.total_steps == 4  # 4 items x 2 pairs / 4 per step
     result = trainer.train()
-    assert result.step == 6
-    assert [s.metrics["iter/current_iteration"] for s in sink.steps] == [1, 1, 2, 2, 3, 3]
-    assert [("pairs/total" in s.metrics) for s in sink.steps] == [True, False] * 3  # collected per iteration
-    assert trainer.comparator_iteration == 1  # iteration 3 (index 2) compared with the policy after iteration 1
+    assert result.step == 4
+    assert [s.metrics["iter/current_iteration"] for s in sink.steps] == [1, 1, 2, 2]
+    assert [("pairs/total" in s.metrics) for s in sink.steps] == [True, False] * 2  # collected per iteration
+    assert trainer.comparator_iteration == 0  # iteration 2 compared with the policy one iteration back
     comparator = trainer._comparator_copies[0].state_dict()
-    assert all(torch.equal(comparator[k], v) for k, v in trainer.snapshots[1][0].items())
-    assert any(not torch.equal(trainer.snapshots[1][0][k], trainer.snapshots[2][0][k]) for k in comparator)
+    assert all(torch.equal(comparator[k], v) for k, v in trainer.snapshots[0][0].items())
+    assert any(not torch.equal(trainer.snapshots[0][0][k], trainer.snapshots[1][0][k]) for k in comparator)
 
     # stopped after step 3 (mid-iteration 2), resumed: the same weights, metrics and pairs
     part = _trainer(_config(), sink=MemorySink(stop_after_steps=3), output_dir=tmp_path / "part")
