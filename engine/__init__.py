@@ -44,6 +44,8 @@ _EXPORTS: dict[str, str] = {
     "MARLHFConfig": "engine.preference.config",
     "MADPOIterConfig": "engine.preference.config",
     "MADPOIterTrainer": "engine.preference.madpo_iter",
+    "MARLHFIterConfig": "engine.preference.config",
+    "MARLHFIterTrainer": "engine.preference.marlhf_iter",
     "MARLHFTrainer": "engine.preference.marlhf",
     "JointRewardModel": "engine.preference.reward_model",
     "CentralizedMAGRPOTrainer": "engine.preference.centralized_magrpo",

@@ -10,14 +10,20 @@ import importlib
 
 from engine.actor_critic.config import IACConfig, MAACConfig
 from engine.config import MAGRPOConfig
-from engine.preference.config import CentralizedMAGRPOConfig, MADPOConfig, MADPOIterConfig, MARLHFConfig
+from engine.preference.config import (
+    CentralizedMAGRPOConfig,
+    MADPOConfig,
+    MADPOIterConfig,
+    MARLHFConfig,
+    MARLHFIterConfig,
+)
 from engine.settings.catalog import ALGORITHM_BASELINES
 from engine.spec import TrainerSpec
 
 CONFIG_CLASSES: dict[str, type] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
                                    "maac": MAACConfig, "madpo": MADPOConfig,
                                    "centralized_magrpo": CentralizedMAGRPOConfig, "marlhf": MARLHFConfig,
-                                   "madpo_iter": MADPOIterConfig}
+                                   "madpo_iter": MADPOIterConfig, "marlhf_iter": MARLHFIterConfig}
 TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is built
     **dict.fromkeys(ALGORITHM_BASELINES, "engine.trainer.trainer:MAGRPOTrainer"),
     "iac": "engine.actor_critic.iac:IACTrainer",
@@ -26,6 +32,7 @@ TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is
     "centralized_magrpo": "engine.preference.centralized_magrpo:CentralizedMAGRPOTrainer",
     "marlhf": "engine.preference.marlhf:MARLHFTrainer",
     "madpo_iter": "engine.preference.madpo_iter:MADPOIterTrainer",
+    "marlhf_iter": "engine.preference.marlhf_iter:MARLHFIterTrainer",
 }
 # Run-config trainer settings that the build reads itself (no config class has them).
 RUN_LEVEL = tuple(name for name in TrainerSpec.model_fields

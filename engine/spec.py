@@ -150,7 +150,7 @@ TRAINER_SETTINGS = (
     "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
     "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
     "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "seed", "fast_decode",
-    # madpo, madpo_iter and marlhf only (other algorithms refuse them when changed)
+    # the preference algorithms only (other algorithms refuse them when changed)
     "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta", "reference_free",
     "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",
     "reward_learning_rate", "reward_num_train_epochs", "reward_train_batch_size", "reward_max_length",

@@ -35,16 +35,21 @@ EXTRA_SETTINGS = (
 MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
 
 
+def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str) -> None:
+    """The rules every preference config shares: single-turn, and comparator pairs only when iterative."""
+    if config.num_turns != 1:
+        raise ValueError(f"num_turns: {trainer} is single-turn ({what}); set 1")
+    if config.pair_selection == "comparator_reward" and not config.iterative:
+        raise ValueError(f"pair_selection: 'comparator_reward' compares with a comparator policy ({iterative_config}); "
+                         f"use reward_gap, all or random")
+
+
 class _Preference(ConfigModel):
     group_baseline = False  # pairs compare candidates; num_generations is not read
     iterative: bool = False
 
     def __post_init__(self) -> None:
-        if self.num_turns != 1:
-            raise ValueError("num_turns: MADPO is single-turn (pairs compare whole joint answers); set 1")
-        if self.pair_selection == "comparator_reward" and not self.iterative:
-            raise ValueError("pair_selection: 'comparator_reward' compares with a comparator policy (MADPOIterConfig); "
-                             "use reward_gap, all or random")
+        _pair_problems(self, "MADPO", "MADPOIterConfig", "pairs compare whole joint answers")
         super().__post_init__()
 
 
@@ -116,9 +121,10 @@ REWARD_MODEL_SETTINGS = (
 
 
 class _LearnedReward(ConfigModel):
+    iterative: bool = False
+
     def __post_init__(self) -> None:
-        if self.num_turns != 1:
-            raise ValueError("num_turns: MARLHF is single-turn (the reward model scores whole joint answers); set 1")
+        _pair_problems(self, "MARLHF", "MARLHFIterConfig", "the reward model scores whole joint answers")
         super().__post_init__()
         object.__setattr__(self, "advantage_mode", ALGORITHM_BASELINES[self.rl_algorithm])  # the RL baseline
 
@@ -131,4 +137,19 @@ MARLHFConfig = config_class(
     doc="Settings of a :class:`engine.preference.marlhf.MARLHFTrainer` run (CoMLRL 1.4.3's ``MARLHFConfig`` "
         "names and defaults): the pairs' settings, the reward model's, and the MAGRPO settings of the RL stage "
         "(``rl_algorithm`` picks its baseline).",
+)
+
+
+class _IterativeLearnedReward(_LearnedReward):
+    iterative = True
+
+
+MARLHFIterConfig = config_class(
+    "MARLHFIterConfig", (*MARLHFConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
+    defaults={**MADPO_DEFAULTS, "num_train_epochs": 2, "preference_num_candidates": 20,
+              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward", "reward_num_train_epochs": 2},
+    bases=(_IterativeLearnedReward, MARLHFConfig), algorithm_name="marlhf_iter", compat_only=MARLHFConfig.compat_only,
+    doc="Settings of a :class:`engine.preference.marlhf_iter.MARLHFIterTrainer` run (CoMLRL 1.4.3's "
+        "``MARLHFIterConfig`` names and defaults): ``num_iterations`` rounds of collect pairs against "
+        "``comparator_policy``, refit the reward model, RL against it.",
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,22 @@ import torch
 from engine.sinks.base import Sink
 from engine.trainer.loop import TrainLoopMixin, TrainResult
 from engine.trainer.rollout import TreeBuilder
+from engine.trainer.trainer import MAGRPOTrainer
+
+_CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)  # every preference trainer takes MAGRPO's arguments
 
 
 class ComparatorIterations:
-    """Iterations against ``comparator_policy`` (current, current_copy, model, history)."""
+    """Iterations against ``comparator_policy`` (current, current_copy, model, history); the
+    constructor is the trainer's (MAGRPO's arguments) with an iterative config."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
+        if config is not None and not hasattr(config, "num_iterations"):
+            raise ValueError(f"args: {type(self).__name__} takes a {type(self._default_config()).__name__}, got "
+                             f"{type(config).__name__}")
+        super().__init__(*args, **kwargs)
+        self._init_iterations()
 
     def _init_iterations(self) -> None:
         self.iteration = -1  # the iteration whose pairs the collector holds

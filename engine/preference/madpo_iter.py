@@ -17,9 +17,7 @@ the iteration's pairs and the snapshots a comparator needs, so a run resumes mid
 
 from __future__ import annotations
 
-import inspect
 import math
-from typing import Any
 
 from engine.preference.config import MADPOIterConfig
 from engine.preference.iterations import ComparatorIterations
@@ -27,18 +25,9 @@ from engine.preference.madpo import MADPOTrainer
 from engine.preference.pairs import PreferencePair
 from engine.sinks.base import Episode
 
-_CONSTRUCTOR = inspect.signature(MADPOTrainer.__init__)
-
 
 class MADPOIterTrainer(ComparatorIterations, MADPOTrainer):
     """Iterative MADPO (see the module docstring); the constructor is MADPO's (MAGRPO's)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
-        if config is not None and not hasattr(config, "num_iterations"):
-            raise ValueError(f"args: MADPOIterTrainer takes a MADPOIterConfig, got {type(config).__name__}")
-        super().__init__(*args, **kwargs)
-        self._init_iterations()
 
     def _default_config(self) -> MADPOIterConfig:
         return MADPOIterConfig()

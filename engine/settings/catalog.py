@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 MAX_NEW_TOKENS_LIMIT = 131_072
 
 Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo",
-                    "centralized_magrpo", "marlhf", "madpo_iter"]
+                    "centralized_magrpo", "marlhf", "madpo_iter", "marlhf_iter"]
 ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo",
                        "centralized_magrpo": "mean"}
 ACTOR_CRITIC = ("iac", "maac")
@@ -75,7 +75,7 @@ CATALOG: dict[str, Setting] = {
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
                     "marloo (rloo), iac, maac, madpo (preference pairs, DPO), centralized_magrpo (one "
                     "model writes every role), marlhf (a reward model learned from pairs, then RL), madpo_iter "
-                    "(rounds of MADPO against a comparator policy)."),
+                    "and marlhf_iter (rounds of them against a comparator policy)."),
     "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1),
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
                     "(overrides epochs).", ge=1),

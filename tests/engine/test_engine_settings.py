@@ -19,6 +19,7 @@ from engine.preference.config import (
     MADPOConfig,
     MADPOIterConfig,
     MARLHFConfig,
+    MARLHFIterConfig,
 )
 from engine.settings.catalog import CATALOG
 from engine.settings.rules import combination_problems, group_size_problem
@@ -34,7 +35,7 @@ def _fields(cls) -> dict:
 
 @pytest.mark.parametrize("cls", [TrainerSpec, ActorCriticSection, MAGRPOConfig, MARLOOConfig, IACConfig, MAACConfig,
                                  MADPOConfig, CentralizedMAGRPOConfig, MARLHFConfig,
-                                 MADPOIterConfig])
+                                 MADPOIterConfig, MARLHFIterConfig])
 def test_every_field_is_the_catalogs_setting(cls) -> None:
     for name, info in _fields(cls).items():
         if name == "actor_critic":
