@@ -23,7 +23,7 @@ from engine.settings.catalog import ALGORITHM_BASELINES
 from engine.settings.derive import ConfigModel, config_class
 
 PREFERENCE_SETTINGS = (
-    "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta",
+    "collaboration_mode", "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta",
     "use_environment_step", "environment_steps_per_pair",
 )
 EXTRA_SETTINGS = (
@@ -36,7 +36,11 @@ MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
 
 
 def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str) -> None:
-    """The rules every preference config shares: single-turn, and comparator pairs only when iterative."""
+    """The rules every preference config shares: single-turn, decentralized, and comparator pairs only
+    when iterative."""
+    if config.collaboration_mode != "decentralized":
+        raise ValueError(f"collaboration_mode: {trainer} trains a decentralized team here; 'centralized' is not "
+                         f"supported yet (CentralizedMAGRPOTrainer is the centralized baseline)")
     if config.num_turns != 1:
         raise ValueError(f"num_turns: {trainer} is single-turn ({what}); set 1")
     if config.pair_selection == "comparator_reward" and not config.iterative:

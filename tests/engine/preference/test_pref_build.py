@@ -42,3 +42,12 @@ def test_madpo_refuses_multi_turn_by_name() -> None:
     run = parse_run_config(_run(num_turns=2))
     with pytest.raises(ConfigError, match="trainer.num_turns: MADPO is single-turn"):
         trainer_config(run.trainer, run.agents)
+
+
+def test_collaboration_mode_is_accepted_for_ports_and_centralized_is_refused_by_name() -> None:
+    from engine import MADPOConfig, MARLHFConfig
+
+    assert MADPOConfig(collaboration_mode="Decentralized").collaboration_mode == "decentralized"
+    for cls, name in ((MADPOConfig, "MADPO"), (MARLHFConfig, "MARLHF")):
+        with pytest.raises(ValueError, match=f"collaboration_mode: {name} trains a decentralized team here"):
+            cls(collaboration_mode="centralized")
