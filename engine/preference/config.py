@@ -35,10 +35,11 @@ EXTRA_SETTINGS = (
 MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
 
 
-def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str) -> None:
-    """The rules every preference config shares: single-turn, decentralized, and comparator pairs only
-    when iterative."""
-    if config.collaboration_mode != "decentralized":
+def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str, *,
+                   centralized: bool = False) -> None:
+    """The rules every preference config shares: single-turn, decentralized unless the trainer can
+    train one joint policy, and comparator pairs only when iterative."""
+    if config.collaboration_mode != "decentralized" and not centralized:
         raise ValueError(f"collaboration_mode: {trainer} trains a decentralized team here; 'centralized' is not "
                          f"supported yet (CentralizedMAGRPOTrainer is the centralized baseline)")
     if config.num_turns != 1:
@@ -53,7 +54,8 @@ class _Preference(ConfigModel):
     iterative: bool = False
 
     def __post_init__(self) -> None:
-        _pair_problems(self, "MADPO", "MADPOIterConfig", "pairs compare whole joint answers")
+        _pair_problems(self, "MADPO", "MADPOIterConfig", "pairs compare whole joint answers",
+                       centralized=not self.iterative)
         super().__post_init__()
 
 

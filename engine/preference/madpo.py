@@ -27,6 +27,7 @@ import torch
 
 from engine.preference.collect import PairCollector
 from engine.preference.config import MADPOConfig
+from engine.preference.joint_policy import CentralizedRoles, centralize
 from engine.preference.loss import agent_dpo_loss, pair_statistics
 from engine.preference.pairs import PreferencePair
 from engine.rewards import TeamReward
@@ -43,22 +44,28 @@ from engine.trainer.update import NO_GRAD_CHUNK
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
 
 
-class MADPOTrainer(EvaluationMixin, TrainerCore):
+class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
     """Multi-agent direct preference optimisation (see the module docstring).
 
     The constructor is :class:`engine.trainer.MAGRPOTrainer`'s: CoMLRL's arguments up to ``args``
     (``external_transition`` is accepted and unused: MADPO is single-turn), then the keyword-only
     ``sink``, ``agent_names``, ``agent_learning_rates``, ``agent_generation``, ``system_prompts``,
-    ``eval_check`` and ``output_dir``.
+    ``eval_check`` and ``output_dir``. With ``collaboration_mode="centralized"`` one model writes
+    every role (``centralized_adapter``, the arguments as :class:`CentralizedMAGRPOTrainer` takes
+    them) and the pairs compare its joint completions.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
         given = _CONSTRUCTOR.bind(self, *args, **kwargs)
+        explicit_roles = "num_agents" in given.arguments
         given.apply_defaults()
         a = dict(given.arguments)
         config = a["args"]
         if config is not None and not hasattr(config, "dpo_beta"):
             raise ValueError(f"args: MADPOTrainer takes a MADPOConfig, got {type(config).__name__}")
+        if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
+            self.collaboration, self.role_names = centralize(a, config, centralized_adapter,
+                                                             explicit_roles=explicit_roles, role_check=self._role_check)
         self.reward = TeamReward(a.pop("reward_func"), a.pop("reward_processor"))  # checked before models load
         self.eval_check = a.pop("eval_check")
         del a["self"]

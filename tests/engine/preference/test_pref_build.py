@@ -44,10 +44,10 @@ def test_madpo_refuses_multi_turn_by_name() -> None:
         trainer_config(run.trainer, run.agents)
 
 
-def test_collaboration_mode_is_accepted_for_ports_and_centralized_is_refused_by_name() -> None:
-    from engine import MADPOConfig, MARLHFConfig
+def test_collaboration_mode_centralized_is_madpos_and_refused_by_name_elsewhere() -> None:
+    from engine import MADPOConfig, MADPOIterConfig, MARLHFConfig
 
-    assert MADPOConfig(collaboration_mode="Decentralized").collaboration_mode == "decentralized"
-    for cls, name in ((MADPOConfig, "MADPO"), (MARLHFConfig, "MARLHF")):
+    assert MADPOConfig(collaboration_mode="Centralized").collaboration_mode == "centralized"
+    for cls, name in ((MARLHFConfig, "MARLHF"), (MADPOIterConfig, "MADPO")):
         with pytest.raises(ValueError, match=f"collaboration_mode: {name} trains a decentralized team here"):
             cls(collaboration_mode="centralized")

@@ -122,3 +122,30 @@ def test_run_config_loads_one_model_for_every_role() -> None:
     separate = run({})
     with pytest.raises(ConfigError, match="agents.1.share_weights_with: centralized_magrpo trains one model"):
         trainer_config(separate.trainer, separate.agents)
+
+
+def test_centralized_madpo_compares_joint_completions_of_one_model() -> None:
+    from engine import MADPOConfig, MADPOTrainer
+
+    model, tok = build_tiny_model("llama", "xs", seed=0)
+    seen, logged = [], []
+
+    def reward(c1, c2):
+        seen.append((c1[0], c2[0]))
+        return [sum(ch.isdigit() for ch in c1[0] + c2[0]) / 8.0]
+
+    config = MADPOConfig(collaboration_mode="centralized", preference_num_candidates=4, preference_pairs_per_sample=2,
+                         max_new_tokens=8, num_train_epochs=1, train_batch_size=4, eval_interval=1, eval_num_samples=1,
+                         logging_steps=1, agent_learning_rate=1e-3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = MADPOTrainer(agents=[model, model], tokenizer=tok, train_dataset=[{"prompt": "1"}, {"prompt": "2"}],
+                           eval_dataset=[{"prompt": "3"}], reward_func=reward, formatters=[lambda x: "plan " + x["prompt"],
+                                                                                          lambda x: "do " + x["prompt"]],
+                           eval_logger=lambda agent_completions_turns: logged.append(agent_completions_turns) or [{}],
+                           args=config, centralized_adapter=HalvesAdapter())
+    trainer.train()
+    assert trainer.num_agents == 1 and trainer.collaboration.num_roles == 2 and len(trainer.pairs) > 0
+    assert all(len(p.winner_completions) == 1 for p in trainer.pairs)  # one joint completion per side
+    assert trainer.pairs[0].prompts == [f"plan {trainer.pairs[0].item_index + 1} | do {trainer.pairs[0].item_index + 1}"]
+    assert len(seen) >= 2 * 4 and len(logged[0]) == 2  # the reward and the eval logger see two roles
+    assert any(not (before[k] == v).all() for k, v in model.state_dict().items())
