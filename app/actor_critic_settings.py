@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from app.fields import FieldForm, field_form
+from app.unused_settings import unused_setting_errors
 from engine.algorithms import CONFIG_CLASSES, unused_settings
 from engine.settings.catalog import ACTOR_CRITIC
-from engine.spec import ActorCriticSection, TrainerSpec
+from engine.spec import ActorCriticSection
 
 ACTOR_CRITIC_ALGORITHMS = ACTOR_CRITIC
 SETTINGS = tuple(ActorCriticSection.model_fields)
@@ -54,13 +55,7 @@ def validate(trainer: dict[str, Any]) -> dict[str, list[str]]:
     algorithm = trainer.get("algorithm")
     if algorithm not in ACTOR_CRITIC_ALGORITHMS:
         return {}
-    errors: dict[str, list[str]] = {}
-    spec_defaults = TrainerSpec()
-    for name in unused_trainer_fields(algorithm):
-        if name in trainer and trainer[name] != getattr(spec_defaults, name):
-            errors.setdefault(f"trainer.{name}", []).append(
-                f"not used by {algorithm}; leave it at its default ({getattr(spec_defaults, name)!r}) "
-                f"or use a MAGRPO-family algorithm")
+    errors = unused_setting_errors(trainer)
     settings = trainer.get("actor_critic") or {}
     if not isinstance(settings, dict):
         errors["trainer.actor_critic"] = [f"must be a mapping of settings, got {type(settings).__name__}"]

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from app import actor_critic_settings
 from app.fields import error_paths
 from app.system_draft import system_errors
+from app.unused_settings import unused_setting_errors
 from engine.spec import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
 
 
@@ -62,8 +63,9 @@ def validate(draft: dict[str, Any], task_info: Any = None, *,
     against the task's own params model (``task.params.<field>``), the team size against the sizes
     the task supports (``agents``) and the number of turns against its maximum
     (``trainer.num_turns``); the rest is checked by :class:`engine.spec.RunConfig`. IAC/MAAC
-    settings are checked as the actor-critic trainers check them (``trainer.actor_critic.<key>``), and
-    a ``system`` section by :func:`engine.systems.spec.parse_system_spec`, its problems under ``system``.
+    settings are checked as the actor-critic trainers check them (``trainer.actor_critic.<key>``),
+    settings the algorithm does not read are refused at their field (``trainer.<name>``), and a
+    ``system`` section by :func:`engine.systems.spec.parse_system_spec`, its problems under ``system``.
     ``preflight(config)`` (the dashboard passes ``app.context.preflight_problems``) adds the
     pre-flight problems of an otherwise valid config (model sources, ``max_new_tokens`` against each
     model's context, task parameters) at their fields, unless a field already has its own errors.
@@ -88,7 +90,8 @@ def validate(draft: dict[str, Any], task_info: Any = None, *,
             )
     trainer = draft.get("trainer")
     if isinstance(trainer, dict):
-        for path, messages in actor_critic_settings.validate(trainer).items():
+        problems = actor_critic_settings.validate(trainer) or unused_setting_errors(trainer)
+        for path, messages in problems.items():
             errors.setdefault(path, []).extend(messages)
     system = draft.get("system")
     try:

@@ -10,15 +10,29 @@ import importlib
 
 from engine.actor_critic.config import IACConfig, MAACConfig
 from engine.config import MAGRPOConfig
+from engine.preference.config import (
+    CentralizedMAGRPOConfig,
+    MADPOConfig,
+    MADPOIterConfig,
+    MARLHFConfig,
+    MARLHFIterConfig,
+)
 from engine.settings.catalog import ALGORITHM_BASELINES
 from engine.spec import TrainerSpec
 
 CONFIG_CLASSES: dict[str, type] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
-                                   "maac": MAACConfig}
+                                   "maac": MAACConfig, "madpo": MADPOConfig,
+                                   "centralized_magrpo": CentralizedMAGRPOConfig, "marlhf": MARLHFConfig,
+                                   "madpo_iter": MADPOIterConfig, "marlhf_iter": MARLHFIterConfig}
 TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is built
     **dict.fromkeys(ALGORITHM_BASELINES, "engine.trainer.trainer:MAGRPOTrainer"),
     "iac": "engine.actor_critic.iac:IACTrainer",
     "maac": "engine.actor_critic.maac:MAACTrainer",
+    "madpo": "engine.preference.madpo:MADPOTrainer",
+    "centralized_magrpo": "engine.preference.centralized_magrpo:CentralizedMAGRPOTrainer",
+    "marlhf": "engine.preference.marlhf:MARLHFTrainer",
+    "madpo_iter": "engine.preference.madpo_iter:MADPOIterTrainer",
+    "marlhf_iter": "engine.preference.marlhf_iter:MARLHFIterTrainer",
 }
 # Run-config trainer settings that the build reads itself (no config class has them).
 RUN_LEVEL = tuple(name for name in TrainerSpec.model_fields
@@ -26,8 +40,10 @@ RUN_LEVEL = tuple(name for name in TrainerSpec.model_fields
 
 
 def unused_settings(algorithm: str) -> list[str]:
-    """Run-config trainer settings that ``algorithm`` does not read (e.g. ``clip_epsilon`` for iac)."""
-    fields = CONFIG_CLASSES[algorithm].field_names()
+    """Run-config trainer settings that ``algorithm`` does not read (e.g. ``clip_epsilon`` for iac); a
+    config class's ``compat_only`` fields are accepted from CoMLRL scripts but not read."""
+    cls = CONFIG_CLASSES[algorithm]
+    fields = [name for name in cls.field_names() if name not in getattr(cls, "compat_only", ())]
     return [name for name in TrainerSpec.model_fields if name not in fields and name not in RUN_LEVEL]
 
 

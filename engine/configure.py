@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.algorithms import CONFIG_CLASSES, unused_settings
+from engine.preference.config import centralized_team_problem
 from engine.settings.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES
 from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec
 from engine.team import team_devices
@@ -23,6 +24,9 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
     if algorithm == "grpo" and len(agents) != 1:
         raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
                           f"(use 'magrpo')")
+    problem = centralized_team_problem(agents) if algorithm == "centralized_magrpo" else None
+    if problem:
+        raise ConfigError(problem)
     cls = CONFIG_CLASSES[algorithm]
     fields = set(cls.field_names())
     defaults = TrainerSpec()
@@ -40,7 +44,7 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
             raise ConfigError(f"trainer.actor_critic: unknown settings {unknown} for {algorithm}; known: "
                               f"{', '.join(known)}")
         values.update(given)
-    else:
+    elif algorithm in ALGORITHM_BASELINES:
         values["advantage_mode"] = spec.advantage_mode or ALGORITHM_BASELINES[algorithm]
     values["num_agents"] = len(agents)
     values["agent_names"] = [a.name for a in agents]

@@ -166,6 +166,11 @@ TRAINER_SETTINGS = (
     "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
     "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
     "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "seed", "fast_decode",
+    # the preference algorithms only (other algorithms refuse them when changed)
+    "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta", "reference_free",
+    "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",
+    "reward_learning_rate", "reward_num_train_epochs", "reward_train_batch_size", "reward_max_length",
+    "reward_freeze_backbone", "num_iterations", "comparator_policy", "comparator_history_k",
 )
 TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None}
 

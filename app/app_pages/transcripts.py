@@ -1,4 +1,5 @@
-"""Transcripts: the sampled episodes of a training step as dialogues, filterable, two steps side by side."""
+"""Transcripts: the sampled episodes of a training step as dialogues, filterable, two steps side by side;
+a preference run's pairs as winner and loser side by side."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import streamlit as st
 from app import context
 from app.components.run_controls import choose_run
 from app.components.study_seeds import study_point_seeds
-from app.components.transcript_view import render_episode
+from app.components.transcript_view import render_episode, render_episodes
+from app.pairs import stores_pairs
 from app.queries import episodes_by_item, history_caption
 
 store = context.store()
@@ -31,7 +33,11 @@ r1, r2 = f3.columns(2)
 min_reward = r1.number_input("min reward", value=None, format="%g", key="tr_min")
 max_reward = r2.number_input("max reward", value=None, format="%g", key="tr_max")
 limit = f4.selectbox("episodes", [5, 10, 20, 50], index=1, key="tr_limit")
-show_prompts = st.toggle("show every prompt", key="tr_prompts")
+t1, t2 = st.columns(2)
+show_prompts = t1.toggle("show every prompt", key="tr_prompts")
+as_pairs = stores_pairs(store.get_run(run_id).config) and t2.toggle(
+    "show as preference pairs", value=True, key="tr_pairs",
+    help="This run trains on preference pairs: each pair's winner and loser side by side, with the reward gap.")
 filters = {"split": split, "text": text, "min_reward": min_reward, "max_reward": max_reward}
 
 
@@ -67,8 +73,7 @@ if not side_by_side:
             episodes = episodes_at(newest, now)
             if not episodes:
                 st.info("No episode at this step matches the filters.")
-            for episode in episodes:
-                render_episode(episode, key=f"tr.{episode.id}", show_prompts=show_prompts)
+            render_episodes(episodes, key="tr", show_prompts=show_prompts, as_pairs=as_pairs)
 
         live_latest()
     else:
@@ -76,8 +81,7 @@ if not side_by_side:
         episodes = episodes_at(step, owners)
         if not episodes:
             st.info("No episode at this step matches the filters.")
-        for episode in episodes:
-            render_episode(episode, key=f"tr.{episode.id}", show_prompts=show_prompts)
+        render_episodes(episodes, key="tr", show_prompts=show_prompts, as_pairs=as_pairs)
 else:
     c1, c2 = st.columns(2)
     step_a = c1.selectbox("earlier step", steps, index=0, key=f"tr_a_{run_id}")

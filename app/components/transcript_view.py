@@ -1,5 +1,6 @@
 """Dialogue rendering of stored episodes: turn by turn, one chat bubble per agent with its role name,
-the prompt it saw (collapsible, "view as agent"), its reply, and reward/return/advantage beside it."""
+the prompt it saw (collapsible, "view as agent"), its reply, and reward/return/advantage beside it;
+preference pairs (winner and loser side by side with the reward gap)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from itertools import groupby
 
 import streamlit as st
 
+from app.pairs import pair_title, preference_pairs
 from db.records import EpisodeView
 from transcripts import TurnRecord
 
@@ -37,3 +39,23 @@ def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False
                     with st.expander(f"view as {turn.agent_name}: the prompt it saw", expanded=show_prompts):
                         st.code(turn.prompt, language="text", wrap_lines=True)
                     st.text(turn.completion if turn.completion else "(empty reply)")
+
+
+def render_episodes(episodes: list[EpisodeView], *, key: str, show_prompts: bool = False,
+                    as_pairs: bool = False) -> None:
+    """Episodes one after the other, or (``as_pairs``) preference pairs: winner and loser side by
+    side, each agent's reply in both, under the pair's reward gap."""
+    if not as_pairs:
+        for episode in episodes:
+            render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts)
+        return
+    for index, (winner, loser) in enumerate(preference_pairs(episodes), start=1):
+        if loser is None:
+            render_episode(winner, key=f"{key}.{winner.id}", show_prompts=show_prompts)
+            continue
+        st.markdown(f"#### {pair_title(index, winner, loser)}")
+        left, right = st.columns(2)
+        for column, side, episode in ((left, "winner", winner), (right, "loser", loser)):
+            with column:
+                st.caption(side)
+                render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts)

@@ -20,9 +20,12 @@ from pydantic.fields import FieldInfo
 # before a run is queued) is usually much smaller.
 MAX_NEW_TOKENS_LIMIT = 131_072
 
-Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac"]
-ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo"}
+Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo",
+                    "centralized_magrpo", "marlhf", "madpo_iter", "marlhf_iter"]
+ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo",
+                       "centralized_magrpo": "mean"}
 ACTOR_CRITIC = ("iac", "maac")
+PREFERENCE = ("madpo",)
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,9 @@ _BOOL = {"strict": True}  # "yes" is not a boolean
 CATALOG: dict[str, Setting] = {
     # --- the settings most runs change: the experiment form shows these first, in this order ----
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
-                    "marloo (rloo), iac, maac.", form="main"),
+                    "marloo (rloo), iac, maac, madpo (preference pairs, DPO), centralized_magrpo (one "
+                    "model writes every role), marlhf (a reward model learned from pairs, then RL), madpo_iter "
+                    "and marlhf_iter (rounds of them against a comparator policy).", form="main"),
     "num_generations": _s("rollout", int, 4, "K: samples per agent per node of the rollout tree (>= 2 for the "
                           "MAGRPO family).", ge=1, form="main"),
     "num_turns": _s("rollout", int, 2, "Turns per episode; >1 needs a task with a transition.", ge=1,
@@ -133,6 +138,10 @@ CATALOG: dict[str, Setting] = {
     # --- rollout and credit -------------------------------------------------------------------
     "discount": _s("rollout", float, 1.0, "Discount of later-turn rewards in returns: R_t = r_t + discount * "
                    "mean(children's R).", ge=0, le=1),
+    "collaboration_mode": _s("rollout", Literal["decentralized", "centralized"], "decentralized",
+                             "decentralized: one model per agent; centralized: one model writes every role's "
+                             "answer in one completion (tagged sections).",
+                             before=_aliases({"decentralized": "decentralized", "centralized": "centralized"})),
     "early_termination_threshold": _s("rollout", float | None, None, "Stop expanding a branch when its node's "
                                       "mean reward exceeds this (off when empty; CoMLRL: -0.2)."),
     "external_prompt_passthrough": _s("rollout", bool, False, "Use the transition's prompts as they are instead "
@@ -187,6 +196,46 @@ CATALOG: dict[str, Setting] = {
                                 "backbone (empty = linear; iac only).", ge=1),
     "critic_devices": _s("actor_critic", list[str] | None, None, "Device per critic (one is used for all; empty "
                          "= the agent's device).", before=_device_list),
+    # --- preference (madpo) ---------------------------------------------------------------------
+    "preference_num_candidates": _s("preference", int, 80, "Joint candidates sampled per item to build preference "
+                                    "pairs (each agent samples this many completions).", ge=2),
+    "preference_pairs_per_sample": _s("preference", int | None, 16, "Pairs kept per item (empty = every pair "
+                                      "with a positive reward gap).", ge=1),
+    "pair_selection": _s("preference", Literal["reward_gap", "all", "random", "comparator_reward"], "reward_gap",
+                         "Which pairs to keep: largest team-reward gap first, all in candidate order, or a "
+                         "seeded random choice; comparator_reward (iterative trainers): largest gap between a "
+                         "current and a comparator candidate first.",
+                         before=_aliases({"reward_gap": "reward_gap", "all": "all", "random": "random",
+                                          "comparator_reward": "comparator_reward"})),
+    "dpo_beta": _s("preference", float, 0.1, "DPO inverse temperature on the joint log-prob margin.", gt=0),
+    "reference_free": _s("preference", bool, True, "On: CoMLRL's reference-free DPO; off: the margin is taken "
+                         "relative to the frozen initial policy (standard DPO).", **_BOOL),
+    "use_environment_step": _s("preference", bool, True, "env_step counts trained pairs (x environment_steps_per_"
+                               "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL),
+    "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1),
+    # --- iterative preference (madpo_iter) --------------------------------------------------------
+    "num_iterations": _s("preference", int, 6, "Rounds of collect-pairs-then-train (iterative trainers).", ge=1),
+    "comparator_policy": _s("preference", Literal["current", "current_copy", "model", "history"], "current",
+                            "Whose candidates the current policy's are compared with: its own (current), a "
+                            "second sample of a frozen copy (current_copy), the initial policy (model), or the "
+                            "policy comparator_history_k iterations back (history)."),
+    "comparator_history_k": _s("preference", int | None, None, "Iterations back for comparator_policy='history' "
+                               "(empty = 1).", ge=1),
+    # --- learned reward (marlhf) ---------------------------------------------------------------
+    "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo"], "magrpo",
+                       "The MAGRPO-family baseline that optimises the team against the learned reward.",
+                       before=_aliases({"magrpo": "magrpo", "mareinforce": "mareinforce", "mareforce": "mareinforce",
+                                        "maremax": "maremax", "marloo": "marloo"})),
+    "reward_model_name": _s("preference", str | None, None, "Backbone of the reward model (HF id or folder; "
+                            "empty = a copy of the first agent's model)."),
+    "reward_model_device": _s("preference", str | None, None, "Device of the reward model (empty = the first "
+                              "agent's; CoMLRL: cuda:0)."),
+    "reward_learning_rate": _s("preference", float, 1e-5, "AdamW learning rate of the reward model.", gt=0),
+    "reward_num_train_epochs": _s("preference", int, 1, "Passes of the reward model over the pairs.", ge=1),
+    "reward_train_batch_size": _s("preference", int, 1, "Pairs per reward-model optimizer step.", ge=1),
+    "reward_max_length": _s("preference", int | None, None, "Tokens the reward model reads per joint answer "
+                            "(the last ones; empty = all).", ge=2),
+    "reward_freeze_backbone": _s("preference", bool, False, "Train only the reward model's head.", **_BOOL),
 }
 
 FORM_MAIN = tuple(name for name, setting in CATALOG.items() if setting.form == "main")

@@ -17,7 +17,7 @@ from engine.settings.catalog import CATALOG
 _GROUPS = {
     "run": "What to train, and for how long", "optimisation": "Optimisation", "rollout": "Rollout and credit",
     "sampling": "Sampling", "devices": "Devices and models", "reporting": "Evaluation, checkpoints, reporting",
-    "actor_critic": "Actor-critic (iac, maac)",
+    "actor_critic": "Actor-critic (iac, maac)", "preference": "Preference (madpo, madpo_iter, marlhf, marlhf_iter)",
 }
 
 
@@ -55,10 +55,20 @@ def settings_table() -> str:
     """Markdown: one table per group, a row per setting with its default in each class that has it."""
     from engine.actor_critic.config import IACConfig, MAACConfig
     from engine.config import MAGRPOConfig
+    from engine.preference.config import (
+        CentralizedMAGRPOConfig,
+        MADPOConfig,
+        MADPOIterConfig,
+        MARLHFConfig,
+        MARLHFIterConfig,
+    )
     from engine.spec import ActorCriticSection, TrainerSpec
 
     columns = (("run config", TrainerSpec), ("MAGRPOConfig", MAGRPOConfig), ("IACConfig", IACConfig),
-               ("MAACConfig", MAACConfig))
+               ("MAACConfig", MAACConfig), ("MADPOConfig", MADPOConfig),
+               ("CentralizedMAGRPOConfig", CentralizedMAGRPOConfig),
+               ("MARLHFConfig", MARLHFConfig), ("MADPOIterConfig", MADPOIterConfig),
+               ("MARLHFIterConfig", MARLHFIterConfig))
     lines = ["# Trainer settings", "",
              "Generated from `engine/settings/catalog.py` by `python -m engine.settings.table`; do not edit by hand.",
              "Each setting is declared once there; a class without a default in its column does not have the "

@@ -91,12 +91,16 @@ class EvaluationMixin:
             sink.log_transcripts(self.step, episodes)
         return metrics
 
+    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
+        """``[agent][item][turn]``: each agent's text in joint action 0 along every eval path."""
+        return [[[node.agents[i].texts[node.joint_actions[0][i]] for node in path] for path in paths]
+                for i in range(self.num_agents)]
+
     def _hook_metrics(self, paths: list[list[Any]], items: list[dict]) -> dict[str, float]:
         """CoMLRL's hooks: ``eval_logger(agent_completions_turns=[agent][item][turn], batch_items=,
         prompts=)`` gives one dict per item; ``eval_aggregator(metrics, num_turns=)`` reduces them
         (without an aggregator numeric values are averaged). Keys are logged under ``eval/``."""
-        completions = [[[node.agents[i].texts[node.joint_actions[0][i]] for node in path] for path in paths]
-                       for i in range(self.num_agents)]
+        completions = self._eval_completions(paths)
         prompts = [str(item.get("prompt", "")) for item in items]
         per_item = _call_with_accepted(self.eval_logger, agent_completions_turns=completions,
                                        batch_items=items, prompts=prompts) or []

@@ -29,7 +29,9 @@ def _config(**trainer) -> dict:
 
 
 def test_every_trainer_spec_field_is_described_and_reaches_the_config() -> None:
-    config_fields = {f.name for f in dataclasses.fields(MAGRPOConfig)}
+    from engine.preference.config import MADPOIterConfig, MARLHFConfig
+
+    config_fields = {f.name for cls in (MAGRPOConfig, MADPOIterConfig, MARLHFConfig) for f in dataclasses.fields(cls)}
     for name, field in TrainerSpec.model_fields.items():
         assert field.description, f"TrainerSpec.{name} has no description"
         assert name in config_fields or name in {"algorithm", "device", "torch_dtype", "actor_critic"}, name

@@ -1,0 +1,46 @@
+"""Preference pairs among a step's stored episodes (torch-free, no Streamlit).
+
+The preference trainers (``madpo``, ``madpo_iter``) store each sampled pair of a step as two
+training episodes: the winner at sample ``2n``, the loser at ``2n + 1``, with the team rewards and
+the signed reward gap as advantage (``engine.preference.madpo.pair_episodes``); no table of their
+own is needed. This module puts them back together for the transcripts view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from db.records import EpisodeView
+
+PAIR_ALGORITHMS = ("madpo", "madpo_iter")
+
+
+def stores_pairs(config: dict[str, Any] | None) -> bool:
+    """Whether a run's training episodes are preference pairs (its algorithm stores them so)."""
+    return ((config or {}).get("trainer") or {}).get("algorithm") in PAIR_ALGORITHMS
+
+
+def preference_pairs(episodes: Sequence[EpisodeView]) -> list[tuple[EpisodeView, EpisodeView | None]]:
+    """``(winner, loser)`` per pair, in sample order; a pair whose other side the filters or the
+    episode limit left out comes as ``(episode, None)``; eval episodes are not pairs and come alone."""
+    groups: dict[tuple[int, int, str, int], list[EpisodeView]] = {}
+    for episode in sorted(episodes, key=lambda e: (e.step, e.run_id, e.sample_index)):
+        pair = episode.sample_index // 2 if episode.split == "train" else -1 - episode.sample_index
+        groups.setdefault((episode.step, episode.run_id, episode.split, pair), []).append(episode)
+    out: list[tuple[EpisodeView, EpisodeView | None]] = []
+    for group in groups.values():
+        winner = next((e for e in group if e.split == "train" and e.sample_index % 2 == 0), None)
+        loser = next((e for e in group if e.split == "train" and e.sample_index % 2 == 1), None)
+        if winner is not None and loser is not None:
+            out.append((winner, loser))
+        else:
+            out.extend((e, None) for e in group)
+    return out
+
+
+def pair_title(index: int, winner: EpisodeView, loser: EpisodeView) -> str:
+    """``pair 1 · item 3 · winner 0.600 · loser 0.200 · reward gap +0.400``."""
+    item = f" · item {winner.item_index}" if winner.item_index is not None else ""
+    return (f"pair {index}{item} · winner {winner.reward:.3f} · loser {loser.reward:.3f} · "
+            f"reward gap {winner.reward - loser.reward:+.3f}")

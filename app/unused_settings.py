@@ -1,0 +1,26 @@
+"""Trainer settings an algorithm does not read, refused in the form as the run would refuse them.
+
+Every algorithm's config class reads the one settings catalog (``engine.algorithms`` says which
+run-config settings it lacks): a MAGRPO-only setting changed for ``iac`` or ``madpo``, or a
+preference setting changed for ``magrpo``, is named next to its field before the draft is saved.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.algorithms import CONFIG_CLASSES, unused_settings
+from engine.spec import TrainerSpec
+
+
+def unused_setting_errors(trainer: dict[str, Any]) -> dict[str, list[str]]:
+    """``trainer.<name>``: why, for each setting the draft's algorithm ignores yet the draft changed."""
+    algorithm = trainer.get("algorithm") or "magrpo"
+    if algorithm not in CONFIG_CLASSES:
+        return {}  # the schema names an unknown algorithm itself
+    defaults = TrainerSpec()
+    return {f"trainer.{name}": [f"not used by {algorithm}; leave it at its default ({getattr(defaults, name)!r}) "
+                                f"or choose an algorithm that reads it"]
+            for name in unused_settings(algorithm)
+            if name in trainer and trainer[name] != getattr(defaults, name)}

@@ -1,0 +1,161 @@
+"""``MADPOConfig`` and ``CentralizedMAGRPOConfig``: CoMLRL 1.4.3's field names and defaults, plus
+CoopLab's extras.
+
+The settings come from :mod:`engine.settings.catalog`. CoMLRL's ``MADPOConfig`` extends its
+``MAGRPOConfig``, so a CoMLRL script may pass any MAGRPO field; every one is accepted here. The
+MAGRPO-only ones MADPO never reads (``num_generations``, ``discount``, advantage and reference-KL
+settings, ``rollout_buffer_size`` except as the default batch size) are listed in
+``compat_only``: they are accepted for ports, and the run config refuses them for ``madpo``.
+
+Departures from CoMLRL, each deliberate (see docs/preference.md):
+
+* ``reference_free=False`` anchors the margin on the frozen initial policy (standard DPO);
+  CoMLRL has only the reference-free form (the default here too).
+* ``joint_mode="cross"`` pairs joint candidates of the K^N product (CoMLRL refuses it).
+* ``seed`` seeds the pair order and random pair selection (CoMLRL shuffles with the global RNG).
+"""
+
+from __future__ import annotations
+
+from engine.config import COMLRL_SETTINGS as MAGRPO_COMLRL_SETTINGS
+from engine.config import MAGRPOConfig
+from engine.settings.catalog import ALGORITHM_BASELINES
+from engine.settings.derive import ConfigModel, config_class
+
+PREFERENCE_SETTINGS = (
+    "collaboration_mode", "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta",
+    "use_environment_step", "environment_steps_per_pair",
+)
+EXTRA_SETTINGS = (
+    "reference_free", "loss_type", "max_grad_norm", "weight_decay", "lr_scheduler", "warmup_steps",
+    "gradient_checkpointing", "seed", "turn_order", "items_per_step", "fast_decode", "micro_batch_size",
+    "max_steps", "eval_greedy", "eval_samples_per_item", "checkpoint_interval", "checkpoint_total_limit",
+    "transcripts_per_step", "model_config", "agent_names",
+)
+MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
+
+
+def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str, *,
+                   centralized: bool = False) -> None:
+    """The rules every preference config shares: single-turn, decentralized unless the trainer can
+    train one joint policy, and comparator pairs only when iterative."""
+    if config.collaboration_mode != "decentralized" and not centralized:
+        raise ValueError(f"collaboration_mode: {trainer} trains a decentralized team here; 'centralized' is not "
+                         f"supported yet (CentralizedMAGRPOTrainer is the centralized baseline)")
+    if config.num_turns != 1:
+        raise ValueError(f"num_turns: {trainer} is single-turn ({what}); set 1")
+    if config.pair_selection == "comparator_reward" and not config.iterative:
+        raise ValueError(f"pair_selection: 'comparator_reward' compares with a comparator policy ({iterative_config}); "
+                         f"use reward_gap, all or random")
+
+
+class _Preference(ConfigModel):
+    group_baseline = False  # pairs compare candidates; num_generations is not read
+    iterative: bool = False
+
+    def __post_init__(self) -> None:
+        _pair_problems(self, "MADPO", "MADPOIterConfig", "pairs compare whole joint answers",
+                       centralized=not self.iterative)
+        super().__post_init__()
+
+
+MADPOConfig = config_class(
+    "MADPOConfig", MAGRPO_COMLRL_SETTINGS + PREFERENCE_SETTINGS + EXTRA_SETTINGS, module=__name__,
+    defaults=MADPO_DEFAULTS, bases=(_Preference,), algorithm_name="madpo",
+    compat_only=("num_generations", "discount", "early_termination_threshold", "advantage_normalization",
+                 "advantage_mode", "reference_kl_enabled", "reference_kl_coef", "external_prompt_passthrough"),
+    doc="Settings of a :class:`engine.preference.MADPOTrainer` run (CoMLRL 1.4.3's ``MADPOConfig`` names and "
+        "defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``).",
+)
+
+
+
+class _Iterative(_Preference):
+    iterative = True
+
+    def __post_init__(self) -> None:
+        if self.preference_pairs_per_sample is None:
+            raise ValueError("preference_pairs_per_sample: the iterative trainers need a number (it fixes the steps "
+                             "of an iteration)")
+        super().__post_init__()
+
+
+ITERATIVE_SETTINGS = ("num_iterations", "comparator_policy", "comparator_history_k")
+MADPOIterConfig = config_class(
+    "MADPOIterConfig", (*MADPOConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
+    defaults={**MADPO_DEFAULTS, "num_train_epochs": 1, "preference_num_candidates": 20,
+              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward"},
+    bases=(_Iterative, MADPOConfig), algorithm_name="madpo_iter", compat_only=MADPOConfig.compat_only,
+    doc="Settings of a :class:`engine.preference.madpo_iter.MADPOIterTrainer` run (CoMLRL 1.4.3's "
+        "``MADPOIterConfig`` names and defaults): ``num_iterations`` rounds of collect-then-train, candidates "
+        "compared with ``comparator_policy``'s.",
+)
+
+class _Centralized(ConfigModel):
+    def __post_init__(self) -> None:
+        if self.collaboration_mode != "centralized":
+            raise ValueError("collaboration_mode: CentralizedMAGRPOConfig is the centralized baseline; use "
+                             "MAGRPOConfig for a team of decentralized agents")
+        if self.num_turns != 1:
+            raise ValueError("num_turns: centralized MAGRPO is single-turn (one completion holds every role); set 1")
+        super().__post_init__()
+
+
+CentralizedMAGRPOConfig = config_class(
+    "CentralizedMAGRPOConfig", (*MAGRPOConfig.field_names(), "collaboration_mode"), module=__name__,
+    defaults={"num_turns": 1, "collaboration_mode": "centralized"}, bases=(_Centralized, MAGRPOConfig),
+    algorithm_name="centralized_magrpo",
+    doc="Settings of a :class:`engine.preference.centralized_magrpo.CentralizedMAGRPOTrainer` run: "
+        "``MAGRPOConfig`` plus ``collaboration_mode='centralized'`` (CoMLRL 1.4.3's ``CentralizedMAGRPOConfig``).",
+)
+
+
+def centralized_team_problem(agents: list) -> str | None:
+    """A run config's team for ``centralized_magrpo``: one entry per role, every role after the first
+    sharing the first's weights (one model is loaded and trained). ``"field: message"`` or None."""
+    for i, agent in enumerate(agents[1:], start=1):
+        if agent.share_weights_with != agents[0].name:
+            return (f"agents.{i}.share_weights_with: centralized_magrpo trains one model for every role; set it to "
+                    f"{agents[0].name!r}")
+    return None
+
+
+REWARD_MODEL_SETTINGS = (
+    "rl_algorithm", "reward_model_name", "reward_model_device", "reward_learning_rate", "reward_num_train_epochs",
+    "reward_train_batch_size", "reward_max_length", "reward_freeze_backbone",
+)
+
+
+class _LearnedReward(ConfigModel):
+    iterative: bool = False
+
+    def __post_init__(self) -> None:
+        _pair_problems(self, "MARLHF", "MARLHFIterConfig", "the reward model scores whole joint answers")
+        super().__post_init__()
+        object.__setattr__(self, "advantage_mode", ALGORITHM_BASELINES[self.rl_algorithm])  # the RL baseline
+
+
+MARLHFConfig = config_class(
+    "MARLHFConfig", (*MAGRPOConfig.field_names(), *PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS), module=__name__,
+    defaults=MADPO_DEFAULTS, bases=(_LearnedReward,), algorithm_name="marlhf",
+    compat_only=("dpo_beta", "use_environment_step", "environment_steps_per_pair", "advantage_mode", "discount",
+                 "early_termination_threshold", "external_prompt_passthrough"),
+    doc="Settings of a :class:`engine.preference.marlhf.MARLHFTrainer` run (CoMLRL 1.4.3's ``MARLHFConfig`` "
+        "names and defaults): the pairs' settings, the reward model's, and the MAGRPO settings of the RL stage "
+        "(``rl_algorithm`` picks its baseline).",
+)
+
+
+class _IterativeLearnedReward(_LearnedReward):
+    iterative = True
+
+
+MARLHFIterConfig = config_class(
+    "MARLHFIterConfig", (*MARLHFConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
+    defaults={**MADPO_DEFAULTS, "num_train_epochs": 2, "preference_num_candidates": 20,
+              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward", "reward_num_train_epochs": 2},
+    bases=(_IterativeLearnedReward, MARLHFConfig), algorithm_name="marlhf_iter", compat_only=MARLHFConfig.compat_only,
+    doc="Settings of a :class:`engine.preference.marlhf_iter.MARLHFIterTrainer` run (CoMLRL 1.4.3's "
+        "``MARLHFIterConfig`` names and defaults): ``num_iterations`` rounds of collect pairs against "
+        "``comparator_policy``, refit the reward model, RL against it.",
+)

@@ -1,0 +1,111 @@
+"""What the iterative preference trainers share (MADPOIter, MARLHFIter): iterations inside the
+shared loop, snapshots of the policy, the comparator policy's frozen copies, and their state in
+checkpoints (so a run resumes mid-iteration exactly).
+
+A subclass sets ``steps_per_iteration``, calls :meth:`begin_iteration` at an iteration's first step
+and then collects its pairs with ``self.collector`` (whose ``comparator_tree`` this sets).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.sinks.base import Sink
+from engine.trainer.loop import TrainLoopMixin, TrainResult
+from engine.trainer.rollout import TreeBuilder
+from engine.trainer.trainer import MAGRPOTrainer
+
+_CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)  # every preference trainer takes MAGRPO's arguments
+
+
+class ComparatorIterations:
+    """Iterations against ``comparator_policy`` (current, current_copy, model, history); the
+    constructor is the trainer's (MAGRPO's arguments) with an iterative config."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
+        if config is not None and not hasattr(config, "num_iterations"):
+            raise ValueError(f"args: {type(self).__name__} takes a {type(self._default_config()).__name__}, got "
+                             f"{type(config).__name__}")
+        super().__init__(*args, **kwargs)
+        self._init_iterations()
+
+    def _init_iterations(self) -> None:
+        self.iteration = -1  # the iteration whose pairs the collector holds
+        self.total_pairs = 0
+        self.snapshots: dict[int, list[dict[str, torch.Tensor]]] = {0: self._weights()}
+        self._comparator_tree: TreeBuilder | None = None
+
+    def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
+              checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
+              sink: Sink | None = None) -> TrainResult:
+        """The shared loop; each iteration collects its pairs in its first step."""
+        if resume_from_checkpoint is not None:
+            self.load_checkpoint(resume_from_checkpoint)
+        return TrainLoopMixin.train(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit,
+                                    sink=sink)
+
+    @property
+    def comparator_iteration(self) -> int | None:
+        """Whose weights the comparator has in this iteration (None: no comparator, ``current``)."""
+        cfg, r = self.args, max(self.iteration, 0)
+        return {"current": None, "current_copy": r, "model": 0,
+                "history": max(0, r - (cfg.comparator_history_k or 1))}[cfg.comparator_policy]
+
+    def begin_iteration(self, iteration: int) -> None:
+        """Snapshot the policy, load the comparator and empty the collector for the new pairs."""
+        self.iteration = iteration
+        self.snapshots.setdefault(iteration, self._weights())
+        source = self.comparator_iteration
+        self.collector.comparator_tree = None if source is None else self._comparator(self.snapshots[source])
+        keep = {0, iteration} | ({source} if source is not None else set())
+        keep |= {iteration - k for k in range(1, (self.args.comparator_history_k or 1) + 1)}
+        self.snapshots = {r: w for r, w in self.snapshots.items() if r in keep}
+        self.collector.reset()
+
+    def iteration_metrics(self) -> dict[str, float]:
+        """CoMLRL's ``iter/...`` keys."""
+        return {"iter/current_iteration": float(self.iteration + 1),
+                "iter/current_preference_pairs": float(len(self.collector.pairs)),
+                "iter/total_preference_pairs": float(self.total_pairs)}
+
+    def _weights(self) -> list[dict[str, torch.Tensor]]:
+        models, _ = self._model_groups()
+        return [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()} for m in models]
+
+    def _comparator(self, weights: list[dict[str, torch.Tensor]]) -> TreeBuilder:
+        """Frozen copies of the agents' models with ``weights``, sampling as the candidates do."""
+        if self._comparator_tree is None:
+            models, which = self._model_groups()
+            copies = [copy.deepcopy(m).eval().requires_grad_(False) for m in models]
+            agents = [dataclasses.replace(a, model=copies[which[a.index]], optimizer=None, reference_model=None)
+                      for a in self.agents]
+            candidates = self.collector.tree
+            self._comparator_tree = TreeBuilder(agents, candidates.reward, None, candidates.settings,
+                                                pool=candidates.pool)
+            self._comparator_copies = copies
+        for model, state in zip(self._comparator_copies, weights, strict=True):
+            model.load_state_dict(state)
+        return self._comparator_tree
+
+    def _training_state(self) -> dict[str, Any]:
+        state = super()._training_state()
+        state["iterative"] = {"iteration": self.iteration, "total_pairs": self.total_pairs,
+                              "snapshots": [[r, w] for r, w in sorted(self.snapshots.items())]}
+        return state
+
+    def _restore_training_state(self, state: dict[str, Any]) -> None:
+        super()._restore_training_state(state)
+        saved = state["iterative"]
+        self.iteration = int(saved["iteration"])
+        self.total_pairs = int(saved["total_pairs"])
+        self.snapshots = {int(r): w for r, w in saved["snapshots"]}
+        source = self.comparator_iteration
+        if self.iteration >= 0 and source is not None:
+            self.collector.comparator_tree = self._comparator(self.snapshots[source])

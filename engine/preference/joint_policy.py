@@ -1,0 +1,87 @@
+"""One model for every role: turning a trainer's CoMLRL arguments for a team into those of one
+joint policy (:func:`centralize`), and the evaluation hooks that see the roles again
+(:class:`CentralizedRoles`). Used by CentralizedMAGRPO and by MADPO with
+``collaboration_mode="centralized"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from engine.formatting import normalize_formatters
+from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
+from engine.team_reward import TeamReward
+
+JOINT_NAME = "joint"  # the one actor's name in metrics and transcripts
+_PER_AGENT = ("agent_learning_rates", "agent_generation", "system_prompts")
+
+
+def _one(value: Any, name: str, roles: int) -> Any:
+    """A per-agent list given per role (the run-config path) or once: the actor's entry."""
+    if isinstance(value, list | tuple):
+        if len(value) not in (1, roles):
+            raise ValueError(f"{name}: got {len(value)} entries; pass one (the joint model's) or one per role")
+        return value[0]
+    return value
+
+
+def _actor(agent_model: Any, agents: Sequence[Any] | None, roles: int) -> Any:
+    if agents is None:
+        if not isinstance(agent_model, str):
+            raise ValueError("pass agent_model (a model id) or agents=[model]: the one joint model")
+        return agent_model
+    agents = list(agents)
+    if len(agents) == 1 or (len(agents) == roles and all(
+            m is agents[0] or (isinstance(m, str) and m == agents[0]) for m in agents)):
+        return agents[0]
+    raise ValueError(f"agents: centralized collaboration trains exactly one model; got {len(agents)} different "
+                     f"ones (pass agents=[model], or the same model once per role)")
+
+
+def centralize(a: dict[str, Any], config: Any, adapter: Any, *, explicit_roles: bool,
+               role_check: Callable[[Callable], Callable]) -> tuple[CentralizedCollaboration, list[str]]:
+    """Rewrite the bound constructor arguments ``a`` (MAGRPO's) for one joint policy; returns the
+    collaboration (joint prompts, the task reward on split roles) and the role names.
+
+    ``num_agents`` is the number of roles (it must match ``config.num_agents`` when given); ``agents``
+    is one model, or the same model once per role; ``formatters`` and ``agent_names`` are per role;
+    per-agent settings are the joint model's."""
+    roles = config.num_agents
+    if explicit_roles and a["num_agents"] != roles:
+        raise ValueError(f"num_agents: {a['num_agents']} roles, but args.num_agents is {roles}; they must match")
+    actor = _actor(a["agent_model"], a["agents"], roles)
+    role_names = list(a["agent_names"] or config.agent_names or [f"agent_{i}" for i in range(roles)])
+    if len(role_names) != roles:
+        raise ValueError(f"agent_names: got {len(role_names)} role names for {roles} roles")
+    collaboration = CentralizedCollaboration(
+        adapter if adapter is not None else TaggedCentralizedComparatorAdapter(),
+        normalize_formatters(a["formatters"], roles), TeamReward(a["reward_func"], a["reward_processor"]), roles)
+    check = a["eval_check"]
+    a.update(
+        agent_model=None, agents=[actor], num_agents=1, tokenizer=_one(a["tokenizer"], "tokenizer", roles),
+        args=config, reward_func=collaboration, reward_processor=None, formatters=[collaboration.build_prompt],
+        agent_names=[JOINT_NAME], eval_check=None if check is None else role_check(check),
+        **{name: None if a[name] is None else [_one(a[name], name, roles)] for name in _PER_AGENT},
+    )
+    return collaboration, role_names
+
+
+class CentralizedRoles:
+    """Evaluation of a joint policy as a team: CoMLRL's ``eval_logger`` and pass@k see the roles'
+    answers. Inactive (``collaboration`` None) for a decentralized team."""
+
+    collaboration: CentralizedCollaboration | None = None
+
+    def _role_check(self, check: Callable[[dict, list[str]], bool]) -> Callable[[dict, list[str]], bool]:
+        """The task's pass@k check on the roles' answers of a joint completion."""
+        return lambda item, joint: check(item, self.collaboration.split(joint[0], item))
+
+    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
+        """``[role][item][turn]`` for a joint policy (the agents' own texts otherwise)."""
+        texts = super()._eval_completions(paths)
+        if self.collaboration is None:
+            return texts
+        split = [[self.collaboration.split(text, path[0].item) for text in turns] for turns, path in zip(
+            texts[0], paths, strict=True)]
+        return [[[turn[r] for turn in item] for item in split] for r in range(self.collaboration.num_roles)]

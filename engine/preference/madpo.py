@@ -1,0 +1,273 @@
+"""``MADPOTrainer``: multi-agent DPO on preference pairs labelled by the team reward (CoMLRL's
+constructor, ``train()``/``evaluate()``/``save_model()``), on the shared trainer core.
+
+``train()`` first collects the pairs (once per run, resumable), then runs the DPO steps:
+
+    for each chunk of items_per_step items:            # collection, batched across items
+        every agent samples preference_num_candidates completions per item (one call per agent)
+        the joint candidates get team rewards; pairs with a positive gap are selected
+    for step in range(num_train_epochs * ceil(P / train_batch_size)):
+        a batch of pairs (seeded order per epoch)
+        every agent's margin d_i = log pi_i(winner) - log pi_i(loser), no grad
+        per agent: loss_i = -log sigmoid(beta * (d_i + stopgrad(sum_j!=i d_j) [- sum_j d_j^ref]))
+                   backward, clip, AdamW step
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.preference.collect import PairCollector
+from engine.preference.config import MADPOConfig
+from engine.preference.joint_policy import CentralizedRoles, centralize
+from engine.preference.loss import agent_dpo_loss, pair_statistics
+from engine.preference.pairs import PreferencePair
+from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
+from engine.team_reward import TeamReward
+from engine.trainer.core import TrainerCore, step_timing
+from engine.trainer.evaluation import EvaluationMixin
+from engine.trainer.loop import TrainLoopMixin, TrainResult
+from engine.trainer.losses import lr_factor, reduce_tokens
+from engine.trainer.rollout import RolloutSettings, TreeBuilder
+from engine.trainer.trainer import MAGRPOTrainer
+from engine.trainer.update import NO_GRAD_CHUNK
+
+# CoMLRL's MADPOTrainer subclasses its MAGRPOTrainer: the constructor takes the same arguments
+_CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
+
+
+class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
+    """Multi-agent direct preference optimisation (see the module docstring).
+
+    The constructor is :class:`engine.trainer.MAGRPOTrainer`'s: CoMLRL's arguments up to ``args``
+    (``external_transition`` is accepted and unused: MADPO is single-turn), then the keyword-only
+    ``sink``, ``agent_names``, ``agent_learning_rates``, ``agent_generation``, ``system_prompts``,
+    ``eval_check`` and ``output_dir``. With ``collaboration_mode="centralized"`` one model writes
+    every role (``centralized_adapter``, the arguments as :class:`CentralizedMAGRPOTrainer` takes
+    them) and the pairs compare its joint completions.
+    """
+
+    def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
+        given = _CONSTRUCTOR.bind(self, *args, **kwargs)
+        explicit_roles = "num_agents" in given.arguments
+        given.apply_defaults()
+        a = dict(given.arguments)
+        config = a["args"]
+        if config is not None and not hasattr(config, "dpo_beta"):
+            raise ValueError(f"args: MADPOTrainer takes a MADPOConfig, got {type(config).__name__}")
+        if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
+            self.collaboration, self.role_names = centralize(a, config, centralized_adapter,
+                                                             explicit_roles=explicit_roles, role_check=self._role_check)
+        self.reward = TeamReward(a.pop("reward_func"), a.pop("reward_processor"))  # checked before models load
+        self.eval_check = a.pop("eval_check")
+        del a["self"]
+        self._setup(**{**a, "external_transition": None})  # single-turn: a CoMLRL script's transition is unused
+        cfg = self.args
+        self.reward_func = self.reward.reward_func
+        parallel = cfg.parallel_training == "mp" and self.num_agents > 1
+        self._pool = ThreadPoolExecutor(max_workers=self.num_agents, thread_name_prefix="agent") if parallel else None
+        shared = len({id(a.model) for a in self.agents}) < self.num_agents
+        self.tree = TreeBuilder(self.agents, self.reward, None, RolloutSettings(
+            num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
+            turn_order=cfg.turn_order, early_termination_threshold=None,
+            external_prompt_passthrough=cfg.external_prompt_passthrough,
+        ), pool=None if shared else self._pool)
+        self._schedule(1, update_streams=1)
+        self.collector = PairCollector(self.tree, self.train_dataset, self.num_train_items,
+                                       selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,
+                                       items_per_chunk=cfg.items_per_step, seed=cfg.seed)
+        self._pair_schedule()
+
+    __init__.__signature__ = _CONSTRUCTOR  # type: ignore[attr-defined]
+
+    def _default_config(self) -> MADPOConfig:
+        return MADPOConfig()
+
+    # -- the run -----------------------------------------------------------------------------------
+    def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
+              checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
+              sink: Sink | None = None) -> TrainResult:
+        """Collect the pairs (continuing a resumed collection), then the DPO steps through the shared
+        loop: evaluation, reports, checkpoints and stopping as for every trainer."""
+        if resume_from_checkpoint is not None:
+            self.load_checkpoint(resume_from_checkpoint)
+        self.collect_pairs(sink=sink or self.sink or BaseSink())
+        return TrainLoopMixin.train(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit,
+                                    sink=sink)
+
+    def collect_pairs(self, *, sink: Sink | None = None) -> list[PreferencePair]:
+        """Sample, score and pair the candidates of every training item not collected yet
+        (:class:`engine.preference.collect.PairCollector`). Stops early, resumably, when ``sink``
+        asks; raises when a finished collection found no pair at all."""
+        cfg = self.args
+
+        def measure(new: list[PreferencePair], rollout: Any) -> None:
+            if not cfg.reference_free:
+                self._reference_margins(new)
+            if not cfg.use_environment_step:
+                self.env_step += rollout.env_steps
+
+        if self.collector.collect(sink.should_stop if sink is not None else lambda: False, measure):
+            self._pair_schedule()
+        return self.pairs
+
+    @property
+    def pairs(self) -> list[PreferencePair]:
+        return self.collector.pairs
+
+    @property
+    def collected_items(self) -> int:
+        return self.collector.collected_items
+
+    def _pair_schedule(self) -> None:
+        """``train_batch_size`` pairs per step; an epoch is one pass over the pairs."""
+        cfg = self.args
+        self.steps_per_epoch = max(1, math.ceil(len(self.pairs) / cfg.effective_train_batch_size))
+        self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
+
+    def pair_order(self, epoch: int) -> list[int]:
+        """The pairs' order in an epoch: a seeded permutation (a pure function of seed and epoch)."""
+        gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch + 17)
+        return torch.randperm(len(self.pairs), generator=gen).tolist()
+
+    def pairs_for_step(self, step: int) -> list[PreferencePair]:
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        size = self.args.effective_train_batch_size
+        return [self.pairs[i] for i in self.pair_order(epoch)[pos * size:(pos + 1) * size]]
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """One DPO step on the step's pairs; the first step also reports the collection."""
+        cfg = self.args
+        started = time.perf_counter()
+        batch = self.pairs_for_step(self.step)
+        metrics = self.update(batch)
+        self.step += 1
+        if cfg.use_environment_step:
+            self.env_step += cfg.environment_steps_per_pair * len(batch)
+        metrics.update(step_timing(started, started, time.perf_counter(), generate_s=0.0, reward_s=0.0, tokens=0))
+        metrics["train/reward_mean"] = sum(p.candidate_reward_mean for p in batch) / len(batch)
+        metrics["turn_1/reward_mean"] = metrics["train/reward_mean"]
+        metrics["train/epoch"] = self.epoch_of_last_step()
+        if self.step == 1:
+            metrics.update(self.collector.metrics())
+        chosen = self._report_rng.sample(batch, min(cfg.transcripts_per_step, len(batch)))
+        return metrics, pair_episodes(chosen, self.agent_names)
+
+    # -- the update --------------------------------------------------------------------------------
+    def update(self, batch: Sequence[PreferencePair]) -> dict[str, float]:
+        """Every agent's DPO step on ``batch``: partners' margins are measured once, before any agent
+        moves, so every agent optimises the same joint preference. Returns the metrics."""
+        cfg = self.args
+        deltas = torch.stack([self.margins(agent, batch) for agent in self.agents])  # (N, B)
+        reference = None if cfg.reference_free else torch.tensor(
+            [p.reference_deltas for p in batch], dtype=torch.float32).T  # (N, B)
+        metrics = pair_statistics(deltas, cfg.dpo_beta, reference)
+        metrics["dpo/reward_gap_mean"] = sum(p.reward_gap for p in batch) / len(batch)
+        metrics["dpo/num_pairs"] = float(len(batch))
+        factor = lr_factor(self.step, warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
+                           schedule=cfg.lr_scheduler)
+        micro = max(1, (cfg.micro_batch_size or 2 * len(batch)) // 2)  # two sequences per pair
+        for agent in self.agents:
+            for group in agent.optimizer.param_groups:
+                group["lr"] = agent.learning_rate * factor
+            agent.model.train()
+            agent.optimizer.zero_grad(set_to_none=True)
+            loss_value = 0.0
+            for start in range(0, len(batch), micro):
+                chunk = slice(start, start + micro)
+                own = self.margins(agent, batch[chunk], grad=True)  # (b,)
+                loss = agent_dpo_loss(own, deltas[:, chunk], agent.index, cfg.dpo_beta,
+                                      None if reference is None else reference[:, chunk])
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"agent {agent.name!r}: the DPO loss is {float(loss.detach())} "
+                                             f"(non-finite); lower agent_learning_rate or dpo_beta")
+                weight = len(batch[chunk]) / len(batch)
+                (loss * weight).backward()
+                loss_value += float(loss.detach()) * weight
+            norm = float(torch.nn.utils.clip_grad_norm_(agent.trainable_parameters(),
+                                                        cfg.max_grad_norm or float("inf")))
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"agent {agent.name!r}: the gradient norm is {norm} (non-finite)")
+            agent.optimizer.step()
+            agent.optimizer.zero_grad(set_to_none=True)
+            prefix = f"agent/{agent.name}/"
+            metrics.update({prefix + "loss": loss_value, prefix + "grad_norm": norm,
+                            prefix + "lr": agent.learning_rate * factor,
+                            prefix + "margin_mean": float(deltas[agent.index].mean()),
+                            prefix + "response_len": sum(len(p.winner_ids[agent.index]) + len(p.loser_ids[agent.index])
+                                                         for p in batch) / (2 * len(batch))})
+        return metrics
+
+    def margins(self, agent: Any, pairs: Sequence[PreferencePair], *, grad: bool = False,
+                model: Any = None) -> torch.Tensor:
+        """``log pi(winner) - log pi(loser)`` of ``agent`` for each pair (B,): one padded forward over
+        winners and losers together; without ``grad`` in chunks, in eval mode, on the CPU."""
+        if grad:
+            return self._margin_forward(agent, pairs, agent.model)
+        model = agent.model if model is None else model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                step = max(1, NO_GRAD_CHUNK // 2)
+                parts = [self._margin_forward(agent, pairs[s:s + step], model).float().cpu()
+                         for s in range(0, len(pairs), step)]
+        finally:
+            model.train(was_training)
+        return torch.cat(parts) if parts else torch.zeros(0)
+
+    def _margin_forward(self, agent: Any, pairs: Sequence[PreferencePair], model: Any) -> torch.Tensor:
+        i = agent.index
+        packed = agent.pack([p.prompt_ids[i] for p in pairs] + [p.loser_prompt_ids[i] for p in pairs],
+                            [p.winner_ids[i] for p in pairs] + [p.loser_ids[i] for p in pairs])
+        logps, _ = agent.forward_logprobs(packed, model=model)
+        seq = reduce_tokens(logps, packed.completion_mask, self.args.loss_type)  # (2B,)
+        return seq[:len(pairs)] - seq[len(pairs):]
+
+    def _reference_margins(self, pairs: list[PreferencePair]) -> None:
+        """The frozen reference's margins: collection ends before the first update, so the models
+        are still the initial policy and no reference copy is kept."""
+        if not pairs:
+            return
+        per_agent = [self.margins(agent, pairs).tolist() for agent in self.agents]
+        for b, pair in enumerate(pairs):
+            pair.reference_deltas = [per_agent[i][b] for i in range(self.num_agents)]
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def _training_state(self) -> dict[str, Any]:
+        return {**super()._training_state(), "preference": self.collector.state()}
+
+    def _restore_training_state(self, state: dict[str, Any]) -> None:
+        super()._restore_training_state(state)
+        self.collector.restore(state["preference"])
+        self._pair_schedule()
+
+    def close(self) -> None:
+        """Stop the per-agent sampling threads (``mp`` mode)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+            self.tree.pool = None
+
+
+def pair_episodes(pairs: Sequence[PreferencePair], names: Sequence[str]) -> list[Episode]:
+    """Each pair as two episodes, winner then loser: every agent's prompt and completion with the
+    team reward; the advantage column holds the signed reward gap (+ winner, - loser)."""
+    episodes = []
+    for n, pair in enumerate(pairs):
+        for side, (prompts, texts, reward, sign) in enumerate((
+                (pair.prompts, pair.winner_completions, pair.winner_reward, 1.0),
+                (pair.loser_prompts, pair.loser_completions, pair.loser_reward, -1.0))):
+            turns = tuple(TurnRecord(turn=1, agent_index=i, agent_name=names[i], prompt=prompts[i],
+                                     completion=texts[i], reward=reward, ret=reward, advantage=sign * pair.reward_gap)
+                          for i in range(len(names)))
+            episodes.append(Episode(sample_index=2 * n + side, split="train", item_index=pair.item_index, turns=turns))
+    return episodes

@@ -1,0 +1,110 @@
+"""``MARLHFTrainer``: reinforcement learning from a learned team reward (CoMLRL's MARLHF).
+
+``train()`` runs three stages, each resumable:
+
+    collect preference pairs with the task's team reward      (PairCollector, as MADPO)
+    fit the joint reward model on them (Bradley-Terry)        (engine.preference.reward_model)
+    MAGRPO-family RL steps with the reward model as the team reward (rl_algorithm's baseline)
+
+Evaluation keeps the task's own reward, so ``eval/...`` measures the team on the real objective.
+The RL stage is the MAGRPO trainer's (rollout trees, updates, reports, checkpoints).
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from engine.preference.collect import PairCollector
+from engine.preference.config import MARLHFConfig
+from engine.preference.reward_model import LearnedReward, build_reward_model, fit_reward_model
+from engine.sinks.base import BaseSink, Episode, Sink
+from engine.team_reward import TeamReward
+from engine.trainer.loop import TrainResult
+from engine.trainer.rollout import RolloutSettings, TreeBuilder
+from engine.trainer.trainer import MAGRPOTrainer
+
+_CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
+
+
+class MARLHFTrainer(MAGRPOTrainer):
+    """MAGRPO against a reward model learned from team-reward preference pairs (module docstring).
+
+    The constructor is :class:`MAGRPOTrainer`'s; ``reward_func`` is the task's team reward, used to
+    label the pairs and in evaluation.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        given = _CONSTRUCTOR.bind(self, *args, **kwargs)
+        config = given.arguments.get("args")
+        if config is not None and not hasattr(config, "rl_algorithm"):
+            raise ValueError(f"args: MARLHFTrainer takes a MARLHFConfig, got {type(config).__name__}")
+        super().__init__(*args, **kwargs)
+        cfg = self.args
+        self.task_reward = self.reward  # labels the pairs; evaluation reads self.reward
+        candidates = TreeBuilder(self.agents, self.task_reward, None, RolloutSettings(
+            num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
+            turn_order=cfg.turn_order, early_termination_threshold=None,
+            external_prompt_passthrough=cfg.external_prompt_passthrough,
+        ), pool=self.tree.pool)
+        self.collector = PairCollector(candidates, self.train_dataset, self.num_train_items,
+                                       selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,
+                                       items_per_chunk=cfg.items_per_step, seed=cfg.seed)
+        self.reward_model = build_reward_model(cfg.reward_model_name, self.agents[0], device=cfg.reward_model_device,
+                                               max_length=cfg.reward_max_length,
+                                               freeze_backbone=cfg.reward_freeze_backbone)
+        self.reward_model_metrics: dict[str, float] = {}
+        self.tree.reward = TeamReward(LearnedReward(self.reward_model))  # the RL stage's team reward
+
+    def _default_config(self) -> MARLHFConfig:
+        return MARLHFConfig()
+
+    @property
+    def reward_model_trained(self) -> bool:
+        return bool(self.reward_model_metrics)
+
+    def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
+              checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
+              sink: Sink | None = None) -> TrainResult:
+        """Collect the pairs and fit the reward model (each once, continuing a resumed run), then the
+        RL steps through the shared loop."""
+        if resume_from_checkpoint is not None:
+            self.load_checkpoint(resume_from_checkpoint)
+        stop = (sink or self.sink or BaseSink()).should_stop
+        if self.collector.collect(stop) and not self.reward_model_trained:
+            self.fit_reward_model()
+        return super().train(None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
+
+    def fit_reward_model(self) -> dict[str, float]:
+        """Bradley-Terry training of the reward model on the collected pairs."""
+        cfg = self.args
+        self.reward_model_metrics = fit_reward_model(
+            self.reward_model, self.collector.pairs, epochs=cfg.reward_num_train_epochs,
+            batch_size=cfg.reward_train_batch_size, learning_rate=cfg.reward_learning_rate,
+            weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
+        return self.reward_model_metrics
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """An RL step against the reward model; the first also reports the pairs and the reward model."""
+        if not self.reward_model_trained:
+            raise RuntimeError("MARLHF: the reward model is not trained yet; call train() (it collects pairs and "
+                               "fits the reward model first)")
+        metrics, episodes = super().train_step()
+        if self.step == 1:
+            metrics.update({**self.collector.metrics(), **self.reward_model_metrics})
+        return metrics, episodes
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def _training_state(self) -> dict[str, Any]:
+        state = super()._training_state()
+        state["preference"] = self.collector.state()
+        state["reward_model_metrics"] = dict(self.reward_model_metrics)
+        state["reward_model"] = {k: v.detach().cpu().clone() for k, v in self.reward_model.state_dict().items()}
+        return state
+
+    def _restore_training_state(self, state: dict[str, Any]) -> None:
+        super()._restore_training_state(state)
+        self.collector.restore(state["preference"])
+        self.reward_model.load_state_dict(state["reward_model"])
+        self.reward_model_metrics = {k: float(v) for k, v in state["reward_model_metrics"].items()}

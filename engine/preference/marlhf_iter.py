@@ -1,0 +1,53 @@
+"""``MARLHFIterTrainer``: iterative MARLHF (CoMLRL's MARLHFIter) — rounds of collect pairs against a
+comparator policy, refit the reward model on them, and RL against it.
+
+    for iteration r in range(num_iterations):
+        at the iteration's first step: snapshot the policy; pairs of current vs comparator
+            candidates labelled by the task's reward (as MADPOIter collects them); the reward
+            model continues training on them (reward_num_train_epochs passes)
+        num_train_epochs epochs of MAGRPO-family RL steps against the reward model
+
+The run's length is known before it starts: ``num_iterations * num_train_epochs`` epochs of RL
+steps. Checkpoints hold the iteration, its pairs, the snapshots and the reward model, so a run
+resumes mid-iteration exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.preference.config import MARLHFIterConfig
+from engine.preference.iterations import ComparatorIterations
+from engine.preference.marlhf import MARLHFTrainer
+from engine.sinks.base import Episode
+
+
+class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):
+    """Iterative MARLHF (see the module docstring); the constructor is MAGRPO's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.steps_per_iteration = self.args.num_train_epochs * self.steps_per_epoch
+        self.total_steps = self.args.max_steps or self.args.num_iterations * self.steps_per_iteration
+
+    def _default_config(self) -> MARLHFIterConfig:
+        return MARLHFIterConfig()
+
+    def start_iteration(self, iteration: int) -> dict[str, float]:
+        """Snapshot, comparator, the iteration's pairs, and the reward model refit on them."""
+        self.begin_iteration(iteration)
+        self.collector.collect(lambda: False)
+        self.total_pairs += len(self.collector.pairs)
+        return self.fit_reward_model()
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """An RL step; an iteration's first step collects, refits and reports both."""
+        iteration = self.step // self.steps_per_iteration
+        first = iteration != self.iteration
+        if first:
+            self.start_iteration(iteration)
+        metrics, episodes = super().train_step()
+        if first:
+            metrics.update({**self.collector.metrics(), **self.reward_model_metrics})
+        metrics.update(self.iteration_metrics())
+        return metrics, episodes
