@@ -10,9 +10,10 @@ from pydantic import Field
 from app import draft as drafts
 from app.fields import FieldInputError, field_form, from_text, model_forms, named_forms, placed_forms, to_text
 from engine.settings.catalog import CATALOG, FORM_MAIN
-from engine.spec import AgentSpec, TaskSpec, TrainerSpec, parse_run_config
+from engine.spec import AgentSpec, TrainerSpec, parse_run_config
 from engine.tasks import register_task, unregister_task
 from engine.tasks.base import TaskInfo, TaskParams
+from tests.app.drafts import blank_draft
 
 
 class PairParams(TaskParams):
@@ -65,13 +66,6 @@ def test_text_fields_round_trip_and_name_bad_input() -> None:
     assert from_text(kwargs, '{"dtype": "float32"}') == {"dtype": "float32"}
     with pytest.raises(FieldInputError, match="not valid JSON"):
         from_text(kwargs, "{dtype: float32")
-
-
-def blank_draft() -> dict:
-    """A minimal valid draft: two default agents on the default task with default trainer settings."""
-    return {"name": "experiment", "description": "", "tags": [],
-            "agents": [drafts.new_agent([]), drafts.new_agent([{"name": "agent_1"}])],
-            "task": TaskSpec().model_dump(mode="json"), "trainer": TrainerSpec().model_dump(mode="json")}
 
 
 def test_validation_errors_are_keyed_by_field() -> None:

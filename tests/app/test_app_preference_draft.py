@@ -4,10 +4,11 @@ ones for ``madpo`` and the preference ones for the MAGRPO family, as the run its
 from __future__ import annotations
 
 from app import draft as drafts
+from tests.app.drafts import blank_draft
 
 
 def _draft(**trainer) -> dict:
-    draft = drafts.blank_draft()
+    draft = blank_draft()
     draft["trainer"].update(trainer)
     return draft
 
