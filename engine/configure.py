@@ -23,6 +23,9 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
     if algorithm == "grpo" and len(agents) != 1:
         raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
                           f"(use 'magrpo')")
+    if algorithm in ACTOR_CRITIC and any(a.lora_rank is not None for a in agents):
+        raise ConfigError(f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
+                          f"models: remove lora_rank or use magrpo")
     cls = CONFIG_CLASSES[algorithm]
     fields = set(cls.field_names())
     defaults = TrainerSpec()
