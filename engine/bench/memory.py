@@ -12,10 +12,12 @@ The configurations (``CONFIGS``), each run in its own Python process so its peak
   smaller footprint and a slower step there; on a GPU it is the usual choice).
 
 Each runs the MAGRPO trainer on the benchmark workload (``engine.bench.workload``: K samples per
-agent, a fixed completion length, a length-ratio reward) for warm-up + timed steps and reports: peak
-memory (peak resident set on CPU, peak allocated on CUDA), the same peak right after loading, the team's weights and
-optimizer states by :func:`engine.lora.team_memory` (shared tensors counted once), trainable
-parameters, and the median step time (wall and CPU) with its generate/update phases.
+agent, a completion length cap, a length-ratio reward) for warm-up + timed steps and reports: peak
+memory (peak resident set on CPU, peak allocated on CUDA; the same meter right after loading is in
+the JSON as ``loaded_mem_mb``, though a CPU maps safetensors weights lazily), the team's weights
+and optimizer states by :func:`engine.lora.team_memory` (shared tensors counted once), trainable
+parameters, the median step time (wall and CPU) with its generate/update phases, and the tokens a
+step generated (completions stop at EOS, so configurations may differ in work: compare per token).
 
 ``python -m engine.bench.memory --model builtin:smollm2-135m`` (or a tiny built-in, or a
 ``save_pretrained`` folder). Timings on a shared machine are noisy; peak memory is not.
@@ -115,8 +117,9 @@ def measure(name: str, mw: MemoryWorkload) -> dict[str, Any]:
     steps = sink.steps[w.warmup_steps:] or sink.steps
     phases = {key.split("/")[1]: statistics.fmean(s.metrics[key] for s in steps)
               for key in ("perf/generate_s", "perf/update_s")}
+    tokens = statistics.fmean(s.metrics["perf/tokens_per_s"] * s.metrics["perf/generate_s"] for s in steps)
     return {
-        "config": name, **summarize(sink.marks, w), "phases": phases,
+        "config": name, **summarize(sink.marks, w), "phases": phases, "tokens_per_step": tokens,
         "peak_mem_mb": peak_memory_mb(), "loaded_mem_mb": loaded_mb,
         "weights_mb": accounted.weight_bytes / MIB, "unshared_weights_mb": accounted.unshared_weight_bytes / MIB,
         "optimizer_mb": accounted.optimizer_bytes / MIB, "trainable_m": accounted.trainable_bytes
@@ -156,17 +159,17 @@ def format_memory_report(result: dict[str, Any]) -> str:
     lines = [f"memory benchmark: 2 agents of {mw['model']} on {mw['device']}, K={mw['num_generations']}, "
              f"{mw['max_new_tokens']} new tokens, {mw['items_per_update']} item(s) per step, "
              f"{mw['steps']} timed step(s) after {mw['warmup_steps']} warm-up, {mw['threads']} thread(s)",
-             "", "| config | peak MiB | after load MiB | weights MiB (once / unshared) | optimizer MiB | "
-             "trainable M | step s (median) | step CPU s | generate s | update s |",
+             "", "| config | peak MiB | weights MiB (once / unshared) | optimizer MiB | trainable M | "
+             "step s (median) | step CPU s | generate s | update s | tokens/step |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["configs"].items():
         if "error" in r:
             lines.append(f"| {name} | failed: {r['error']} |")
             continue
-        lines.append(f"| {name} | {r['peak_mem_mb']:.0f} | {r['loaded_mem_mb']:.0f} | {r['weights_mb']:.1f} / "
-                     f"{r['unshared_weights_mb']:.1f} | {r['optimizer_mb']:.1f} | {r['trainable_m']:.2f} | "
-                     f"{r['step_s_median']:.2f} | {r['step_cpu_s_median']:.2f} | {r['phases']['generate_s']:.2f} | "
-                     f"{r['phases']['update_s']:.2f} |")
+        lines.append(f"| {name} | {r['peak_mem_mb']:.0f} | {r['weights_mb']:.1f} / {r['unshared_weights_mb']:.1f} | "
+                     f"{r['optimizer_mb']:.1f} | {r['trainable_m']:.2f} | {r['step_s_median']:.2f} | "
+                     f"{r['step_cpu_s_median']:.2f} | {r['phases']['generate_s']:.2f} | "
+                     f"{r['phases']['update_s']:.2f} | {r['tokens_per_step']:.0f} |")
     return "\n".join(lines)
 
 
