@@ -18,6 +18,7 @@ from engine.config import MAGRPOConfig
 from engine.formatting import normalize_formatters
 from engine.lora.adapters import frozen_base
 from engine.trainer.agents import AgentRuntime, GenerationSettings
+from engine.trainer.optimizer_state import allocate_adam_state
 
 _GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
 
@@ -199,6 +200,7 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
             agent.reference_model = references[id(model)]
         agent.optimizer = make_adamw(agent.trainable_parameters(), lr=agent.learning_rate,
                                      weight_decay=config.weight_decay)
+        allocate_adam_state(agent.optimizer)  # now, not in the first (timed) step
         agent.generator = torch.Generator(device=agent.device).manual_seed(config.seed * 1000 + agent.index)
 
 
