@@ -24,7 +24,7 @@ from engine.spec import AgentSpec, RunConfig, TrainerSpec
 BUILTIN_MODELS = ("builtin:tiny-llama", "builtin:tiny-qwen2", "builtin:smollm2-135m")
 
 AGENT_MAIN = ("device", "learning_rate", "temperature", "top_p", "top_k", "max_new_tokens")
-AGENT_EXTRA = ("tokenizer", "model_kwargs")
+AGENT_EXTRA = ("tokenizer", "model_kwargs", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
 TRAINER_CORE = (
     "algorithm", "num_generations", "num_turns", "joint_mode", "turn_order", "loss_type",
     "agent_learning_rate", "num_train_epochs", "max_steps", "items_per_step", "max_new_tokens",
