@@ -15,6 +15,7 @@ peft is an optional dependency (``pip install 'cooplab[lora]'``); :func:`require
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,11 +82,8 @@ def peft_model_of(model: Any) -> Any:
     wrapper = getattr(model, _PEFT_ATTRIBUTE, None)
     if wrapper is not None:
         return wrapper
-    try:
-        from peft import PeftModel
-    except ImportError:
-        return None
-    return model if isinstance(model, PeftModel) else None
+    peft = sys.modules.get("peft")  # a peft model exists only once peft is imported: never import it here
+    return model if peft is not None and isinstance(model, peft.PeftModel) else None
 
 
 def is_lora(model: Any) -> bool:
