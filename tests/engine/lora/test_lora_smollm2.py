@@ -26,7 +26,16 @@ def model_cache(request, tmp_path_factory):
     return cache.mkdir("cooplab-models") if cache is not None else tmp_path_factory.mktemp("models")
 
 
-def test_two_lora_agents_on_one_smollm2_base_train_one_step(model_cache) -> None:
+@pytest.fixture
+def one_thread():
+    """One torch thread: on a shared small CPU a second thread mostly waits (this step ran 20x slower with two)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_two_lora_agents_on_one_smollm2_base_train_one_step(model_cache, one_thread) -> None:
     base, tok = load_agent("builtin:smollm2-135m", cache_dir=model_cache)
     agents = lora_team([base, base], [LoraSettings(rank=4), LoraSettings(rank=4)], seed=0)
     frozen = base.lm_head.weight[:4].clone()
