@@ -29,6 +29,13 @@ def register(app: typer.Typer) -> None:
         no_fast_decode: bool = typer.Option(
             False, "--no-fast-decode", help="Engine parts sample through the model's forward (no fast token step)."
         ),
+        model: str | None = typer.Option(
+            None, "--model", help="Benchmark a real model instead (builtin:smollm2-135m or a model folder): "
+                                  "CoopLab, and CoMLRL when installed, on equal work (bench.training.real_model)."
+        ),
+        max_new_tokens: int | None = typer.Option(
+            None, "--max-new-tokens", min=1, help="Completion length (default 32; 48 with --model)."
+        ),
     ) -> None:
         """Time training steps of 2 tiny agents (K=4, 32 new tokens): phases, tokens/s, peak memory,
         engine overhead over the bare model calls, and with --vs-comlrl the speed-up over CoMLRL; on
@@ -37,12 +44,34 @@ def register(app: typer.Typer) -> None:
 
         from bench.training import ComlrlMissingError, Workload, format_report, run_bench
 
+        if model is not None:
+            _real_model_bench(model, steps, rounds, threads, max_new_tokens, vs_comlrl, as_json, no_fast_decode)
+            return
         if size not in ("xs", "s", "m"):
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
-        workload = replace(Workload(), steps=steps, size=size, threads=threads, fast_decode=not no_fast_decode)
+        workload = replace(Workload(), steps=steps, size=size, threads=threads, fast_decode=not no_fast_decode,
+                           **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}))
         try:
             result = run_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds, cores=cores)
         except ComlrlMissingError as exc:
             typer.echo(str(exc), err=True)
             raise typer.Exit(2) from exc
         typer.echo(json.dumps(result, indent=2) if as_json else format_report(result))
+
+
+def _real_model_bench(model: str, steps: int, rounds: int, threads: int, max_new_tokens: int | None,
+                      vs_comlrl: bool, as_json: bool, no_fast_decode: bool) -> None:
+    """``cooplab bench --model ...``: see :mod:`bench.training.real_model`."""
+    from dataclasses import replace
+
+    from bench.training import ComlrlMissingError, Workload
+    from bench.training.real_model import REAL_DEFAULTS, format_real_report, run_real_bench
+
+    settings = {**REAL_DEFAULTS, "steps": steps, **({"max_new_tokens": max_new_tokens} if max_new_tokens else {})}
+    workload = replace(Workload(), model=model, threads=threads, fast_decode=not no_fast_decode, **settings)
+    try:
+        result = run_real_bench(workload, rounds=rounds, vs_comlrl=vs_comlrl or None)
+    except (ComlrlMissingError, RuntimeError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(result, indent=2) if as_json else format_real_report(result))

@@ -27,7 +27,8 @@ def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sin
     """Agents + task + the algorithm's trainer for a run config (see the module docstring)."""
     cfg = trainer_config(config.trainer, config.agents)
     task = build_task_for(config, cfg.num_turns)
-    team = load_team(config.agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"))
+    team = load_team(config.agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"),
+                     seed=config.trainer.seed)
     # the MAGRPO family reports pass@k with the task's check; actor-critic evaluation has no pass@k
     extra = {} if config.trainer.algorithm in ACTOR_CRITIC else {"eval_check": task.check}
     return trainer_class(config.trainer.algorithm)(

@@ -27,6 +27,9 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
     problem = centralized_team_problem(agents) if algorithm == "centralized_magrpo" else None
     if problem:
         raise ConfigError(problem)
+    if algorithm in ACTOR_CRITIC and any(a.lora_rank is not None for a in agents):
+        raise ConfigError(f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
+                          f"models: remove lora_rank or use magrpo")
     cls = CONFIG_CLASSES[algorithm]
     fields = set(cls.field_names())
     defaults = TrainerSpec()

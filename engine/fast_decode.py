@@ -13,7 +13,7 @@ changes the reference computation fails loudly instead of drifting.
 
 ``FastDecoder.supports(model)`` is False for anything this path does not reproduce (other
 architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
-splits, quantised or adapter-wrapped projections, hooks, training mode, models on a GPU, where
+splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode, models on a GPU, where
 SDPA may pick other kernels for a strided cache); callers then use the model's forward.
 """
 
@@ -30,22 +30,64 @@ _SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
 
 @dataclass
 class _Layer:
-    """One decoder layer's weights: norms as (weight, eps), projections as (weight, bias)."""
+    """One decoder layer's weights: norms as (weight, eps), projections as :class:`_Proj`."""
 
     norm1: tuple[torch.Tensor, float]
     norm2: tuple[torch.Tensor, float]
-    q: tuple[torch.Tensor, torch.Tensor | None]
-    k: tuple[torch.Tensor, torch.Tensor | None]
-    v: tuple[torch.Tensor, torch.Tensor | None]
-    o: tuple[torch.Tensor, torch.Tensor | None]
-    gate: tuple[torch.Tensor, torch.Tensor | None]
-    up: tuple[torch.Tensor, torch.Tensor | None]
-    down: tuple[torch.Tensor, torch.Tensor | None]
+    q: _Proj
+    k: _Proj
+    v: _Proj
+    o: _Proj
+    gate: _Proj
+    up: _Proj
+    down: _Proj
     act: Any
 
 
-def _linear(module: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    return module.weight, module.bias
+@dataclass
+class _Proj:
+    """A projection as the model computes it: ``F.linear`` with the weight and bias, plus, for a peft
+    LoRA layer, its adapter's ``B(A(x)) * scaling`` added the way peft adds it (same ops, same order)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    lora: tuple[torch.Tensor, torch.Tensor, float] | None = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.linear(x, self.weight, self.bias)
+        if self.lora is None:
+            return out
+        a, b, scaling = self.lora
+        xa = x if x.dtype == a.dtype else x.to(a.dtype)
+        return (out + F.linear(F.linear(xa, a), b) * scaling).to(out.dtype)
+
+
+def _plain_linear(module: Any) -> bool:
+    return type(module) is torch.nn.Linear and module.weight.is_floating_point() and not module._forward_hooks
+
+
+def _lora_adapter(module: Any) -> tuple[torch.Tensor, torch.Tensor, float] | None:
+    """(A, B, scaling) of a peft LoRA linear with one plain adapter active (no DoRA or other variant,
+    not merged, no bias on B, dropout off in eval); None for anything else."""
+    base = getattr(module, "base_layer", None)
+    if base is None or not hasattr(module, "lora_A") or module._forward_hooks or not _plain_linear(base):
+        return None
+    active = list(getattr(module, "active_adapters", []))
+    if len(active) != 1 or module.merged or module.disable_adapters or active[0] not in module.lora_A:
+        return None
+    name = active[0]
+    a, b = module.lora_A[name], module.lora_B[name]
+    if name in getattr(module, "lora_variant", {}) or not (_plain_linear(a) and _plain_linear(b)) or b.bias is not None:
+        return None
+    if not isinstance(module.lora_dropout[name], torch.nn.Identity | torch.nn.Dropout):
+        return None
+    return a.weight, b.weight, float(module.scaling[name])
+
+
+def _linear(module: Any) -> _Proj:
+    lora = _lora_adapter(module)
+    base = module.base_layer if lora is not None else module
+    return _Proj(base.weight, base.bias, lora)
 
 
 def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
@@ -101,9 +143,9 @@ class FastDecoder:
             for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
                          layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)
         ]  # fmt: skip
-        # plain float nn.Linear only: quantised or adapter-wrapped projections compute something else
-        return all(type(m) is torch.nn.Linear and m.weight.is_floating_point() and not m._forward_hooks
-                   for m in linears)
+        # plain float nn.Linear, or one with a plain LoRA adapter: quantised or other adapter-wrapped
+        # projections compute something else
+        return all(_plain_linear(m) or _lora_adapter(m) is not None for m in linears)
 
     def __init__(self, model: Any, prompt_cache: Any, batch: int, max_len: int) -> None:
         inner = model.model
@@ -157,21 +199,21 @@ class FastDecoder:
         shape = (batch, -1, 1, self.head_dim)  # one token: (B, 1, H*D) is (B, H, 1, D) in memory
         for index, layer in enumerate(self.layers):
             x = _rms(h, layer.norm1)
-            q = _rotary(F.linear(x, *layer.q).view(shape), cos, signed_sin)
-            k = _rotary(F.linear(x, *layer.k).view(shape), cos, signed_sin)
-            v = F.linear(x, *layer.v).view(shape)
+            q = _rotary(layer.q(x).view(shape), cos, signed_sin)
+            k = _rotary(layer.k(x).view(shape), cos, signed_sin)
+            v = layer.v(x).view(shape)
             self.keys[index][:, :, t : t + 1] = k
             self.values[index][:, :, t : t + 1] = v
             keys = self.keys[index][:, :, : t + 1]
             values = self.values[index][:, :, : t + 1]
             out = _attention(q, keys, values, attn_mask, self.groups, self.scaling)
-            h = F.linear(out, *layer.o).add_(h)  # the residual add (a + b == b + a in floating point)
+            h = layer.o(out).add_(h)  # the residual add (a + b == b + a in floating point)
             x = _rms(h, layer.norm2)
-            gated = layer.act(F.linear(x, *layer.gate)).mul_(F.linear(x, *layer.up))
-            h = F.linear(gated, *layer.down).add_(h)
+            gated = layer.act(layer.gate(x)).mul_(layer.up(x))
+            h = layer.down(gated).add_(h)
         self.length = t + 1
         h = _rms(h, self.final_norm)
-        return F.linear(h[:, -1:, :], *self.lm_head)[:, -1]  # the shapes the model's forward uses
+        return self.lm_head(h[:, -1:, :])[:, -1]  # the shapes the model's forward uses
 
 
 def _cache_layer(cache: Any, index: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -23,6 +23,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from engine.errors import ConfigError, format_validation_error
 from engine.settings.catalog import ACTOR_CRITIC, CATALOG
@@ -31,6 +32,7 @@ from engine.settings.rules import combination_problems, group_size_problem
 from engine.systems.spec import SystemSpec, parse_system_spec
 
 ACTOR_CRITIC_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "actor_critic")
+LORA_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "lora")
 
 
 class _Strict(BaseModel):
@@ -40,7 +42,18 @@ class _Strict(BaseModel):
 _MORE = {"form": "more"}  # under "More agent settings" (the other fields have widgets of their own)
 
 
-class _AgentIdentity(_Strict):
+class _CombinationRules(_Strict):
+    """A section checked by the catalog's cross-setting rules (:mod:`engine.settings.rules`)."""
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> _CombinationRules:
+        problems = combination_problems(self)
+        if problems:
+            raise ValueError(problems[0])
+        return self
+
+
+class _AgentIdentity(_CombinationRules):
     name: str = Field("agent", min_length=1, description="Role name shown in transcripts and metrics.")
     model: str = Field(
         "builtin:tiny-llama",
@@ -74,13 +87,16 @@ AgentSpec = create_model(
     "AgentSpec",
     __base__=_AgentIdentity,
     __module__=__name__,
-    __doc__="One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings.",
+    __doc__="One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings, and "
+            "optionally a LoRA adapter (lora_* settings, declared in engine.settings.catalog).",
     **{name: (agent_override(setting), Field(None, description=text, json_schema_extra={"form": "main"}))
        for name, (setting, text) in AGENT_OVERRIDES.items()},
     model_kwargs=(dict[str, Any], Field(
         default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
         json_schema_extra=_MORE,
     )),
+    **{name: (annotation, FieldInfo.merge_field_infos(info, json_schema_extra=_MORE))
+       for name, (annotation, info) in schema_fields(LORA_SETTINGS).items()},
 )
 
 
@@ -126,15 +142,8 @@ ActorCriticSection = create_model(
 )
 
 
-class _TrainerRules(_Strict):
+class _TrainerRules(_CombinationRules):
     """The cross-setting rules of the catalog, applied to the run config's trainer section."""
-
-    @model_validator(mode="after")
-    def _check_combinations(self) -> _TrainerRules:
-        problems = combination_problems(self)
-        if problems:
-            raise ValueError(problems[0])
-        return self
 
     @field_validator("num_generations", check_fields=False)
     @classmethod
@@ -191,7 +200,7 @@ class RunConfig(_Strict):
     name: str = Field("experiment", min_length=1)
     description: str = ""
     tags: list[str] = Field(default_factory=list)
-    agents: list[AgentSpec] = Field(min_length=1)
+    agents: list[AgentSpec] = Field(min_length=1)  # type: ignore[valid-type]
     task: TaskSpec = Field(default_factory=TaskSpec)
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
     system: SystemSpec | None = Field(None, description="Several coordinated trainers (see docs/systems.md).")
@@ -207,6 +216,11 @@ class RunConfig(_Strict):
             if target is not None and target not in names[:i]:
                 raise ValueError(
                     f"agents.{i}.share_weights_with={target!r} must name an earlier agent ({names[:i] or 'none'})"
+                )
+            if target is not None and (agent.lora_rank is None) != (self.agents[names.index(target)].lora_rank is None):
+                raise ValueError(
+                    f"agents.{i}.lora_rank: agents sharing weights must all use LoRA (one frozen base, an adapter "
+                    f"each) or none; set lora_rank on both {agent.name!r} and {target!r}, or on neither"
                 )
         if self.system is not None:
             parse_system_spec(self)

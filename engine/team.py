@@ -1,7 +1,8 @@
 """The team of a run config, built once for every algorithm and for systems of trainers.
 
 ``load_team`` loads each agent's model and tokenizer (``share_weights_with`` reuses an earlier
-agent's objects, so they share weights while keeping their own optimizer state);
+agent's objects, so they share weights while keeping their own optimizer state; with LoRA they
+share one frozen base and train an adapter each);
 ``team_arguments`` gives the per-agent constructor arguments every trainer takes (names, learning
 rates, generation overrides, system prompts, formatters); ``team_devices`` resolves where agents go.
 """
@@ -34,8 +35,11 @@ def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:
     return [first or spec.device]
 
 
-def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any) -> Team:
-    """Load every agent (see the module docstring); one device is used for all, else one per agent."""
+def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *, seed: int = 0) -> Team:
+    """Load every agent (see the module docstring); one device is used for all, else one per agent.
+    Agents with ``lora_rank`` get a LoRA adapter (seeded by ``seed``) on their frozen base, which
+    agents sharing weights share (:mod:`engine.lora`)."""
+    from engine.lora import lora_settings_of, lora_team
     from engine.models import load_agent
 
     models: list[Any] = []
@@ -53,6 +57,9 @@ def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any) -
             models.append(model)
             tokenizers.append(tokenizer)
         by_name[agent.name] = i
+    settings = [lora_settings_of(a) for a in agents]
+    if any(settings):
+        models = lora_team(models, settings, seed=seed)
     return Team(list(agents), models, tokenizers)
 
 

@@ -25,6 +25,8 @@ class Workload:
 
     arch: str = "llama"
     size: str = "m"
+    model: str | None = None  # a model source (built-in name or folder) instead of tiny-{arch}-{size}
+    full_length: bool = False  # every completion runs to max_new_tokens (no EOS), so all parts do equal work
     num_agents: int = 2
     num_generations: int = 4
     max_new_tokens: int = 32
@@ -74,8 +76,34 @@ def setup_agents(w: Workload) -> tuple[list[Any], list[Any]]:
 
     if w.threads:
         torch.set_num_threads(w.threads)
-    pairs = [build_tiny_model(w.arch, w.size, seed=w.seed + i) for i in range(w.num_agents)]
+    if w.model is None:
+        pairs = [build_tiny_model(w.arch, w.size, seed=w.seed + i) for i in range(w.num_agents)]
+    else:
+        from engine.models import load_agent
+
+        pairs = [load_agent(w.model) for _ in range(w.num_agents)]
+    if w.full_length:
+        for model, tokenizer in pairs:
+            never_eos(model, tokenizer)
     return [m for m, _ in pairs], [t for _, t in pairs]
+
+
+NEVER_EOS_TOKEN = "<|bench-no-eos|>"
+
+
+def never_eos(model: Any, tokenizer: Any) -> None:
+    """Make EOS unreachable for ``model``'s sampling (any sampler reading the tokenizer's and the
+    generation config's eos): the eos becomes a token added past the model's vocabulary, so every
+    completion runs to its length cap. The pad token stays as it was."""
+    pad = tokenizer.pad_token
+    tokenizer.add_special_tokens({"eos_token": NEVER_EOS_TOKEN})
+    if pad is not None:
+        tokenizer.pad_token = pad
+    vocab = model.get_output_embeddings().weight.shape[0]
+    if tokenizer.eos_token_id < vocab:
+        raise ValueError(f"cannot make EOS unreachable: the tokenizer's new id {tokenizer.eos_token_id} is inside "
+                         f"the model's vocabulary ({vocab} rows)")
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
 
 
 def peak_memory_mb() -> float:

@@ -172,6 +172,16 @@ CATALOG: dict[str, Setting] = {
                       "Model dtype (bfloat16 on GPU halves memory)."),
     "model_config": _s("devices", dict[str, Any] | None, None, "CoMLRL's model settings: torch_dtype/dtype, "
                        "model_kwargs, special_tokens."),
+    # --- LoRA adapters (per agent, in the run config's agents; needs the peft extra) -------------
+    "lora_rank": _s("lora", int | None, None, "LoRA rank r: train a low-rank adapter on a frozen base instead of "
+                    "every weight (empty = full fine-tuning). Agents sharing weights then share one frozen base.",
+                    ge=1),
+    "lora_alpha": _s("lora", float, 16.0, "LoRA scaling numerator: the adapter's update is scaled by alpha / r.",
+                     gt=0),
+    "lora_dropout": _s("lora", float, 0.0, "Dropout on the adapter's input while training.", ge=0, lt=1),
+    "lora_target_modules": _s("lora", list[str] | None, None, "Module names that get adapters, e.g. ['q_proj', "
+                              "'v_proj'], or ['all-linear']; empty = peft's default for the architecture.",
+                              before=_device_list),
     # --- evaluation, checkpoints, reporting ----------------------------------------------------
     "logging_steps": _s("reporting", int, 50, "Report metrics every N steps.", ge=1),
     "eval_num_samples": _s("reporting", int, 4, "Evaluation items per evaluation.", ge=0),

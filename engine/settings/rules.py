@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.settings.catalog import CATALOG
+
 _MISSING = object()
 
 
@@ -25,6 +27,10 @@ def combination_problems(settings: Any) -> list[str]:
         problems.append("agent_devices: parallel_training='mp' needs agent_devices, e.g. ['cuda:0', 'cuda:1']")
     if get("turn_order") == "sequential" and get("joint_mode") == "cross":
         problems.append("turn_order: 'sequential' works with joint_mode='aligned' only")
+    if get("lora_rank") is None:
+        for name in ("lora_alpha", "lora_dropout", "lora_target_modules"):
+            if get(name) not in (_MISSING, CATALOG[name].default):
+                problems.append(f"{name}: has no effect without lora_rank; set lora_rank (e.g. 8) or leave {name} out")
     return problems
 
 

@@ -18,6 +18,7 @@ _GROUPS = {
     "run": "What to train, and for how long", "optimisation": "Optimisation", "rollout": "Rollout and credit",
     "sampling": "Sampling", "devices": "Devices and models", "reporting": "Evaluation, checkpoints, reporting",
     "actor_critic": "Actor-critic (iac, maac)", "preference": "Preference (madpo, madpo_iter, marlhf, marlhf_iter)",
+    "lora": "LoRA adapters (per agent)",
 }
 
 
@@ -62,7 +63,7 @@ def settings_table() -> str:
         MARLHFConfig,
         MARLHFIterConfig,
     )
-    from engine.spec import ActorCriticSection, TrainerSpec
+    from engine.spec import ActorCriticSection, AgentSpec, TrainerSpec
 
     columns = (("run config", TrainerSpec), ("MAGRPOConfig", MAGRPOConfig), ("IACConfig", IACConfig),
                ("MAACConfig", MAACConfig), ("MADPOConfig", MADPOConfig),
@@ -73,7 +74,8 @@ def settings_table() -> str:
              "Generated from `engine/settings/catalog.py` by `python -m engine.settings.table`; do not edit by hand.",
              "Each setting is declared once there; a class without a default in its column does not have the "
              "setting. The run config's `trainer` section holds the actor-critic settings under "
-             "`trainer.actor_critic` (only the ones given are stored; the others keep the algorithm's default).",
+             "`trainer.actor_critic` (only the ones given are stored; the others keep the algorithm's default); "
+             "the LoRA settings are set per agent, in the run config's `agents` entries (see docs/lora.md).",
              ""]
     for group, title in _GROUPS.items():
         lines += [f"## {title}", "",
@@ -84,7 +86,9 @@ def settings_table() -> str:
                 continue
             defaults = []
             for _, cls in columns:
-                if cls is TrainerSpec and group == "actor_critic":
+                if cls is TrainerSpec and group == "lora":
+                    defaults.append(f"per agent: {_default(AgentSpec, name)}")
+                elif cls is TrainerSpec and group == "actor_critic":
                     defaults.append("(section)" if name in ActorCriticSection.model_fields else "")
                 else:
                     defaults.append(_default(cls, name))

@@ -66,7 +66,8 @@ def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink
     for group in spec.trainers:
         agents = [config.agents[index_of[name]] for name in group.agents]
         cfg = trainer_config(group_trainer_spec(config, group), agents)
-        team = load_team(agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"))
+        team = load_team(agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"),
+                         seed=config.trainer.seed)
         trainers[group.name] = MAGRPOTrainer(
             agents=team.models, tokenizer=team.tokenizers, train_dataset=task.train_dataset,
             reward_func=deferred_reward, args=cfg,

@@ -1,7 +1,7 @@
 """Trainer state: in memory (``state_dict``) and on disk (atomic checkpoint folders).
 
 A checkpoint folder holds ``model_{u}.safetensors`` per distinct model (shared weights are saved
-once), ``trainer_state.pt`` (optimizers, counters, every RNG state) and ``meta.json``. It is written
+once; a LoRA agent's file holds its adapter only, :mod:`engine.lora.weights`), ``trainer_state.pt`` (optimizers, counters, every RNG state) and ``meta.json``. It is written
 under a temporary name and renamed into place, so a crash never leaves a half-written checkpoint; a
 write that fails removes its temporary folder (so a full disk is not left full) and raises
 :class:`CheckpointWriteError` naming the folder, the cause and the free space when the cause is the
@@ -18,9 +18,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
 
 from engine.folders import CheckpointWriteError, atomic_folder, written_folder  # noqa: F401  (the error is re-exported)
+from engine.lora.weights import (
+    checkpoint_weights,
+    load_checkpoint_weights,
+    load_weights_file,
+    save_weights_file,
+)
 
 STATE_FILE = "trainer_state.pt"
 META_FILE = "meta.json"
@@ -98,7 +103,7 @@ class CheckpointMixin:
         """Everything needed to continue exactly: model weights, optimizers, counters, RNG states."""
         models, which = self._model_groups()
         state = self._training_state()
-        state["models"] = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in models]
+        state["models"] = [checkpoint_weights(m) for m in models]
         state["model_of_agent"] = which
         return state
 
@@ -107,7 +112,7 @@ class CheckpointMixin:
         if which != list(state["model_of_agent"]):
             raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
         for model, weights in zip(models, state["models"], strict=True):
-            model.load_state_dict(weights)
+            load_checkpoint_weights(model, weights)
         self._restore_training_state(state)
 
     def save_checkpoint(self, path: str | Path) -> Path:
@@ -115,7 +120,7 @@ class CheckpointMixin:
         with atomic_folder(path, "checkpoint") as tmp:
             models, which = self._model_groups()
             for u, model in enumerate(models):
-                save_model(model, str(tmp / f"model_{u}.safetensors"))
+                save_weights_file(model, tmp / f"model_{u}.safetensors")
             torch.save(self._training_state(), tmp / STATE_FILE)
             meta = {"step": self.step, "env_step": self.env_step, "model_of_agent": which,
                     "agent_names": self.agent_names, "config": self.args.to_dict()}
@@ -130,7 +135,6 @@ class CheckpointMixin:
         if which != meta["model_of_agent"]:
             raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
         for u, model in enumerate(models):
-            device = next(model.parameters()).device
-            load_model(model, str(folder / f"model_{u}.safetensors"), device=str(device))
+            load_weights_file(model, folder / f"model_{u}.safetensors")
         self._restore_training_state(torch.load(folder / STATE_FILE, weights_only=True))
         self.last_checkpoint = str(folder)

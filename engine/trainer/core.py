@@ -123,13 +123,13 @@ class TrainerCore(TrainLoopMixin, CheckpointMixin):
 
     # -- export ----------------------------------------------------------------------------------
     def save_model(self, output_dir: str | Path) -> None:
-        """Write each agent as ``<output_dir>/agent_{i}/`` (``save_pretrained`` model + tokenizer)."""
+        """Write each agent as ``<output_dir>/agent_{i}/`` (``save_pretrained`` model + tokenizer; a LoRA
+        agent's merged weights, and its adapter under ``adapter/``)."""
+        from engine.lora.weights import save_agent_export
+
         out = Path(output_dir)
         for agent in self.agents:
-            folder = out / f"agent_{agent.index}"
-            folder.mkdir(parents=True, exist_ok=True)
-            agent.model.save_pretrained(folder)
-            agent.tokenizer.save_pretrained(folder)
+            save_agent_export(agent.model, agent.tokenizer, out / f"agent_{agent.index}")
 
     def close(self) -> None:
         """Release what the trainer runs in the background (nothing by default)."""

@@ -16,7 +16,9 @@ import torch
 
 from engine.config import MAGRPOConfig
 from engine.formatting import normalize_formatters
+from engine.lora.adapters import frozen_base
 from engine.trainer.agents import AgentRuntime, GenerationSettings
+from engine.trainer.optimizer_state import allocate_adam_state
 
 _GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
 
@@ -165,9 +167,13 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
             if enable is None:
                 raise ValueError(f"gradient_checkpointing: agent {agent.name!r}'s model does not support it")
             enable()
+            if frozen_base(model) is not None:  # frozen embeddings: let checkpointed blocks see a grad input
+                model.enable_input_require_grads()
             if hasattr(model.config, "use_cache"):
                 model.config.use_cache = False
         if config.reference_kl_enabled:
+            if id(model) not in references and frozen_base(model) is not None and not ref_devices:
+                references[id(model)] = frozen_base(model)  # a LoRA agent's untouched base: no copy
             if id(model) not in references:
                 ref = copy.deepcopy(model)
                 if ref_devices:
@@ -178,6 +184,7 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
             agent.reference_model = references[id(model)]
         agent.optimizer = make_adamw(agent.trainable_parameters(), lr=agent.learning_rate,
                                      weight_decay=config.weight_decay)
+        allocate_adam_state(agent.optimizer)  # now, not in the first (timed) step
         agent.generator = torch.Generator(device=agent.device).manual_seed(config.seed * 1000 + agent.index)
 
 

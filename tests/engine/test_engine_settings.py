@@ -24,7 +24,7 @@ from engine.preference.config import (
 from engine.settings.catalog import CATALOG
 from engine.settings.rules import combination_problems, group_size_problem
 from engine.settings.table import settings_table
-from engine.spec import ActorCriticSection, TrainerSpec, parse_run_config
+from engine.spec import LORA_SETTINGS, ActorCriticSection, AgentSpec, TrainerSpec, parse_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def test_every_field_is_the_catalogs_setting(cls) -> None:
 def test_every_setting_is_used_and_the_run_level_ones_are_named() -> None:
     used = set().union(*(_fields(c) for c in (TrainerSpec, ActorCriticSection, MAGRPOConfig, IACConfig, MAACConfig,
                                                      MADPOConfig, CentralizedMAGRPOConfig, MARLHFConfig,
-                                                     MADPOIterConfig)))
+                                                     MADPOIterConfig, AgentSpec)))
     assert set(CATALOG) <= used
     assert set(RUN_LEVEL) == {"algorithm", "device", "torch_dtype", "actor_critic"}
     assert {"clip_epsilon", "joint_mode", "turn_order", "advantage_mode"} <= set(unused_settings("iac"))
@@ -59,6 +59,14 @@ def test_every_setting_is_used_and_the_run_level_ones_are_named() -> None:
     # MADPO accepts every CoMLRL MAGRPO field for ports, but the run config refuses those it never reads
     assert {"num_generations", "advantage_mode", "clip_epsilon", "reference_kl_enabled"} <= set(unused_settings("madpo"))
     assert not set(unused_settings("madpo")) & {"temperature", "train_batch_size", "dpo_beta", "joint_mode"}
+
+
+def test_the_per_agent_lora_settings_are_the_catalogs() -> None:
+    assert LORA_SETTINGS == ("lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules")
+    for name in LORA_SETTINGS:
+        assert AgentSpec.model_fields[name].description == CATALOG[name].field.description
+        assert AgentSpec.model_fields[name].default == CATALOG[name].default
+    assert "lora_rank" not in TrainerSpec.model_fields  # per agent, not per run
 
 
 def test_classes_differ_only_in_defaults_they_choose() -> None:
@@ -96,6 +104,10 @@ def test_values_are_read_the_same_way_everywhere() -> None:
     ({"turn_order": "sequential", "joint_mode": "cross"}, ["turn_order"]),
     ({"turn_order": "sequential", "joint_mode": "aligned"}, []),
     ({"num_inner_epochs": 3}, []),  # a class without clip_epsilon has no such rule
+    ({"lora_rank": None, "lora_alpha": 32.0, "lora_dropout": 0.1, "lora_target_modules": None},
+     ["lora_alpha", "lora_dropout"]),
+    ({"lora_rank": 8, "lora_alpha": 32.0, "lora_dropout": 0.1, "lora_target_modules": ["q_proj"]}, []),
+    ({"lora_alpha": 32.0}, []),  # no lora_rank: not an agent's settings
 ])
 def test_combination_rules_by_hand(settings, expected) -> None:
     problems = combination_problems(SimpleNamespace(**settings))

@@ -1,0 +1,110 @@
+"""LoRA against full fine-tuning on a learning task, over several seeds: how much of the learning is kept.
+
+Each run trains the two-agent team of a run config (default: the quick start,
+``engine/examples/quickstart.yaml``: two tiny Llamas learn to split the alphabet) for ``--steps``
+steps, once with every weight trained and once with a LoRA adapter per agent (``--lora-rank`` on
+``--lora-targets``, learning rate ``--lora-lr``: adapters usually want a larger one), for every seed.
+Reported per arm: the team reward (``train/reward_mean``) of the first and last ``--window`` steps,
+averaged over seeds, their difference (the gain), each seed's gain, and the seconds per step.
+Learning curves vary a lot between seeds on tiny models (docs/machine facts): judge the means.
+
+``python -m bench.training.lora_learning --seeds 0,1,2 --steps 60``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
+
+
+def arm_config(base: dict[str, Any], *, lora: bool, seed: int, steps: int, rank: int, targets: list[str],
+               lora_lr: float) -> dict[str, Any]:
+    """The run config of one arm and seed: no evaluation, no checkpoints, ``steps`` steps."""
+    config = json.loads(json.dumps(base))
+    config["trainer"].update(seed=seed, max_steps=steps, eval_interval=0, checkpoint_interval=0,
+                             transcripts_per_step=0)
+    if lora:
+        for agent in config["agents"]:
+            agent.update(lora_rank=rank, lora_alpha=float(2 * rank), lora_target_modules=targets,
+                         learning_rate=lora_lr)
+    return config
+
+
+def run_arm(config: dict[str, Any]) -> dict[str, Any]:
+    """Train one run config in memory; its per-step team rewards and seconds per step."""
+    from engine.build import build_trainer
+    from engine.sinks import MemorySink
+    from engine.spec import parse_run_config
+
+    trainer = build_trainer(parse_run_config(config), output_dir=None)
+    sink = MemorySink()
+    start = time.perf_counter()
+    trainer.train(sink=sink)
+    seconds = time.perf_counter() - start
+    rewards = [s.metrics["train/reward_mean"] for s in sink.steps]
+    return {"rewards": rewards, "s_per_step": seconds / max(1, len(rewards))}
+
+
+def compare(base: dict[str, Any], seeds: list[int], *, steps: int, window: int, rank: int, targets: list[str],
+            lora_lr: float) -> dict[str, Any]:
+    """Both arms for every seed (interleaved, so load changes hit both) and their summaries."""
+    runs: dict[str, list[dict[str, Any]]] = {"full": [], "lora": []}
+    for seed in seeds:
+        for arm in runs:
+            config = arm_config(base, lora=arm == "lora", seed=seed, steps=steps, rank=rank, targets=targets,
+                                lora_lr=lora_lr)
+            runs[arm].append(run_arm(config))
+    result: dict[str, Any] = {"seeds": seeds, "steps": steps, "window": window, "lora_rank": rank,
+                              "lora_targets": targets, "lora_lr": lora_lr}
+    for arm, arm_runs in runs.items():
+        first = [statistics.fmean(r["rewards"][:window]) for r in arm_runs]
+        last = [statistics.fmean(r["rewards"][-window:]) for r in arm_runs]
+        result[arm] = {"first": statistics.fmean(first), "last": statistics.fmean(last),
+                       "gain": statistics.fmean(b - a for a, b in zip(first, last, strict=True)),
+                       "gain_per_seed": [b - a for a, b in zip(first, last, strict=True)],
+                       "s_per_step": statistics.fmean(r["s_per_step"] for r in arm_runs),
+                       "rewards": [r["rewards"] for r in arm_runs]}
+    return result
+
+
+def format_learning_report(result: dict[str, Any]) -> str:
+    lines = [f"LoRA vs full fine-tuning: seeds {result['seeds']}, {result['steps']} steps, team reward averaged "
+             f"over the first/last {result['window']} steps; LoRA rank {result['lora_rank']} on "
+             f"{result['lora_targets']}, lr {result['lora_lr']}",
+             f"{'arm':6}{'first':>8}{'last':>8}{'gain':>8}{'s/step':>8}   gain per seed"]
+    for arm in ("full", "lora"):
+        r = result[arm]
+        lines.append(f"{arm:6}{r['first']:>8.3f}{r['last']:>8.3f}{r['gain']:>8.3f}{r['s_per_step']:>8.2f}   "
+                     + ", ".join(f"{g:+.3f}" for g in r["gain_per_seed"]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+
+    parser = argparse.ArgumentParser(prog="python -m bench.training.lora_learning", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default=str(QUICKSTART), help="run config with a two-agent team")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--window", type=int, default=10, help="steps averaged at the start and at the end")
+    parser.add_argument("--lora-rank", type=int, default=8)
+    parser.add_argument("--lora-targets", default="all-linear", help="comma-separated module names or all-linear")
+    parser.add_argument("--lora-lr", type=float, default=1e-2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    base = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+    result = compare(base, [int(s) for s in args.seeds.split(",")], steps=args.steps, window=args.window,
+                     rank=args.lora_rank, targets=[t.strip() for t in args.lora_targets.split(",")],
+                     lora_lr=args.lora_lr)
+    print(json.dumps(result) if args.json else format_learning_report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

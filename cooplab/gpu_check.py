@@ -1,0 +1,279 @@
+"""GPU readiness check: the engine's model calls on a CUDA device, on a ~0.5B Qwen2-shaped model.
+
+``scripts/gpu_check.sh`` (or ``python -m cooplab.gpu_check``) builds a model with Qwen2.5-0.5B's
+shape (hidden 896, 24 layers, 14 heads / 2 KV heads, MLP 4864, vocabulary 151,936, tied embeddings:
+494 M parameters) from a config with random weights, and the in-process tokenizer of the tiny
+models: nothing is downloaded. Then, on the device:
+
+1. ``placement``: :func:`engine.models.load_agent` puts every weight and buffer there and a forward
+   answers there;
+2. ``decode``: the engine's sampler (``lean`` decoder; its fast token step is CPU-only, so on CUDA
+   it runs the model's forward with a KV cache) against Hugging Face ``generate``, greedy, float32.
+   Tolerance: the tokens are equal, or where they first differ the model's two candidate logits are
+   within ``TIE_TOLERANCE`` (a near-tie that kernel rounding may break either way). Also the
+   sampler's per-token log-probs against the update's forward over the same tokens:
+   ``max |diff| <= LOGPROB_TOLERANCE[dtype]``;
+3. ``bf16``: the same in bfloat16, plus one MAGRPO training step of two agents (weights change, stay
+   bfloat16, finite loss);
+4. ``mp``: ``parallel_training="mp"`` with both agents on the same GPU (``agent_devices=[dev, dev]``),
+   one training step: both agents train, each on the device.
+
+It prints one line per check, sampling throughput (tokens/s) and step time, and peak allocated
+memory per check. Without a CUDA device it says so and exits 0 (``--require-gpu``: exit 3); a failed
+check exits 1. ``--device cpu --shape tiny`` runs the same checks on a tiny model on the CPU (the
+suite's test of this module).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                       num_key_value_heads=2, vocab_size=151_936, max_position_embeddings=32_768,
+                       rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=1024, max_position_embeddings=2048, tie_word_embeddings=True),
+}
+TIE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.125}  # logit units: where greedy tokens may differ
+LOGPROB_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.25}  # sampler vs update log-probs, per token
+PROMPTS = ["Write about a river in spring.", "Explain why teams share information."]
+EXIT_FAILED, EXIT_NO_GPU = 1, 3
+
+
+@dataclass
+class Check:
+    """One check's outcome, what it measured, and the peak memory while it ran."""
+
+    name: str
+    ok: bool
+    detail: str
+    numbers: dict[str, float] = field(default_factory=dict)
+
+
+def no_gpu_message() -> str | None:
+    """Why there is no CUDA device to check (None when there is one)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    build = torch.version.cuda or "none (a CPU-only build)"
+    return (f"gpu check: no CUDA device: torch.cuda.is_available() is False (torch {torch.__version__}, CUDA "
+            f"build {build}). Nothing was checked. Run it on a machine with an NVIDIA GPU and a CUDA build of "
+            f"torch (install the CUDA torch first, then the project).")
+
+
+def build_model(shape: str, device: str, dtype: Any, seed: int = 0) -> tuple[Any, Any]:
+    """A random Qwen2 of ``shape`` built from a config directly on ``device``, and the tiny tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from engine.models.tiny import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    ids = {"eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.eos_token_id,
+           "pad_token_id": tokenizer.pad_token_id}
+    config = Qwen2Config(**SHAPES[shape], **ids)
+    with torch.random.fork_rng(devices=[]), torch.device(device):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.generation_config.update(**ids)
+    return model.eval(), tokenizer
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _measured(device: str, name: str, fn: Callable[[], Check]) -> Check:
+    """Run a check, adding its peak allocated memory (CUDA) and wall time."""
+    import torch
+
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    try:
+        result = fn()
+    except Exception as exc:  # a check that raises has failed; the others still run
+        result = Check(name, False, f"raised {type(exc).__name__}: {exc}")
+    _sync(device)
+    result.numbers["seconds"] = time.perf_counter() - start
+    if cuda:
+        result.numbers["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return result
+
+
+def check_placement(model: Any, tokenizer: Any, device: str) -> Check:
+    import torch
+
+    from engine.models import load_agent
+
+    placed, _ = load_agent(model, tokenizer=tokenizer, device=device)
+    wrong = [n for n, t in [*placed.named_parameters(), *placed.named_buffers()] if t.device != torch.device(device)
+             and not (t.device.type == torch.device(device).type == "cuda" and t.device.index == 0)]
+    with torch.no_grad():
+        logits = placed(input_ids=torch.tensor([[1, 2, 3]], device=device)).logits
+    ok = not wrong and logits.device.type == torch.device(device).type
+    params = sum(p.numel() for p in placed.parameters())
+    return Check("placement", ok, f"{params / 1e6:.1f} M parameters on {device}" + (f"; off device: {wrong[:3]}"
+                 if wrong else ""), {"parameters_m": params / 1e6})
+
+
+def _first_divergence_gap(model: Any, prompt: list[int], a: list[int], b: list[int]) -> float:
+    """|logit(a_t) - logit(b_t)| at the first t where the greedy continuations differ (0 if none)."""
+    import torch
+
+    t = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    if t is None:
+        return 0.0
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + a[:t]], device=device)).logits[0, -1].float()
+    return abs(float(logits[a[t]] - logits[b[t]]))
+
+
+def check_decode(model: Any, tokenizer: Any, device: str, *, new_tokens: int, dtype_name: str) -> Check:
+    """Greedy lean sampler vs ``generate``, and sampled log-probs vs the update's forward."""
+    import torch
+
+    from engine.sampling import generate_completions
+    from engine.trainer.agents import completion_logits, pack_sequences
+    from engine.trainer.losses import token_logprobs
+
+    common = dict(num_samples=1, max_new_tokens=new_tokens, temperature=1.0, top_p=1.0, top_k=0, do_sample=False)
+    rows: dict[str, list[list[int]]] = {}
+    for decoder in ("lean", "generate"):
+        gen = generate_completions(model, tokenizer, PROMPTS, decoder=decoder, **common)
+        rows[decoder] = [r[m.bool()].tolist() for r, m in zip(gen.completion_ids, gen.completion_mask, strict=True)]
+    prompt_ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
+    gaps = [_first_divergence_gap(model, p, a, b) for p, a, b in zip(prompt_ids, rows["lean"], rows["generate"],
+                                                                     strict=True)]
+    equal = sum(a == b for a, b in zip(rows["lean"], rows["generate"], strict=True))
+    # sampled completions: the sampler's log-probs against the update's forward over the same tokens
+    start = time.perf_counter()
+    sampled = generate_completions(model, tokenizer, PROMPTS, num_samples=4, max_new_tokens=new_tokens,
+                                   temperature=1.0, top_p=1.0, top_k=50, generator=torch.Generator(device=device)
+                                   .manual_seed(0))
+    _sync(device)
+    seconds = time.perf_counter() - start
+    mask = sampled.completion_mask.bool()
+    completions = [r[m].tolist() for r, m in zip(sampled.completion_ids, mask, strict=True)]
+    prompts_k = [p for p in prompt_ids for _ in range(4)]
+    batch = pack_sequences(prompts_k, completions, pad_id=tokenizer.pad_token_id, device=torch.device(device))
+    with torch.no_grad():
+        forward = token_logprobs(completion_logits(model, batch, batch.completion_ids.shape[1]), batch.completion_ids)
+    width = forward.shape[1]
+    diff = ((forward.float() - sampled.token_logprobs[:, :width].float()).abs() * batch.completion_mask).max()
+    gap_ok = all(g <= TIE_TOLERANCE[dtype_name] for g in gaps)
+    ok = gap_ok and float(diff) <= LOGPROB_TOLERANCE[dtype_name]
+    return Check(f"decode_{dtype_name}", ok,
+                 f"greedy rows equal to generate: {equal}/{len(PROMPTS)} (first-divergence logit gaps "
+                 f"{[round(g, 5) for g in gaps]} <= {TIE_TOLERANCE[dtype_name]}); sampler vs update log-probs max "
+                 f"|diff| {float(diff):.2e} <= {LOGPROB_TOLERANCE[dtype_name]}",
+                 {"sample_tokens_per_s": int(mask.sum()) / seconds, "logprob_max_diff": float(diff)})
+
+
+def _length_reward(completions1: list[str], completions2: list[str]) -> list[float]:
+    return [len(b) / 100.0 - abs(len(a) - 20) / 100.0 for a, b in zip(completions1, completions2, strict=True)]
+
+
+def check_training(models: list[Any], tokenizer: Any, device: str, *, name: str, new_tokens: int,
+                   mp: bool) -> Check:
+    """One MAGRPO step of two agents on ``device`` (``mp``: both in parallel, on the same device)."""
+    import torch
+
+    from engine import MAGRPOConfig, MAGRPOTrainer
+    from engine.sinks import MemorySink
+
+    before = [next(p for p in m.parameters() if p.requires_grad).detach().clone() for m in models]
+    config = MAGRPOConfig(num_turns=1, num_generations=2, max_new_tokens=new_tokens, max_steps=1,
+                          num_train_epochs=1, rollout_buffer_size=1, eval_interval=0, logging_steps=1,
+                          agent_learning_rate=1e-4, agent_devices=[device, device] if mp else [device],
+                          **({"parallel_training": "mp"} if mp else {}))
+    sink = MemorySink()
+    trainer = MAGRPOTrainer(agents=models, tokenizer=[tokenizer, tokenizer], reward_func=_length_reward,
+                            train_dataset=[{"prompt": p} for p in PROMPTS], args=config)
+    try:
+        trainer.train(sink=sink)
+    finally:
+        trainer.close()
+    metrics = sink.steps[-1].metrics
+    changed = [not torch.equal(b, next(p for p in m.parameters() if p.requires_grad)) for b, m in
+               zip(before, models, strict=True)]
+    on_device = all(a.device == torch.device(device) or (a.device.type == "cuda" and device == "cuda")
+                    for a in trainer.agents)
+    dtypes = sorted({str(p.dtype).removeprefix("torch.") for m in models for p in m.parameters()})
+    finite = all(v == v for k, v in metrics.items() if isinstance(v, float))  # no NaN in the reported metrics
+    ok = all(changed) and on_device and finite and trainer.args.parallel_training == ("mp" if mp else "none")
+    return Check(name, ok, f"agents trained: {changed}, on {device}: {on_device}, dtypes {dtypes}, "
+                 f"parallel_training={trainer.args.parallel_training}, finite metrics: {finite}",
+                 {"step_s": metrics["perf/step_time_s"], "generate_s": metrics["perf/generate_s"],
+                  "update_s": metrics["perf/update_s"], "tokens_per_s": metrics["perf/tokens_per_s"]})
+
+
+def run_checks(device: str = "cuda", shape: str = "qwen2-0.5b", new_tokens: int = 32,
+               report: Callable[[Check], None] = lambda c: None) -> list[Check]:
+    """Every check in turn (see the module docstring); ``report`` sees each result as it comes."""
+    import torch
+
+    results: list[Check] = []
+
+    def run(name: str, fn: Callable[[], Check]) -> None:
+        results.append(_measured(device, name, fn))
+        report(results[-1])
+
+    fp32, tok = build_model(shape, device, torch.float32)
+    run("placement", lambda: check_placement(fp32, tok, device))
+    run("decode_float32", lambda: check_decode(fp32, tok, device, new_tokens=new_tokens, dtype_name="float32"))
+    fp32 = None  # free the float32 model before the two bfloat16 agents
+    bf16 = [build_model(shape, device, torch.bfloat16, seed=s)[0] for s in (0, 1)]
+    run("decode_bfloat16", lambda: check_decode(bf16[0], tok, device, new_tokens=new_tokens, dtype_name="bfloat16"))
+    run("bf16_training",
+        lambda: check_training(bf16, tok, device, name="bf16_training", new_tokens=new_tokens, mp=False))
+    run("mp_same_device",
+        lambda: check_training(bf16, tok, device, name="mp_same_device", new_tokens=new_tokens, mp=True))
+    return results
+
+
+def _print(check: Check) -> None:
+    numbers = ", ".join(f"{k} {v:.3g}" for k, v in check.numbers.items())
+    print(f"[{'PASS' if check.ok else 'FAIL'}] {check.name}: {check.detail} ({numbers})", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/gpu_check.sh", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:1, ... (cpu: a self-test with --shape tiny)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2-0.5b")
+    parser.add_argument("--new-tokens", type=int, default=32, help="completion length of every check")
+    parser.add_argument("--require-gpu", action="store_true", help=f"exit {EXIT_NO_GPU} when there is no GPU")
+    parser.add_argument("--json", action="store_true", help="also print every result as one JSON line")
+    args = parser.parse_args(argv)
+    if args.device.startswith("cuda"):
+        message = no_gpu_message()
+        if message is not None:
+            print(message)
+            return EXIT_NO_GPU if args.require_gpu else 0
+        import torch
+
+        print(f"gpu check on {torch.cuda.get_device_name(args.device)} (torch {torch.__version__}, "
+              f"CUDA {torch.version.cuda}), shape {args.shape}", flush=True)
+    results = run_checks(args.device, args.shape, args.new_tokens, report=_print)
+    if args.json:
+        print(json.dumps([asdict(r) for r in results]))
+    failed = [r.name for r in results if not r.ok]
+    print(f"gpu check: {len(results) - len(failed)}/{len(results)} passed" + (f"; failed: {failed}" if failed else ""))
+    return EXIT_FAILED if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""The real-model benchmark on a built-in model source: equal work (no EOS), the report, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.training.real_model import comlrl_installed, format_real_report, run_real_bench
+from bench.training.workload import Workload, never_eos, setup_agents
+
+TINY = Workload(model="builtin:tiny-llama", steps=1, warmup_steps=0, max_new_tokens=4, num_generations=2,
+                items_per_update=1, full_length=True)
+
+
+def test_full_length_makes_every_completion_run_to_its_cap() -> None:
+    from engine.sampling import generate_completions
+
+    models, tokenizers = setup_agents(Workload(model="builtin:tiny-llama", num_agents=1, full_length=True))
+    pad = tokenizers[0].pad_token
+    gen = generate_completions(models[0], tokenizers[0], ["Count to 3:", "Hi"], num_samples=4, max_new_tokens=12,
+                               temperature=1.0, top_p=1.0, top_k=0)
+    assert gen.completion_mask.sum(dim=1).tolist() == [12] * 8
+    assert tokenizers[0].pad_token == pad and tokenizers[0].eos_token_id >= models[0].config.vocab_size
+    with pytest.raises(ValueError, match="cannot make EOS unreachable"):
+        models[0].resize_token_embeddings(len(tokenizers[0]) + 1)
+        never_eos(models[0], tokenizers[0])
+
+
+def test_real_model_bench_reports_coop_lab_alone_or_against_comlrl() -> None:
+    result = run_real_bench(TINY, isolate=False, vs_comlrl=False)
+    engine = result["engine"]
+    assert engine["tokens_per_step"] == 2 * 1 * 2 * 4 and engine["s_per_1k_tokens"] > 0
+    assert engine["step_s_median"] > 0 and set(engine["phases"]) >= {"generate_s", "update_s"}
+    assert engine["peak_mem_mb"] > 0 and "comlrl" not in result
+    report = format_real_report(result)
+    assert "builtin:tiny-llama" in report and "(forced: no EOS)" in report
+    assert "CoMLRL is not installed: CoopLab alone" in report
+    assert comlrl_installed() in (True, False)
+
+
+def test_a_model_source_is_required() -> None:
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="needs a model source"):
+        run_real_bench(replace(TINY, model=None), isolate=False)

@@ -1,0 +1,53 @@
+"""The GPU readiness check: its clean exit without a CUDA device, and every check on a tiny model on the CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cooplab.gpu_check import EXIT_NO_GPU, main, run_checks
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_CUDA = "a CUDA device is present here, so the no-GPU path cannot be exercised"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason=NO_CUDA)
+def test_the_script_says_there_is_no_gpu_and_exits_cleanly() -> None:
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PY": sys.executable}, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "no CUDA device: torch.cuda.is_available() is False" in proc.stdout
+    assert "Nothing was checked" in proc.stdout and "[PASS]" not in proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason=NO_CUDA)
+def test_require_gpu_turns_the_missing_gpu_into_an_exit_status(capsys) -> None:
+    assert main(["--require-gpu"]) == EXIT_NO_GPU
+    assert "no CUDA device" in capsys.readouterr().out
+
+
+def test_every_check_passes_on_a_tiny_model_on_the_cpu() -> None:
+    results = run_checks("cpu", "tiny", new_tokens=4)
+    assert [r.name for r in results] == ["placement", "decode_float32", "decode_bfloat16", "bf16_training",
+                                         "mp_same_device"]
+    failed = [(r.name, r.detail) for r in results if not r.ok]
+    assert not failed
+    decode = results[1]
+    assert decode.numbers["logprob_max_diff"] <= 1e-3 and decode.numbers["sample_tokens_per_s"] > 0
+    assert "parallel_training=mp" in results[-1].detail and "bfloat16" in results[-2].detail
+
+
+def test_a_check_that_raises_is_a_failure_naming_the_error() -> None:
+    from cooplab.gpu_check import _measured
+
+    def broken():
+        raise RuntimeError("CUDA out of memory")
+
+    result = _measured("cpu", "decode_float32", broken)
+    assert not result.ok and result.name == "decode_float32"
+    assert result.detail == "raised RuntimeError: CUDA out of memory" and result.numbers["seconds"] >= 0
