@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart.yaml"
+from engine.examples import example_path
+
+QUICKSTART = example_path("quickstart")
 
 
 def arm_config(base: dict[str, Any], *, lora: bool, seed: int, steps: int, rank: int, targets: list[str],

@@ -54,7 +54,8 @@ def test_the_form_layout_comes_from_the_schemas() -> None:
     # an agent's row: the per-agent overrides in the grid, tokenizer and model kwargs further down
     assert [f.name for f in placed_forms(AgentSpec, "main")] == ["device", "learning_rate", "temperature", "top_p",
                                                                  "top_k", "max_new_tokens"]
-    assert [f.name for f in placed_forms(AgentSpec, "more")] == ["tokenizer", "model_kwargs"]
+    assert [f.name for f in placed_forms(AgentSpec, "more")] == ["tokenizer", "model_kwargs", "lora_rank", "lora_alpha",
+                                                                "lora_dropout", "lora_target_modules"]
 
 
 def test_text_fields_round_trip_and_name_bad_input() -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine.preflight import check_preflight, preflight_problems
+from engine.settings.catalog import MAX_NEW_TOKENS_LIMIT
 from engine.sources import SMOLLM2_CONTEXT, TINY_CONTEXT, TINY_SIZES, builtin_names, inspect_source
-from engine.spec import MAX_NEW_TOKENS_LIMIT, ConfigError, parse_run_config
+from engine.spec import ConfigError, parse_run_config
 
 
 @pytest.fixture(scope="module")

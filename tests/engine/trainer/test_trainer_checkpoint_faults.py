@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine import folders
+from engine.lora import weights as lora_weights
 from engine.trainer import checkpoint as ckpt
 from engine.trainer.checkpoint import CheckpointWriteError
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
@@ -57,7 +58,7 @@ def test_a_permission_error_names_the_folder(team, tmp_path, monkeypatch) -> Non
     def refuse(model, filename, *args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied", filename)
 
-    monkeypatch.setattr(ckpt, "save_model", refuse)
+    monkeypatch.setattr(lora_weights, "save_model", refuse)
     trainer = make_trainer(team, fast_config(max_steps=1))
     with pytest.raises(CheckpointWriteError) as caught:
         trainer.save_checkpoint(tmp_path / "checkpoint-1")
@@ -90,7 +91,7 @@ def test_a_library_error_quoting_the_errno_counts_as_that_errno(team, tmp_path, 
     def failing(model, filename, *args, **kwargs):  # what safetensors raises when a write hits ENOSPC
         raise Exception("Error while serializing: I/O error: No space left on device (os error 28)")
 
-    monkeypatch.setattr(ckpt, "save_model", failing)
+    monkeypatch.setattr(lora_weights, "save_model", failing)
     monkeypatch.setattr(folders.shutil, "disk_usage", lambda path: Usage(20 << 30, 0, 3 << 20))
     trainer = make_trainer(team, fast_config(max_steps=1))
     with pytest.raises(CheckpointWriteError, match=r"^no space left on device writing checkpoint .*3.0 MiB free"):
