@@ -96,11 +96,41 @@ def grid_points(dims: Sequence[Dimension]) -> list[dict[str, Any]]:
 
 
 def random_points(dims: Sequence[Dimension], samples: int, seed: int) -> list[dict[str, Any]]:
-    """``samples`` points drawn with ``random.Random(seed)``: the same seed gives the same points."""
+    """``samples`` different points drawn with ``random.Random(seed)``: the same seed gives the same
+    points. A space of lists alone has finitely many points: asking for more is an error, and the
+    points are drawn without replacement (a repeated point would only rerun the same config)."""
     if samples < 1:
         raise StudySpaceError(f"samples: random search needs at least 1 point, got {samples}")
     rng = random.Random(seed)
-    return [{d.path: d.sample(rng) for d in dims} for _ in range(samples)]
+    if all(d.kind == "values" for d in dims):
+        sizes = [len(d.values) for d in dims]
+        total = math.prod(sizes)
+        if samples > total:
+            raise StudySpaceError(f"samples: these lists of values make only {total} different points, so "
+                                  f"{samples} random points would repeat some; ask for at most {total} "
+                                  f"(or use method: grid)")
+        return [_point_at(dims, sizes, index) for index in rng.sample(range(total), samples)]
+    points: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for _ in range(100 * samples):
+        point = {d.path: d.sample(rng) for d in dims}
+        key = tuple(repr(v) for v in point.values())
+        if key not in seen:
+            seen.add(key)
+            points.append(point)
+            if len(points) == samples:
+                return points
+    raise StudySpaceError(f"samples: could not draw {samples} different points from this space (it has too "
+                          f"few); ask for fewer points or widen the ranges")
+
+
+def _point_at(dims: Sequence[Dimension], sizes: Sequence[int], index: int) -> dict[str, Any]:
+    """The ``index``-th combination of the dimensions' values in grid order (the first varying slowest)."""
+    chosen = []
+    for size in reversed(sizes):
+        index, digit = divmod(index, size)
+        chosen.append(digit)
+    return {d.path: d.values[i] for d, i in zip(dims, reversed(chosen), strict=True)}
 
 
 def seed_list(seeds: int | Sequence[int], study_seed: int) -> list[int]:

@@ -57,6 +57,20 @@ def test_random_points_are_reproducible_from_the_study_seed_and_stay_in_range() 
     assert [t.seed for t in trials[:2]] == [11, 12]
 
 
+def test_random_points_never_repeat_a_point() -> None:
+    lists = parse_space({LR: [0.001, 0.01, 0.1], K: [2, 4]})
+    drawn = random_points(lists, 6, 0)  # every one of the 3 x 2 points, in a seeded order
+    assert sorted((p[LR], p[K]) for p in drawn) == sorted((lr, k) for lr in (0.001, 0.01, 0.1) for k in (2, 4))
+    assert drawn == random_points(lists, 6, 0) and drawn != random_points(lists, 6, 1)
+    assert all(p in grid_points(lists) for p in random_points(lists, 2, 5))
+    with pytest.raises(StudySpaceError, match="only 6 different points"):
+        random_points(lists, 7, 0)
+    small = parse_space({K: {"int": [2, 3]}, "agents.0.name": ["a"]})  # a range with two values
+    assert sorted(p[K] for p in random_points(small, 2, 0)) == [2, 3]
+    with pytest.raises(StudySpaceError, match="could not draw 3 different points"):
+        random_points(small, 3, 0)
+
+
 def test_paths_reach_into_lists_of_agents() -> None:
     config = tiny_config()
     set_path(config, "agents.1.model", "builtin:tiny-qwen2")
