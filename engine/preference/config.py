@@ -70,6 +70,14 @@ MADPOConfig = config_class(
 
 
 
+def _comparator_problems(config: ConfigModel) -> None:
+    """A checkpoint comparator needs comparator_policy='model' (the policy that samples fixed weights)."""
+    if config.comparator_checkpoint is not None and config.comparator_policy != "model":
+        raise ValueError(f"comparator_checkpoint: a checkpoint is the comparator of comparator_policy='model' "
+                         f"(this config has {config.comparator_policy!r}); set comparator_policy to 'model' or "
+                         f"leave comparator_checkpoint empty")
+
+
 class _Iterative(_Preference):
     iterative = True
 
@@ -77,10 +85,11 @@ class _Iterative(_Preference):
         if self.preference_pairs_per_sample is None:
             raise ValueError("preference_pairs_per_sample: the iterative trainers need a number (it fixes the steps "
                              "of an iteration)")
+        _comparator_problems(self)
         super().__post_init__()
 
 
-ITERATIVE_SETTINGS = ("num_iterations", "comparator_policy", "comparator_history_k")
+ITERATIVE_SETTINGS = ("num_iterations", "comparator_policy", "comparator_history_k", "comparator_checkpoint")
 MADPOIterConfig = config_class(
     "MADPOIterConfig", (*MADPOConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
     defaults={**MADPO_DEFAULTS, "num_train_epochs": 1, "preference_num_candidates": 20,
@@ -148,6 +157,10 @@ MARLHFConfig = config_class(
 
 class _IterativeLearnedReward(_LearnedReward):
     iterative = True
+
+    def __post_init__(self) -> None:
+        _comparator_problems(self)
+        super().__post_init__()
 
 
 MARLHFIterConfig = config_class(

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from engine.lora.weights import load_weights_file
+from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
 from engine.sinks.base import Sink
 from engine.trainer.loop import TrainLoopMixin, TrainResult
 from engine.trainer.rollout import TreeBuilder
@@ -41,6 +43,12 @@ class ComparatorIterations:
         self.total_pairs = 0
         self.snapshots: dict[int, list[dict[str, torch.Tensor]]] = {0: self._weights()}
         self._comparator_tree: TreeBuilder | None = None
+        self._checkpoint_loaded = False
+        path = self.args.comparator_checkpoint
+        if path is not None:  # refused now, before any sampling, when the folder cannot be the comparator
+            problem = comparator_checkpoint_problem(path, self.num_agents, self._model_groups()[1])
+            if problem is not None:
+                raise FileNotFoundError(f"comparator_checkpoint: {problem}")
 
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
               checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
@@ -63,7 +71,7 @@ class ComparatorIterations:
         self.iteration = iteration
         self.snapshots.setdefault(iteration, self._weights())
         source = self.comparator_iteration
-        self.collector.comparator_tree = None if source is None else self._comparator(self.snapshots[source])
+        self.collector.comparator_tree = None if source is None else self._comparator_for(source)
         keep = {0, iteration} | ({source} if source is not None else set())
         keep |= {iteration - k for k in range(1, (self.args.comparator_history_k or 1) + 1)}
         self.snapshots = {r: w for r, w in self.snapshots.items() if r in keep}
@@ -79,8 +87,22 @@ class ComparatorIterations:
         models, _ = self._model_groups()
         return [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()} for m in models]
 
-    def _comparator(self, weights: list[dict[str, torch.Tensor]]) -> TreeBuilder:
-        """Frozen copies of the agents' models with ``weights``, sampling as the candidates do."""
+    def _comparator_for(self, source: int) -> TreeBuilder:
+        """The comparator of this iteration: the snapshot ``source``, or with ``comparator_checkpoint``
+        (comparator_policy='model') the checkpoint's weights, read once."""
+        path = self.args.comparator_checkpoint
+        if path is None:
+            return self._comparator(self.snapshots[source])
+        tree = self._comparator(None)
+        if not self._checkpoint_loaded:
+            for u, model in enumerate(self._comparator_copies):
+                load_weights_file(model, Path(path) / f"model_{u}.safetensors")
+            self._checkpoint_loaded = True
+        return tree
+
+    def _comparator(self, weights: list[dict[str, torch.Tensor]] | None) -> TreeBuilder:
+        """Frozen copies of the agents' models with ``weights`` (None: as they are), sampling as the
+        candidates do."""
         if self._comparator_tree is None:
             models, which = self._model_groups()
             copies = [copy.deepcopy(m).eval().requires_grad_(False) for m in models]
@@ -90,7 +112,7 @@ class ComparatorIterations:
             self._comparator_tree = TreeBuilder(agents, candidates.reward, None, candidates.settings,
                                                 pool=candidates.pool)
             self._comparator_copies = copies
-        for model, state in zip(self._comparator_copies, weights, strict=True):
+        for model, state in zip(self._comparator_copies, weights or [], strict=weights is not None):
             model.load_state_dict(state)
         return self._comparator_tree
 
@@ -108,4 +130,4 @@ class ComparatorIterations:
         self.snapshots = {int(r): w for r, w in saved["snapshots"]}
         source = self.comparator_iteration
         if self.iteration >= 0 and source is not None:
-            self.collector.comparator_tree = self._comparator(self.snapshots[source])
+            self.collector.comparator_tree = self._comparator_for(source)

@@ -231,6 +231,9 @@ CATALOG: dict[str, Setting] = {
                             "policy comparator_history_k iterations back (history)."),
     "comparator_history_k": _s("preference", int | None, None, "Iterations back for comparator_policy='history' "
                                "(empty = 1).", ge=1),
+    "comparator_checkpoint": _s("preference", str | None, None, "A checkpoint folder (checkpoint-N of an earlier "
+                                "run with the same team) whose agent weights the comparator samples with; needs "
+                                "comparator_policy='model' (empty: 'model' is the initial policy)."),
     # --- learned reward (marlhf) ---------------------------------------------------------------
     "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo"], "magrpo",
                        "The MAGRPO-family baseline that optimises the team against the learned reward.",
