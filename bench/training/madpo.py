@@ -20,16 +20,8 @@ import statistics
 from dataclasses import asdict, replace
 from typing import Any
 
-from bench.training.workload import (
-    Workload,
-    clock,
-    dataset,
-    formatters,
-    length_ratio_reward,
-    peak_memory_mb,
-    setup_agents,
-    summarize,
-)
+from bench.training import workload as wl
+from bench.training.workload import Workload
 
 
 def madpo_workload(w: Workload) -> Workload:
@@ -49,7 +41,7 @@ def _settings(w: Workload) -> dict[str, Any]:
 
 
 def _items(w: Workload) -> list[dict[str, str]]:
-    return dataset(replace(w, items_per_update=1))  # one item per DPO step
+    return wl.dataset(replace(w, items_per_update=1))  # one item per DPO step
 
 
 def _collection(started: tuple[float, float], ended: tuple[float, float], items: int, pairs: int) -> dict[str, Any]:
@@ -62,22 +54,22 @@ def run_engine_madpo(w: Workload) -> dict[str, Any]:
     from bench.training.parts import _ClockSink
     from engine import MADPOConfig, MADPOTrainer
 
-    models, tokenizers = setup_agents(w)
+    models, tokenizers = wl.setup_agents(w)
     config = MADPOConfig(**_settings(w), seed=w.seed, items_per_step=w.items_per_step, fast_decode=w.fast_decode,
                          logging_steps=1)
     trainer = MADPOTrainer(agents=models, tokenizer=tokenizers, train_dataset=_items(w),
-                           reward_func=length_ratio_reward, formatters=formatters(w.num_agents), args=config)
+                           reward_func=wl.length_ratio_reward, formatters=wl.formatters(w.num_agents), args=config)
     try:
-        started = clock()
+        started = wl.clock()
         pairs = trainer.collect_pairs()
-        collected = clock()
+        collected = wl.clock()
         sink = _ClockSink()
         sink.mark()
         trainer.train(sink=sink)  # the collection is done: the DPO steps only
     finally:
         trainer.close()
-    return {**summarize(sink.marks, w), **_collection(started, collected, len(_items(w)), len(pairs)),
-            "steps": len(sink.marks) - 1, "peak_mem_mb": peak_memory_mb()}
+    return {**wl.summarize(sink.marks, w), **_collection(started, collected, len(_items(w)), len(pairs)),
+            "steps": len(sink.marks) - 1, "peak_mem_mb": wl.peak_memory_mb()}
 
 
 def run_comlrl_madpo(w: Workload) -> dict[str, Any]:
@@ -88,9 +80,9 @@ def run_comlrl_madpo(w: Workload) -> dict[str, Any]:
     from comlrl.trainers.preference.madpo import MADPOConfig, MADPOTrainer
     from datasets import Dataset
 
-    models, tokenizers = setup_agents(w)
+    models, tokenizers = wl.setup_agents(w)
     trainer = MADPOTrainer(agents=models, tokenizer=tokenizers, train_dataset=Dataset.from_list(_items(w)),
-                           reward_func=length_ratio_reward, formatters=formatters(w.num_agents),
+                           reward_func=wl.length_ratio_reward, formatters=wl.formatters(w.num_agents),
                            args=MADPOConfig(**_settings(w), logging_steps=1), wandb_config=None)
     trainer.verbose = False
     marks: list[tuple[float, float]] = []
@@ -98,15 +90,15 @@ def run_comlrl_madpo(w: Workload) -> dict[str, Any]:
     build, update = trainer._build_preference_dataset, trainer._update_from_preference_batch
 
     def timed_build(*args: Any, **kwargs: Any) -> Any:
-        seen["started"] = clock()
+        seen["started"] = wl.clock()
         pairs = build(*args, **kwargs)
-        seen["collected"], seen["pairs"] = clock(), len(pairs)
-        marks.append(clock())
+        seen["collected"], seen["pairs"] = wl.clock(), len(pairs)
+        marks.append(wl.clock())
         return pairs
 
     def timed_update(*args: Any, **kwargs: Any) -> Any:
         result = update(*args, **kwargs)
-        marks.append(clock())
+        marks.append(wl.clock())
         return result
 
     trainer._build_preference_dataset, trainer._update_from_preference_batch = timed_build, timed_update
@@ -114,8 +106,8 @@ def run_comlrl_madpo(w: Workload) -> dict[str, Any]:
 
     random.seed(w.seed)  # CoMLRL shuffles the pairs with the global RNG
     trainer.train()
-    return {**summarize(marks, w), **_collection(seen["started"], seen["collected"], len(_items(w)), seen["pairs"]),
-            "steps": len(marks) - 1, "peak_mem_mb": peak_memory_mb()}
+    return {**wl.summarize(marks, w), **_collection(seen["started"], seen["collected"], len(_items(w)), seen["pairs"]),
+            "steps": len(marks) - 1, "peak_mem_mb": wl.peak_memory_mb()}
 
 
 def run_madpo_bench(w: Workload, *, vs_comlrl: bool = False, isolate: bool = True, rounds: int = 1) -> dict[str, Any]:
@@ -154,14 +146,12 @@ def run_madpo_bench(w: Workload, *, vs_comlrl: bool = False, isolate: bool = Tru
 def format_madpo_report(result: dict[str, Any]) -> str:
     """A plain-text table of the MADPO benchmark result."""
     w = result["workload"]
-    lines = [
-        f"MADPO workload: {w['num_agents']} agents, tiny-{w['arch']}-{w['size']}, {w['num_generations']} candidates "
-        f"per agent and item, {w['max_new_tokens']} new tokens (no EOS), {w['items_per_update']} pairs per item and "
-        f"per DPO step, {w['steps']} timed steps after {w['warmup_steps']} warm-up, x{result['rounds']} rounds, "
-        f"{w['threads']} thread(s)",
-        f"{'':15}{'pairs':>6}{'collect CPU s/item':>19}{'collect wall s/item':>20}{'DPO CPU s/step':>15}"
-        f"{'DPO wall s/step':>16}{'peak MiB':>9}   (medians)",
-    ]
+    header = (f"{'':15}{'pairs':>6}{'collect CPU s/item':>19}{'collect wall s/item':>20}{'DPO CPU s/step':>15}"
+              f"{'DPO wall s/step':>16}{'peak MiB':>9}   (medians)")
+    lines = [f"MADPO workload: {w['num_agents']} agents, tiny-{w['arch']}-{w['size']}, {w['num_generations']} "
+             f"candidates per agent and item, {w['max_new_tokens']} new tokens (no EOS), {w['items_per_update']} "
+             f"pairs per item and per DPO step, {w['steps']} timed steps after {w['warmup_steps']} warm-up, "
+             f"x{result['rounds']} rounds, {w['threads']} thread(s)", header]
     for name in ("engine", "engine_batched", "comlrl"):
         part = result.get(name)
         if part is not None:
