@@ -189,7 +189,8 @@ TRAINER_SETTINGS = (
     "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",
     "reward_learning_rate", "reward_num_train_epochs", "reward_train_batch_size", "reward_max_length",
     "reward_freeze_backbone", "num_iterations", "comparator_policy", "comparator_history_k",
-    "comparator_checkpoint",
+    "comparator_checkpoint", "preference_replay_mode", "preference_replay_k", "preference_replay_lambda",
+    "preference_replay_sample_size",
 )
 TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import random
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import torch
 
 from engine.lora.weights import load_weights_file
 from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
+from engine.preference.pairs import PreferencePair
+from engine.preference.replay import replay_pairs, shards_kept
 from engine.sinks.base import Sink
 from engine.trainer.loop import TrainLoopMixin, TrainResult
 from engine.trainer.rollout import TreeBuilder
@@ -44,6 +47,9 @@ class ComparatorIterations:
         self.snapshots: dict[int, list[dict[str, torch.Tensor]]] = {0: self._weights()}
         self._comparator_tree: TreeBuilder | None = None
         self._checkpoint_loaded = False
+        self.replay_shards: list[list[PreferencePair]] = []  # pairs of past iterations replay may draw
+        self.training_pairs: list[PreferencePair] = []  # what the iteration trains on
+        self._replay_rng = random.Random(self.args.seed * 7919 + 3)
         path = self.args.comparator_checkpoint
         if path is not None:  # refused now, before any sampling, when the folder cannot be the comparator
             problem = comparator_checkpoint_problem(path, self.num_agents, self._model_groups()[1])
@@ -77,11 +83,24 @@ class ComparatorIterations:
         self.snapshots = {r: w for r, w in self.snapshots.items() if r in keep}
         self.collector.reset()
 
+    def mix_replay(self) -> list[PreferencePair]:
+        """The iteration's collected pairs become a replay shard; the pairs to train on are drawn by
+        ``preference_replay_mode`` (:mod:`engine.preference.replay`). Call once per iteration."""
+        cfg = self.args
+        self.replay_shards.append(list(self.collector.pairs))
+        keep = shards_kept(cfg.preference_replay_mode, cfg.preference_replay_k)
+        self.replay_shards = self.replay_shards[-keep:] if keep else self.replay_shards
+        self.training_pairs = replay_pairs(self.replay_shards, cfg.preference_replay_mode, self._replay_rng,
+                                           k=cfg.preference_replay_k, lam=cfg.preference_replay_lambda,
+                                           sample_size=cfg.preference_replay_sample_size)
+        return self.training_pairs
+
     def iteration_metrics(self) -> dict[str, float]:
         """CoMLRL's ``iter/...`` keys."""
         return {"iter/current_iteration": float(self.iteration + 1),
                 "iter/current_preference_pairs": float(len(self.collector.pairs)),
-                "iter/total_preference_pairs": float(self.total_pairs)}
+                "iter/total_preference_pairs": float(self.total_pairs),
+                "iter/train_preference_pairs": float(len(self.training_pairs))}
 
     def _weights(self) -> list[dict[str, torch.Tensor]]:
         models, _ = self._model_groups()
@@ -118,8 +137,13 @@ class ComparatorIterations:
 
     def _training_state(self) -> dict[str, Any]:
         state = super()._training_state()
+        where = {id(p): [s, i] for s, shard in enumerate(self.replay_shards) for i, p in enumerate(shard)}
+        version, internal, gauss = self._replay_rng.getstate()
         state["iterative"] = {"iteration": self.iteration, "total_pairs": self.total_pairs,
-                              "snapshots": [[r, w] for r, w in sorted(self.snapshots.items())]}
+                              "snapshots": [[r, w] for r, w in sorted(self.snapshots.items())],
+                              "replay_shards": [[p.to_state() for p in shard] for shard in self.replay_shards],
+                              "training_pairs": [where[id(p)] for p in self.training_pairs],
+                              "replay_rng": [version, list(internal), gauss]}
         return state
 
     def _restore_training_state(self, state: dict[str, Any]) -> None:
@@ -128,6 +152,10 @@ class ComparatorIterations:
         self.iteration = int(saved["iteration"])
         self.total_pairs = int(saved["total_pairs"])
         self.snapshots = {int(r): w for r, w in saved["snapshots"]}
+        self.replay_shards = [[PreferencePair.from_state(p) for p in shard] for shard in saved["replay_shards"]]
+        self.training_pairs = [self.replay_shards[s][i] for s, i in saved["training_pairs"]]
+        version, internal, gauss = saved["replay_rng"]
+        self._replay_rng.setstate((version, tuple(internal), gauss))
         source = self.comparator_iteration
         if self.iteration >= 0 and source is not None:
             self.collector.comparator_tree = self._comparator_for(source)
