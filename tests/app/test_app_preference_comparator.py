@@ -3,6 +3,8 @@ earlier run of the experiment; a checkpoint folder that no longer exists is refu
 
 from __future__ import annotations
 
+import shutil
+
 from db.store import Store
 from engine.spec import RunConfig
 from tests.engine.preference.pref_helpers import fast_config, make_trainer
@@ -41,6 +43,14 @@ def test_a_checkpoint_of_an_earlier_run_is_the_comparator(app, store: Store, tmp
     assert (trainer["comparator_policy"], trainer["comparator_checkpoint"]) == ("model", str(kept))
     gen = at.session_state["exp_gen"]  # the saved experiment is loaded again into a fresh form
     assert at.selectbox(key=f"ed{gen}.trainer.comparator").value == f"checkpoint:{kept}"
+    at.button(key="exp_launch").click().run()  # the saved config passes the launch checks: queued
+    assert not at.exception and len(store.list_runs(experiment)) == 2
+    shutil.rmtree(kept)  # deleted after saving: the launch checks refuse it, naming the folder
+    at.button(key="exp_launch").click().run()
+    assert any(f"the checkpoint folder {kept} does not exist" in e.value for e in at.error)
+    assert len(store.list_runs(experiment)) == 2
+    make_trainer(fast_config()).save_checkpoint(kept)
+    at.run()
 
     at.selectbox(key=f"ed{gen}.trainer.comparator").set_value(f"checkpoint:{deleted}").run()
     assert any(f"the checkpoint folder {deleted} does not exist" in e.value for e in at.error)
