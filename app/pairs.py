@@ -3,7 +3,9 @@
 The preference trainers (``madpo``, ``madpo_iter``) store each sampled pair of a step as two
 training episodes: the winner at sample ``2n``, the loser at ``2n + 1``, with the team rewards and
 the signed reward gap as advantage (``engine.preference.madpo.pair_episodes``); no table of their
-own is needed. This module puts them back together for the transcripts view.
+own is needed. This module puts them back together for the transcripts view, and selects them by
+reward gap (every stored pair episode carries its pair's gap, so a pair is selectable even when the
+filters left out its other side).
 """
 
 from __future__ import annotations
@@ -44,3 +46,25 @@ def pair_title(index: int, winner: EpisodeView, loser: EpisodeView) -> str:
     item = f" · item {winner.item_index}" if winner.item_index is not None else ""
     return (f"pair {index}{item} · winner {winner.reward:.3f} · loser {loser.reward:.3f} · "
             f"reward gap {winner.reward - loser.reward:+.3f}")
+
+
+def pair_gap(episode: EpisodeView) -> float | None:
+    """The reward gap of the pair a stored training episode belongs to (its advantage column holds the
+    signed gap: + winner, - loser); None for an eval episode, which is no pair."""
+    if episode.split != "train" or not episode.turns:
+        return None
+    return abs(episode.turns[0].advantage)
+
+
+def pairs_by_gap(pairs: Sequence[tuple[EpisodeView, EpisodeView | None]], min_gap: float | None = None,
+                 max_gap: float | None = None) -> list[tuple[EpisodeView, EpisodeView | None]]:
+    """The pairs whose reward gap lies in ``[min_gap, max_gap]`` (None: unbounded); with a bound set,
+    episodes that are no pair (eval) are left out."""
+    if min_gap is None and max_gap is None:
+        return list(pairs)
+    kept = []
+    for winner, loser in pairs:
+        gap = pair_gap(winner)
+        if gap is not None and (min_gap is None or gap >= min_gap) and (max_gap is None or gap <= max_gap):
+            kept.append((winner, loser))
+    return kept

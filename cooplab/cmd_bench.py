@@ -14,7 +14,11 @@ def register(app: typer.Typer) -> None:
     @app.command("bench")
     def bench(
         vs_comlrl: bool = typer.Option(
-            False, "--vs-comlrl", help="Also run CoMLRL 1.4.3's MAGRPOTrainer on the same workload."
+            False, "--vs-comlrl", help="Also run CoMLRL 1.4.3's trainer of the same algorithm on the same workload."
+        ),
+        algorithm: str = typer.Option(
+            "magrpo", "--algorithm", help="magrpo (default) or madpo: MADPO's collection and DPO steps "
+                                          "(bench.training.madpo)."
         ),
         steps: int = typer.Option(5, "--steps", min=1, help="Timed training steps (after one warm-up step)."),
         size: str = typer.Option("m", "--size", help="Tiny model size: xs, s or m."),
@@ -49,9 +53,18 @@ def register(app: typer.Typer) -> None:
             return
         if size not in ("xs", "s", "m"):
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
+        if algorithm not in ("magrpo", "madpo"):
+            raise typer.BadParameter(f"unknown algorithm {algorithm!r}; expected magrpo or madpo",
+                                     param_hint="--algorithm")
         workload = replace(Workload(), steps=steps, size=size, threads=threads, fast_decode=not no_fast_decode,
                            **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}))
         try:
+            if algorithm == "madpo":
+                from bench.training.madpo import format_madpo_report, run_madpo_bench
+
+                result = run_madpo_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds)
+                typer.echo(json.dumps(result, indent=2) if as_json else format_madpo_report(result))
+                return
             result = run_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds, cores=cores)
         except ComlrlMissingError as exc:
             typer.echo(str(exc), err=True)

@@ -9,7 +9,9 @@ loading either (torch-free, so the dashboard and ``jobs.client`` call it):
 - ``max_new_tokens`` (the trainer's, each agent's override, each system trainer's override) is less
   than the context of every model it applies to (``max_position_embeddings``/``n_positions``);
 - the task resolves, its parameters validate against its params model, the team size and number of
-  turns fit it.
+  turns fit it;
+- a ``comparator_checkpoint`` is a checkpoint folder of a team of this size
+  (:mod:`engine.preference.comparator_checkpoint`).
 
 Each problem names its field (``agents.0.model``, ``trainer.max_new_tokens``, ``task.params.x``);
 :func:`check_preflight` reports all of them together as one :class:`engine.spec.ConfigError`.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
 from engine.sources import inspect_source
 from engine.spec import ConfigError, RunConfig
 
@@ -58,6 +61,10 @@ def preflight_problems(config: RunConfig, *,
     models = _agent_models(config, hub_cache_dirs, problems)
     problems += _max_new_tokens_problems(config, models)
     problems += task_problems(config)
+    if config.trainer.comparator_checkpoint is not None:
+        problem = comparator_checkpoint_problem(config.trainer.comparator_checkpoint, len(config.agents))
+        if problem is not None:
+            problems.append(Problem("trainer.comparator_checkpoint", problem))
     return problems
 
 

@@ -161,6 +161,15 @@ class _TrainerRules(_CombinationRules):
             raise ValueError(f"applies to iac/maac only, not to {algorithm}")
         return value
 
+    @field_validator("comparator_checkpoint", check_fields=False)
+    @classmethod
+    def _checkpoint_comparator(cls, value: str | None, info: ValidationInfo) -> str | None:
+        policy = info.data.get("comparator_policy", "current")
+        if value is not None and policy != "model":
+            raise ValueError(f"a checkpoint is the comparator of comparator_policy='model' (this config has "
+                             f"{policy!r}); set comparator_policy to 'model' or leave this empty")
+        return value
+
 
 # The run config's trainer section: the catalog's settings in the form's order. Names and defaults
 # follow CoMLRL's MAGRPOConfig except num_turns 1 and logging_steps 1 (friendlier for a form) and
@@ -180,6 +189,8 @@ TRAINER_SETTINGS = (
     "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",
     "reward_learning_rate", "reward_num_train_epochs", "reward_train_batch_size", "reward_max_length",
     "reward_freeze_backbone", "num_iterations", "comparator_policy", "comparator_history_k",
+    "comparator_checkpoint", "preference_replay_mode", "preference_replay_k", "preference_replay_lambda",
+    "preference_replay_sample_size",
 )
 TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None}
 

@@ -12,6 +12,7 @@ import streamlit as st
 
 from app import context, editor_state
 from app import draft as drafts
+from app.components.comparator_choice import experiment_checkpoints
 from app.components.experiment_form import render_editor
 from app.components.launch import launch_options, launch_runs, launched_message
 from app.configdiff import changed_fields
@@ -174,7 +175,8 @@ with st.expander("Start from a preset or a YAML file"):
 
 st.header(f"Edit experiment #{open_id}" if open_id is not None else "New experiment")
 bar = st.container(key="exp_action_bar")  # filled once the form below has been read
-result = render_editor(editor_state.draft(), gen=editor_state.gen(), catalog=catalog)
+result = render_editor(editor_state.draft(), gen=editor_state.gen(), catalog=catalog,
+                       checkpoints=experiment_checkpoints(store, open_id))
 
 if result.add_agent or result.remove_agent is not None:
     agents = list(result.draft["agents"])

@@ -38,7 +38,14 @@ show_prompts = t1.toggle("show every prompt", key="tr_prompts")
 as_pairs = stores_pairs(store.get_run(run_id).config) and t2.toggle(
     "show as preference pairs", value=True, key="tr_pairs",
     help="This run trains on preference pairs: each pair's winner and loser side by side, with the reward gap.")
+gap: tuple[float | None, float | None] = (None, None)
+if as_pairs:
+    g1, g2, _ = st.columns([1, 1, 4])
+    gap = (g1.number_input("min reward gap", value=None, min_value=0.0, format="%g", key="tr_gap_min",
+                           help="Only pairs whose winner beats the loser by at least this much team reward."),
+           g2.number_input("max reward gap", value=None, min_value=0.0, format="%g", key="tr_gap_max"))
 filters = {"split": split, "text": text, "min_reward": min_reward, "max_reward": max_reward}
+GAP_SCAN = 5000  # with a gap range, a step's episodes are read up to this many, then `limit` are shown
 
 
 def step_owners() -> dict[int, int]:
@@ -49,7 +56,13 @@ def step_owners() -> dict[int, int]:
 
 
 def episodes_at(step: int, owners: dict[int, int]):
-    return store.episodes(owners.get(step, run_id), step=step, limit=limit, **filters)
+    scan = GAP_SCAN if gap != (None, None) else limit
+    return store.episodes(owners.get(step, run_id), step=step, limit=scan, **filters)
+
+
+def show(episodes) -> None:
+    render_episodes(episodes, key="tr", show_prompts=show_prompts, as_pairs=as_pairs, gap=gap,
+                    max_pairs=max(1, limit // 2) if gap != (None, None) else None)
 
 
 owners = step_owners()
@@ -73,7 +86,7 @@ if not side_by_side:
             episodes = episodes_at(newest, now)
             if not episodes:
                 st.info("No episode at this step matches the filters.")
-            render_episodes(episodes, key="tr", show_prompts=show_prompts, as_pairs=as_pairs)
+            show(episodes)
 
         live_latest()
     else:
@@ -81,7 +94,7 @@ if not side_by_side:
         episodes = episodes_at(step, owners)
         if not episodes:
             st.info("No episode at this step matches the filters.")
-        render_episodes(episodes, key="tr", show_prompts=show_prompts, as_pairs=as_pairs)
+        show(episodes)
 else:
     c1, c2 = st.columns(2)
     step_a = c1.selectbox("earlier step", steps, index=0, key=f"tr_a_{run_id}")

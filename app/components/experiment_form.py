@@ -17,6 +17,7 @@ import streamlit as st
 
 from app import context
 from app import draft as drafts
+from app.components.comparator_choice import CheckpointOption, render_comparator
 from app.components.model_form import place_errors, render_fields, show_errors
 from app.components.trainer_extras import render_actor_critic, render_system
 from app.fields import FieldForm, model_forms, named_forms, placed_forms
@@ -101,8 +102,10 @@ def duplicate_role_errors(agents: list[dict[str, Any]]) -> dict[str, list[str]]:
     return errors
 
 
-def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -> EditorResult:
-    """Draw the whole editor for ``draft``; widget keys include ``gen`` so loading a new draft resets them."""
+def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
+                  checkpoints: list[CheckpointOption] | None = None) -> EditorResult:
+    """Draw the whole editor for ``draft``; widget keys include ``gen`` so loading a new draft resets them.
+    ``checkpoints`` (of the experiment's earlier runs) are offered as the iterative trainers' comparator."""
     key = f"ed{gen}"
     slots: dict[str, Any] = {}
     input_errors: dict[str, list[str]] = {}
@@ -179,8 +182,10 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any]) -
     input_errors.update(errs)
     trainer, errs = render_actor_critic(trainer, dict(draft.get("trainer") or {}), key=key, slots=slots)
     input_errors.update(errs)
+    trainer = render_comparator(trainer, dict(draft.get("trainer") or {}), checkpoints or [], key=key, slots=slots)
     with st.expander("Advanced trainer settings"):
-        rest = model_forms(TrainerSpec, exclude=(*FORM_MAIN, "actor_critic"))
+        rest = model_forms(TrainerSpec, exclude=(*FORM_MAIN, "actor_critic", "comparator_policy",
+                                                 "comparator_checkpoint"))
         trainer, errs = render_fields(rest, trainer, key=f"{key}.trainer", path="trainer", slots=slots,
                                       columns=4)
         input_errors.update(errs)

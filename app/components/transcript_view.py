@@ -8,7 +8,7 @@ from itertools import groupby
 
 import streamlit as st
 
-from app.pairs import pair_title, preference_pairs
+from app.pairs import pair_title, pairs_by_gap, preference_pairs
 from db.records import EpisodeView
 from transcripts import TurnRecord
 
@@ -42,14 +42,19 @@ def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False
 
 
 def render_episodes(episodes: list[EpisodeView], *, key: str, show_prompts: bool = False,
-                    as_pairs: bool = False) -> None:
+                    as_pairs: bool = False, gap: tuple[float | None, float | None] = (None, None),
+                    max_pairs: int | None = None) -> None:
     """Episodes one after the other, or (``as_pairs``) preference pairs: winner and loser side by
-    side, each agent's reply in both, under the pair's reward gap."""
+    side, each agent's reply in both, under the pair's reward gap; only pairs whose gap lies in
+    ``gap`` (min, max; None = unbounded), at most ``max_pairs`` of them."""
     if not as_pairs:
         for episode in episodes:
             render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts)
         return
-    for index, (winner, loser) in enumerate(preference_pairs(episodes), start=1):
+    pairs = pairs_by_gap(preference_pairs(episodes), *gap)[:max_pairs]
+    if not pairs and episodes:
+        st.info("No pair at this step has a reward gap in the chosen range.")
+    for index, (winner, loser) in enumerate(pairs, start=1):
         if loser is None:
             render_episode(winner, key=f"{key}.{winner.id}", show_prompts=show_prompts)
             continue

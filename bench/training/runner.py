@@ -12,11 +12,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from bench.training.madpo import run_comlrl_madpo, run_engine_madpo
 from bench.training.parts import run_bare, run_decoders, run_engine
 from bench.training.vs_comlrl import ComlrlMissingError, import_comlrl, run_comlrl
 from bench.training.workload import Workload
 
-PARTS = {"engine": run_engine, "bare": run_bare, "comlrl": run_comlrl, "decoders": run_decoders}
+PARTS = {"engine": run_engine, "bare": run_bare, "comlrl": run_comlrl, "decoders": run_decoders,
+         "madpo_engine": run_engine_madpo, "madpo_comlrl": run_comlrl_madpo}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -27,7 +29,7 @@ def run_part(part: str, w: Workload, *, isolate: bool = True) -> dict[str, Any]:
     """Run one part, in a fresh Python process when ``isolate`` (own imports and peak memory)."""
     if part not in PARTS:
         raise ValueError(f"unknown bench part {part!r}; expected one of {sorted(PARTS)}")
-    if part == "comlrl":
+    if part in ("comlrl", "madpo_comlrl"):
         import_comlrl()  # fail early, with the install hint, before any subprocess starts
     if not isolate:
         return PARTS[part](w)

@@ -11,11 +11,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import random
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from engine.lora.weights import load_weights_file
+from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
+from engine.preference.pairs import PreferencePair
+from engine.preference.replay import replay_pairs, shards_kept
 from engine.sinks.base import Sink
 from engine.trainer.loop import TrainLoopMixin, TrainResult
 from engine.trainer.rollout import TreeBuilder
@@ -41,6 +46,15 @@ class ComparatorIterations:
         self.total_pairs = 0
         self.snapshots: dict[int, list[dict[str, torch.Tensor]]] = {0: self._weights()}
         self._comparator_tree: TreeBuilder | None = None
+        self._checkpoint_loaded = False
+        self.replay_shards: list[list[PreferencePair]] = []  # pairs of past iterations replay may draw
+        self.training_pairs: list[PreferencePair] = []  # what the iteration trains on
+        self._replay_rng = random.Random(self.args.seed * 7919 + 3)
+        path = self.args.comparator_checkpoint
+        if path is not None:  # refused now, before any sampling, when the folder cannot be the comparator
+            problem = comparator_checkpoint_problem(path, self.num_agents, self._model_groups()[1])
+            if problem is not None:
+                raise FileNotFoundError(f"comparator_checkpoint: {problem}")
 
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
               checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
@@ -63,24 +77,51 @@ class ComparatorIterations:
         self.iteration = iteration
         self.snapshots.setdefault(iteration, self._weights())
         source = self.comparator_iteration
-        self.collector.comparator_tree = None if source is None else self._comparator(self.snapshots[source])
+        self.collector.comparator_tree = None if source is None else self._comparator_for(source)
         keep = {0, iteration} | ({source} if source is not None else set())
         keep |= {iteration - k for k in range(1, (self.args.comparator_history_k or 1) + 1)}
         self.snapshots = {r: w for r, w in self.snapshots.items() if r in keep}
         self.collector.reset()
 
+    def mix_replay(self) -> list[PreferencePair]:
+        """The iteration's collected pairs become a replay shard; the pairs to train on are drawn by
+        ``preference_replay_mode`` (:mod:`engine.preference.replay`). Call once per iteration."""
+        cfg = self.args
+        self.replay_shards.append(list(self.collector.pairs))
+        keep = shards_kept(cfg.preference_replay_mode, cfg.preference_replay_k)
+        self.replay_shards = self.replay_shards[-keep:] if keep else self.replay_shards
+        self.training_pairs = replay_pairs(self.replay_shards, cfg.preference_replay_mode, self._replay_rng,
+                                           k=cfg.preference_replay_k, lam=cfg.preference_replay_lambda,
+                                           sample_size=cfg.preference_replay_sample_size)
+        return self.training_pairs
+
     def iteration_metrics(self) -> dict[str, float]:
         """CoMLRL's ``iter/...`` keys."""
         return {"iter/current_iteration": float(self.iteration + 1),
                 "iter/current_preference_pairs": float(len(self.collector.pairs)),
-                "iter/total_preference_pairs": float(self.total_pairs)}
+                "iter/total_preference_pairs": float(self.total_pairs),
+                "iter/train_preference_pairs": float(len(self.training_pairs))}
 
     def _weights(self) -> list[dict[str, torch.Tensor]]:
         models, _ = self._model_groups()
         return [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()} for m in models]
 
-    def _comparator(self, weights: list[dict[str, torch.Tensor]]) -> TreeBuilder:
-        """Frozen copies of the agents' models with ``weights``, sampling as the candidates do."""
+    def _comparator_for(self, source: int) -> TreeBuilder:
+        """The comparator of this iteration: the snapshot ``source``, or with ``comparator_checkpoint``
+        (comparator_policy='model') the checkpoint's weights, read once."""
+        path = self.args.comparator_checkpoint
+        if path is None:
+            return self._comparator(self.snapshots[source])
+        tree = self._comparator(None)
+        if not self._checkpoint_loaded:
+            for u, model in enumerate(self._comparator_copies):
+                load_weights_file(model, Path(path) / f"model_{u}.safetensors")
+            self._checkpoint_loaded = True
+        return tree
+
+    def _comparator(self, weights: list[dict[str, torch.Tensor]] | None) -> TreeBuilder:
+        """Frozen copies of the agents' models with ``weights`` (None: as they are), sampling as the
+        candidates do."""
         if self._comparator_tree is None:
             models, which = self._model_groups()
             copies = [copy.deepcopy(m).eval().requires_grad_(False) for m in models]
@@ -90,14 +131,19 @@ class ComparatorIterations:
             self._comparator_tree = TreeBuilder(agents, candidates.reward, None, candidates.settings,
                                                 pool=candidates.pool)
             self._comparator_copies = copies
-        for model, state in zip(self._comparator_copies, weights, strict=True):
+        for model, state in zip(self._comparator_copies, weights or [], strict=weights is not None):
             model.load_state_dict(state)
         return self._comparator_tree
 
     def _training_state(self) -> dict[str, Any]:
         state = super()._training_state()
+        where = {id(p): [s, i] for s, shard in enumerate(self.replay_shards) for i, p in enumerate(shard)}
+        version, internal, gauss = self._replay_rng.getstate()
         state["iterative"] = {"iteration": self.iteration, "total_pairs": self.total_pairs,
-                              "snapshots": [[r, w] for r, w in sorted(self.snapshots.items())]}
+                              "snapshots": [[r, w] for r, w in sorted(self.snapshots.items())],
+                              "replay_shards": [[p.to_state() for p in shard] for shard in self.replay_shards],
+                              "training_pairs": [where[id(p)] for p in self.training_pairs],
+                              "replay_rng": [version, list(internal), gauss]}
         return state
 
     def _restore_training_state(self, state: dict[str, Any]) -> None:
@@ -106,6 +152,10 @@ class ComparatorIterations:
         self.iteration = int(saved["iteration"])
         self.total_pairs = int(saved["total_pairs"])
         self.snapshots = {int(r): w for r, w in saved["snapshots"]}
+        self.replay_shards = [[PreferencePair.from_state(p) for p in shard] for shard in saved["replay_shards"]]
+        self.training_pairs = [self.replay_shards[s][i] for s, i in saved["training_pairs"]]
+        version, internal, gauss = saved["replay_rng"]
+        self._replay_rng.setstate((version, tuple(internal), gauss))
         source = self.comparator_iteration
         if self.iteration >= 0 and source is not None:
-            self.collector.comparator_tree = self._comparator(self.snapshots[source])
+            self.collector.comparator_tree = self._comparator_for(source)

@@ -133,10 +133,11 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         self.steps_per_epoch = max(1, math.ceil(len(self.pairs) / cfg.effective_train_batch_size))
         self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
 
-    def pair_order(self, epoch: int) -> list[int]:
-        """The pairs' order in an epoch: a seeded permutation (a pure function of seed and epoch)."""
+    def pair_order(self, epoch: int, count: int | None = None) -> list[int]:
+        """The order of ``count`` pairs (default: all) in an epoch: a seeded permutation (a pure
+        function of seed, epoch and count)."""
         gen = torch.Generator().manual_seed(self.args.seed * 1_000_003 + epoch + 17)
-        return torch.randperm(len(self.pairs), generator=gen).tolist()
+        return torch.randperm(len(self.pairs) if count is None else count, generator=gen).tolist()
 
     def pairs_for_step(self, step: int) -> list[PreferencePair]:
         epoch, pos = divmod(step, self.steps_per_epoch)

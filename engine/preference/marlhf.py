@@ -76,11 +76,11 @@ class MARLHFTrainer(MAGRPOTrainer):
             self.fit_reward_model()
         return super().train(None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
 
-    def fit_reward_model(self) -> dict[str, float]:
-        """Bradley-Terry training of the reward model on the collected pairs."""
+    def fit_reward_model(self, pairs: list[Any] | None = None) -> dict[str, float]:
+        """Bradley-Terry training of the reward model on ``pairs`` (default: the collected pairs)."""
         cfg = self.args
         self.reward_model_metrics = fit_reward_model(
-            self.reward_model, self.collector.pairs, epochs=cfg.reward_num_train_epochs,
+            self.reward_model, self.collector.pairs if pairs is None else pairs, epochs=cfg.reward_num_train_epochs,
             batch_size=cfg.reward_train_batch_size, learning_rate=cfg.reward_learning_rate,
             weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm, seed=cfg.seed)
         return self.reward_model_metrics

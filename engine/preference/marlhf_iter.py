@@ -34,11 +34,11 @@ class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):
         return MARLHFIterConfig()
 
     def start_iteration(self, iteration: int) -> dict[str, float]:
-        """Snapshot, comparator, the iteration's pairs, and the reward model refit on them."""
+        """Snapshot, comparator, the iteration's pairs, and the reward model refit on the replayed ones."""
         self.begin_iteration(iteration)
         self.collector.collect(lambda: False)
         self.total_pairs += len(self.collector.pairs)
-        return self.fit_reward_model()
+        return self.fit_reward_model(self.mix_replay())  # the pairs preference_replay_mode draws
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
         """An RL step; an iteration's first step collects, refits and reports both."""

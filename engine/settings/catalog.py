@@ -231,6 +231,24 @@ CATALOG: dict[str, Setting] = {
                             "policy comparator_history_k iterations back (history)."),
     "comparator_history_k": _s("preference", int | None, None, "Iterations back for comparator_policy='history' "
                                "(empty = 1).", ge=1),
+    "preference_replay_mode": _s("preference", Literal["current", "nearest_k", "all_history", "lambda_decay"],
+                                 "current", "Which iterations' pairs an iteration trains on (iterative trainers): "
+                                 "its own (current), draws over the newest preference_replay_k iterations "
+                                 "(nearest_k), over all (all_history), or over all weighted (1-lambda)*lambda^age "
+                                 "(lambda_decay).", before=_aliases({"current": "current", "latest": "current", "new": "current", "nearest_k": "nearest_k",
+                                                 "recent_k": "nearest_k", "last_k": "nearest_k", "k": "nearest_k",
+                                                 "all_history": "all_history", "lambda": "lambda_decay",
+                                                 "lambda_decay": "lambda_decay", "td_lambda": "lambda_decay",
+                                                 "td-lambda": "lambda_decay"})),
+    "preference_replay_k": _s("preference", int | None, None, "Iterations drawn from by nearest_k (required there).",
+                              ge=1),
+    "preference_replay_lambda": _s("preference", float | None, None, "Decay of lambda_decay (required there; 1 = "
+                                   "uniform, 0 = the newest only).", ge=0, le=1),
+    "preference_replay_sample_size": _s("preference", int | None, None, "Pairs drawn per iteration by the replay "
+                                        "modes other than current (empty = the iteration's own pair count).", ge=1),
+    "comparator_checkpoint": _s("preference", str | None, None, "A checkpoint folder (checkpoint-N of an earlier "
+                                "run with the same team) whose agent weights the comparator samples with; needs "
+                                "comparator_policy='model' (empty: 'model' is the initial policy)."),
     # --- learned reward (marlhf) ---------------------------------------------------------------
     "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo"], "magrpo",
                        "The MAGRPO-family baseline that optimises the team against the learned reward.",

@@ -3,14 +3,15 @@ with the reward gap; pairs cut by the filters fall back to single episodes; othe
 
 from __future__ import annotations
 
-from app.pairs import pair_title, preference_pairs, stores_pairs
+from app.pairs import pair_gap, pair_title, pairs_by_gap, preference_pairs, stores_pairs
 from db.records import EpisodeView
 from db.store import Store
 from transcripts import Episode, TurnRecord
 
 
-def _episode(sample: int, reward: float, split: str = "train", step: int = 1) -> EpisodeView:
-    turns = (TurnRecord(1, 0, "writer", "p", f"w{sample}", reward, reward, 0.0),)
+def _episode(sample: int, reward: float, split: str = "train", step: int = 1, gap: float = 0.0) -> EpisodeView:
+    advantage = gap if sample % 2 == 0 else -gap  # the signed reward gap the trainer stores
+    turns = (TurnRecord(1, 0, "writer", "p", f"w{sample}", reward, reward, advantage),)
     return EpisodeView(id=sample, run_id=1, step=step, split=split, sample_index=sample, item_index=sample // 2,
                        reward=reward, ret=reward, turns=turns)
 
@@ -57,3 +58,31 @@ def test_other_runs_have_no_pair_switch(app, store: Store, experiment: int, seed
     run_id = seed(experiment, status="running", steps=1, episodes_per_step=2)
     at = app("transcripts", run=run_id)
     assert not at.exception and not [t for t in at.toggle if t.key == "tr_pairs"]
+
+
+def test_pairs_are_selected_by_reward_gap() -> None:
+    episodes = [_episode(0, 0.6, gap=0.4), _episode(1, 0.2, gap=0.4), _episode(2, 0.9, gap=0.05),
+                _episode(3, 0.85, gap=0.05), _episode(0, 0.5, "eval")]
+    pairs = preference_pairs(episodes)
+    assert [pair_gap(w) for w, _ in pairs] == [0.4, None, 0.05]  # the eval episode is no pair
+    assert [w.sample_index for w, _ in pairs_by_gap(pairs, min_gap=0.1)] == [0]
+    assert [w.sample_index for w, _ in pairs_by_gap(pairs, max_gap=0.1)] == [2]
+    assert len(pairs_by_gap(pairs)) == 3  # no bound: everything, the eval episode included
+    lone = preference_pairs([episodes[3]])  # its winner filtered out: the gap still selects it
+    assert pairs_by_gap(lone, min_gap=0.01) == lone and pairs_by_gap(lone, min_gap=0.1) == []
+
+
+def test_transcripts_select_pairs_by_reward_gap(app, store: Store, experiment: int, make_config) -> None:
+    run_id = _madpo_run(store, experiment, make_config)  # gaps 0.4 and 0.5
+    at = app("transcripts", run=run_id)
+    at.number_input(key="tr_gap_min").set_value(0.45).run()
+    assert not at.exception
+    assert [m.value for m in at.markdown if m.value.startswith("#### pair")] == [
+        "#### pair 1 · item 1 · winner 0.900 · loser 0.400 · reward gap +0.500"]
+    at.number_input(key="tr_gap_min").set_value(0.6).run()
+    assert not [m for m in at.markdown if m.value.startswith("#### pair")]
+    assert any("No pair at this step has a reward gap" in i.value for i in at.info)
+    at.number_input(key="tr_gap_min").set_value(None).run()
+    at.number_input(key="tr_gap_max").set_value(0.45).run()
+    assert [m.value for m in at.markdown if m.value.startswith("#### pair")] == [
+        "#### pair 1 · item 0 · winner 0.600 · loser 0.200 · reward gap +0.400"]

@@ -29,8 +29,9 @@ def _trainer(config: MADPOIterConfig, **kwargs) -> MADPOIterTrainer:
 
 
 def test_iterations_compare_with_the_policy_one_iteration_back(tmp_path) -> None:
+    replay = {"preference_replay_mode": "all_history"}  # iteration 2 trains on draws over both iterations' pairs
     sink = MemorySink()
-    trainer = _trainer(_config(), sink=sink, output_dir=tmp_path / "full")
+    trainer = _trainer(_config(**replay), sink=sink, output_dir=tmp_path / "full")
     assert trainer.steps_per_iteration == 2 and trainer.total_steps == 4  # 4 items x 2 pairs / 4 per step
     result = trainer.train()
     assert result.step == 4
@@ -40,12 +41,15 @@ def test_iterations_compare_with_the_policy_one_iteration_back(tmp_path) -> None
     comparator = trainer._comparator_copies[0].state_dict()
     assert all(torch.equal(comparator[k], v) for k, v in trainer.snapshots[0][0].items())
     assert any(not torch.equal(trainer.snapshots[0][0][k], trainer.snapshots[1][0][k]) for k in comparator)
+    first, current = trainer.replay_shards
+    assert len(trainer.training_pairs) == len(current) == sink.steps[-1].metrics["iter/train_preference_pairs"]
+    assert {id(p) for p in trainer.training_pairs} & {id(p) for p in first}  # replayed from iteration 1
 
     # stopped after step 3 (mid-iteration 2), resumed: the same weights, metrics and pairs
-    part = _trainer(_config(), sink=MemorySink(stop_after_steps=3), output_dir=tmp_path / "part")
+    part = _trainer(_config(**replay), sink=MemorySink(stop_after_steps=3), output_dir=tmp_path / "part")
     assert part.train().status == "stopped"
     resumed_sink = MemorySink()
-    resumed = _trainer(_config(), sink=resumed_sink)
+    resumed = _trainer(_config(**replay), sink=resumed_sink)
     resumed.train(resume_from_checkpoint=tmp_path / "part" / "checkpoints" / "checkpoint-3")
     for a, b in zip(weights(trainer), weights(resumed), strict=True):
         for key in a:

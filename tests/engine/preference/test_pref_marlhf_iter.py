@@ -19,7 +19,9 @@ def _trainer(**kwargs) -> MARLHFIterTrainer:
     config = MARLHFIterConfig(num_iterations=2, num_train_epochs=1, preference_num_candidates=4,
                               preference_pairs_per_sample=2, max_new_tokens=6, num_generations=2, items_per_step=2,
                               comparator_policy="model", reward_learning_rate=1e-3, reward_train_batch_size=4,
-                              reward_num_train_epochs=1, eval_interval=0, logging_steps=1, agent_learning_rate=1e-3)
+                              reward_num_train_epochs=1, eval_interval=0, logging_steps=1, agent_learning_rate=1e-3,
+                              preference_replay_mode="nearest_k", preference_replay_k=2,
+                              preference_replay_sample_size=6)  # refits on 6 pairs drawn over 2 iterations
     return MARLHFIterTrainer(agents=models, tokenizer=tokenizers, train_dataset=PROMPTS, reward_func=digit_share,
                              args=config, **kwargs)
 
@@ -33,6 +35,8 @@ def test_iterations_refit_the_reward_model_and_resume_mid_iteration(tmp_path) ->
     refits = [s.metrics.get("reward_model/optimizer_steps") for s in sink.steps]
     assert refits[0] and refits[2] and refits[1] is None and refits[3] is None  # refit at each iteration start
     assert full.comparator_iteration == 0  # comparator_policy "model": the initial policy
+    assert [s.metrics["iter/train_preference_pairs"] for s in sink.steps] == [6] * 4
+    assert refits[2] == 2  # ceil(6 replayed pairs / reward_train_batch_size 4), one epoch
 
     part = _trainer(sink=MemorySink(stop_after_steps=3), output_dir=tmp_path)
     assert part.train().status == "stopped"

@@ -1,0 +1,66 @@
+"""The iterative preference trainers' comparator in the experiment form: a policy or a checkpoint of an
+earlier run of the experiment; a checkpoint folder that no longer exists is refused before launch."""
+
+from __future__ import annotations
+
+import shutil
+
+from db.store import Store
+from engine.spec import RunConfig
+from tests.engine.preference.pref_helpers import fast_config, make_trainer
+
+
+def _iter_config() -> dict:
+    return RunConfig.model_validate({
+        "name": "iter", "agents": [{"name": "writer", "model": "builtin:tiny-llama"},
+                                   {"name": "editor", "model": "builtin:tiny-llama"}],
+        "task": {"name": "quickstart", "params": {}},
+        "trainer": {"algorithm": "madpo_iter", "num_iterations": 2, "preference_num_candidates": 4,
+                    "preference_pairs_per_sample": 2, "max_new_tokens": 6},
+    }).model_dump(mode="json")
+
+
+def test_a_checkpoint_of_an_earlier_run_is_the_comparator(app, store: Store, tmp_path) -> None:
+    config = _iter_config()
+    experiment = store.create_experiment("iter", config=config).id
+    run = store.create_run(experiment, config, "cpu", total_steps=4, device="cpu")
+    kept, deleted = tmp_path / "checkpoint-2", tmp_path / "checkpoint-4"
+    make_trainer(fast_config()).save_checkpoint(kept)  # a real checkpoint of a two-agent team
+    store.add_checkpoint(run.id, 2, str(kept))
+    store.add_checkpoint(run.id, 4, str(deleted))  # listed in the store, its folder gone since
+
+    at = app("experiments", experiment=experiment)
+    assert not at.exception
+    gen = at.session_state["exp_gen"]
+    box = at.selectbox(key=f"ed{gen}.trainer.comparator")
+    assert box.value == "current"
+    assert box.options[-2:] == [f"checkpoint of run #{run.id} at step 4 ({deleted})",
+                                f"checkpoint of run #{run.id} at step 2 ({kept})"]
+    box.set_value(f"checkpoint:{kept}").run()
+    assert not at.exception and not at.error and not at.button(key="exp_save").disabled
+    at.button(key="exp_save").click().run()
+    trainer = store.get_experiment(experiment).config["trainer"]
+    assert (trainer["comparator_policy"], trainer["comparator_checkpoint"]) == ("model", str(kept))
+    gen = at.session_state["exp_gen"]  # the saved experiment is loaded again into a fresh form
+    assert at.selectbox(key=f"ed{gen}.trainer.comparator").value == f"checkpoint:{kept}"
+    at.button(key="exp_launch").click().run()  # the saved config passes the launch checks: queued
+    assert not at.exception and len(store.list_runs(experiment)) == 2
+    shutil.rmtree(kept)  # deleted after saving: the launch checks refuse it, naming the folder
+    at.button(key="exp_launch").click().run()
+    assert any(f"the checkpoint folder {kept} does not exist" in e.value for e in at.error)
+    assert len(store.list_runs(experiment)) == 2
+    make_trainer(fast_config()).save_checkpoint(kept)
+    at.run()
+
+    at.selectbox(key=f"ed{gen}.trainer.comparator").set_value(f"checkpoint:{deleted}").run()
+    assert any(f"the checkpoint folder {deleted} does not exist" in e.value for e in at.error)
+    assert at.button(key="exp_save").disabled
+    assert store.get_experiment(experiment).config["trainer"]["comparator_checkpoint"] == str(kept)
+
+    at.selectbox(key=f"ed{gen}.trainer.comparator").set_value("history").run()
+    assert not at.error
+    at.selectbox(key=f"ed{gen}.trainer.algorithm").set_value("madpo").run()  # not iterative: no comparator
+    assert not at.exception and not [s for s in at.selectbox if s.key == f"ed{gen}.trainer.comparator"]
+    # the comparator settings went with the algorithm (num_iterations, set in the config, is still named)
+    assert [e.value for e in at.error][1:] == ["not used by madpo; leave it at its default (6) or choose an "
+                                               "algorithm that reads it"]
