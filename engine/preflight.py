@@ -61,11 +61,28 @@ def preflight_problems(config: RunConfig, *,
     models = _agent_models(config, hub_cache_dirs, problems)
     problems += _max_new_tokens_problems(config, models)
     problems += task_problems(config)
+    problems += algorithm_problems(config)
     if config.trainer.comparator_checkpoint is not None:
         problem = comparator_checkpoint_problem(config.trainer.comparator_checkpoint, len(config.agents))
         if problem is not None:
             problems.append(Problem("trainer.comparator_checkpoint", problem))
     return problems
+
+
+def algorithm_problems(config: RunConfig) -> list[Problem]:
+    """The algorithm's own rules on the trainer section: its config class (``MADPOIterConfig``, ...)
+    is built from it as the run will build it, so a combination only that class refuses is named now,
+    not when the run starts. Systems build one config per trainer at run time and are left to it."""
+    if config.system is not None:
+        return []
+    from engine.configure import trainer_config  # torch-free
+
+    try:
+        trainer_config(config.trainer, list(config.agents))
+    except ConfigError as exc:
+        field, _, message = str(exc).partition(": ")
+        return [Problem(field, message) if message else Problem("trainer", field)]
+    return []
 
 
 def check_preflight(config: RunConfig, *, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None) -> None:

@@ -154,3 +154,12 @@ def test_preflight_imports_no_torch():
             "print(preflight_problems(c, hub_cache_dirs=[]), 'torch' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[]", "False"]
+
+
+def test_a_rule_only_the_algorithms_config_class_knows_is_named_before_the_run() -> None:
+    # the run config accepts an empty pair count; MADPOIterConfig needs a number (it fixes the steps)
+    iterative = config(algorithm="madpo_iter", preference_pairs_per_sample=None, num_generations=4)
+    found = fields(preflight_problems(iterative))
+    assert list(found) == ["trainer.preference_pairs_per_sample"]
+    assert "iterative trainers need a number" in next(iter(found.values()))
+    assert fields(preflight_problems(config(algorithm="madpo_iter", num_generations=4))) == {}
