@@ -111,8 +111,8 @@ class FastDecoder:
 
     Build it after the prompt's forward: ``FastDecoder(model, cache, batch, max_len)`` copies the
     prompt's keys/values (from the returned ``DynamicCache``) into buffers of ``max_len`` positions;
-    each :meth:`step` appends one token per row and returns (B, V) logits. (The prompt is encoded
-    for every sample row, not once per prompt: a forward over fewer rows rounds differently.)
+    each :meth:`step` appends one token per row and returns (B, V) logits. (The lean decoder
+    encodes each prompt once and repeats its cache to the K sample rows before handing it over.)
     """
 
     @staticmethod

@@ -35,8 +35,9 @@ def run_real_bench(w: Workload, *, rounds: int = 1, vs_comlrl: bool | None = Non
     """CoopLab (and CoMLRL when ``vs_comlrl``, by default when it is installed) on ``w.model``."""
     if w.model is None:
         raise ValueError("the real-model benchmark needs a model source (--model builtin:smollm2-135m or a folder)")
+    installed = comlrl_installed()
     if vs_comlrl is None:
-        vs_comlrl = comlrl_installed()
+        vs_comlrl = installed
     elif vs_comlrl:
         import_comlrl()  # ComlrlMissingError with the install command, before any slow part
     parts = ["engine"] + (["comlrl"] if vs_comlrl else [])
@@ -44,7 +45,8 @@ def run_real_bench(w: Workload, *, rounds: int = 1, vs_comlrl: bool | None = Non
     for _ in range(rounds):
         for part in parts:
             collected[part].append(run_part(part, w, isolate=isolate))
-    result: dict[str, Any] = {"workload": asdict(w), "rounds": rounds, "vs_comlrl": vs_comlrl}
+    result: dict[str, Any] = {"workload": asdict(w), "rounds": rounds, "vs_comlrl": vs_comlrl,
+                              "comlrl_installed": installed}
     result.update({part: _pool(runs, w) for part, runs in collected.items()})
     tokens_per_step = w.num_agents * w.items_per_update * w.num_generations * w.max_new_tokens
     for part in parts:
@@ -79,6 +81,8 @@ def format_real_report(result: dict[str, Any]) -> str:
     if result["vs_comlrl"]:
         lines.append(f"CoopLab is {result['speedup_cpu']:.2f}x CoMLRL per step by CPU time "
                      f"({result['speedup_wall']:.2f}x wall), equal work")
+    elif result.get("comlrl_installed"):
+        lines.append("CoMLRL was not asked for (vs_comlrl=False): CoopLab alone")
     else:
         lines.append(f"CoMLRL is not installed: CoopLab alone (to compare: {COMLRL_INSTALL})")
     return "\n".join(lines)

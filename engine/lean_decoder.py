@@ -1,0 +1,189 @@
+"""The lean decoder: a plain sampling loop over the model's forward and its KV cache.
+
+Each prompt is encoded once and its KV cache repeated to its K sample rows (:func:`_prefill`);
+every new token then goes through the model's forward, or for Llama-family models through
+:class:`engine.fast_decode.FastDecoder` (identical logits). Temperature, top-k and top-p follow
+``transformers``' warpers exactly (:func:`filter_logits`), draws come from ``torch.multinomial``
+on a private generator, and each sampled token's log-prob under the raw policy is kept.
+:func:`engine.sampling.generate_completions` is the entry point.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from engine.fast_decode import FastDecoder
+
+
+def filter_logits(
+    scores: torch.Tensor, *, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0
+) -> torch.Tensor:
+    """Temperature, then top-k, then top-p (nucleus) on (N, V) float logits; removed entries get -inf.
+
+    Ties follow ``transformers``' warpers: top-k keeps every logit equal to the k-th largest, top-p
+    drops the smallest tokens whose cumulative probability stays <= 1 - top_p and always keeps the
+    most likely one.
+    """
+    if temperature != 1.0:
+        scores = scores / temperature
+    if top_k:
+        k = min(top_k, scores.shape[-1])
+        kth = torch.topk(scores, k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
+        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        drop_sorted = cumulative <= (1 - top_p)
+        drop_sorted[..., -1:] = False
+        drop = drop_sorted.scatter(1, order, drop_sorted)
+        scores = scores.masked_fill(drop, float("-inf"))
+    return scores
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """What a decoder needs besides the model and the left-padded prompts (B = P * num_samples rows)."""
+
+    num_samples: int
+    max_new_tokens: int
+    do_sample: bool
+    temperature: float
+    top_p: float
+    top_k: int | None
+    eos_ids: list[int]
+    pad_id: int
+    seed: int | None  # draws of this call only (the global RNG is left alone); None = unseeded
+    fast_decode: bool = True  # the lean decoder's exact fast token step for Llama/Qwen2
+    share_prompt: bool = True  # the lean decoder encodes each prompt once for its K samples
+
+
+def _forward_kwargs(model: PreTrainedModel) -> tuple[str, set[str]]:
+    """The name the model's forward gives its KV cache, and which optional inputs it accepts."""
+    params = inspect.signature(model.forward).parameters
+    accepted = {name for name in ("position_ids", "logits_to_keep") if name in params}
+    return ("cache" if "cache" in params else "past_key_values"), accepted
+
+
+def forward_cache_argument(model: PreTrainedModel) -> tuple[str, bool] | None:
+    """The keyword the model's forward takes its KV cache by (``cache`` or ``past_key_values``) and
+    whether it accepts ``logits_to_keep``; None when it takes no cache (or no ``position_ids``,
+    which a continued forward needs)."""
+    params = inspect.signature(model.forward).parameters
+    cache_key = next((name for name in ("cache", "past_key_values") if name in params), None)
+    if cache_key is None or "position_ids" not in params:
+        return None
+    return cache_key, "logits_to_keep" in params
+
+
+# models whose forward is ``lm_head(base_model(...).last_hidden_state[:, -keep:])`` and nothing else
+_HEAD_ON_HIDDEN = {"LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"}
+
+
+def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor,
+             how: Decoding, cache_key: str, optional: dict[str, Any]) -> tuple[torch.Tensor, Any]:
+    """Encode the (P, Lp) prompts; returns the last position's float32 logits and the KV cache, both
+    for P*K rows (prompt-major).
+
+    With ``share_prompt`` (Llama, Qwen2 and GPT-2 models) the base model encodes each prompt once,
+    the cache is repeated to the K sample rows (``Cache.batch_repeat_interleave``) and the output
+    layer runs on the repeated final hidden states (all P*K rows, as the model's own forward would:
+    a matrix product over 1 row and over 4 rows can round differently). The samples are those of
+    encoding K copies: on SmolLM2-length prompts bit for bit; on very short prompts the P-row
+    forward may take another CPU kernel and a log-prob can move by an ulp (tests: same tokens,
+    log-probs within 1e-5). Other models, and caches without ``batch_repeat_interleave``, encode
+    every row.
+    """
+    k = how.num_samples
+    extra = dict(optional)
+    keep = extra.pop("logits_to_keep", None)
+    if k > 1 and how.share_prompt and type(model).__name__ in _HEAD_ON_HIDDEN:
+        base = model.base_model
+        if "position_ids" in extra:
+            extra["position_ids"] = positions
+        out = base(input_ids=ids, attention_mask=mask, use_cache=True, **extra)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        if hasattr(cache, "batch_repeat_interleave"):
+            cache.batch_repeat_interleave(k)
+            hidden = out.last_hidden_state if keep is None else out.last_hidden_state[:, -keep:]
+            logits = model.get_output_embeddings()(hidden.repeat_interleave(k, dim=0))
+            return logits[:, -1].to(dtype=torch.float32), cache
+
+    def rows(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.repeat_interleave(k, dim=0)
+
+    if "position_ids" in extra:
+        extra["position_ids"] = rows(positions)
+    if keep is not None:
+        extra["logits_to_keep"] = keep
+    out = model(input_ids=rows(ids), attention_mask=rows(mask), use_cache=True, **extra, **{cache_key: None})
+    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    return out.logits[:, -1].to(dtype=torch.float32), cache
+
+
+def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
+                 how: Decoding) -> tuple[torch.Tensor, torch.Tensor]:
+    device = ids.device
+    num_samples, max_new_tokens, pad_id = how.num_samples, how.max_new_tokens, how.pad_id
+    fast = how.fast_decode and max_new_tokens > 1 and FastDecoder.supports(model)
+    prompt_len = ids.shape[1]
+    batch = ids.shape[0] * num_samples  # B = P*K rows, prompt-major
+    positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
+    # like generate: an all-ones mask is dropped (no padding), which lets attention use its causal fast path
+    padded = not bool(mask.all())
+    full_mask: torch.Tensor | None = None
+    if padded:
+        full_mask = torch.ones((batch, prompt_len + max_new_tokens), dtype=mask.dtype, device=device)
+        full_mask[:, :prompt_len] = mask.repeat_interleave(num_samples, dim=0)
+    rng = None
+    if how.seed is not None and how.do_sample:
+        rng = torch.Generator(device=device)
+        rng.manual_seed(how.seed)
+    eos = torch.as_tensor(how.eos_ids, device=device)
+    cache_key, accepted = _forward_kwargs(model)
+    optional: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
+    if "position_ids" in accepted:
+        optional["position_ids"] = None
+
+    logits, cache = _prefill(model, ids, mask if padded else None, positions, how, cache_key, optional)
+    stepper: FastDecoder | None = None
+    if fast and hasattr(cache, "layers"):  # the prompt went through the model, new tokens take the fast step
+        stepper = FastDecoder(model, cache, batch, prompt_len + max_new_tokens)
+        cache = None
+    tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
+    logprobs = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
+    unfinished = torch.ones(batch, dtype=torch.bool, device=device)
+    step_ids, step_pos = ids, positions.repeat_interleave(num_samples, dim=0)  # step_ids: set after step 0
+    steps = 0
+    for step in range(max_new_tokens):
+        if step > 0:
+            attn = None if full_mask is None else full_mask[:, : prompt_len + step]
+            if stepper is not None:
+                logits = stepper.step(step_ids, step_pos, attn).to(dtype=torch.float32)
+            else:
+                if "position_ids" in optional:
+                    optional["position_ids"] = step_pos
+                out = model(input_ids=step_ids, attention_mask=attn, use_cache=True, **optional,
+                            **{cache_key: cache})
+                cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+                logits = out.logits[:, -1].to(dtype=torch.float32)
+        if how.do_sample:
+            scores = filter_logits(logits, temperature=how.temperature, top_k=how.top_k, top_p=how.top_p)
+            next_tokens = torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=rng).squeeze(1)
+        else:
+            next_tokens = torch.argmax(logits, dim=-1)
+        chosen = torch.log_softmax(logits, dim=-1).gather(1, next_tokens[:, None]).squeeze(1)
+        next_tokens = torch.where(unfinished, next_tokens, pad_id)
+        tokens[:, step] = next_tokens
+        logprobs[:, step] = torch.where(unfinished, chosen, 0.0)
+        unfinished &= ~torch.isin(next_tokens, eos)
+        steps = step + 1
+        if not bool(unfinished.any()):
+            break
+        step_ids = next_tokens[:, None]
+        step_pos = step_pos[:, -1:] + 1
+    return tokens[:, :steps], logprobs[:, :steps]
