@@ -9,13 +9,22 @@ ignores a choice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from engine.algorithms import CONFIG_CLASSES, unused_settings
 from engine.preference.config import centralized_team_problem
 from engine.settings.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES
 from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec
-from engine.team import team_devices
+
+
+def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:
+    """Agent devices for a trainer spec: ``mp`` uses ``agent_devices``; otherwise the first agent's own
+    device, else the run's ``device`` (one device for the whole team)."""
+    if spec.parallel_training == "mp":
+        return list(spec.agent_devices)
+    first = next((a.device for a in agents if a.device), None)
+    return [first or spec.device]
 
 
 def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:

@@ -4,7 +4,7 @@
 agent's objects, so they share weights while keeping their own optimizer state; with LoRA they
 share one frozen base and train an adapter each);
 ``team_arguments`` gives the per-agent constructor arguments every trainer takes (names, learning
-rates, generation overrides, system prompts, formatters); ``team_devices`` resolves where agents go.
+rates, generation overrides, system prompts, formatters); Where agents go is decided with their config (:func:`engine.configure.team_devices`).
 """
 
 from __future__ import annotations
@@ -24,15 +24,6 @@ class Team:
     agents: list[AgentSpec]
     models: list[Any]
     tokenizers: list[Any]
-
-
-def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:
-    """Agent devices for a trainer spec: ``mp`` uses ``agent_devices``; otherwise the first agent's own
-    device, else the run's ``device`` (one device for the whole team)."""
-    if spec.parallel_training == "mp":
-        return list(spec.agent_devices)
-    first = next((a.device for a in agents if a.device), None)
-    return [first or spec.device]
 
 
 def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *, seed: int = 0) -> Team:
