@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
                            **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}))
         try:
             if algorithm == "madpo":
-                from bench.training.madpo import format_madpo_report, run_madpo_bench
+                from bench.training.madpo_compare import format_madpo_report, run_madpo_bench
 
                 result = run_madpo_bench(workload, vs_comlrl=vs_comlrl, rounds=rounds)
                 typer.echo(json.dumps(result, indent=2) if as_json else format_madpo_report(result))

@@ -285,6 +285,12 @@ class MaintenanceStep(bootsteps.StartStopStep):
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
+        # Import now, in the main thread before the pool forks, what the timer thread's passes import
+        # lazily: a job process forked while another thread holds a module's import lock would hang
+        # the first time it imports that module (jobs.studies pulls in the run-config schema).
+        import jobs.reconcile  # noqa: F401
+        import jobs.studies  # noqa: F401
+
         self.maintenance: WorkerMaintenance | None = None
         self.tref: Any = None
         self.watch_tref: Any = None

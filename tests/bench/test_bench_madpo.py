@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench.training import Workload
-from bench.training.madpo import format_madpo_report, run_madpo_bench
+from bench.training.madpo_compare import format_madpo_report, run_madpo_bench
 from cooplab.cmd_bench import register
 
 # 2 steps (1 warm-up): 2 items, 3 candidates each (3 ordered pairs with a positive gap), 2 pairs kept
