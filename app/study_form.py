@@ -9,7 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
+from pydantic.fields import FieldInfo
 
+from app.fields import field_form
 from engine.spec import AgentSpec, TrainerSpec
 from jobs.study_space import SEED_PATH, StudySpaceError, point_config
 
@@ -21,16 +23,16 @@ def searchable_paths(base: Mapping[str, Any]) -> list[str]:
     """Every run-config field a study may vary for this base config: each trainer setting (the seed
     aside: seeds are the study's own axis) and each agent's settings, ``agents.<i>.<field>``."""
     trainer = [f"trainer.{name}" for name, field in TrainerSpec.model_fields.items()
-               if f"trainer.{name}" != SEED_PATH and _scalar(field.annotation)]
+               if f"trainer.{name}" != SEED_PATH and _scalar(name, field)]
     agents = [f"agents.{i}.{name}" for i in range(len(base.get("agents") or ()))
-              for name, field in AgentSpec.model_fields.items() if name not in AGENT_SKIPPED and _scalar(field.annotation)]
+              for name, field in AgentSpec.model_fields.items() if name not in AGENT_SKIPPED and _scalar(name, field)]
     return trainer + agents
 
 
-def _scalar(annotation: Any) -> bool:
-    """True for fields holding one number, string, boolean or literal (what a list of values can vary)."""
-    text = str(annotation)
-    return not any(word in text for word in ("dict", "list", "Section", "Spec", "Mapping"))
+def _scalar(name: str, field: FieldInfo) -> bool:
+    """True for fields holding one number, string, boolean or choice (what a list of values can vary),
+    as the experiment form classifies them."""
+    return field_form(name, field).kind not in ("json", "list_str")
 
 
 def parse_values(text: str) -> list[Any]:

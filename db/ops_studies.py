@@ -173,13 +173,19 @@ def claim_slots(session: Session, study_id: int) -> list[int]:
 
 
 def _resumable_previous(session: Session, trial: StudyTrialRow) -> int | None:
-    """The child's last run when it saved a checkpoint (a resumed child continues from it)."""
+    """The child's last run when a checkpoint lies along its attempts (that run, or one it was resumed
+    from): the new attempt is resumed from it and continues from the newest, as any resumed run does."""
     if not trial.previous_run_ids:
         return None
     last = int(trial.previous_run_ids[-1])
-    has = session.scalar(select(CheckpointRow.id).where(CheckpointRow.run_id == last).limit(1))
-    exists = session.get(RunRow, last) is not None
-    return last if has is not None and exists else None
+    seen: set[int] = set()
+    source: int | None = last
+    while source is not None and source not in seen:  # a deleted run ends the chain (its rows cascade)
+        seen.add(source)
+        if session.scalar(select(CheckpointRow.id).where(CheckpointRow.run_id == source).limit(1)) is not None:
+            return last
+        source = session.scalar(select(RunRow.resumed_from).where(RunRow.id == source))
+    return None
 
 
 def stop_early(session: Session, trial_id: int, reason: str) -> StudyTrial:

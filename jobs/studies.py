@@ -23,13 +23,13 @@ maintenance pass re-sends queued runs the broker does not hold (:mod:`jobs.recon
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from db import states
 from db.store import Store
-from db.study_records import ACTIVE, FINISHED, PENDING, STOPPED, Study
+from db.study_records import ACTIVE, FINISHED, PENDING, STOPPED, Study, StudyTrial
 from db.study_store import StudyStore
 from jobs.client import BrokerUnavailable, get_store, resend_run, stop_run
 from jobs.settings import Settings, get_settings
@@ -103,27 +103,27 @@ def schedule_study(study_id: int, *, settings: Settings | None = None, store: St
     study = studies.get_study(study_id)
     if study.status != ACTIVE:
         return ScheduleReport(study_id)
-    stopped = _early_stopping(studies, study, settings)
+    trials = studies.trials(study_id)  # read once: the steps below change only what they report
+    stopped = _early_stopping(studies, study, trials, settings)
     queued = []
-    for run_id in _claim(studies, study):
+    for run_id in _claim(studies, study, trials):
         try:
             resend_run(run_id, settings=settings, store=studies.store)
         except BrokerUnavailable as exc:  # it stays queued; the maintenance pass re-sends it
             log.warning("study %s: run %s stays queued: %s", study.name, run_id, exc)
             break
         queued.append(run_id)
-    trials = studies.trials(study_id)
-    finished = all(t.status in states.TERMINAL_STATUSES for t in trials)
+    # a claimed child is queued and an early-stopped one still stopping: neither study is finished
+    finished = not queued and not stopped and all(t.status in states.TERMINAL_STATUSES for t in trials)
     if finished:
         studies.set_status(study_id, FINISHED)
         log.info("study %s finished: %s", study.name, _count(t.status for t in trials))
     return ScheduleReport(study_id, queued=tuple(queued), stopped_early=tuple(stopped), finished=finished)
 
 
-def _claim(studies: StudyStore, study: Study) -> list[int]:
-    """Claim free slots, taking the write lock only when a read shows a waiting child and a free slot
-    (a watched study is scheduled every few seconds)."""
-    trials = studies.trials(study.id)
+def _claim(studies: StudyStore, study: Study, trials: Sequence[StudyTrial]) -> list[int]:
+    """Claim free slots, taking the write lock only when ``trials`` (the pass's read) show a waiting
+    child and a free slot (a watched study is scheduled every few seconds)."""
     waiting = any(t.status == PENDING for t in trials)
     in_flight = sum(t.status in states.ACTIVE_STATUSES for t in trials)
     return studies.claim_slots(study.id) if waiting and in_flight < study.max_concurrent else []
@@ -136,19 +136,20 @@ def _count(statuses: Any) -> str:
     return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
 
 
-def _early_stopping(studies: StudyStore, study: Study, settings: Settings) -> list[int]:
+def _early_stopping(studies: StudyStore, study: Study, trials: Sequence[StudyTrial],
+                    settings: Settings) -> list[int]:
     """Stop the running children the study's rule (the median rule) finds clearly worse; returns their runs."""
     rule = study.spec.get("early_stopping")
     if not rule:
         return []
-    trials = [t for t in studies.trials(study.id) if t.run_id is not None and t.status != PENDING]
+    trials = [t for t in trials if t.run_id is not None and t.status != PENDING]
     running = [t for t in trials if t.status == states.RUNNING and t.stop_reason is None]
     if not running:
         return []
     curves = studies.metric_points([t.run_id for t in trials], rule["metric"])
+    others = [curves[t.run_id] for t in trials if t.status in PEERS]
     stopped = []
     for trial in running:
-        others = [curves[t.run_id] for t in trials if t.status in PEERS]
         verdict = median_rule(curves[trial.run_id], others, metric=rule["metric"], min_steps=int(rule["min_steps"]),
                               min_trials=int(rule["min_trials"]))
         if verdict.stop:

@@ -24,6 +24,7 @@ class PointResult:
     params: dict[str, Any]
     statuses: dict[str, int]
     run_ids: tuple[int, ...]
+    counted_run_ids: tuple[int, ...] = ()  # the runs the spreads are computed from
     final: dict[str, Spread] = field(default_factory=dict)
     best: dict[str, Spread] = field(default_factory=dict)
 
@@ -52,7 +53,7 @@ def point_results(studies: StudyStore, study_id: int, *, keys: Iterable[str] | N
         best = {k: spread([summaries[r][k].best for r in runs if k in summaries.get(r, {})]) for k in metric_keys}
         results.append(PointResult(point=point, params=dict(children[0].params), statuses=statuses,
                                    run_ids=tuple(t.run_id for t in children if t.run_id is not None),
-                                   final=final, best=best))
+                                   counted_run_ids=tuple(runs), final=final, best=best))
     return results
 
 

@@ -11,7 +11,6 @@ from app.components.study_seeds import point_label, seed_transcripts
 from app.queries import compare_series
 from app.seedgroups import band
 from app.study_form import promoted_config
-from db import states
 from db.store import Store
 from db.study_records import Study
 from db.study_store import StudyStore
@@ -46,8 +45,7 @@ def render_results(store: Store, studies: StudyStore, study: Study) -> None:
         top = st.select_slider("top points", TOP_CHOICES, value=3, key="st_top")
         bands = []
         for result in ranked_points[:top]:
-            runs = _counted_runs(studies, study.id, result)
-            curves = compare_series(store, runs, key)
+            curves = compare_series(store, list(result.counted_run_ids), key)
             bands.append((_label(result), band([(s.xs, s.ys) for _, s in curves if len(s)], "minmax")))
         st.plotly_chart(band_figure([(label, b) for label, b in bands if b.xs], title=key), key="st_curves",
                         config={"displaylogo": False})
@@ -62,11 +60,6 @@ def render_results(store: Store, studies: StudyStore, study: Study) -> None:
 
 def _label(result: PointResult) -> str:
     return point_label(result.point, result.params)
-
-
-def _counted_runs(studies: StudyStore, study_id: int, result: PointResult) -> list[int]:
-    return [t.run_id for t in studies.trials(study_id)
-            if t.point == result.point and t.run_id is not None and t.status == states.SUCCEEDED]
 
 
 def scatter_figure(results: list[PointResult], path: str, key: str) -> go.Figure:

@@ -108,6 +108,14 @@ def test_a_released_child_with_a_checkpoint_resumes_from_it(store: Store) -> Non
     (again,) = studies.claim_slots(study.id)
     assert store.get_run(again).resumed_from == run_id and store.get_run(again).attempt == 2
 
+    # the second attempt is stopped again before it saved a checkpoint: the third still continues
+    # from the first one's checkpoint, through the second (as any resumed run does)
+    store.transition(again, states.STARTING)
+    store.request_stop(again)
+    store.transition(again, states.STOPPED)
+    studies.release_for_resume(study.id)
+    (third,) = studies.claim_slots(study.id)
+    assert store.get_run(third).resumed_from == again and store.get_run(third).attempt == 3
 
 def test_metric_summaries_give_final_best_and_count_from_stored_points(store: Store) -> None:
     studies, study = _make(store, points=1, seeds=2, cap=2)
