@@ -161,15 +161,6 @@ class _TrainerRules(_CombinationRules):
             raise ValueError(f"applies to iac/maac only, not to {algorithm}")
         return value
 
-    @field_validator("comparator_checkpoint", check_fields=False)
-    @classmethod
-    def _checkpoint_comparator(cls, value: str | None, info: ValidationInfo) -> str | None:
-        policy = info.data.get("comparator_policy", "current")
-        if value is not None and policy != "model":
-            raise ValueError(f"a checkpoint is the comparator of comparator_policy='model' (this config has "
-                             f"{policy!r}); set comparator_policy to 'model' or leave this empty")
-        return value
-
 
 # The run config's trainer section: the catalog's settings in the form's order. Names and defaults
 # follow CoMLRL's MAGRPOConfig except num_turns 1 and logging_steps 1 (friendlier for a form) and

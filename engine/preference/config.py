@@ -70,25 +70,6 @@ MADPOConfig = config_class(
 
 
 
-def _comparator_problems(config: ConfigModel) -> None:
-    """A checkpoint comparator needs comparator_policy='model' (the policy that samples fixed weights);
-    each replay setting belongs to its replay mode (CoMLRL's rules)."""
-    if config.comparator_checkpoint is not None and config.comparator_policy != "model":
-        raise ValueError(f"comparator_checkpoint: a checkpoint is the comparator of comparator_policy='model' "
-                         f"(this config has {config.comparator_policy!r}); set comparator_policy to 'model' or "
-                         f"leave comparator_checkpoint empty")
-    mode = config.preference_replay_mode
-    for name, owner in (("preference_replay_k", "nearest_k"), ("preference_replay_lambda", "lambda_decay")):
-        if getattr(config, name) is None and mode == owner:
-            raise ValueError(f"{name}: preference_replay_mode='{owner}' needs it; set it")
-        if getattr(config, name) is not None and mode != owner:
-            raise ValueError(f"{name}: only preference_replay_mode='{owner}' reads it (this config has {mode!r}); "
-                             f"leave it empty")
-    if config.preference_replay_sample_size is not None and mode == "current":
-        raise ValueError("preference_replay_sample_size: preference_replay_mode='current' trains on the iteration's "
-                         "own pairs; choose nearest_k, all_history or lambda_decay, or leave it empty")
-
-
 class _Iterative(_Preference):
     iterative = True
 
@@ -96,7 +77,6 @@ class _Iterative(_Preference):
         if self.preference_pairs_per_sample is None:
             raise ValueError("preference_pairs_per_sample: the iterative trainers need a number (it fixes the steps "
                              "of an iteration)")
-        _comparator_problems(self)
         super().__post_init__()
 
 
@@ -170,10 +150,6 @@ MARLHFConfig = config_class(
 
 class _IterativeLearnedReward(_LearnedReward):
     iterative = True
-
-    def __post_init__(self) -> None:
-        _comparator_problems(self)
-        super().__post_init__()
 
 
 MARLHFIterConfig = config_class(

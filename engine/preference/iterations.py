@@ -75,7 +75,8 @@ class ComparatorIterations:
     def begin_iteration(self, iteration: int) -> None:
         """Snapshot the policy, load the comparator and empty the collector for the new pairs."""
         self.iteration = iteration
-        self.snapshots.setdefault(iteration, self._weights())
+        if iteration not in self.snapshots:  # a resumed iteration keeps the snapshot it was saved with
+            self.snapshots[iteration] = self._weights()
         source = self.comparator_iteration
         self.collector.comparator_tree = None if source is None else self._comparator_for(source)
         keep = {0, iteration} | ({source} if source is not None else set())

@@ -31,6 +31,32 @@ def combination_problems(settings: Any) -> list[str]:
         for name in ("lora_alpha", "lora_dropout", "lora_target_modules"):
             if get(name) not in (_MISSING, CATALOG[name].default):
                 problems.append(f"{name}: has no effect without lora_rank; set lora_rank (e.g. 8) or leave {name} out")
+    problems += _comparator_problems(get)
+    return problems
+
+
+def _comparator_problems(get: Any) -> list[str]:
+    """A checkpoint comparator needs comparator_policy='model' (the policy that samples fixed weights);
+    each replay setting belongs to its replay mode (CoMLRL's rules)."""
+    problems = []
+    policy = get("comparator_policy")
+    if get("comparator_checkpoint") not in (_MISSING, None) and policy is not _MISSING and policy != "model":
+        problems.append(f"comparator_checkpoint: a checkpoint is the comparator of comparator_policy='model' "
+                        f"(this config has {policy!r}); set comparator_policy to 'model' or leave "
+                        f"comparator_checkpoint empty")
+    mode = get("preference_replay_mode")
+    if mode is _MISSING:
+        return problems
+    for name, owner in (("preference_replay_k", "nearest_k"), ("preference_replay_lambda", "lambda_decay")):
+        value = get(name)
+        if value is None and mode == owner:
+            problems.append(f"{name}: preference_replay_mode='{owner}' needs it; set it")
+        if value not in (_MISSING, None) and mode != owner:
+            problems.append(f"{name}: only preference_replay_mode='{owner}' reads it (this config has {mode!r}); "
+                            f"leave it empty")
+    if get("preference_replay_sample_size") not in (_MISSING, None) and mode == "current":
+        problems.append("preference_replay_sample_size: preference_replay_mode='current' trains on the iteration's "
+                        "own pairs; choose nearest_k, all_history or lambda_decay, or leave it empty")
     return problems
 
 

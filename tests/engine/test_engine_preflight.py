@@ -163,3 +163,11 @@ def test_a_rule_only_the_algorithms_config_class_knows_is_named_before_the_run()
     assert list(found) == ["trainer.preference_pairs_per_sample"]
     assert "iterative trainers need a number" in next(iter(found.values()))
     assert fields(preflight_problems(config(algorithm="madpo_iter", num_generations=4))) == {}
+
+
+def test_the_replay_and_comparator_rules_are_checked_by_the_run_config_itself(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="preference_replay_sample_size: preference_replay_mode='current'"):
+        config(algorithm="madpo_iter", num_generations=4, preference_replay_sample_size=4)
+    with pytest.raises(ConfigError, match="comparator_checkpoint: a checkpoint is the comparator of"):
+        config(algorithm="madpo_iter", num_generations=4, comparator_policy="history",
+               comparator_checkpoint=str(tmp_path))
