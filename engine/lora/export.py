@@ -15,8 +15,7 @@ from pathlib import Path
 
 from engine.folders import atomic_folder
 from engine.lora.weights import load_weights_file, save_agent_export
-
-META_FILE = "meta.json"
+from engine.preference.comparator_checkpoint import META_FILE
 
 
 def _config_path(checkpoint: Path, config: str | Path | None) -> Path:
@@ -33,6 +32,7 @@ def export_merged(checkpoint: str | Path, out: str | Path, *, config: str | Path
     """Write merged per-agent folders from ``checkpoint`` into ``out`` (see the module doc); returns them."""
     from engine.spec import load_run_config
     from engine.team import load_team
+    from engine.trainer.checkpoint import model_groups
 
     folder = Path(checkpoint)
     if not (folder / META_FILE).is_file():
@@ -43,12 +43,7 @@ def export_merged(checkpoint: str | Path, out: str | Path, *, config: str | Path
         raise ValueError("export_merged: a system of trainers keeps a checkpoint per trainer; export each one")
     dtype = None if run_config.trainer.torch_dtype == "auto" else run_config.trainer.torch_dtype
     team = load_team(run_config.agents, [device], dtype, seed=run_config.trainer.seed)
-    distinct: list[object] = []
-    which: list[int] = []
-    for model in team.models:
-        if not any(model is m for m in distinct):
-            distinct.append(model)
-        which.append(next(u for u, m in enumerate(distinct) if m is model))
+    distinct, which = model_groups(team.models)
     if which != meta["model_of_agent"]:
         raise ValueError(f"{folder} was written by another team (weight sharing {meta['model_of_agent']}, "
                          f"this config {which}); pass the run's own config with --config")

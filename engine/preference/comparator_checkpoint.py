@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-STATE_FILE = "trainer_state.pt"  # the names engine.trainer.checkpoint writes
+STATE_FILE = "trainer_state.pt"  # the files engine.trainer.checkpoint writes (it imports these names)
 META_FILE = "meta.json"
 FIX = "choose a checkpoint of an earlier run of this experiment (a checkpoint-N folder) or leave it empty"
 

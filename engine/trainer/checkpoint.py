@@ -26,9 +26,7 @@ from engine.lora.weights import (
     load_weights_file,
     save_weights_file,
 )
-
-STATE_FILE = "trainer_state.pt"
-META_FILE = "meta.json"
+from engine.preference.comparator_checkpoint import META_FILE, STATE_FILE  # noqa: F401 (re-exported)
 
 
 def _numpy_state() -> list[Any]:
@@ -46,22 +44,28 @@ def _rng_to_lists(state: tuple) -> list[Any]:
     return [version, list(internal), gauss]
 
 
+def model_groups(models: list[Any]) -> tuple[list[Any], list[int]]:
+    """The distinct model objects of a team (agents sharing weights hold the same one) and, per agent,
+    the index of its model: the ``model_{u}.safetensors`` files and ``model_of_agent`` of a checkpoint."""
+    distinct: list[Any] = []
+    which: list[int] = []
+    for model in models:
+        for u, m in enumerate(distinct):
+            if m is model:
+                which.append(u)
+                break
+        else:
+            distinct.append(model)
+            which.append(len(distinct) - 1)
+    return distinct, which
+
+
 class CheckpointMixin:
     """``state_dict``/``load_state_dict`` and ``save_checkpoint``/``load_checkpoint``."""
 
     def _model_groups(self) -> tuple[list[Any], list[int]]:
         """Distinct model objects and, per agent, the index of its model."""
-        models: list[Any] = []
-        which: list[int] = []
-        for agent in self.agents:
-            for u, m in enumerate(models):
-                if m is agent.model:
-                    which.append(u)
-                    break
-            else:
-                models.append(agent.model)
-                which.append(len(models) - 1)
-        return models, which
+        return model_groups([agent.model for agent in self.agents])
 
     def _training_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {
