@@ -28,7 +28,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "engine.preference.marlhf_iter": ("MARLHFIterTrainer",),
     "engine.preference.reward_model": ("JointRewardModel",),
     "engine.preference.centralized_magrpo": ("CentralizedMAGRPOTrainer",),
-    "engine.preference.centralized": ("TaggedCentralizedComparatorAdapter", "CentralizedComparatorParseError"),
+    "engine.preference.centralized": ("TaggedCentralizedComparatorAdapter", "CentralizedComparatorParseError",
+        "EqualPartsCentralizedAdapter"),
     "engine.systems": ("System", "SystemSpec", "build_system", "deferred_reward", "AllTogether",
         "Alternating", "RoundRobin", "EveryK", "Custom"),
 })

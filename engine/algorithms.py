@@ -37,6 +37,9 @@ TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is
 # Run-config trainer settings that the build reads itself (no config class has them).
 RUN_LEVEL = tuple(name for name in TrainerSpec.model_fields
                   if not any(name in cls.field_names() for cls in CONFIG_CLASSES.values()))
+# Run-config trainer settings with a rule of their own for every algorithm (engine.preference.collaboration),
+# so never "not used": a decentralized magrpo team is what collaboration_mode 'decentralized' says.
+OWN_RULE = ("collaboration_mode",)
 
 
 def unused_settings(algorithm: str) -> list[str]:
@@ -44,7 +47,8 @@ def unused_settings(algorithm: str) -> list[str]:
     config class's ``compat_only`` fields are accepted from CoMLRL scripts but not read."""
     cls = CONFIG_CLASSES[algorithm]
     fields = [name for name in cls.field_names() if name not in getattr(cls, "compat_only", ())]
-    return [name for name in TrainerSpec.model_fields if name not in fields and name not in RUN_LEVEL]
+    return [name for name in TrainerSpec.model_fields
+            if name not in fields and name not in RUN_LEVEL and name not in OWN_RULE]
 
 
 def trainer_class(algorithm: str) -> type:

@@ -2,10 +2,12 @@
 
 ``build_trainer`` maps the trainer spec onto the algorithm's config (:mod:`engine.configure`),
 builds the task, loads the team (:mod:`engine.team`) and constructs the trainer the algorithm table
-names (:mod:`engine.algorithms`). ``run_training`` also writes the config next to the checkpoints, trains, exports the final
-models and returns a :class:`TrainResult`; a config with a ``system`` section goes to
-:func:`engine.systems.from_config.run_system`, which builds each of its trainers the same way. The CLI
-and the job executor both call ``run_training``.
+names (:mod:`engine.algorithms`); a centralized run (one model writes every role,
+:mod:`engine.preference.collaboration`) gets the task's ``centralized_adapter``. ``run_training``
+also writes the config next to the checkpoints, trains, exports the final models and returns a
+:class:`TrainResult`; a config with a ``system`` section goes to
+:func:`engine.systems.from_config.run_system`, which builds each of its trainers the same way. The
+CLI and the job executor both call ``run_training``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from engine.algorithms import trainer_class
 from engine.configure import build_task_for, trainer_config
+from engine.preference.collaboration import is_centralized
 from engine.run_folder import train_into_folder
 from engine.settings.catalog import ACTOR_CRITIC
 from engine.sinks.base import Sink
@@ -31,6 +34,8 @@ def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sin
                      seed=config.trainer.seed)
     # the MAGRPO family reports pass@k with the task's check; actor-critic evaluation has no pass@k
     extra = {} if config.trainer.algorithm in ACTOR_CRITIC else {"eval_check": task.check}
+    if is_centralized(config.trainer.algorithm, config.trainer.collaboration_mode):
+        extra["centralized_adapter"] = task.centralized_adapter  # one model writes the task's roles
     return trainer_class(config.trainer.algorithm)(
         agents=team.models, tokenizer=team.tokenizers, train_dataset=task.train_dataset,
         eval_dataset=task.eval_dataset, reward_func=task.reward_func, external_transition=task.external_transition,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.algorithms import CONFIG_CLASSES, unused_settings
-from engine.preference.config import centralized_team_problem
+from engine.preference.collaboration import centralized_team_problems, is_centralized
 from engine.settings.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES
 from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec
 
@@ -33,9 +33,9 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
     if algorithm == "grpo" and len(agents) != 1:
         raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
                           f"(use 'magrpo')")
-    problem = centralized_team_problem(agents) if algorithm == "centralized_magrpo" else None
-    if problem:
-        raise ConfigError(problem)
+    problems = centralized_team_problems(agents, algorithm) if is_centralized(algorithm, spec.collaboration_mode) else []
+    if problems:
+        raise ConfigError(problems[0])
     if algorithm in ACTOR_CRITIC and any(a.lora_rank is not None for a in agents):
         raise ConfigError(f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
                           f"models: remove lora_rank or use magrpo")
@@ -48,6 +48,8 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
                               f"({getattr(defaults, name)!r}) or use a MAGRPO-family algorithm")
     values: dict[str, Any] = {name: getattr(spec, name) for name in TrainerSpec.model_fields
                               if name in fields}
+    if values.get("collaboration_mode", "") is None:
+        del values["collaboration_mode"]  # empty: the config class's own (centralized for centralized_magrpo)
     if algorithm in ACTOR_CRITIC:
         given = spec.actor_critic.given()
         unknown = sorted(set(given) - fields)

@@ -66,6 +66,29 @@ def preflight_problems(config: RunConfig, *,
         problem = comparator_checkpoint_problem(config.trainer.comparator_checkpoint, len(config.agents))
         if problem is not None:
             problems.append(Problem("trainer.comparator_checkpoint", problem))
+    problems += trainer_model_problems(config, hub_cache_dirs)
+    return problems
+
+
+def trainer_model_problems(config: RunConfig,
+                           hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[Problem]:
+    """The models the trainer section names besides the agents' (the comparator's, the reward model's):
+    each source must exist, and a per-agent list must have one entry or one per agent."""
+    trainer, n = config.trainer, len(config.agents)
+    named: list[tuple[str, str]] = [("trainer.comparator_model_name", trainer.comparator_model_name),
+                                    ("trainer.reward_model_name", trainer.reward_model_name)]
+    problems = []
+    for field, values in (("comparator_agents", trainer.comparator_agents),
+                          ("comparator_devices", trainer.comparator_devices)):
+        if values and len(values) not in (1, n):
+            problems.append(Problem(f"trainer.{field}", f"got {len(values)} entries for {n} agents; give one for "
+                                                        f"all or one per agent"))
+    named += [(f"trainer.comparator_agents.{i}", source) for i, source in enumerate(trainer.comparator_agents or [])]
+    for field, source in named:
+        if source:
+            info = inspect_source(source, hub_cache_dirs=hub_cache_dirs)
+            if info.problem:
+                problems.append(Problem(field, info.problem))
     return problems
 
 

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from engine.errors import ConfigError, format_validation_error
+from engine.preference.collaboration import collaboration_problem
 from engine.settings.catalog import ACTOR_CRITIC, CATALOG
 from engine.settings.derive import agent_override, schema_fields
 from engine.settings.rules import combination_problems, group_size_problem
@@ -153,6 +154,14 @@ class _TrainerRules(_CombinationRules):
             raise ValueError(problem)
         return value
 
+    @field_validator("collaboration_mode", check_fields=False)
+    @classmethod
+    def _collaboration_of_the_algorithm(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = collaboration_problem(info.data.get("algorithm", "magrpo"), value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @field_validator("actor_critic", check_fields=False)
     @classmethod
     def _actor_critic_only(cls, value: ActorCriticSection, info: ValidationInfo) -> ActorCriticSection:
@@ -164,12 +173,13 @@ class _TrainerRules(_CombinationRules):
 
 # The run config's trainer section: the catalog's settings in the form's order. Names and defaults
 # follow CoMLRL's MAGRPOConfig except num_turns 1 and logging_steps 1 (friendlier for a form) and
-# advantage_mode empty (the algorithm's baseline).
+# advantage_mode and collaboration_mode empty (the algorithm's: its baseline; centralized for
+# centralized_magrpo, decentralized otherwise, see engine.preference.collaboration).
 TRAINER_SETTINGS = (
     "algorithm", "num_train_epochs", "max_steps", "agent_learning_rate", "weight_decay", "num_generations",
     "max_new_tokens", "temperature", "top_p", "top_k", "num_turns", "discount", "joint_mode", "turn_order",
-    "early_termination_threshold", "external_prompt_passthrough", "advantage_mode", "advantage_normalization",
-    "per_agent_normalization", "loss_type", "clip_epsilon", "num_inner_epochs", "reference_kl_enabled",
+    "collaboration_mode", "early_termination_threshold", "external_prompt_passthrough", "advantage_mode",
+    "advantage_normalization", "per_agent_normalization", "loss_type", "clip_epsilon", "num_inner_epochs", "reference_kl_enabled",
     "reference_kl_coef", "reference_kl_mode", "max_grad_norm", "lr_scheduler", "warmup_steps",
     "rollout_buffer_size", "train_batch_size", "items_per_step", "micro_batch_size", "shuffle",
     "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
@@ -181,16 +191,23 @@ TRAINER_SETTINGS = (
     "reward_learning_rate", "reward_num_train_epochs", "reward_train_batch_size", "reward_max_length",
     "reward_freeze_backbone", "num_iterations", "comparator_policy", "comparator_history_k",
     "comparator_checkpoint", "preference_replay_mode", "preference_replay_k", "preference_replay_lambda",
-    "preference_replay_sample_size",
+    "preference_replay_sample_size", "comparator_generation_mode", "comparator_centralized_agent_index",
+    "comparator_model_name", "comparator_agents", "comparator_devices", "comparator_num_candidates",
+    "comparator_api_url", "comparator_api_format", "comparator_api_model", "comparator_api_max_n_per_request",
+    "comparator_api_timeout", "comparator_api_retries", "comparator_api_headers", "comparator_api_key_env",
+    "comparator_api_key_header", "comparator_api_key_prefix", "comparator_api_response_field",
+    "comparator_api_extra_body",
+    "policy_checkpoint_dir", "preference_replay_dir", "log_reward_distribution", "preference_scoring_reward",
 )
-TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None}
+TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None, "collaboration_mode": None}
+TRAINER_OPTIONAL = ("collaboration_mode",)  # None is the algorithm's value (advantage_mode's type has None already)
 
 TrainerSpec = create_model(
     "TrainerSpec",
     __base__=_TrainerRules,
     __module__=__name__,
     __doc__="Trainer settings of a run config (each declared once in engine.settings.catalog).",
-    **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS),
+    **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS, TRAINER_OPTIONAL),
     actor_critic=(ActorCriticSection, Field(default_factory=ActorCriticSection,
                                             description="iac/maac only: the critic's settings.")),
 )

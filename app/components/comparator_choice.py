@@ -1,7 +1,7 @@
 """The comparator of the iterative preference trainers (madpo_iter, marlhf_iter) in the experiment form.
 
-One choice: a comparator policy (``current``, ``current_copy``, ``model`` = the initial policy,
-``history``) or a checkpoint of an earlier run of this experiment, which sets
+One choice: a comparator policy (``current``, ``current_copy``, ``model`` = another model or the
+initial policy, ``history``, ``api``) or a checkpoint of an earlier run of this experiment, which sets
 ``comparator_policy: model`` and ``comparator_checkpoint: <folder>`` (the engine loads that folder's
 agent weights as the comparator). A folder that no longer exists is refused, next to this widget,
 by the pre-flight check before the experiment can be saved or launched.
@@ -20,8 +20,9 @@ ITERATIVE = ("madpo_iter", "marlhf_iter")
 POLICIES = {
     "current": "current: the policy's own candidates",
     "current_copy": "current_copy: a second sample of a frozen copy",
-    "model": "model: the initial policy",
+    "model": "model: a fixed model (comparator_model_name / comparator_agents; empty: the initial policy)",
     "history": "history: the policy comparator_history_k iterations back",
+    "api": "api: an HTTP LLM API (comparator_api_url and the comparator_api_* settings)",
 }
 CHECKPOINT = "checkpoint:"  # an option naming a checkpoint folder
 

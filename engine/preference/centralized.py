@@ -53,6 +53,25 @@ class TaggedCentralizedComparatorAdapter:
         return outputs
 
 
+@dataclass(frozen=True)
+class EqualPartsCentralizedAdapter:
+    """Roles answer one after the other: the completion is cut into ``num_agents`` parts of equal
+    length (in characters), the first part is role 0's answer. It never fails to parse, so even a
+    model that has not learnt the tags (a tiny random one) gives its roles answers the reward can
+    tell apart. Not in CoMLRL; a task offers it (``Task.centralized_adapter``)."""
+
+    def build_prompt(self, batch_item: dict[str, Any], agent_prompts: Sequence[str]) -> str:
+        sections = "\n\n".join(f"Agent {i} original prompt:\n{p}" for i, p in enumerate(agent_prompts))
+        return (f"You are a centralized coordinator producing the separate outputs of {len(agent_prompts)} agents.\n\n"
+                f"{sections}\n\nWrite the outputs one after the other, all of the same length: your text is cut "
+                f"into {len(agent_prompts)} equal parts, agent 0's output first.\n")
+
+    def parse_completion(self, completion: str, batch_item: dict[str, Any], num_agents: int) -> list[str]:
+        text = str(completion)
+        bounds = [round(i * len(text) / num_agents) for i in range(num_agents + 1)]
+        return [text[bounds[i]:bounds[i + 1]].strip() for i in range(num_agents)]
+
+
 def prompt_text(value: Any) -> str:
     """A role formatter's result as text: a string as it is, chat messages as their contents."""
     if isinstance(value, list | tuple):
@@ -85,9 +104,12 @@ class CentralizedCollaboration:
     def term_names(self) -> list[str]:
         return self.role_reward.term_names
 
+    def role_prompts(self, item: dict[str, Any]) -> list[str]:
+        """Each role's own prompt for ``item`` (its formatter's, as text)."""
+        return [prompt_text(call_formatter(fmt, item)) for fmt in self.formatters]
+
     def build_prompt(self, item: dict[str, Any]) -> str:
-        prompts = [prompt_text(call_formatter(fmt, item)) for fmt in self.formatters]
-        prompt = self.adapter.build_prompt(item, prompts)
+        prompt = self.adapter.build_prompt(item, self.role_prompts(item))
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("centralized_adapter.build_prompt must return a non-empty string")
         return prompt
@@ -112,9 +134,9 @@ class CentralizedCollaboration:
         """Team rewards of J joint completions (``agent_completions[0][j]``), split into roles first."""
         joint = agent_completions[0]
         roles = [self.split(text, item, count=True) for text, item in zip(joint, batch_items, strict=True)]
-        role_prompts = [[prompt_text(call_formatter(fmt, item)) for item in batch_items] for fmt in self.formatters]
+        per_item = [self.role_prompts(item) for item in batch_items]
         return self.role_reward.score([[r[i] for r in roles] for i in range(self.num_roles)], batch_items,
-                                      role_prompts)
+                                      [[p[i] for p in per_item] for i in range(self.num_roles)])
 
     def take_unparsed_share(self) -> float | None:
         """Share of completions scored since the last call that had no tagged section (None: none scored)."""

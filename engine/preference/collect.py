@@ -33,10 +33,18 @@ class PairCollector:
         self.collected_items = 0
         self.stats: dict[str, float] = {}
         self.comparator_tree: Any = None  # iterative trainers: another policy's candidates to compare with
+        self.rewards: dict[str, list[float]] = {"current": [], "comparator": []}  # the candidates' team rewards
 
     def reset(self) -> None:
         """Start a new collection (an iteration of the iterative trainers); the RNG continues."""
         self.pairs, self.collected_items, self.stats = [], 0, {}
+        self.rewards = {"current": [], "comparator": []}
+
+    def reward_series(self) -> dict[str, list[float]]:
+        """The collection's team rewards: every current and comparator candidate, the pairs' winners and
+        losers (:mod:`engine.preference.reward_distribution`'s series)."""
+        return {**{k: list(v) for k, v in self.rewards.items()},
+                "winner": [p.winner_reward for p in self.pairs], "loser": [p.loser_reward for p in self.pairs]}
 
     @property
     def done(self) -> bool:
@@ -63,6 +71,8 @@ class PairCollector:
             self.collected_items += len(indices)
             paired = {p.item_index for p in new}
             rewards = [r for root in rollout.roots for r in root.rewards]
+            self.rewards["current"].extend(float(r) for r in rewards)
+            self.rewards["comparator"].extend(float(r) for root in others if root is not None for r in root.rewards)
             for key, value in (("candidate_reward_sum", sum(rewards)), ("candidates", len(rewards)),
                                ("items_without_pairs", sum(1 for root in rollout.roots if root.item_index not in paired)),
                                ("generate_s", rollout.timings["generate_s"]), ("reward_s", rollout.timings["reward_s"]),
@@ -91,11 +101,14 @@ class PairCollector:
         """Plain data (a checkpoint loads it with ``weights_only``)."""
         version, internal, gauss = self.rng.getstate()
         return {"pairs": [p.to_state() for p in self.pairs], "collected_items": self.collected_items,
-                "stats": dict(self.stats), "rng": [version, list(internal), gauss]}
+                "stats": dict(self.stats), "rng": [version, list(internal), gauss],
+                "rewards": {k: list(v) for k, v in self.rewards.items()}}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.pairs = [PreferencePair.from_state(p) for p in state["pairs"]]
         self.collected_items = int(state["collected_items"])
         self.stats = {k: float(v) for k, v in state["stats"].items()}
+        saved = state.get("rewards") or {}  # checkpoints written before the rewards were kept have none
+        self.rewards = {k: [float(r) for r in saved.get(k, [])] for k in ("current", "comparator")}
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))

@@ -80,9 +80,16 @@ class _Iterative(_Preference):
         super().__post_init__()
 
 
+API_SETTINGS = ("comparator_api_url", "comparator_api_format", "comparator_api_model",
+                "comparator_api_max_n_per_request", "comparator_api_timeout", "comparator_api_retries",
+                "comparator_api_headers", "comparator_api_key", "comparator_api_key_env", "comparator_api_key_header",
+                "comparator_api_key_prefix", "comparator_api_response_field", "comparator_api_extra_body")
 ITERATIVE_SETTINGS = ("num_iterations", "comparator_policy", "comparator_history_k", "comparator_checkpoint",
+                      "comparator_generation_mode", "comparator_centralized_agent_index", "comparator_model_name",
+                      "comparator_agents", "comparator_devices", "comparator_num_candidates", *API_SETTINGS,
                       "preference_replay_mode", "preference_replay_k", "preference_replay_lambda",
-                      "preference_replay_sample_size")
+                      "preference_replay_sample_size", "preference_replay_dir", "policy_checkpoint_dir",
+                      "log_reward_distribution")
 MADPOIterConfig = config_class(
     "MADPOIterConfig", (*MADPOConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
     defaults={**MADPO_DEFAULTS, "num_train_epochs": 1, "preference_num_candidates": 20,
@@ -153,7 +160,8 @@ class _IterativeLearnedReward(_LearnedReward):
 
 
 MARLHFIterConfig = config_class(
-    "MARLHFIterConfig", (*MARLHFConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
+    "MARLHFIterConfig", (*MARLHFConfig.field_names(), *ITERATIVE_SETTINGS, "preference_scoring_reward"),
+    module=__name__,
     defaults={**MADPO_DEFAULTS, "num_train_epochs": 2, "preference_num_candidates": 20,
               "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward", "reward_num_train_epochs": 2},
     bases=(_IterativeLearnedReward, MARLHFConfig), algorithm_name="marlhf_iter", compat_only=MARLHFConfig.compat_only,

@@ -19,6 +19,8 @@ import torch
 
 from engine.lora.weights import load_weights_file
 from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
+from engine.preference.comparator_sources import ComparatorSources
+from engine.preference.iteration_files import IterationFiles
 from engine.preference.pairs import PreferencePair
 from engine.preference.replay import replay_pairs, shards_kept
 from engine.sinks.base import Sink
@@ -29,9 +31,11 @@ from engine.trainer.trainer import MAGRPOTrainer
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)  # every preference trainer takes MAGRPO's arguments
 
 
-class ComparatorIterations:
-    """Iterations against ``comparator_policy`` (current, current_copy, model, history); the
-    constructor is the trainer's (MAGRPO's arguments) with an iterative config."""
+class ComparatorIterations(ComparatorSources):
+    """Iterations against ``comparator_policy`` (current, current_copy, model, history, api); the
+    constructor is the trainer's (MAGRPO's arguments) with an iterative config. The comparators that
+    write text (another model, a centralized writer, an API) come from
+    :class:`engine.preference.comparator_sources.ComparatorSources`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
@@ -50,11 +54,13 @@ class ComparatorIterations:
         self.replay_shards: list[list[PreferencePair]] = []  # pairs of past iterations replay may draw
         self.training_pairs: list[PreferencePair] = []  # what the iteration trains on
         self._replay_rng = random.Random(self.args.seed * 7919 + 3)
+        self.files = IterationFiles.for_config(self.args, self.output_dir)
         path = self.args.comparator_checkpoint
         if path is not None:  # refused now, before any sampling, when the folder cannot be the comparator
             problem = comparator_checkpoint_problem(path, self.num_agents, self._model_groups()[1])
             if problem is not None:
                 raise FileNotFoundError(f"comparator_checkpoint: {problem}")
+        self._init_sources()  # another model / an API client: loaded or checked now, before any sampling
 
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
               checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
@@ -67,8 +73,11 @@ class ComparatorIterations:
 
     @property
     def comparator_iteration(self) -> int | None:
-        """Whose weights the comparator has in this iteration (None: no comparator, ``current``)."""
+        """Whose snapshot the comparator has in this iteration (None: it samples no snapshot: the
+        current policy, another model, an API)."""
         cfg, r = self.args, max(self.iteration, 0)
+        if self.external_comparator:
+            return None
         return {"current": None, "current_copy": r, "model": 0,
                 "history": max(0, r - (cfg.comparator_history_k or 1))}[cfg.comparator_policy]
 
@@ -77,8 +86,9 @@ class ComparatorIterations:
         self.iteration = iteration
         if iteration not in self.snapshots:  # a resumed iteration keeps the snapshot it was saved with
             self.snapshots[iteration] = self._weights()
+        self.files.write_policy(iteration, self.snapshots[iteration], self._model_groups()[1])
         source = self.comparator_iteration
-        self.collector.comparator_tree = None if source is None else self._comparator_for(source)
+        self.collector.comparator_tree = self._install_comparator(source)
         keep = {0, iteration} | ({source} if source is not None else set())
         keep |= {iteration - k for k in range(1, (self.args.comparator_history_k or 1) + 1)}
         self.snapshots = {r: w for r, w in self.snapshots.items() if r in keep}
@@ -88,6 +98,7 @@ class ComparatorIterations:
         """The iteration's collected pairs become a replay shard; the pairs to train on are drawn by
         ``preference_replay_mode`` (:mod:`engine.preference.replay`). Call once per iteration."""
         cfg = self.args
+        self.files.write_pairs(self.iteration, self.collector.pairs)
         self.replay_shards.append(list(self.collector.pairs))
         keep = shards_kept(cfg.preference_replay_mode, cfg.preference_replay_k)
         self.replay_shards = self.replay_shards[-keep:] if keep else self.replay_shards
@@ -103,9 +114,29 @@ class ComparatorIterations:
                 "iter/total_preference_pairs": float(self.total_pairs),
                 "iter/train_preference_pairs": float(len(self.training_pairs))}
 
+    def collection_metrics(self) -> dict[str, float]:
+        """The iteration's collection (``pairs/...``, ``perf/...``), its comparator's (``comparator/...``)
+        and, with ``log_reward_distribution``, the team-reward distributions (``iter/reward_dist/...``;
+        also written as JSON + SVG by :class:`engine.preference.iteration_files.IterationFiles`)."""
+        metrics = {**self.collector.metrics(), **self.comparator_metrics()}
+        if self.args.log_reward_distribution:
+            metrics.update(self.files.write_reward_distribution(self.iteration, self.collector.reward_series()))
+        return metrics
+
     def _weights(self) -> list[dict[str, torch.Tensor]]:
         models, _ = self._model_groups()
         return [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()} for m in models]
+
+    def _install_comparator(self, source: int | None) -> Any:
+        """The collector's comparator for this iteration (None: pairs among the current candidates)."""
+        if self.external_comparator:
+            return self.external_comparator
+        if source is None:  # the current policy; centralized, its writer answers the joint prompt
+            return self._centralized(self.agents) if self.args.comparator_generation_mode == "centralized" else None
+        tree = self._comparator_for(source)
+        if self.args.comparator_generation_mode == "centralized":
+            return self._centralized(tree.agents)
+        return tree
 
     def _comparator_for(self, source: int) -> TreeBuilder:
         """The comparator of this iteration: the snapshot ``source``, or with ``comparator_checkpoint``
@@ -125,12 +156,16 @@ class ComparatorIterations:
         candidates do."""
         if self._comparator_tree is None:
             models, which = self._model_groups()
+            devices = self.comparator_devices()
             copies = [copy.deepcopy(m).eval().requires_grad_(False) for m in models]
-            agents = [dataclasses.replace(a, model=copies[which[a.index]], optimizer=None, reference_model=None)
-                      for a in self.agents]
+            for u, model in enumerate(copies):
+                device = devices[which.index(u)]
+                if device is not None:
+                    copies[u] = model.to(device)
+            agents = [self.comparator_runtime(a, copies[which[a.index]], devices[a.index]) for a in self.agents]
             candidates = self.collector.tree
-            self._comparator_tree = TreeBuilder(agents, candidates.reward, None, candidates.settings,
-                                                pool=candidates.pool)
+            settings = dataclasses.replace(candidates.settings, num_generations=self.comparator_candidates)
+            self._comparator_tree = TreeBuilder(agents, candidates.reward, None, settings, pool=candidates.pool)
             self._comparator_copies = copies
         for model, state in zip(self._comparator_copies, weights or [], strict=weights is not None):
             model.load_state_dict(state)
@@ -157,6 +192,5 @@ class ComparatorIterations:
         self.training_pairs = [self.replay_shards[s][i] for s, i in saved["training_pairs"]]
         version, internal, gauss = saved["replay_rng"]
         self._replay_rng.setstate((version, tuple(internal), gauss))
-        source = self.comparator_iteration
-        if self.iteration >= 0 and source is not None:
-            self.collector.comparator_tree = self._comparator_for(source)
+        if self.iteration >= 0:
+            self.collector.comparator_tree = self._install_comparator(self.comparator_iteration)

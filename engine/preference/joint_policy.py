@@ -6,12 +6,14 @@ joint policy (:func:`centralize`), and the evaluation hooks that see the roles a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.formatting import normalize_formatters
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
 from engine.team_reward import TeamReward
+from transcripts import TurnRecord
 
 JOINT_NAME = "joint"  # the one actor's name in metrics and transcripts
 _PER_AGENT = ("agent_learning_rates", "agent_generation", "system_prompts")
@@ -72,6 +74,16 @@ class CentralizedRoles:
     answers. Inactive (``collaboration`` None) for a decentralized team."""
 
     collaboration: CentralizedCollaboration | None = None
+    role_names: list[str]
+
+    def role_turns(self, item: dict[str, Any], joint: TurnRecord) -> list[TurnRecord]:
+        """The roles inside a joint turn, numbered after the joint actor (``agent_index`` 1, 2, ...):
+        each role's name, its own prompt and its part of the joint completion (what the task's reward
+        scored), with the joint turn's reward, return and advantage."""
+        answers = self.collaboration.split(joint.completion, item)
+        prompts = self.collaboration.role_prompts(item)
+        return [dataclasses.replace(joint, agent_index=1 + r, agent_name=name, prompt=prompts[r], completion=answers[r])
+                for r, name in enumerate(self.role_names)]
 
     def _role_check(self, check: Callable[[dict, list[str]], bool]) -> Callable[[dict, list[str]], bool]:
         """The task's pass@k check on the roles' answers of a joint completion."""

@@ -15,6 +15,7 @@ constructor, ``train()``/``evaluate()``/``save_model()``), on the shared trainer
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import time
@@ -52,7 +53,9 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
     ``sink``, ``agent_names``, ``agent_learning_rates``, ``agent_generation``, ``system_prompts``,
     ``eval_check`` and ``output_dir``. With ``collaboration_mode="centralized"`` one model writes
     every role (``centralized_adapter``, the arguments as :class:`CentralizedMAGRPOTrainer` takes
-    them) and the pairs compare its joint completions.
+    them) and the pairs compare its joint completions; the pairs' transcripts show the joint turn
+    and then each role's part, and the first step reports ``centralized/unparsed_share`` of the
+    collection.
     """
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
@@ -88,6 +91,8 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
 
     __init__.__signature__ = _CONSTRUCTOR  # type: ignore[attr-defined]
 
+    collection_unparsed_share: float | None = None  # one joint model: the collection's completions without sections
+
     def _default_config(self) -> MADPOConfig:
         return MADPOConfig()
 
@@ -115,9 +120,27 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
             if not cfg.use_environment_step:
                 self.env_step += rollout.env_steps
 
-        if self.collector.collect(sink.should_stop if sink is not None else lambda: False, measure):
-            self._pair_schedule()
+        if self.collaboration is not None:
+            self.collaboration.take_unparsed_share()  # count the collection's joint completions only
+        try:
+            if self.collector.collect(sink.should_stop if sink is not None else lambda: False, measure):
+                self._pair_schedule()
+        except ValueError as exc:
+            if self.collaboration is None or not str(exc).startswith("no preference pair"):
+                raise
+            raise ValueError(f"{exc}{self._unparsed_hint()}") from None
+        if self.collaboration is not None:
+            self.collection_unparsed_share = self.collaboration.take_unparsed_share()
         return self.pairs
+
+    def _unparsed_hint(self) -> str:
+        """Why a centralized collection may have found no pair: completions the protocol could not split."""
+        share = self.collaboration.take_unparsed_share()
+        if not share:
+            return ""
+        return (f". {share:.0%} of the joint completions had no tagged section, so every role's answer was empty "
+                f"and they all scored alike: use a model that writes the <agent_i> sections, or a task protocol "
+                f"that always splits (the quickstart task's centralized_protocol: halves)")
 
     @property
     def pairs(self) -> list[PreferencePair]:
@@ -159,8 +182,23 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         metrics["train/epoch"] = self.epoch_of_last_step()
         if self.step == 1:
             metrics.update(self.collector.metrics())
+            if self.collection_unparsed_share is not None:
+                metrics["centralized/unparsed_share"] = self.collection_unparsed_share
         chosen = self._report_rng.sample(batch, min(cfg.transcripts_per_step, len(batch)))
-        return metrics, pair_episodes(chosen, self.agent_names)
+        return metrics, self._pair_episodes(chosen)
+
+    def _pair_episodes(self, pairs: Sequence[PreferencePair]) -> list[Episode]:
+        """:func:`pair_episodes`; for one joint model each side also shows the roles after the joint
+        turn (:meth:`CentralizedRoles.role_turns`)."""
+        episodes = pair_episodes(pairs, self.agent_names)
+        if self.collaboration is None:
+            return episodes
+        out = []
+        for episode in episodes:
+            item = dict(self.train_dataset[pairs[episode.sample_index // 2].item_index])
+            joint = episode.turns[0]
+            out.append(dataclasses.replace(episode, turns=(joint, *self.role_turns(item, joint))))
+        return out
 
     # -- the update --------------------------------------------------------------------------------
     def update(self, batch: Sequence[PreferencePair]) -> dict[str, float]:

@@ -63,6 +63,6 @@ class MADPOIterTrainer(ComparatorIterations, MADPOTrainer):
         first = self.step % self.steps_per_iteration == 0
         metrics, episodes = super().train_step()
         if first:
-            metrics.update(self.collector.metrics())
+            metrics.update(self.collection_metrics())
         metrics.update(self.iteration_metrics())
         return metrics, episodes

@@ -8,7 +8,9 @@ comparator policy, refit the reward model on them, and RL against it.
         num_train_epochs epochs of MAGRPO-family RL steps against the reward model
 
 The run's length is known before it starts: ``num_iterations * num_train_epochs`` epochs of RL
-steps. Checkpoints hold the iteration, its pairs, the snapshots and the reward model, so a run
+steps. With ``preference_scoring_reward="reward_model"`` the pairs of the second and later
+iterations are labelled by the reward model learned so far instead of the task's reward.
+Checkpoints hold the iteration, its pairs, the snapshots and the reward model, so a run
 resumes mid-iteration exactly.
 """
 
@@ -20,6 +22,7 @@ from engine.preference.config import MARLHFIterConfig
 from engine.preference.iterations import ComparatorIterations
 from engine.preference.marlhf import MARLHFTrainer
 from engine.sinks.base import Episode
+from engine.team_reward import TeamReward
 
 
 class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):
@@ -34,11 +37,21 @@ class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):
         return MARLHFIterConfig()
 
     def start_iteration(self, iteration: int) -> dict[str, float]:
-        """Snapshot, comparator, the iteration's pairs, and the reward model refit on the replayed ones."""
+        """Snapshot, comparator, the iteration's pairs (labelled by ``preference_scoring_reward``), and
+        the reward model refit on the replayed ones."""
         self.begin_iteration(iteration)
+        self.label_pairs_with(self._scoring_reward(iteration))
         self.collector.collect(lambda: False)
         self.total_pairs += len(self.collector.pairs)
         return self.fit_reward_model(self.mix_replay())  # the pairs preference_replay_mode draws
+
+    def _scoring_reward(self, iteration: int) -> TeamReward:
+        """What labels iteration ``iteration``'s pairs: the task's team reward, or with
+        ``preference_scoring_reward="reward_model"`` the reward model learned so far (from the second
+        iteration on; the first has only the task's labels to learn from, as in CoMLRL)."""
+        if self.args.preference_scoring_reward == "reward_model" and iteration > 0 and self.reward_model_trained:
+            return self.tree.reward  # the RL stage's reward: the learned model
+        return self.task_reward
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
         """An RL step; an iteration's first step collects, refits and reports both."""
@@ -48,6 +61,6 @@ class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):
             self.start_iteration(iteration)
         metrics, episodes = super().train_step()
         if first:
-            metrics.update({**self.collector.metrics(), **self.reward_model_metrics})
+            metrics.update({**self.collection_metrics(), **self.reward_model_metrics})
         metrics.update(self.iteration_metrics())
         return metrics, episodes

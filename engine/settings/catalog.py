@@ -225,10 +225,37 @@ CATALOG: dict[str, Setting] = {
     "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1),
     # --- iterative preference (madpo_iter) --------------------------------------------------------
     "num_iterations": _s("preference", int, 6, "Rounds of collect-pairs-then-train (iterative trainers).", ge=1),
-    "comparator_policy": _s("preference", Literal["current", "current_copy", "model", "history"], "current",
+    "comparator_policy": _s("preference", Literal["current", "current_copy", "model", "history", "api"], "current",
                             "Whose candidates the current policy's are compared with: its own (current), a "
-                            "second sample of a frozen copy (current_copy), the initial policy (model), or the "
-                            "policy comparator_history_k iterations back (history)."),
+                            "second sample of a frozen copy (current_copy), a fixed model (model: "
+                            "comparator_model_name / comparator_agents / comparator_checkpoint, else the initial "
+                            "policy), the policy comparator_history_k iterations back (history), or an HTTP LLM "
+                            "API (api: comparator_api_url).",
+                            before=_aliases({**dict.fromkeys(("current", "self", "online"), "current"),
+                                             **dict.fromkeys(("current_copy", "copy", "online_copy", "current-offload",
+                                                              "current_offload"), "current_copy"),
+                                             **dict.fromkeys(("model", "external", "comparator", "reference", "ref"),
+                                                             "model"),
+                                             **dict.fromkeys(("history", "checkpoint", "previous",
+                                                              "previous_iteration"), "history"),
+                                             **dict.fromkeys(("api", "http", "endpoint"), "api")})),
+    "comparator_generation_mode": _s("preference", Literal["decentralized", "centralized"], "decentralized",
+                                     "decentralized: every agent's comparator samples its own answer; centralized: "
+                                     "one comparator model writes every role's answer in <agent_i> sections.",
+                                     before=_aliases({**dict.fromkeys(("decentralized", "decentralised", "multi_agent",
+                                                                       "multi-agent"), "decentralized"),
+                                                      **dict.fromkeys(("centralized", "centralised", "single_agent",
+                                                                       "single-agent"), "centralized")})),
+    "comparator_centralized_agent_index": _s("preference", int, 0, "Centralized comparator: whose model (or "
+                                             "comparator_agents entry) writes the joint answer.", ge=0),
+    "comparator_model_name": _s("preference", str | None, None, "comparator_policy='model': one model (HF id, "
+                                "folder or builtin:) every agent's comparator samples with."),
+    "comparator_agents": _s("preference", list[str] | None, None, "comparator_policy='model': one model per agent "
+                            "(or one for all) the comparators sample with."),
+    "comparator_devices": _s("preference", list[str] | None, None, "Device per comparator model (one is used for "
+                             "all; empty = the agent's device).", before=_device_list),
+    "comparator_num_candidates": _s("preference", int | None, None, "Candidates the comparator samples per item "
+                                    "(empty = preference_num_candidates).", ge=1),
     "comparator_history_k": _s("preference", int | None, None, "Iterations back for comparator_policy='history' "
                                "(empty = 1).", ge=1),
     "preference_replay_mode": _s("preference", Literal["current", "nearest_k", "all_history", "lambda_decay"],
@@ -249,6 +276,45 @@ CATALOG: dict[str, Setting] = {
     "comparator_checkpoint": _s("preference", str | None, None, "A checkpoint folder (checkpoint-N of an earlier "
                                 "run with the same team) whose agent weights the comparator samples with; needs "
                                 "comparator_policy='model' (empty: 'model' is the initial policy)."),
+    "comparator_api_url": _s("preference", str | None, None, "comparator_policy='api': the endpoint every "
+                             "request is POSTed to (http or https)."),
+    "comparator_api_format": _s("preference", Literal["generic", "openai_chat", "anthropic_messages",
+                                                      "openai_responses"], "generic",
+                                "Request and response shape: generic (prompt, num_return_sequences -> completions), "
+                                "OpenAI chat completions (DeepSeek too), Anthropic messages, OpenAI responses.",
+                                before=_aliases({"none": "generic", "generic": "generic",
+                                                 **dict.fromkeys(("openai", "openai_chat", "chat", "deepseek"),
+                                                                 "openai_chat"),
+                                                 **dict.fromkeys(("anthropic", "anthropic_messages", "messages"),
+                                                                 "anthropic_messages"),
+                                                 **dict.fromkeys(("openai_responses", "responses", "codex"),
+                                                                 "openai_responses")})),
+    "comparator_api_model": _s("preference", str | None, None, "The model name sent to the API."),
+    "comparator_api_max_n_per_request": _s("preference", int | None, None, "Completions one request may ask for "
+                                           "(empty = all at once; 1 for DeepSeek, Anthropic and responses).", ge=1),
+    "comparator_api_timeout": _s("preference", float, 120.0, "Seconds one API request may take.", gt=0),
+    "comparator_api_retries": _s("preference", int, 2, "Extra attempts of a request the API refused for now (429, "
+                                 "5xx) or that failed to connect, with doubling pauses from 1 s (CoopLab).", ge=0),
+    "comparator_api_headers": _s("preference", dict[str, str] | None, None, "Extra HTTP headers of every request."),
+    "comparator_api_key": _s("preference", str | None, None, "The API key itself (library use only: a run config "
+                             "names the variable instead, comparator_api_key_env, so no key is stored)."),
+    "comparator_api_key_env": _s("preference", str | None, None, "The environment variable holding the API key "
+                                 "(read by the process that trains)."),
+    "comparator_api_key_header": _s("preference", str, "Authorization", "Header that carries the key (Anthropic: "
+                                    "x-api-key)."),
+    "comparator_api_key_prefix": _s("preference", str, "Bearer", "Text before the key in its header (none for "
+                                    "Anthropic)."),
+    "comparator_api_response_field": _s("preference", str, "completions", "generic format: the dotted path of the "
+                                        "completions in the JSON answer."),
+    "comparator_api_extra_body": _s("preference", dict[str, Any] | None, None, "Fields merged into every request's "
+                                    "JSON body."),
+    "policy_checkpoint_dir": _s("preference", str | None, None, "Also write each iteration's policy (the comparator "
+                                "snapshots) here as model files (relative: under the run's output folder)."),
+    "preference_replay_dir": _s("preference", str | None, None, "Also write each iteration's pairs here as JSON "
+                                "lines (relative: under the run's output folder)."),
+    "log_reward_distribution": _s("preference", bool, False, "Log each iteration's team-reward distribution of the "
+                                  "current, comparator, winner and loser candidates, and write it as JSON + SVG "
+                                  "under reward_distribution/ of the output folder.", **_BOOL),
     # --- learned reward (marlhf) ---------------------------------------------------------------
     "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo"], "magrpo",
                        "The MAGRPO-family baseline that optimises the team against the learned reward.",
@@ -264,6 +330,12 @@ CATALOG: dict[str, Setting] = {
     "reward_max_length": _s("preference", int | None, None, "Tokens the reward model reads per joint answer "
                             "(the last ones; empty = all).", ge=2),
     "reward_freeze_backbone": _s("preference", bool, False, "Train only the reward model's head.", **_BOOL),
+    "preference_scoring_reward": _s("preference", Literal["task", "reward_model"], "task",
+                                    "marlhf_iter: what labels an iteration's pairs: the task's team reward, or "
+                                    "(reward_model) the reward model learned so far (the first iteration: the task's).",
+                                    before=_aliases({**dict.fromkeys(("task", "oracle", "environment", "env"), "task"),
+                                                     **dict.fromkeys(("reward_model", "model", "learned"),
+                                                                     "reward_model")})),
 }
 
 FORM_MAIN = tuple(name for name, setting in CATALOG.items() if setting.form == "main")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, ConfigDict, ValidationError
@@ -24,20 +24,24 @@ from engine.settings.rules import combination_problems, group_size_problem
 _CONFIG = ConfigDict(validate_assignment=True, extra="forbid", arbitrary_types_allowed=True)
 
 
-def setting_field(name: str, **override: Any) -> tuple[Any, FieldInfo]:
-    """``(annotation, FieldInfo)`` of a catalog setting, optionally with another ``default``."""
+def setting_field(name: str, *, optional: bool = False, **override: Any) -> tuple[Any, FieldInfo]:
+    """``(annotation, FieldInfo)`` of a catalog setting, optionally with another ``default``;
+    ``optional`` also accepts ``None`` (a run config's "the algorithm's value")."""
     setting = CATALOG[name]
     info = FieldInfo.merge_field_infos(setting.field, **override)  # a copy: classes never share one
-    annotation = setting.annotation
+    annotation = setting.annotation | None if optional else setting.annotation
     if setting.before is not None:
         annotation = Annotated[annotation, BeforeValidator(setting.before)]
     return annotation, info
 
 
-def schema_fields(names: Sequence[str], defaults: Mapping[str, Any] | None = None) -> dict[str, tuple[Any, FieldInfo]]:
-    """Catalog settings as ``create_model`` field definitions, in the given order."""
+def schema_fields(names: Sequence[str], defaults: Mapping[str, Any] | None = None,
+                  optional: Collection[str] = ()) -> dict[str, tuple[Any, FieldInfo]]:
+    """Catalog settings as ``create_model`` field definitions, in the given order; those named in
+    ``optional`` also accept ``None``."""
     defaults = defaults or {}
-    return {name: setting_field(name, **({"default": defaults[name]} if name in defaults else {}))
+    return {name: setting_field(name, optional=name in optional,
+                                **({"default": defaults[name]} if name in defaults else {}))
             for name in names}
 
 

@@ -44,6 +44,7 @@ def _comparator_problems(get: Any) -> list[str]:
         problems.append(f"comparator_checkpoint: a checkpoint is the comparator of comparator_policy='model' "
                         f"(this config has {policy!r}); set comparator_policy to 'model' or leave "
                         f"comparator_checkpoint empty")
+    problems += _comparator_source_problems(get)
     mode = get("preference_replay_mode")
     if mode is _MISSING:
         return problems
@@ -65,3 +66,63 @@ def group_size_problem(algorithm: str, num_generations: int) -> str | None:
     if num_generations < 2 and algorithm not in ("iac", "maac"):
         return f"must be >= 2 for {algorithm} (the group baseline needs siblings)"
     return None
+
+
+API_DEFAULTS_IGNORED = ("comparator_api_format", "comparator_api_timeout", "comparator_api_retries",
+                        "comparator_api_key_header",
+                        "comparator_api_key_prefix", "comparator_api_response_field")
+
+
+def _comparator_source_problems(get: Any) -> list[str]:
+    """Each comparator setting belongs to the comparator that reads it (CoMLRL's rules, and the ones it
+    leaves unchecked: a setting no comparator of this config reads is refused, not ignored)."""
+    policy = get("comparator_policy")
+    if policy is _MISSING:
+        return []
+    problems = []
+    names = ("comparator_model_name", "comparator_agents")
+    given = [n for n in names if get(n) not in (_MISSING, None)]
+    if given and policy != "model":
+        problems.append(f"{given[0]}: only comparator_policy='model' samples with another model (this config has "
+                        f"{policy!r}); set comparator_policy to 'model' or leave {given[0]} empty")
+    if len(given) == 2:
+        problems.append("comparator_agents: give one of comparator_model_name (one model for every agent) and "
+                        "comparator_agents (one per agent), not both")
+    if given and get("comparator_checkpoint") not in (_MISSING, None):
+        problems.append(f"comparator_checkpoint: the comparator is either a checkpoint or {given[0]}; leave one empty")
+    if get("comparator_history_k") not in (_MISSING, None) and policy != "history":
+        problems.append(f"comparator_history_k: only comparator_policy='history' reads it (this config has "
+                        f"{policy!r}); leave it empty")
+    centralized = get("comparator_generation_mode") == "centralized"
+    if get("comparator_num_candidates") not in (_MISSING, None) and policy == "current" and not centralized:
+        problems.append("comparator_num_candidates: comparator_policy='current' pairs the current candidates with "
+                        "each other (no comparator samples); choose another comparator_policy or leave it empty")
+    index = get("comparator_centralized_agent_index")
+    if index not in (_MISSING, 0) and not centralized:
+        problems.append("comparator_centralized_agent_index: only comparator_generation_mode='centralized' reads it; "
+                        "leave it at 0")
+    agents = get("num_agents")
+    if centralized and agents is not _MISSING and index is not _MISSING and index >= agents:
+        problems.append(f"comparator_centralized_agent_index: {index} is not an agent of this team of {agents}; "
+                        f"choose 0..{agents - 1}")
+    problems += _api_problems(get, policy)
+    return problems
+
+
+def _api_problems(get: Any, policy: str) -> list[str]:
+    if policy == "api":
+        problems = []
+        if get("comparator_api_url") in (_MISSING, None):
+            problems.append("comparator_api_url: comparator_policy='api' needs the endpoint's URL; set it")
+        if get("comparator_api_key") not in (_MISSING, None) and get("comparator_api_key_env") not in (_MISSING, None):
+            problems.append("comparator_api_key_env: give the key (comparator_api_key) or the variable that holds it "
+                            "(comparator_api_key_env), not both")
+        return problems
+    for name in ("comparator_api_url", "comparator_api_model", "comparator_api_max_n_per_request",
+                 "comparator_api_headers", "comparator_api_key", "comparator_api_key_env", "comparator_api_extra_body",
+                 *API_DEFAULTS_IGNORED):
+        value = get(name)
+        if value is not _MISSING and value != CATALOG[name].default:
+            return [f"{name}: only comparator_policy='api' reads it (this config has {policy!r}); set "
+                    f"comparator_policy to 'api' or leave {name} at its default"]
+    return []

@@ -37,6 +37,9 @@ class Task:
     function. ``external_transition`` (CoMLRL's keyword-only signature) maps a joint action and the
     histories to each agent's next prompt; ``None`` means single-turn only. ``check(item,
     agent_completions)`` says whether one joint answer solves the item (used for pass@k).
+    ``centralized_adapter`` is how one model writing every role lays them out in one completion
+    (CoMLRL's protocol, :mod:`engine.preference.centralized`; ``None``: the ``<agent_i>`` tags), for
+    ``centralized_magrpo`` and ``collaboration_mode: centralized`` runs.
     """
 
     name: str
@@ -51,6 +54,7 @@ class Task:
     check: Callable[[dict, list[str]], bool] | None = None
     max_turns: int | None = None
     description: str = ""
+    centralized_adapter: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property

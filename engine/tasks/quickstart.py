@@ -11,9 +11,11 @@ the team reward climbs toward 1.0 (see ``docs/tasks.md`` for the measured curve)
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import Field, field_validator
 
+from engine.preference.centralized import EqualPartsCentralizedAdapter
 from engine.tasks.base import Task, TaskParams
 from engine.tasks.datasets import task_from_items
 from engine.tasks.reward_terms import RewardTerm, RewardTerms
@@ -31,6 +33,10 @@ class QuickstartParams(TaskParams):
     second_letters: str = Field("nopqrstuvwxyz", min_length=1, description="Characters the second agent should write.")
     num_items: int = Field(16, ge=1, le=len(_TOPICS), description="Training prompts (topics) in the dataset.")
     eval_items: int = Field(4, ge=0, le=len(_TOPICS), description="Evaluation prompts.")
+    centralized_protocol: Literal["tags", "halves"] = Field(
+        "tags", description="When one model writes both parts (centralized_magrpo, collaboration_mode centralized): "
+        "'tags' (<agent_0>...</agent_0> sections, as CoMLRL) or 'halves' (the first half of its text is the first "
+        "part; a tiny random model has no tags yet, so only halves gives it rewards to compare).")
 
     @field_validator("second_letters")
     @classmethod
@@ -106,4 +112,5 @@ def build_quickstart(params: QuickstartParams, num_agents: int) -> Task:
         check=lambda item, completions: team_fit(completions[0], completions[1], first, second) >= 0.9,
         max_turns=1,
         description="Two agents each write one half of the alphabet; the team scores when both halves fit.",
+        centralized_adapter=EqualPartsCentralizedAdapter() if params.centralized_protocol == "halves" else None,
     )

@@ -29,9 +29,10 @@ def _config(**trainer) -> dict:
 
 
 def test_every_trainer_spec_field_is_described_and_reaches_the_config() -> None:
-    from engine.preference.config import MADPOIterConfig, MARLHFConfig
+    from engine.preference.config import MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
 
-    config_fields = {f.name for cls in (MAGRPOConfig, MADPOIterConfig, MARLHFConfig) for f in dataclasses.fields(cls)}
+    config_fields = {f.name for cls in (MAGRPOConfig, MADPOIterConfig, MARLHFConfig, MARLHFIterConfig)
+                     for f in dataclasses.fields(cls)}
     for name, field in TrainerSpec.model_fields.items():
         assert field.description, f"TrainerSpec.{name} has no description"
         assert name in config_fields or name in {"algorithm", "device", "torch_dtype", "actor_critic"}, name
@@ -109,6 +110,6 @@ def test_example_configs_validate(name: str) -> None:
 
 
 def test_examples_are_shipped() -> None:
-    assert {"quickstart", "shared-sequential", "humaneval-smollm2"} <= set(example_names())
+    assert {"quickstart", "shared-sequential", "humaneval-smollm2", "centralized_madpo"} <= set(example_names())
     with pytest.raises(FileNotFoundError, match="available"):
         example_path("missing")

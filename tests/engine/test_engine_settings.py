@@ -54,8 +54,11 @@ def test_every_setting_is_used_and_the_run_level_ones_are_named() -> None:
     assert set(CATALOG) <= used
     assert set(RUN_LEVEL) == {"algorithm", "device", "torch_dtype", "actor_critic"}
     assert {"clip_epsilon", "joint_mode", "turn_order", "advantage_mode"} <= set(unused_settings("iac"))
+    # collaboration_mode has its own rule (OWN_RULE); a run config never holds an API key (only its variable's name)
     assert set(unused_settings("magrpo")) == {*PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS, *ITERATIVE_SETTINGS,
-                                              "reference_free"} - {"collaboration_mode"}  # not a run setting
+                                              "preference_scoring_reward", "reference_free"} - {
+        "collaboration_mode", "comparator_api_key"}
+    assert "comparator_api_key" not in TrainerSpec.model_fields and "comparator_api_key_env" in TrainerSpec.model_fields
     # MADPO accepts every CoMLRL MAGRPO field for ports, but the run config refuses those it never reads
     assert {"num_generations", "advantage_mode", "clip_epsilon", "reference_kl_enabled"} <= set(unused_settings("madpo"))
     assert not set(unused_settings("madpo")) & {"temperature", "train_batch_size", "dpo_beta", "joint_mode"}

@@ -59,7 +59,7 @@ def test_a_missing_or_foreign_checkpoint_is_refused(tmp_path) -> None:
 
 def test_preflight_names_a_missing_checkpoint(tmp_path) -> None:
     run = load_run_config(example_path("madpo_iter"))
-    trainer = run.trainer.model_copy(update={"comparator_policy": "model",
+    trainer = run.trainer.model_copy(update={"comparator_policy": "model", "comparator_history_k": None,
                                              "comparator_checkpoint": str(tmp_path / "checkpoint-9")})
     problems = preflight_problems(run.model_copy(update={"trainer": trainer}))
     assert [(p.field, "checkpoint-9 does not exist" in p.message) for p in problems] == [

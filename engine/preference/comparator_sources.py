@@ -1,0 +1,153 @@
+"""Where an iterative preference trainer's comparator candidates come from, beyond its own snapshots:
+another model per agent, one centralized writer, an HTTP API (:mod:`engine.preference.comparators`).
+
+A mixin of :class:`engine.preference.iterations.ComparatorIterations`; it reads the trainer's
+``args``, ``agents``, ``collector`` and ``output_dir``.
+
+* ``comparator_policy="model"`` with ``comparator_model_name`` (one model for every agent, loaded
+  once) or ``comparator_agents`` (one per agent, or one for all): frozen models on
+  ``comparator_devices`` (default: each agent's device), seeded generators of their own.
+* ``comparator_policy="api"``: :class:`engine.preference.api_client.ApiClient`; the key is
+  ``comparator_api_key`` or the environment variable ``comparator_api_key_env`` names (read by the
+  training process when the trainer is built: the only variable the engine reads, and only because
+  the config names it).
+* ``comparator_generation_mode="centralized"``: whichever comparator the policy picks, agent
+  ``comparator_centralized_agent_index``'s model (or that ``comparator_agents`` entry) answers one
+  joint prompt with every role's answer in ``<agent_i>`` sections.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from engine.preference.api_client import ApiClient, ApiSettings
+from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
+from engine.preference.comparators import TextComparator, api_texts, centralized_texts, team_texts
+from engine.team_reward import TeamReward
+from engine.trainer.agents import AgentRuntime
+from engine.trainer.rollout import TreeBuilder
+
+
+class ComparatorSources:
+    """The comparators that write text (see the module docstring)."""
+
+    external_comparator: TextComparator | None = None  # another model / an API: the same every iteration
+
+    def _init_sources(self) -> None:
+        cfg = self.args
+        self.comparator_candidates = int(cfg.comparator_num_candidates or cfg.preference_num_candidates)
+        self._writer_index = int(cfg.comparator_centralized_agent_index)
+        self._collaboration = None
+        self._api_client: ApiClient | None = None
+        self._api_requests_reported = 0
+        if cfg.comparator_generation_mode == "centralized":
+            self._collaboration = CentralizedCollaboration(
+                TaggedCentralizedComparatorAdapter(), [a.formatter for a in self.agents], self.collector.tree.reward,
+                len(self.agents))
+        if cfg.comparator_policy == "api":
+            self._api_client = ApiClient(ApiSettings.from_config(cfg, api_key=self._api_key()))
+            source = api_texts(self._api_client, self.agents, self.comparator_candidates, self._collaboration,
+                               self._writer_index)
+            self.external_comparator = TextComparator(self.collector.tree, source, self.comparator_candidates)
+        elif cfg.comparator_policy == "model" and (cfg.comparator_model_name or cfg.comparator_agents):
+            runtimes = self._load_comparator_models()
+            if self._collaboration is not None:
+                self.external_comparator = self._centralized(runtimes)
+            else:
+                settings = dataclasses.replace(self.collector.tree.settings, num_generations=self.comparator_candidates)
+                tree = TreeBuilder(runtimes, self.collector.tree.reward, None, settings)
+                self.external_comparator = TextComparator(self.collector.tree, team_texts(tree),
+                                                          self.comparator_candidates, samplers=runtimes)
+
+    # -- the pieces --------------------------------------------------------------------------------
+    def comparator_devices(self) -> list[torch.device | None]:
+        """Each agent's comparator device (None: the agent's own)."""
+        devices = self.args.comparator_devices
+        n = len(self.agents)
+        if not devices:
+            return [None] * n
+        if len(devices) not in (1, n):
+            raise ValueError(f"comparator_devices: got {len(devices)} devices for {n} agents; give one for all or "
+                             f"one per agent")
+        return [torch.device(devices[0] if len(devices) == 1 else devices[i]) for i in range(n)]
+
+    def comparator_runtime(self, agent: AgentRuntime, model: Any, device: torch.device | None) -> AgentRuntime:
+        """``agent`` sampling with ``model`` (frozen, no optimizer); on another device it gets a seeded
+        generator there (on its own device it shares the agent's)."""
+        frozen = dataclasses.replace(agent, model=model, optimizer=None, reference_model=None)
+        if device is None or device == agent.device:
+            return frozen
+        generator = torch.Generator(device=device).manual_seed(self.args.seed * 1000 + agent.index + 7919)
+        return dataclasses.replace(frozen, device=device, generator=generator)
+
+    def _centralized(self, agents: Sequence[AgentRuntime]) -> TextComparator:
+        writer = agents[self._writer_index if len(agents) > 1 else 0]
+        return TextComparator(self.collector.tree, centralized_texts(writer, self._collaboration,
+                                                                     self.comparator_candidates),
+                              self.comparator_candidates, samplers=[writer])
+
+    def _load_comparator_models(self) -> list[AgentRuntime]:
+        """Frozen comparator models, one runtime per agent (one when centralized); a source named for
+        several agents is loaded once."""
+        from engine.models import load_agent
+        from engine.trainer.setup import model_dtype
+
+        cfg, n = self.args, len(self.agents)
+        sources = list(cfg.comparator_agents or [cfg.comparator_model_name])
+        if len(sources) not in (1, n):
+            raise ValueError(f"comparator_agents: got {len(sources)} models for {n} agents; give one for all or one "
+                             f"per agent")
+        wanted = [self._writer_index] if self._collaboration is not None else list(range(n))
+        devices = self.comparator_devices()
+        loaded: dict[tuple[str, str], tuple[Any, Any]] = {}
+        runtimes = []
+        for i in wanted:
+            agent, source = self.agents[i], sources[i if len(sources) > 1 else 0]
+            device = devices[i] or agent.device
+            key = (source, str(device))
+            if key not in loaded:
+                model, tokenizer = load_agent(source, device=device, dtype=model_dtype(cfg.model_config))
+                loaded[key] = (model.eval().requires_grad_(False), tokenizer)
+            model, tokenizer = loaded[key]
+            generator = torch.Generator(device=device).manual_seed(cfg.seed * 1000 + i + 7919)
+            runtimes.append(AgentRuntime(index=len(runtimes), name=agent.name, model=model, tokenizer=tokenizer,
+                                         device=torch.device(device), learning_rate=0.0, generation=agent.generation,
+                                         formatter=agent.formatter, system_prompt=agent.system_prompt,
+                                         generator=generator))
+        return runtimes
+
+    def _api_key(self) -> str | None:
+        cfg = self.args
+        if cfg.comparator_api_key or not cfg.comparator_api_key_env:
+            return cfg.comparator_api_key
+        key = os.environ.get(cfg.comparator_api_key_env)
+        if not key:
+            raise ValueError(f"comparator_api_key_env: the variable {cfg.comparator_api_key_env!r} is not set (or "
+                             f"empty) in the training process's environment (a queued run's: the worker's); set it "
+                             f"there, or leave comparator_api_key_env empty for an API without a key")
+        return key
+
+    def label_pairs_with(self, reward: TeamReward) -> None:
+        """Score the next collection's candidates (current and comparator) with ``reward``."""
+        self.collector.tree.reward = reward
+        if isinstance(self.collector.comparator_tree, TreeBuilder):
+            self.collector.comparator_tree.reward = reward
+
+    def comparator_metrics(self) -> dict[str, float]:
+        """``comparator/unparsed_share`` (centralized: joint answers without any section) and
+        ``comparator/api_requests`` (requests since the last report)."""
+        metrics = {}
+        if self._collaboration is not None:
+            share = self._collaboration.take_unparsed_share()
+            if share is not None:
+                metrics["comparator/unparsed_share"] = share
+        if self._api_client is not None:
+            sent = self._api_client.requests_sent
+            metrics["comparator/api_requests"] = float(sent - self._api_requests_reported)
+            self._api_requests_reported = sent
+        return metrics
