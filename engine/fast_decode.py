@@ -1,20 +1,28 @@
-"""A one-token decode step for Llama-family models (Llama, Qwen2, SmolLM2) without the module stack.
+"""A one-token decode step for Llama-family models (Llama, Qwen2, Qwen3, Mistral, SmolLM2) without the
+module stack.
 
 On small models a decode step is dominated by Python: every token walks ~30 ``nn.Module`` calls per
 layer, rebuilds the causal mask and position embeddings, and grows a ``DynamicCache`` by
 concatenation. ``FastDecoder`` reads the model's own weights and runs the same tensor operations
 in the same order as ``transformers``' SDPA code path (RMSNorm in float32, rotary embedding from
-the model's ``inv_freq``, grouped-query attention through ``scaled_dot_product_attention``, the
-gated MLP), writing keys and values into a cache allocated once for the whole completion. The
-prompt itself is encoded by the model's regular forward (one call), so only the per-token loop is
-replaced. The logits are bit-identical to the model's forward: tests compare them with
-``torch.equal`` (and the sampled tokens with ``generate``), so a ``transformers`` upgrade that
-changes the reference computation fails loudly instead of drifting.
+the model's ``inv_freq``, Qwen3's RMSNorm of each query and key head before it, grouped-query
+attention through ``scaled_dot_product_attention``, the gated MLP), writing keys and values into a
+cache allocated once for the whole completion. The prompt itself is encoded by the model's regular
+forward (one call), so only the per-token loop is replaced. The logits are bit-identical to the
+model's forward: tests compare them with ``torch.equal`` (and the sampled tokens with
+``generate``), so a ``transformers`` upgrade that changes the reference computation fails loudly
+instead of drifting.
 
-``FastDecoder.supports(model)`` is False for anything this path does not reproduce (other
+``FastDecoder.supports(model, positions)`` is False for anything this path does not reproduce (other
 architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
-splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode, models on a GPU, where
-SDPA may pick other kernels for a strided cache); callers then use the model's forward.
+splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode,
+models on a GPU, where SDPA may pick other kernels for a strided cache); callers then use the
+model's forward. A Mistral model's window (``sliding_window``, 4096 by default) applies to every
+layer: the step is exact while the keys and values attended (prompt, padding included, plus the
+tokens stepped) stay shorter than the window, where its window mask equals the full causal one and
+``transformers`` skips it as it does for full attention; from a key/value length equal to the
+window it builds an explicit mask, which SDPA rounds differently (seen: one ulp), so longer
+completions use the model's forward.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-_SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM"}
+_SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}
+_LAYERS = {"LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer", "MistralDecoderLayer"}
+_WINDOW_ON_EVERY_LAYER = {"MistralForCausalLM"}  # its attention takes ``config.sliding_window`` as is
 
 
 @dataclass
@@ -42,6 +52,8 @@ class _Layer:
     up: _Proj
     down: _Proj
     act: Any
+    q_norm: tuple[torch.Tensor, float] | None = None  # Qwen3: RMSNorm over each head's dims, before rotary
+    k_norm: tuple[torch.Tensor, float] | None = None
 
 
 @dataclass
@@ -84,6 +96,34 @@ def _lora_adapter(module: Any) -> tuple[torch.Tensor, torch.Tensor, float] | Non
     return a.weight, b.weight, float(module.scaling[name])
 
 
+def _attention_supported(model: Any, positions: int | None) -> bool:
+    """SDPA, default RoPE, no tensor-parallel split, full attention on every layer, and for Mistral no
+    window or one longer than ``positions`` (see the module doc)."""
+    cfg = model.config
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    if getattr(cfg, "_attn_implementation", None) != "sdpa" or rope.get("rope_type", "default") != "default":
+        return False
+    if getattr(cfg, "pretraining_tp", 1) != 1 or getattr(cfg, "use_sliding_window", False):
+        return False
+    if any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or [])):
+        return False
+    window = getattr(cfg, "sliding_window", None) if type(model).__name__ in _WINDOW_ON_EVERY_LAYER else None
+    return window is None or (positions is not None and positions < window)
+
+
+def _plain_head_norms(attention: Any) -> bool:
+    """No per-head norms (Llama, Qwen2, Mistral), or Qwen3's plain RMSNorms over the head dims."""
+    norms = [getattr(attention, name, None) for name in ("q_norm", "k_norm")]
+    if all(norm is None for norm in norms):
+        return True
+    return all(type(norm).__name__ == "Qwen3RMSNorm" and not norm._forward_hooks and not norm._forward_pre_hooks
+               and norm.weight.shape == (attention.head_dim,) for norm in norms)
+
+
+def _norm(module: Any) -> tuple[torch.Tensor, float] | None:
+    return None if module is None else (module.weight, module.variance_epsilon)
+
+
 def _linear(module: Any) -> _Proj:
     lora = _lora_adapter(module)
     base = module.base_layer if lora is not None else module
@@ -98,6 +138,12 @@ def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
     h = x.to(torch.float32)
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return weight * h.to(x.dtype)
+
+
+def _head_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float] | None) -> torch.Tensor:
+    """Qwen3's RMSNorm over each head's dims (the model's (B, 1, H, D) view of the projection and this
+    (B, H, 1, D) one are the same memory, so each head is reduced alike); identity without one."""
+    return x if norm is None else _rms(x, norm)
 
 
 def _rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
@@ -116,27 +162,25 @@ class FastDecoder:
     """
 
     @staticmethod
-    def supports(model: Any) -> bool:
-        """True when :meth:`step` reproduces ``model``'s forward (see the module doc)."""
+    def supports(model: Any, positions: int | None = None) -> bool:
+        """True when :meth:`step` reproduces ``model``'s forward (see the module doc) while the cache
+        holds at most ``positions`` keys (the prompt's, padding included, plus one per step; the
+        lean decoder steps every sampled token but the last); None claims only models whose attention
+        is full at every length."""
         if type(model).__name__ not in _SUPPORTED or model.training:
             return False
         if model.lm_head.weight.device.type != "cpu":  # bit-identity is verified on CPU kernels only
             return False
-        cfg = model.config
-        rope = getattr(cfg, "rope_parameters", None) or {}
-        if getattr(cfg, "_attn_implementation", None) != "sdpa" or rope.get("rope_type", "default") != "default":
-            return False
-        if getattr(cfg, "pretraining_tp", 1) != 1 or getattr(cfg, "use_sliding_window", False):
-            return False
-        if any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or [])):
+        if not _attention_supported(model, positions):
             return False
         inner = model.model
         if inner.rotary_emb.attention_scaling != 1.0 or model._forward_hooks or model._forward_pre_hooks:
             return False
-        layer_names = {type(layer).__name__ for layer in inner.layers}
-        if not layer_names <= {"LlamaDecoderLayer", "Qwen2DecoderLayer"}:
+        if not {type(layer).__name__ for layer in inner.layers} <= _LAYERS:
             return False
         if any(layer._forward_hooks or layer._forward_pre_hooks for layer in inner.layers):
+            return False
+        if not all(_plain_head_norms(layer.self_attn) for layer in inner.layers):
             return False
         linears = [model.lm_head] + [
             proj for layer in inner.layers
@@ -167,6 +211,8 @@ class FastDecoder:
                 v=_linear(layer.self_attn.v_proj), o=_linear(layer.self_attn.o_proj),
                 gate=_linear(layer.mlp.gate_proj), up=_linear(layer.mlp.up_proj),
                 down=_linear(layer.mlp.down_proj), act=layer.mlp.act_fn,
+                q_norm=_norm(getattr(layer.self_attn, "q_norm", None)),
+                k_norm=_norm(getattr(layer.self_attn, "k_norm", None)),
             )
             for layer in inner.layers[: self.num_layers]
         ]  # fmt: skip
@@ -199,8 +245,8 @@ class FastDecoder:
         shape = (batch, -1, 1, self.head_dim)  # one token: (B, 1, H*D) is (B, H, 1, D) in memory
         for index, layer in enumerate(self.layers):
             x = _rms(h, layer.norm1)
-            q = _rotary(layer.q(x).view(shape), cos, signed_sin)
-            k = _rotary(layer.k(x).view(shape), cos, signed_sin)
+            q = _rotary(_head_norm(layer.q(x).view(shape), layer.q_norm), cos, signed_sin)
+            k = _rotary(_head_norm(layer.k(x).view(shape), layer.k_norm), cos, signed_sin)
             v = layer.v(x).view(shape)
             self.keys[index][:, :, t : t + 1] = k
             self.values[index][:, :, t : t + 1] = v

@@ -1,10 +1,11 @@
 """The lean decoder: a plain sampling loop over the model's forward and its KV cache.
 
 Each prompt is encoded once and its KV cache repeated to its K sample rows (:func:`_prefill`);
-every new token then goes through the model's forward, or for Llama-family models through
-:class:`engine.fast_decode.FastDecoder` (identical logits). Temperature, top-k and top-p follow
-``transformers``' warpers exactly (:func:`filter_logits`), draws come from ``torch.multinomial``
-on a private generator, and each sampled token's log-prob under the raw policy is kept.
+every new token then goes through the model's forward, or for Llama-family models (Llama, Qwen2,
+Qwen3, Mistral) through :class:`engine.fast_decode.FastDecoder` (identical logits). Temperature,
+top-k and top-p follow ``transformers``' warpers exactly (:func:`filter_logits`), draws come from
+``torch.multinomial`` on a private generator, and each sampled token's log-prob under the raw
+policy is kept.
 :func:`engine.sampling.generate_completions` is the entry point.
 """
 
@@ -58,7 +59,7 @@ class Decoding:
     eos_ids: list[int]
     pad_id: int
     seed: int | None  # draws of this call only (the global RNG is left alone); None = unseeded
-    fast_decode: bool = True  # the lean decoder's exact fast token step for Llama/Qwen2
+    fast_decode: bool = True  # the lean decoder's exact fast token step (Llama, Qwen2, Qwen3, Mistral)
     share_prompt: bool = True  # the lean decoder encodes each prompt once for its K samples
 
 
@@ -80,8 +81,13 @@ def forward_cache_argument(model: PreTrainedModel) -> tuple[str, bool] | None:
     return cache_key, "logits_to_keep" in params
 
 
-# models whose forward is ``lm_head(base_model(...).last_hidden_state[:, -keep:])`` and nothing else
-_HEAD_ON_HIDDEN = {"LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"}
+# models whose forward is ``lm_head(base_model(...).last_hidden_state[:, -keep:])`` and nothing else (checked in
+# ``transformers`` 5.24's modeling files; Granite and Cohere scale the logits and Gemma2/3 softcap them, so they
+# are not here) and whose cache holds only per-row keys and values (sliding-window layers included)
+_HEAD_ON_HIDDEN = {
+    "LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel", "MistralForCausalLM", "Qwen3ForCausalLM",
+    "Phi3ForCausalLM", "GemmaForCausalLM", "Olmo2ForCausalLM",
+}  # fmt: skip
 
 
 def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor,
@@ -89,14 +95,14 @@ def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | Non
     """Encode the (P, Lp) prompts; returns the last position's float32 logits and the KV cache, both
     for P*K rows (prompt-major).
 
-    With ``share_prompt`` (Llama, Qwen2 and GPT-2 models) the base model encodes each prompt once,
-    the cache is repeated to the K sample rows (``Cache.batch_repeat_interleave``) and the output
-    layer runs on the repeated final hidden states (all P*K rows, as the model's own forward would:
-    a matrix product over 1 row and over 4 rows can round differently). The samples are those of
-    encoding K copies: on SmolLM2-length prompts bit for bit; on very short prompts the P-row
-    forward may take another CPU kernel and a log-prob can move by an ulp (tests: same tokens,
-    log-probs within 1e-5). Other models, and caches without ``batch_repeat_interleave``, encode
-    every row.
+    With ``share_prompt`` (Llama, Qwen2, Qwen3, Mistral, Phi3, Gemma, Olmo2 and GPT-2 models, sliding
+    windows included: ``_HEAD_ON_HIDDEN``) the base model encodes each prompt once, the cache is
+    repeated to the K sample rows (``Cache.batch_repeat_interleave``) and the output layer runs on
+    the repeated final hidden states (all P*K rows, as the model's own forward would: a matrix
+    product over 1 row and over 4 rows can round differently). The samples are those of encoding
+    K copies: on SmolLM2-length prompts bit for bit; on very short prompts the P-row forward may
+    take another CPU kernel and a log-prob can move by an ulp (tests: same tokens, log-probs within
+    1e-5). Other models, and caches without ``batch_repeat_interleave``, encode every row.
     """
     k = how.num_samples
     extra = dict(optional)
@@ -129,8 +135,9 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
                  how: Decoding) -> tuple[torch.Tensor, torch.Tensor]:
     device = ids.device
     num_samples, max_new_tokens, pad_id = how.num_samples, how.max_new_tokens, how.pad_id
-    fast = how.fast_decode and max_new_tokens > 1 and FastDecoder.supports(model)
     prompt_len = ids.shape[1]
+    # the cache ends with the prompt and every sampled token but the last (which is never fed back)
+    fast = how.fast_decode and max_new_tokens > 1 and FastDecoder.supports(model, prompt_len + max_new_tokens - 1)
     batch = ids.shape[0] * num_samples  # B = P*K rows, prompt-major
     positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
     # like generate: an all-ones mask is dropped (no padding), which lets attention use its causal fast path

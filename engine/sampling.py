@@ -203,8 +203,8 @@ def generate_completions(
     ``prompts`` are strings (tokenised with ``add_special_tokens``) or token-id lists. ``top_k`` None
     or 0 and ``top_p`` 1.0 disable those filters; ``do_sample=False`` decodes greedily. ``generator``
     makes the draws reproducible without touching the global RNG. ``fast_decode`` lets the lean
-    decoder run Llama/Qwen2 tokens through :class:`engine.fast_decode.FastDecoder` (same logits,
-    bit for bit; other models always use their forward); False forces the model's own forward.
+    decoder run Llama/Qwen2/Qwen3/Mistral tokens through :class:`engine.fast_decode.FastDecoder` (same
+    logits, bit for bit; other models always use their forward); False forces the model's own forward.
     ``share_prompt_cache`` lets the lean decoder encode each prompt once and repeat its KV cache to
     its K sample rows (the same samples; a log-prob may differ in its last bit on short prompts, see
     :func:`engine.lean_decoder._prefill`); False encodes K copies.

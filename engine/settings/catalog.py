@@ -158,8 +158,8 @@ CATALOG: dict[str, Setting] = {
     "reference_kl_mode": _s("rollout", Literal["reward", "loss"], "reward", "reward: subtract the KL from "
                             "returns (CoMLRL); loss: add it to the loss."),
     # --- sampling ------------------------------------------------------------------------------
-    "fast_decode": _s("sampling", bool, True, "Sample Llama/Qwen2 models with the exact fast token step (falls "
-                      "back by itself).", **_BOOL),
+    "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
+                      "token step (falls back by itself).", **_BOOL),
     # --- devices and models --------------------------------------------------------------------
     "parallel_training": _s("devices", Literal["none", "mp"], "none", "mp: each agent on its own device (a GPU, "
                             "or 'cpu' for cores of its own), generating and updating concurrently.",
