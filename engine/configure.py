@@ -14,8 +14,8 @@ from typing import Any
 
 from engine.algorithms import CONFIG_CLASSES, unused_settings
 from engine.preference.collaboration import centralized_team_problems, is_centralized
-from engine.settings.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES
-from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec
+from engine.settings.catalog import ALGORITHM_BASELINES
+from engine.spec import AgentSpec, ConfigError, RunConfig, TrainerSpec, has_critics
 
 
 def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:
@@ -36,7 +36,8 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
     problems = centralized_team_problems(agents, algorithm) if is_centralized(algorithm, spec.collaboration_mode) else []
     if problems:
         raise ConfigError(problems[0])
-    if algorithm in ACTOR_CRITIC and any(a.lora_rank is not None for a in agents):
+    critics = has_critics(algorithm, spec.rl_algorithm)
+    if critics and any(a.lora_rank is not None for a in agents):
         raise ConfigError(f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
                           f"models: remove lora_rank or use magrpo")
     cls = CONFIG_CLASSES[algorithm]
@@ -50,7 +51,7 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
                               if name in fields}
     if values.get("collaboration_mode", "") is None:
         del values["collaboration_mode"]  # empty: the config class's own (centralized for centralized_magrpo)
-    if algorithm in ACTOR_CRITIC:
+    if critics:
         given = spec.actor_critic.given()
         unknown = sorted(set(given) - fields)
         if unknown:

@@ -138,7 +138,8 @@ ActorCriticSection = create_model(
     "ActorCriticSection",
     __base__=_GivenOnly,
     __module__=__name__,
-    __doc__="The iac/maac-only settings; unset ones keep the algorithm's own defaults (IACConfig/MAACConfig).",
+    __doc__="The iac/maac-only settings (also marlhf's with rl_algorithm iac/maac); unset ones keep the "
+            "algorithm's own defaults (IACConfig/MAACConfig/MARLHFConfig).",
     **schema_fields(ACTOR_CRITIC_SETTINGS),
 )
 
@@ -166,9 +167,15 @@ class _TrainerRules(_CombinationRules):
     @classmethod
     def _actor_critic_only(cls, value: ActorCriticSection, info: ValidationInfo) -> ActorCriticSection:
         algorithm = info.data.get("algorithm", "magrpo")
-        if value.model_fields_set and algorithm not in ACTOR_CRITIC:
-            raise ValueError(f"applies to iac/maac only, not to {algorithm}")
+        if value.model_fields_set and not has_critics(algorithm, info.data.get("rl_algorithm")):
+            what = f"marlhf with rl_algorithm {info.data.get('rl_algorithm')!r}" if algorithm == "marlhf" else algorithm
+            raise ValueError(f"applies to iac/maac (and marlhf with rl_algorithm iac/maac) only, not to {what}")
         return value
+
+
+def has_critics(algorithm: str, rl_algorithm: str | None) -> bool:
+    """Whether a run of ``algorithm`` trains critics: iac/maac, or marlhf whose RL stage is one of them."""
+    return algorithm in ACTOR_CRITIC or (algorithm == "marlhf" and rl_algorithm in ACTOR_CRITIC)
 
 
 # The run config's trainer section: the catalog's settings in the form's order. Names and defaults
@@ -209,7 +216,8 @@ TrainerSpec = create_model(
     __doc__="Trainer settings of a run config (each declared once in engine.settings.catalog).",
     **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS, TRAINER_OPTIONAL),
     actor_critic=(ActorCriticSection, Field(default_factory=ActorCriticSection,
-                                            description="iac/maac only: the critic's settings.")),
+                                            description="iac/maac (and marlhf with rl_algorithm iac/maac) only: the "
+                                                        "critic's settings.")),
 )
 
 

@@ -70,6 +70,7 @@ class ActorCriticTrainerBase(TrainerCore):
         cfg = self.args
         self.reward_func = reward_func
         self.rewards = AgentRewards(reward_func, reward_processor, self.num_agents)
+        self.eval_rewards = self.rewards  # evaluation's reward (MARLHF trains on a learned one, evaluates on this)
         self.metrics_callback = metrics_callback
         self.critics: list[torch.nn.Module] = []
         self.critic_optimizers: list[torch.optim.Optimizer] = []
@@ -215,7 +216,7 @@ class ActorCriticTrainerBase(TrainerCore):
             return {}
         items = [dict(self.eval_dataset[i]) for i in range(count)]
         greedy = cfg.eval_greedy if greedy is None else greedy
-        rollout = run_chains(self.agents, self.rewards, self.external_transition, items, list(range(count)),
+        rollout = run_chains(self.agents, self.eval_rewards, self.external_transition, items, list(range(count)),
                              self._chain_settings(num_generations=1, greedy=greedy))
         metrics = self.rollout_metrics(rollout, split="eval")
         if self.metrics_callback is not None:

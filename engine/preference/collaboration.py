@@ -1,8 +1,8 @@
 """Which algorithms train one joint model from a run config (``trainer.collaboration_mode``), and
 the team such a run lists. Torch-free: the run config, the pre-flight and the dashboard read it.
 
-``centralized_magrpo`` is always centralized; ``madpo`` is decentralized unless
-``collaboration_mode: centralized``; every other algorithm trains a team of separate agents. An
+``centralized_magrpo`` is always centralized; the preference trainers (``madpo``, ``madpo_iter``,
+``marlhf``, ``marlhf_iter``) are decentralized unless ``collaboration_mode: centralized``; every other algorithm trains a team of separate agents. An
 empty ``collaboration_mode`` is the algorithm's own. A centralized run lists one ``agents`` entry
 per role (their names and prompt templates are the roles'); every role after the first shares the
 first's weights and leaves its own sampling, optimizer, device and system-prompt settings empty
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 ALWAYS_CENTRALIZED = ("centralized_magrpo",)
-CAN_CENTRALIZE = ("madpo",)
+CAN_CENTRALIZE = ("madpo", "madpo_iter", "marlhf", "marlhf_iter")
 CENTRALIZED_ALGORITHMS = (*CAN_CENTRALIZE, *ALWAYS_CENTRALIZED)
 # an agent's own settings that a later role of a centralized team cannot have (the joint model's are the first's)
 JOINT_SETTINGS = ("learning_rate", "temperature", "top_p", "top_k", "max_new_tokens", "device", "system_prompt")
@@ -24,11 +24,11 @@ JOINT_SETTINGS = ("learning_rate", "temperature", "top_p", "top_k", "max_new_tok
 
 def collaboration_problem(algorithm: str, mode: str | None) -> str | None:
     """Why ``collaboration_mode=mode`` does not fit ``algorithm`` (the message names the fix), or None."""
-    supported = " and ".join(CENTRALIZED_ALGORITHMS)
+    supported = ", ".join(CENTRALIZED_ALGORITHMS[:-1]) + f" and {CENTRALIZED_ALGORITHMS[-1]}"
     if mode == "centralized" and algorithm not in CENTRALIZED_ALGORITHMS:
         return (f"'centralized' (one model writes every role) is supported by {supported}, not by {algorithm}, "
-                f"which trains a team of separate agents; set trainer.algorithm to {supported.replace(' and ', ' or ')}, "
-                f"or leave collaboration_mode empty (decentralized)")
+                f"which trains a team of separate agents; set trainer.algorithm to one of those, or leave "
+                f"collaboration_mode empty (decentralized)")
     if mode == "decentralized" and algorithm in ALWAYS_CENTRALIZED:
         return (f"{algorithm} always trains one model for every role; leave collaboration_mode empty (or "
                 f"'centralized'), or set trainer.algorithm to magrpo for a team of separate agents")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from engine.config import COMLRL_SETTINGS as MAGRPO_COMLRL_SETTINGS
 from engine.config import MAGRPOConfig
-from engine.settings.catalog import ALGORITHM_BASELINES
+from engine.settings.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES, CATALOG
 from engine.settings.derive import ConfigModel, config_class
 
 PREFERENCE_SETTINGS = (
@@ -35,13 +35,13 @@ EXTRA_SETTINGS = (
 MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
 
 
-def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str, *,
-                   centralized: bool = False) -> None:
-    """The rules every preference config shares: single-turn, decentralized unless the trainer can
-    train one joint policy, and comparator pairs only when iterative."""
-    if config.collaboration_mode != "decentralized" and not centralized:
-        raise ValueError(f"collaboration_mode: {trainer} trains a decentralized team here; 'centralized' is not "
-                         f"supported yet (CentralizedMAGRPOTrainer is the centralized baseline)")
+def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str) -> None:
+    """The rules every preference config shares: single-turn, comparator pairs only when iterative,
+    and a centralized team's comparator writes joint answers already."""
+    if (config.iterative and config.collaboration_mode == "centralized"
+            and config.comparator_generation_mode == "centralized"):
+        raise ValueError("comparator_generation_mode: with collaboration_mode='centralized' the team is one model "
+                         "writing every role, and so is its comparator; leave it 'decentralized'")
     if config.num_turns != 1:
         raise ValueError(f"num_turns: {trainer} is single-turn ({what}); set 1")
     if config.pair_selection == "comparator_reward" and not config.iterative:
@@ -54,8 +54,8 @@ class _Preference(ConfigModel):
     iterative: bool = False
 
     def __post_init__(self) -> None:
-        _pair_problems(self, "MADPO", "MADPOIterConfig", "pairs compare whole joint answers",
-                       centralized=not self.iterative)
+        _pair_problems(self, "MADPOIter" if self.iterative else "MADPO", "MADPOIterConfig",
+                       "pairs compare whole joint answers")
         super().__post_init__()
 
 
@@ -119,39 +119,61 @@ CentralizedMAGRPOConfig = config_class(
 )
 
 
-def centralized_team_problem(agents: list) -> str | None:
-    """A run config's team for ``centralized_magrpo``: one entry per role, every role after the first
-    sharing the first's weights (one model is loaded and trained). ``"field: message"`` or None."""
-    for i, agent in enumerate(agents[1:], start=1):
-        if agent.share_weights_with != agents[0].name:
-            return (f"agents.{i}.share_weights_with: centralized_magrpo trains one model for every role; set it to "
-                    f"{agents[0].name!r}")
-    return None
-
-
 REWARD_MODEL_SETTINGS = (
     "rl_algorithm", "reward_model_name", "reward_model_device", "reward_learning_rate", "reward_num_train_epochs",
     "reward_train_batch_size", "reward_max_length", "reward_freeze_backbone",
 )
 
 
+CRITIC_SETTINGS = ("critic_model_name", "critic_learning_rate", "critic_devices", "use_separate_critic", "critic_type",
+                   "value_loss_coef", "value_clip_range", "critic_value_head_hidden_dim", "value_head_hidden_dim")
+
+
+MARLHF_CRITIC_DEFAULTS = {"critic_learning_rate": None, "value_clip_range": 0.2}  # CoMLRL's MARLHFConfig
+
+
 class _LearnedReward(ConfigModel):
     iterative: bool = False
+    group_baseline = False  # checked below: only the MAGRPO-family RL stages need siblings
 
     def __post_init__(self) -> None:
-        _pair_problems(self, "MARLHF", "MARLHFIterConfig", "the reward model scores whole joint answers")
+        trainer = "MARLHFIter" if self.iterative else "MARLHF"
+        _pair_problems(self, trainer, "MARLHFIterConfig", "the reward model scores whole joint answers")
+        actor_critic = self.rl_algorithm in ACTOR_CRITIC
+        if not actor_critic and self.num_generations < 2:
+            raise ValueError(f"num_generations: must be >= 2 for rl_algorithm {self.rl_algorithm!r} (the group "
+                             f"baseline needs siblings; iac/maac learn a critic instead)")
+        if actor_critic and self.collaboration_mode == "centralized":
+            raise ValueError(f"collaboration_mode: a centralized {trainer} runs a MAGRPO-family RL stage (one joint "
+                             f"model, no critics); set rl_algorithm to magrpo, mareinforce, maremax or marloo")
+        if actor_critic and self.iterative:
+            raise ValueError("rl_algorithm: MARLHFIter runs a MAGRPO-family RL stage; iac/maac are MARLHF's (one "
+                             "round of pairs); set rl_algorithm to magrpo, mareinforce, maremax or marloo")
+        if not actor_critic:
+            for name in CRITIC_SETTINGS:
+                default = MARLHF_CRITIC_DEFAULTS.get(name, CATALOG[name].default)
+                if getattr(self, name) != default:
+                    raise ValueError(f"{name}: only rl_algorithm iac/maac has critics (this config has "
+                                     f"{self.rl_algorithm!r}); leave it at its default ({default!r})")
         super().__post_init__()
-        object.__setattr__(self, "advantage_mode", ALGORITHM_BASELINES[self.rl_algorithm])  # the RL baseline
+        if not actor_critic:
+            object.__setattr__(self, "advantage_mode", ALGORITHM_BASELINES[self.rl_algorithm])  # the RL baseline
+
+    @property
+    def effective_critic_learning_rate(self) -> float:
+        """The critics' learning rate (``critic_learning_rate``, else the agents'), for iac/maac."""
+        return self.critic_learning_rate if self.critic_learning_rate is not None else self.agent_learning_rate
 
 
 MARLHFConfig = config_class(
-    "MARLHFConfig", (*MAGRPOConfig.field_names(), *PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS), module=__name__,
-    defaults=MADPO_DEFAULTS, bases=(_LearnedReward,), algorithm_name="marlhf",
+    "MARLHFConfig", (*MAGRPOConfig.field_names(), *PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS, *CRITIC_SETTINGS),
+    module=__name__, defaults={**MADPO_DEFAULTS, **MARLHF_CRITIC_DEFAULTS}, bases=(_LearnedReward,),
+    algorithm_name="marlhf",
     compat_only=("dpo_beta", "use_environment_step", "environment_steps_per_pair", "advantage_mode", "discount",
                  "early_termination_threshold", "external_prompt_passthrough"),
     doc="Settings of a :class:`engine.preference.marlhf.MARLHFTrainer` run (CoMLRL 1.4.3's ``MARLHFConfig`` "
-        "names and defaults): the pairs' settings, the reward model's, and the MAGRPO settings of the RL stage "
-        "(``rl_algorithm`` picks its baseline).",
+        "names and defaults): the pairs' settings, the reward model's, and the settings of the RL stage "
+        "(``rl_algorithm``: a MAGRPO-family baseline, or iac/maac with the critic settings).",
 )
 
 
@@ -163,8 +185,10 @@ MARLHFIterConfig = config_class(
     "MARLHFIterConfig", (*MARLHFConfig.field_names(), *ITERATIVE_SETTINGS, "preference_scoring_reward"),
     module=__name__,
     defaults={**MADPO_DEFAULTS, "num_train_epochs": 2, "preference_num_candidates": 20,
-              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward", "reward_num_train_epochs": 2},
-    bases=(_IterativeLearnedReward, MARLHFConfig), algorithm_name="marlhf_iter", compat_only=MARLHFConfig.compat_only,
+              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward", "reward_num_train_epochs": 2,
+              **MARLHF_CRITIC_DEFAULTS},
+    bases=(_IterativeLearnedReward, MARLHFConfig), algorithm_name="marlhf_iter",
+    compat_only=(*MARLHFConfig.compat_only, *CRITIC_SETTINGS),
     doc="Settings of a :class:`engine.preference.marlhf_iter.MARLHFIterTrainer` run (CoMLRL 1.4.3's "
         "``MARLHFIterConfig`` names and defaults): ``num_iterations`` rounds of collect pairs against "
         "``comparator_policy``, refit the reward model, RL against it.",

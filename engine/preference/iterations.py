@@ -37,12 +37,12 @@ class ComparatorIterations(ComparatorSources):
     write text (another model, a centralized writer, an API) come from
     :class:`engine.preference.comparator_sources.ComparatorSources`."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
         config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
         if config is not None and not hasattr(config, "num_iterations"):
             raise ValueError(f"args: {type(self).__name__} takes a {type(self._default_config()).__name__}, got "
                              f"{type(config).__name__}")
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, centralized_adapter=centralized_adapter, **kwargs)
         self._init_iterations()
 
     def _init_iterations(self) -> None:
@@ -119,6 +119,8 @@ class ComparatorIterations(ComparatorSources):
         and, with ``log_reward_distribution``, the team-reward distributions (``iter/reward_dist/...``;
         also written as JSON + SVG by :class:`engine.preference.iteration_files.IterationFiles`)."""
         metrics = {**self.collector.metrics(), **self.comparator_metrics()}
+        if self.collection_unparsed_share is not None:  # a centralized team: its joint answers without sections
+            metrics["centralized/unparsed_share"] = self.collection_unparsed_share
         if self.args.log_reward_distribution:
             metrics.update(self.files.write_reward_distribution(self.iteration, self.collector.reward_series()))
         return metrics

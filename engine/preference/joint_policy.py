@@ -75,6 +75,18 @@ class CentralizedRoles:
 
     collaboration: CentralizedCollaboration | None = None
     role_names: list[str]
+    collection_unparsed_share: float | None = None  # the last pair collection's joint answers without sections
+
+    def collect_counting(self, collect: Callable[[], Any]) -> Any:
+        """Run a pair collection; for one joint model keep the share of its completions the protocol
+        could not split (``centralized/unparsed_share``)."""
+        if self.collaboration is None:
+            return collect()
+        self.collaboration.take_unparsed_share()  # count this collection's completions only
+        try:
+            return collect()
+        finally:
+            self.collection_unparsed_share = self.collaboration.take_unparsed_share()
 
     def role_turns(self, item: dict[str, Any], joint: TurnRecord) -> list[TurnRecord]:
         """The roles inside a joint turn, numbered after the joint actor (``agent_index`` 1, 2, ...):

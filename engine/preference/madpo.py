@@ -91,8 +91,6 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
 
     __init__.__signature__ = _CONSTRUCTOR  # type: ignore[attr-defined]
 
-    collection_unparsed_share: float | None = None  # one joint model: the collection's completions without sections
-
     def _default_config(self) -> MADPOConfig:
         return MADPOConfig()
 

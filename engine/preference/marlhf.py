@@ -4,20 +4,23 @@
 
     collect preference pairs with the task's team reward      (PairCollector, as MADPO)
     fit the joint reward model on them (Bradley-Terry)        (engine.preference.reward_model)
-    MAGRPO-family RL steps with the reward model as the team reward (rl_algorithm's baseline)
+    RL steps with the reward model as the team reward: a MAGRPO-family baseline, or actor-critic
+        (rl_algorithm iac/maac: engine.preference.marlhf_actor_critic)
 
 Evaluation keeps the task's own reward, so ``eval/...`` measures the team on the real objective.
-The RL stage is the MAGRPO trainer's (rollout trees, updates, reports, checkpoints).
+The RL stage is the chosen trainer's own (rollouts, updates, reports, checkpoints).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from pathlib import Path
 from typing import Any
 
 from engine.preference.collect import PairCollector
 from engine.preference.config import MARLHFConfig
+from engine.preference.joint_policy import CentralizedRoles, centralize
 from engine.preference.reward_model import LearnedReward, build_reward_model, fit_reward_model
 from engine.sinks.base import BaseSink, Episode, Sink
 from engine.team_reward import TeamReward
@@ -26,28 +29,29 @@ from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.trainer import MAGRPOTrainer
 
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
+ACTOR_CRITIC_STAGES = {"iac": "engine.preference.marlhf_actor_critic:MARLHFIACTrainer",
+                       "maac": "engine.preference.marlhf_actor_critic:MARLHFMAACTrainer"}
 
 
-class MARLHFTrainer(MAGRPOTrainer):
-    """MAGRPO against a reward model learned from team-reward preference pairs (module docstring).
+class LearnedRewardStage:
+    """Pairs, a reward model fitted on them, then RL against it: MARLHF's stages over any RL trainer.
 
-    The constructor is :class:`MAGRPOTrainer`'s; ``reward_func`` is the task's team reward, used to
-    label the pairs and in evaluation.
+    The host trainer (MAGRPO family, or IAC/MAAC in :mod:`engine.preference.marlhf_actor_critic`)
+    calls :meth:`_init_learned_reward` at the end of its constructor with the task's team reward and
+    says through :meth:`_use_learned_reward` how its RL steps take another team reward.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        given = _CONSTRUCTOR.bind(self, *args, **kwargs)
-        config = given.arguments.get("args")
-        if config is not None and not hasattr(config, "rl_algorithm"):
-            raise ValueError(f"args: MARLHFTrainer takes a MARLHFConfig, got {type(config).__name__}")
-        super().__init__(*args, **kwargs)
+    def _use_learned_reward(self, learned: TeamReward) -> None:
+        raise TypeError(f"{type(self).__name__} must define _use_learned_reward")
+
+    def _init_learned_reward(self, task_reward: TeamReward, *, pool: Any = None) -> None:
         cfg = self.args
-        self.task_reward = self.reward  # labels the pairs; evaluation reads self.reward
+        self.task_reward = task_reward  # labels the pairs; evaluation keeps the task's reward
         candidates = TreeBuilder(self.agents, self.task_reward, None, RolloutSettings(
             num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
             turn_order=cfg.turn_order, early_termination_threshold=None,
             external_prompt_passthrough=cfg.external_prompt_passthrough,
-        ), pool=self.tree.pool)
+        ), pool=pool)
         self.collector = PairCollector(candidates, self.train_dataset, self.num_train_items,
                                        selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,
                                        items_per_chunk=cfg.items_per_step, seed=cfg.seed)
@@ -55,10 +59,8 @@ class MARLHFTrainer(MAGRPOTrainer):
                                                max_length=cfg.reward_max_length,
                                                freeze_backbone=cfg.reward_freeze_backbone)
         self.reward_model_metrics: dict[str, float] = {}
-        self.tree.reward = TeamReward(LearnedReward(self.reward_model))  # the RL stage's team reward
-
-    def _default_config(self) -> MARLHFConfig:
-        return MARLHFConfig()
+        self.learned_reward = TeamReward(LearnedReward(self.reward_model))
+        self._use_learned_reward(self.learned_reward)  # the RL stage's team reward
 
     @property
     def reward_model_trained(self) -> bool:
@@ -72,9 +74,12 @@ class MARLHFTrainer(MAGRPOTrainer):
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
         stop = (sink or self.sink or BaseSink()).should_stop
-        if self.collector.collect(stop) and not self.reward_model_trained:
+        if self.collect_counting(lambda: self.collector.collect(stop)) and not self.reward_model_trained:
             self.fit_reward_model()
         return super().train(None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
+
+    def collect_counting(self, collect: Any) -> Any:
+        return collect()  # CentralizedRoles counts a joint model's unparsed completions
 
     def fit_reward_model(self, pairs: list[Any] | None = None) -> dict[str, float]:
         """Bradley-Terry training of the reward model on ``pairs`` (default: the collected pairs)."""
@@ -93,6 +98,8 @@ class MARLHFTrainer(MAGRPOTrainer):
         metrics, episodes = super().train_step()
         if self.step == 1:
             metrics.update({**self.collector.metrics(), **self.reward_model_metrics})
+            if getattr(self, "collection_unparsed_share", None) is not None:
+                metrics["centralized/unparsed_share"] = self.collection_unparsed_share
         return metrics, episodes
 
     # -- checkpoints -------------------------------------------------------------------------------
@@ -108,3 +115,49 @@ class MARLHFTrainer(MAGRPOTrainer):
         self.collector.restore(state["preference"])
         self.reward_model.load_state_dict(state["reward_model"])
         self.reward_model_metrics = {k: float(v) for k, v in state["reward_model_metrics"].items()}
+
+
+class MARLHFTrainer(CentralizedRoles, LearnedRewardStage, MAGRPOTrainer):
+    """RL against a reward model learned from team-reward preference pairs (module docstring).
+
+    The constructor is :class:`MAGRPOTrainer`'s; ``reward_func`` is the task's team reward, used to
+    label the pairs and in evaluation. With ``collaboration_mode="centralized"`` one model writes
+    every role (``centralized_adapter`` and the arguments as :class:`CentralizedMAGRPOTrainer`
+    takes them): the pairs, the reward model and the RL steps see its joint completions, the task's
+    reward and evaluation its roles' answers. With ``rl_algorithm`` ``iac`` or ``maac`` the RL stage
+    is actor-critic: the constructor returns a
+    :class:`engine.preference.marlhf_actor_critic.MARLHFIACTrainer` (``MARLHFMAACTrainer``), which
+    takes the same arguments and has the same stages.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        given = {k: v for k, v in kwargs.items() if k != "centralized_adapter"}
+        config = _CONSTRUCTOR.bind(None, *args, **given).arguments.get("args")
+        stage = ACTOR_CRITIC_STAGES.get(getattr(config, "rl_algorithm", None))
+        if cls is MARLHFTrainer and stage is not None:
+            module, _, name = stage.partition(":")
+            return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
+        given = _CONSTRUCTOR.bind(self, *args, **kwargs)
+        config = given.arguments.get("args")
+        if config is not None and not hasattr(config, "rl_algorithm"):
+            raise ValueError(f"args: MARLHFTrainer takes a MARLHFConfig, got {type(config).__name__}")
+        if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
+            explicit_roles = "num_agents" in given.arguments
+            given.apply_defaults()
+            a = dict(given.arguments)
+            del a["self"]
+            self.collaboration, self.role_names = centralize(a, config, centralized_adapter,
+                                                             explicit_roles=explicit_roles, role_check=self._role_check)
+            super().__init__(**a)
+        else:
+            super().__init__(*args, **kwargs)
+        self._init_learned_reward(self.reward, pool=self.tree.pool)
+
+    def _default_config(self) -> MARLHFConfig:
+        return MARLHFConfig()
+
+    def _use_learned_reward(self, learned: TeamReward) -> None:
+        self.tree.reward = learned

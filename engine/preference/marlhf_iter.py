@@ -41,7 +41,7 @@ class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):
         the reward model refit on the replayed ones."""
         self.begin_iteration(iteration)
         self.label_pairs_with(self._scoring_reward(iteration))
-        self.collector.collect(lambda: False)
+        self.collect_counting(lambda: self.collector.collect(lambda: False))
         self.total_pairs += len(self.collector.pairs)
         return self.fit_reward_model(self.mix_replay())  # the pairs preference_replay_mode draws
 
@@ -50,7 +50,7 @@ class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):
         ``preference_scoring_reward="reward_model"`` the reward model learned so far (from the second
         iteration on; the first has only the task's labels to learn from, as in CoMLRL)."""
         if self.args.preference_scoring_reward == "reward_model" and iteration > 0 and self.reward_model_trained:
-            return self.tree.reward  # the RL stage's reward: the learned model
+            return self.learned_reward  # the RL stage's reward: the learned model
         return self.task_reward
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:

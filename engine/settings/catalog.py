@@ -204,6 +204,8 @@ CATALOG: dict[str, Setting] = {
                                        "head (empty = a linear head).", ge=1),
     "value_head_hidden_dim": _s("actor_critic", int | None, None, "Hidden width of a value head on the agent's "
                                 "backbone (empty = linear; iac only).", ge=1),
+    "critic_model_name": _s("actor_critic", str | None, None, "marlhf with rl_algorithm iac/maac: the critics' "
+                            "backbone (HF id, folder or builtin:; empty = a copy of each agent's model)."),
     "critic_devices": _s("actor_critic", list[str] | None, None, "Device per critic (one is used for all; empty "
                          "= the agent's device).", before=_device_list),
     # --- preference (madpo) ---------------------------------------------------------------------
@@ -316,10 +318,11 @@ CATALOG: dict[str, Setting] = {
                                   "current, comparator, winner and loser candidates, and write it as JSON + SVG "
                                   "under reward_distribution/ of the output folder.", **_BOOL),
     # --- learned reward (marlhf) ---------------------------------------------------------------
-    "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo"], "magrpo",
-                       "The MAGRPO-family baseline that optimises the team against the learned reward.",
+    "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo", "iac", "maac"], "magrpo",
+                       "The trainer that optimises the team against the learned reward: a MAGRPO-family baseline, "
+                       "or actor-critic (iac, maac; their critic settings apply).",
                        before=_aliases({"magrpo": "magrpo", "mareinforce": "mareinforce", "mareforce": "mareinforce",
-                                        "maremax": "maremax", "marloo": "marloo"})),
+                                        "maremax": "maremax", "marloo": "marloo", "iac": "iac", "maac": "maac"})),
     "reward_model_name": _s("preference", str | None, None, "Backbone of the reward model (HF id or folder; "
                             "empty = a copy of the first agent's model)."),
     "reward_model_device": _s("preference", str | None, None, "Device of the reward model (empty = the first "

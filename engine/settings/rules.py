@@ -62,8 +62,9 @@ def _comparator_problems(get: Any) -> list[str]:
 
 
 def group_size_problem(algorithm: str, num_generations: int) -> str | None:
-    """The MAGRPO family's baseline compares siblings: it needs at least two samples per node."""
-    if num_generations < 2 and algorithm not in ("iac", "maac"):
+    """The MAGRPO family's baseline compares siblings: it needs at least two samples per node (marlhf's
+    config class decides by its rl_algorithm)."""
+    if num_generations < 2 and algorithm not in ("iac", "maac", "marlhf"):
         return f"must be >= 2 for {algorithm} (the group baseline needs siblings)"
     return None
 

@@ -49,10 +49,10 @@ def test_centralized_madpo_is_chosen_in_the_form_and_checked_at_its_fields(app, 
     assert not at.exception and [r.status for r in store.list_runs(experiment)] == ["queued"]
 
     gen = at.session_state["exp_gen"]
-    at.selectbox(key=f"ed{gen}.trainer.algorithm").set_value("madpo_iter").run()
+    at.selectbox(key=f"ed{gen}.trainer.algorithm").set_value("magrpo").run()
     assert not at.exception
     assert _column_errors(at, f"ed{gen}.trainer.collaboration_mode") == [
-        "'centralized' (one model writes every role) is supported by madpo and centralized_magrpo, not by "
-        "madpo_iter, which trains a team of separate agents; set trainer.algorithm to madpo or centralized_magrpo, "
-        "or leave collaboration_mode empty (decentralized)"]
+        "'centralized' (one model writes every role) is supported by madpo, madpo_iter, marlhf, marlhf_iter and "
+        "centralized_magrpo, not by magrpo, which trains a team of separate agents; set trainer.algorithm to one of "
+        "those, or leave collaboration_mode empty (decentralized)"]
     assert at.button(key="exp_save").disabled

@@ -36,5 +36,6 @@ def test_magrpo_only_settings_are_refused_with_the_field_name() -> None:
     with pytest.raises(ConfigError, match="trainer.clip_epsilon: not used by iac"):
         trainer_config(config.trainer, config.agents)
     # the critic's settings belong to iac/maac only: a MAGRPO config refuses them when it is parsed
-    with pytest.raises(ConfigError, match="trainer.actor_critic: applies to iac/maac only, not to magrpo"):
+    with pytest.raises(ConfigError, match=r"trainer.actor_critic: applies to iac/maac \(and marlhf with rl_algorithm "
+                                          r"iac/maac\) only, not to magrpo"):
         _example("iac", algorithm="magrpo", actor_critic={"critic_type": "q"})

@@ -44,10 +44,8 @@ def test_madpo_refuses_multi_turn_by_name() -> None:
         trainer_config(run.trainer, run.agents)
 
 
-def test_collaboration_mode_centralized_is_madpos_and_refused_by_name_elsewhere() -> None:
-    from engine import MADPOConfig, MADPOIterConfig, MARLHFConfig
+def test_collaboration_mode_centralized_is_the_preference_trainers_and_refused_by_name_elsewhere() -> None:
+    from engine import MADPOConfig, MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
 
-    assert MADPOConfig(collaboration_mode="Centralized").collaboration_mode == "centralized"
-    for cls, name in ((MARLHFConfig, "MARLHF"), (MADPOIterConfig, "MADPO")):
-        with pytest.raises(ValueError, match=f"collaboration_mode: {name} trains a decentralized team here"):
-            cls(collaboration_mode="centralized")
+    for cls in (MADPOConfig, MADPOIterConfig, MARLHFConfig, MARLHFIterConfig):
+        assert cls(collaboration_mode="Centralized").collaboration_mode == "centralized"

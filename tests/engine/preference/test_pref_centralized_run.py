@@ -96,12 +96,54 @@ def test_the_collaboration_mode_maps_onto_each_config_class() -> None:
     assert trainer_config(separate.trainer, separate.agents).num_agents == 2  # 'decentralized' is no unused setting
 
 
-@pytest.mark.parametrize("algorithm", ["madpo_iter", "marlhf", "marlhf_iter", "magrpo", "iac"])
+@pytest.mark.parametrize("algorithm", ["magrpo", "iac", "maac", "grpo"])
 def test_centralized_is_refused_by_field_for_algorithms_without_it(algorithm: str) -> None:
-    with pytest.raises(ConfigError, match=f"^trainer.collaboration_mode: 'centralized' .* is supported by madpo and "
-                                          f"centralized_magrpo, not by {algorithm}.*set trainer.algorithm to madpo or "
-                                          f"centralized_magrpo, or leave collaboration_mode empty"):
+    with pytest.raises(ConfigError, match=f"^trainer.collaboration_mode: 'centralized' .* is supported by madpo, "
+                                          f"madpo_iter, marlhf, marlhf_iter and centralized_magrpo, not by "
+                                          f"{algorithm}.*set trainer.algorithm to one of those, or leave "
+                                          f"collaboration_mode empty"):
         parse_run_config(_team(algorithm, "centralized"))
+
+
+SMALL_RL = {"num_generations": 2, "rollout_buffer_size": 2, "reward_num_train_epochs": 1, "max_steps": 2}
+
+
+@pytest.mark.parametrize(("algorithm", "settings"), [
+    ("madpo_iter", {"num_iterations": 2, "comparator_policy": "history", "max_steps": 2}),
+    ("marlhf", SMALL_RL),
+    ("marlhf_iter", {**SMALL_RL, "num_iterations": 2, "comparator_policy": "current_copy", "num_train_epochs": 1}),
+])
+def test_every_preference_trainer_trains_one_joint_model_from_a_run_config(tmp_path, algorithm, settings) -> None:
+    """The iterative trainers and MARLHF with collaboration_mode centralized: one joint agent whose pairs, reward
+    model and RL steps see joint completions, the task's protocol splitting them for the task's reward."""
+    config = parse_run_config(_run(algorithm, **settings))
+    built = []
+
+    def build(cfg, **kwargs):
+        built.append(build_trainer(cfg, **kwargs))
+        return built[-1]
+
+    sink = MemorySink()
+    result = train_into_folder(config, build, output_dir=tmp_path, sink=sink)
+    [trainer] = built
+    assert result.status == "completed" and result.step == 2
+    assert trainer.num_agents == 1 and trainer.agent_names == ["joint"] and trainer.role_names == ["first", "second"]
+    assert isinstance(trainer.collaboration.adapter, EqualPartsCentralizedAdapter)
+    pair = trainer.collector.pairs[0]
+    assert len(pair.winner_completions) == 1  # a joint answer
+    item = dict(trainer.train_dataset[pair.item_index])
+    roles = trainer.collaboration.split(pair.winner_completions[0], item)
+    task_reward = trainer.collaboration.role_reward.score([[r] for r in roles], [item], [[""], [""]])[0][0]
+    assert pair.winner_reward == pytest.approx(task_reward)  # labelled by the task's reward on the split roles
+    assert sink.steps[0].metrics["centralized/unparsed_share"] == 0.0
+    assert (tmp_path / "model" / "agent_0" / "config.json").is_file() and not (tmp_path / "model" / "agent_1").exists()
+
+
+def test_a_centralized_team_has_no_centralized_comparator() -> None:
+    from engine.preference.config import MADPOIterConfig
+
+    with pytest.raises(ValueError, match="comparator_generation_mode: with collaboration_mode='centralized' the team"):
+        MADPOIterConfig(collaboration_mode="centralized", comparator_generation_mode="centralized")
 
 
 def test_centralized_magrpo_refuses_a_decentralized_mode() -> None:

@@ -15,6 +15,7 @@ from engine.preference import madpo
 from engine.sinks import MemorySink
 
 SCRIPT = Path(__file__).with_name("comlrl_madpo_script.py")
+ITERATIVE = Path(__file__).with_name("comlrl_iterative_script.py")
 
 
 def test_comlrl_madpo_script_runs_with_engine_imports(tmp_path, monkeypatch) -> None:
@@ -42,3 +43,34 @@ def test_comlrl_madpo_script_runs_with_engine_imports(tmp_path, monkeypatch) -> 
         saved = AutoModelForCausalLM.from_pretrained(tmp_path / "out" / f"agent_{i}")
         start = AutoModelForCausalLM.from_pretrained(source)
         assert any(not (a == b).all() for a, b in zip(saved.parameters(), start.parameters(), strict=True))
+
+
+def test_comlrl_iterative_scripts_run_with_engine_imports(tmp_path, monkeypatch) -> None:
+    """MADPOIter against an OpenAI-format comparator (a real local HTTP server) with CoMLRL's file
+    settings, then MARLHF with an IAC stage: every CoMLRL setting the script passes is read."""
+    from tests.engine.preference.test_pref_comparator_sources import _Api
+
+    dirs = []
+    for arch, seed in (("llama", 0), ("qwen2", 1)):
+        model, tok = build_tiny_model(arch, "xs", seed=seed)
+        model.save_pretrained(tmp_path / arch)
+        tok.save_pretrained(tmp_path / arch)
+        dirs.append(str(tmp_path / arch))
+    api = _Api(lambda body: {"choices": [{"message": {"content": "12 34"}}] * body["n"]})
+    monkeypatch.setenv("COMPARATOR_TEST_KEY", "sk-script")
+    out = tmp_path / "out"
+    try:
+        monkeypatch.setattr(sys, "argv", [str(ITERATIVE), *dirs, api.url, str(out)])
+        scope = runpy.run_path(str(ITERATIVE), run_name="__main__")
+    finally:
+        api.close()
+    iterative, rlhf = scope["iterative"], scope["rlhf"]
+    assert iterative.iteration == 1 and iterative.total_pairs > 0
+    ns = sorted(body["n"] for _, body in api.requests)  # the requests of a chunk run concurrently
+    assert ns == sorted([2, 1] * (3 * 2 * 2))  # 3 answers in requests of 2 + 1, for 3 items x 2 agents x 2 iterations
+    assert {headers["Authorization"] for headers, _ in api.requests} == {"Bearer sk-script"}
+    assert sorted(p.name for p in (out / "replay").iterdir()) == ["iteration_001.jsonl", "iteration_002.jsonl"]
+    assert sorted(p.name for p in (out / "policies").iterdir()) == ["iteration_001", "iteration_002"]
+    assert (out / "madpo_iter" / "agent_0" / "config.json").is_file()
+    assert type(rlhf).__name__ == "MARLHFIACTrainer" and rlhf.args.value_loss_coef == 0.5 and rlhf.critics
+    assert (out / "marlhf" / "agent_1" / "config.json").is_file() and (out / "marlhf" / "critic_0.pt").is_file()

@@ -88,7 +88,8 @@ def test_checkpoint_restores_pairs_and_reward_model(trained) -> None:
 
 def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="rl_algorithm"):
-        MARLHFConfig(rl_algorithm="maac")
+        MARLHFConfig(rl_algorithm="ppo")
+    assert MARLHFConfig(rl_algorithm="MAAC", num_generations=1).rl_algorithm == "maac"  # actor-critic: no siblings
     with pytest.raises(ValueError, match="num_turns: MARLHF is single-turn"):
         MARLHFConfig(num_turns=2)
     assert MARLHFConfig(rl_algorithm="mareforce").advantage_mode == "raw"  # CoMLRL's alias
