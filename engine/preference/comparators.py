@@ -78,7 +78,7 @@ class TextComparator:
         t0 = time.perf_counter()
         if score:
             for root in roots:
-                self.tree._score(root)
+                self.tree.score_node(root)
         return Rollout(roots=roots, nodes=list(roots), env_steps=len(roots) * self.num_candidates, num_tokens=0,
                        timings={"generate_s": generate_s, "reward_s": time.perf_counter() - t0, "transition_s": 0.0})
 

@@ -110,7 +110,7 @@ class TreeBuilder:
             for node in level:
                 node.joint_actions = joint_action_indices(s.joint_mode, len(self.agents), s.num_generations)
                 if score:
-                    self._score(node)
+                    self.score_node(node)
                 env_steps += len(node.joint_actions)
             timings["reward_s"] += time.perf_counter() - t0
             nodes.extend(level)
@@ -176,7 +176,8 @@ class TreeBuilder:
         return total
 
     # -- rewards and expansion -----------------------------------------------------------------
-    def _score(self, node: Node) -> None:
+    def score_node(self, node: Node) -> None:
+        """The team reward of each of ``node``'s joint actions (``node.rewards``, ``node.reward_terms``)."""
         joint = node.joint_actions
         completions = [[node.agents[i].texts[ja[i]] for ja in joint] for i in range(len(self.agents))]
         prompts = [[node.agents[i].prompts[ja[i]] for ja in joint] for i in range(len(self.agents))]

@@ -64,3 +64,28 @@ def test_a_checkpoint_of_an_earlier_run_is_the_comparator(app, store: Store, tmp
     # the comparator settings went with the algorithm (num_iterations, set in the config, is still named)
     assert [e.value for e in at.error][1:] == ["not used by madpo; leave it at its default (6) or choose an "
                                                "algorithm that reads it"]
+
+
+def test_an_api_comparator_is_configured_in_the_form_and_checked_at_its_fields(app, store: Store) -> None:
+    from tests.app.test_app_centralized_madpo import _column_errors
+
+    experiment = store.create_experiment("iter-api", config=_iter_config()).id
+    at = app("experiments", experiment=experiment)
+    gen = at.session_state["exp_gen"]
+    box = at.selectbox(key=f"ed{gen}.trainer.comparator")
+    assert [o.split(":")[0] for o in box.options] == ["current", "current_copy", "model", "history", "api"]
+    box.set_value("api").run()
+    assert not at.exception
+    assert _column_errors(at, f"ed{gen}.trainer.comparator_api_url") == [
+        "comparator_policy='api' needs the endpoint's URL; set it"]
+    assert at.button(key="exp_save").disabled
+    at.text_input(key=f"ed{gen}.trainer.comparator_api_url").input("https://api.example/v1/chat/completions").run()
+    at.text_input(key=f"ed{gen}.trainer.comparator_api_key_env").input("LAB_API_KEY").run()
+    at.selectbox(key=f"ed{gen}.trainer.comparator_api_format").set_value("openai_chat").run()
+    assert not at.exception and not at.error and not at.button(key="exp_save").disabled
+    at.button(key="exp_save").click().run()
+    trainer = store.get_experiment(experiment).config["trainer"]
+    assert (trainer["comparator_policy"], trainer["comparator_api_url"], trainer["comparator_api_format"],
+            trainer["comparator_api_key_env"]) == ("api", "https://api.example/v1/chat/completions", "openai_chat",
+                                                   "LAB_API_KEY")
+    assert "comparator_api_key" not in trainer  # the form offers the variable's name only, never a key
