@@ -41,17 +41,22 @@ def _run(algorithm: str = "madpo", mode: str | None = "centralized", second: dic
         "transcripts_per_step": 1, **trainer})
 
 
-def test_run_config_trains_and_exports_one_joint_model_whose_pairs_show_the_roles(tmp_path) -> None:
-    config = parse_run_config(_run())
-    built: list[MADPOTrainer] = []
+def _train(config, folder):
+    """Train ``config`` into ``folder`` through the job's path; returns the built trainer, the result, the sink."""
+    built = []
 
     def build(cfg, **kwargs):
         built.append(build_trainer(cfg, **kwargs))
         return built[-1]
 
     sink = MemorySink()
-    result = train_into_folder(config, build, output_dir=tmp_path, sink=sink)
+    result = train_into_folder(config, build, output_dir=folder, sink=sink)
     [trainer] = built
+    return trainer, result, sink
+
+
+def test_run_config_trains_and_exports_one_joint_model_whose_pairs_show_the_roles(tmp_path) -> None:
+    trainer, result, sink = _train(parse_run_config(_run()), tmp_path)
     assert result.status == "completed" and type(trainer) is MADPOTrainer
     assert trainer.num_agents == 1 and trainer.agent_names == ["joint"] and trainer.role_names == ["first", "second"]
     assert isinstance(trainer.collaboration.adapter, EqualPartsCentralizedAdapter)  # the task's protocol
@@ -116,16 +121,7 @@ SMALL_RL = {"num_generations": 2, "rollout_buffer_size": 2, "reward_num_train_ep
 def test_every_preference_trainer_trains_one_joint_model_from_a_run_config(tmp_path, algorithm, settings) -> None:
     """The iterative trainers and MARLHF with collaboration_mode centralized: one joint agent whose pairs, reward
     model and RL steps see joint completions, the task's protocol splitting them for the task's reward."""
-    config = parse_run_config(_run(algorithm, **settings))
-    built = []
-
-    def build(cfg, **kwargs):
-        built.append(build_trainer(cfg, **kwargs))
-        return built[-1]
-
-    sink = MemorySink()
-    result = train_into_folder(config, build, output_dir=tmp_path, sink=sink)
-    [trainer] = built
+    trainer, result, sink = _train(parse_run_config(_run(algorithm, **settings)), tmp_path)
     assert result.status == "completed" and result.step == 2
     assert trainer.num_agents == 1 and trainer.agent_names == ["joint"] and trainer.role_names == ["first", "second"]
     assert isinstance(trainer.collaboration.adapter, EqualPartsCentralizedAdapter)

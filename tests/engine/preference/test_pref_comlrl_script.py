@@ -13,18 +13,25 @@ from transformers import AutoModelForCausalLM
 from engine.models.tiny import build_tiny_model
 from engine.preference import madpo
 from engine.sinks import MemorySink
+from tests.engine.preference.api_server import ApiServer
 
 SCRIPT = Path(__file__).with_name("comlrl_madpo_script.py")
 ITERATIVE = Path(__file__).with_name("comlrl_iterative_script.py")
 
 
-def test_comlrl_madpo_script_runs_with_engine_imports(tmp_path, monkeypatch) -> None:
+def _model_folders(tmp_path) -> list[str]:
+    """Two tiny models saved with ``save_pretrained`` (the scripts load them by folder, as CoMLRL loads ids)."""
     dirs = []
     for arch, seed in (("llama", 0), ("qwen2", 1)):
         model, tok = build_tiny_model(arch, "xs", seed=seed)
         model.save_pretrained(tmp_path / arch)
         tok.save_pretrained(tmp_path / arch)
         dirs.append(str(tmp_path / arch))
+    return dirs
+
+
+def test_comlrl_madpo_script_runs_with_engine_imports(tmp_path, monkeypatch) -> None:
+    dirs = _model_folders(tmp_path)
     sink = MemorySink()
     original = madpo.MADPOTrainer.__init__
 
@@ -48,15 +55,8 @@ def test_comlrl_madpo_script_runs_with_engine_imports(tmp_path, monkeypatch) -> 
 def test_comlrl_iterative_scripts_run_with_engine_imports(tmp_path, monkeypatch) -> None:
     """MADPOIter against an OpenAI-format comparator (a real local HTTP server) with CoMLRL's file
     settings, then MARLHF with an IAC stage: every CoMLRL setting the script passes is read."""
-    from tests.engine.preference.test_pref_comparator_sources import _Api
-
-    dirs = []
-    for arch, seed in (("llama", 0), ("qwen2", 1)):
-        model, tok = build_tiny_model(arch, "xs", seed=seed)
-        model.save_pretrained(tmp_path / arch)
-        tok.save_pretrained(tmp_path / arch)
-        dirs.append(str(tmp_path / arch))
-    api = _Api(lambda body: {"choices": [{"message": {"content": "12 34"}}] * body["n"]})
+    dirs = _model_folders(tmp_path)
+    api = ApiServer(lambda body: {"choices": [{"message": {"content": "12 34"}}] * body["n"]})
     monkeypatch.setenv("COMPARATOR_TEST_KEY", "sk-script")
     out = tmp_path / "out"
     try:
