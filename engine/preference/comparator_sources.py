@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from engine.preference.api_client import ApiClient, ApiSettings
+from engine.preference.api_client import ApiClient
+from engine.preference.api_settings import ApiSettings
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
 from engine.preference.comparators import TextComparator, api_texts, centralized_texts, team_texts
 from engine.team_reward import TeamReward
