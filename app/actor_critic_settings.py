@@ -1,4 +1,5 @@
-"""The ``trainer.actor_critic`` settings of IAC/MAAC runs for the form: fields, defaults, validation.
+"""The ``trainer.actor_critic`` settings of IAC/MAAC runs (and of MARLHF with an IAC/MAAC stage) for the
+form: fields, defaults, validation.
 
 The widgets come from the run config's typed section (``engine.spec.ActorCriticSection``), the
 defaults from the trainers' own config classes (``IACConfig``/``MAACConfig``, CoMLRL's names and
@@ -15,14 +16,25 @@ from app.fields import FieldForm, field_form
 from app.unused_settings import unused_setting_errors
 from engine.algorithms import CONFIG_CLASSES, unused_settings
 from engine.settings.catalog import ACTOR_CRITIC
-from engine.spec import ActorCriticSection
+from engine.spec import ActorCriticSection, has_critics
 
-ACTOR_CRITIC_ALGORITHMS = ACTOR_CRITIC
+ACTOR_CRITIC_ALGORITHMS = (*ACTOR_CRITIC, "marlhf")  # marlhf: with rl_algorithm iac/maac
 SETTINGS = tuple(ActorCriticSection.model_fields)
 
 
+def critic_algorithm(trainer: dict[str, Any]) -> str | None:
+    """Whose critic settings a trainer section has: ``iac``/``maac``, ``marlhf`` when its RL stage is one
+    of them, else None."""
+    algorithm = trainer.get("algorithm")
+    if algorithm in ACTOR_CRITIC:
+        return algorithm
+    if algorithm == "marlhf" and has_critics(algorithm, trainer.get("rl_algorithm")):
+        return algorithm
+    return None
+
+
 def config_class(algorithm: str) -> type:
-    """``IACConfig`` for ``iac``, ``MAACConfig`` for ``maac``."""
+    """``IACConfig`` for ``iac``, ``MAACConfig`` for ``maac``, ``MARLHFConfig`` for ``marlhf``."""
     if algorithm not in ACTOR_CRITIC_ALGORITHMS:
         raise ValueError(f"{algorithm!r} is not an actor-critic algorithm ({', '.join(ACTOR_CRITIC_ALGORITHMS)})")
     return CONFIG_CLASSES[algorithm]
@@ -52,8 +64,8 @@ def validate(trainer: dict[str, Any]) -> dict[str, list[str]]:
     Checks what the run would refuse when it starts: unknown ``actor_critic`` keys, each setting's
     value (by the config class itself) and MAGRPO-only trainer fields changed from their defaults.
     """
-    algorithm = trainer.get("algorithm")
-    if algorithm not in ACTOR_CRITIC_ALGORITHMS:
+    algorithm = critic_algorithm(trainer)
+    if algorithm is None:
         return {}
     errors = unused_setting_errors(trainer)
     settings = trainer.get("actor_critic") or {}
@@ -67,8 +79,9 @@ def validate(trainer: dict[str, Any]) -> dict[str, list[str]]:
         errors["trainer.actor_critic"] = [
             f"unknown settings {unknown} for {algorithm}; known: {', '.join(s for s in SETTINGS if s in known)}"]
         return errors
+    stage = {"rl_algorithm": trainer.get("rl_algorithm"), "num_generations": 1} if algorithm == "marlhf" else {}
     try:
-        cls(**settings)
+        cls(**stage, **settings)
     except ValueError as exc:
         name, _, message = str(exc).partition(": ")
         path = f"trainer.actor_critic.{name}" if name in settings else "trainer.actor_critic"

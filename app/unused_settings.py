@@ -24,3 +24,19 @@ def unused_setting_errors(trainer: dict[str, Any]) -> dict[str, list[str]]:
                                 f"or choose an algorithm that reads it"]
             for name in unused_settings(algorithm)
             if name in trainer and trainer[name] != getattr(defaults, name)}
+
+
+# Settings only the iterative preference trainers read (comparators, replay, iteration files): the form
+# shows them for madpo_iter/marlhf_iter, and for another algorithm only when a draft has changed one
+# (so its refusal is shown next to it).
+ITERATIVE = ("madpo_iter", "marlhf_iter")
+ITERATIVE_ONLY = tuple(name for name in TrainerSpec.model_fields
+                       if all(name in unused_settings(a) for a in CONFIG_CLASSES if a not in ITERATIVE)
+                       and not all(name in unused_settings(a) for a in ITERATIVE))
+
+
+def shown_for(name: str, trainer: dict[str, Any]) -> bool:
+    """Whether the form shows trainer setting ``name`` for this draft (see :data:`ITERATIVE_ONLY`)."""
+    if name not in ITERATIVE_ONLY or trainer.get("algorithm") in ITERATIVE:
+        return True
+    return name in trainer and trainer[name] != getattr(TrainerSpec(), name)

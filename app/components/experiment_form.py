@@ -21,6 +21,7 @@ from app.components.comparator_choice import CheckpointOption, render_comparator
 from app.components.model_form import place_errors, render_fields, show_errors
 from app.components.trainer_extras import render_actor_critic, render_system
 from app.fields import FieldForm, model_forms, named_forms, placed_forms
+from app.unused_settings import shown_for
 from engine.settings.catalog import FORM_MAIN
 from engine.spec import AgentSpec, RunConfig, TrainerSpec
 
@@ -184,8 +185,9 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
     input_errors.update(errs)
     trainer = render_comparator(trainer, dict(draft.get("trainer") or {}), checkpoints or [], key=key, slots=slots)
     with st.expander("Advanced trainer settings"):
-        rest = model_forms(TrainerSpec, exclude=(*FORM_MAIN, "actor_critic", "comparator_policy",
-                                                 "comparator_checkpoint"))
+        rest = [f for f in model_forms(TrainerSpec, exclude=(*FORM_MAIN, "actor_critic", "comparator_policy",
+                                                             "comparator_checkpoint"))
+                if shown_for(f.name, trainer)]
         trainer, errs = render_fields(rest, trainer, key=f"{key}.trainer", path="trainer", slots=slots,
                                       columns=4)
         input_errors.update(errs)

@@ -24,14 +24,18 @@ def render_actor_critic(trainer: dict[str, Any], before: dict[str, Any], *, key:
     the algorithm changed, settings the new algorithm lacks are dropped (all of them when it is not
     actor-critic), so switching algorithms never leaves a stale, refused setting behind.
     """
-    algorithm = trainer.get("algorithm")
+    stage = st.session_state.get(f"{key}.trainer.rl_algorithm")  # MARLHF's stage, shown further down the form:
+    if stage is not None and trainer.get("algorithm") == "marlhf":  # its widget's value on this rerun
+        trainer = {**trainer, "rl_algorithm": stage}
+    algorithm = ac.critic_algorithm(trainer)
     settings = trainer.get("actor_critic")
     settings = dict(settings) if isinstance(settings, dict) else settings
-    changed = algorithm != before.get("algorithm")
-    if algorithm not in ac.ACTOR_CRITIC_ALGORITHMS:
+    changed = algorithm != ac.critic_algorithm(before)
+    if algorithm is None:
         if changed or not settings:
             return {**trainer, "actor_critic": {}}, {}
-        st.caption(f"`actor_critic` settings apply to iac/maac only: {settings}")
+        st.caption(f"`actor_critic` settings apply to iac/maac (and marlhf with rl_algorithm iac/maac) only: "
+                   f"{settings}")
         slots["trainer.actor_critic"] = st.empty()
         return trainer, {}
     if not isinstance(settings, dict):  # e.g. a list in an imported file: validation names it
@@ -40,8 +44,9 @@ def render_actor_critic(trainer: dict[str, Any], before: dict[str, Any], *, key:
     known = ac.defaults(algorithm)
     if changed:
         settings = {k: v for k, v in settings.items() if k in known}
-    st.markdown(f"**Critic settings ({algorithm.upper()})** · defaults as in CoMLRL's "
-                f"`{'IACConfig' if algorithm == 'iac' else 'MAACConfig'}`")
+    owner = {"iac": "IACConfig", "maac": "MAACConfig"}.get(algorithm, "MARLHFConfig")
+    label = algorithm.upper() if algorithm != "marlhf" else f"MARLHF's {str(trainer.get('rl_algorithm')).upper()} stage"
+    st.markdown(f"**Critic settings ({label})** · defaults as in CoMLRL's `{owner}`")
     shown, input_errors = render_fields(ac.forms(algorithm), {**known, **settings},
                                         key=f"{key}.trainer.ac.{algorithm}", path="trainer.actor_critic",
                                         slots=slots, columns=4)

@@ -149,6 +149,11 @@ class _LearnedReward(ConfigModel):
         if actor_critic and self.iterative:
             raise ValueError("rl_algorithm: MARLHFIter runs a MAGRPO-family RL stage; iac/maac are MARLHF's (one "
                              "round of pairs); set rl_algorithm to magrpo, mareinforce, maremax or marloo")
+        if self.rl_algorithm == "maac":  # one centralised critic: IAC's per-agent critic options do not apply
+            for name, default in (("use_separate_critic", True), ("value_head_hidden_dim", None)):
+                if getattr(self, name) != default:
+                    raise ValueError(f"{name}: only rl_algorithm iac reads it (maac has one centralised critic); "
+                                     f"leave it at its default ({default!r})")
         if not actor_critic:
             for name in CRITIC_SETTINGS:
                 default = MARLHF_CRITIC_DEFAULTS.get(name, CATALOG[name].default)

@@ -89,3 +89,19 @@ def test_an_api_comparator_is_configured_in_the_form_and_checked_at_its_fields(a
             trainer["comparator_api_key_env"]) == ("api", "https://api.example/v1/chat/completions", "openai_chat",
                                                    "LAB_API_KEY")
     assert "comparator_api_key" not in trainer  # the form offers the variable's name only, never a key
+
+
+def test_the_iterative_trainers_settings_are_shown_only_for_them(app, store: Store) -> None:
+    config = _iter_config()
+    experiment = store.create_experiment("iter-fields", config=config).id
+    at = app("experiments", experiment=experiment)
+    gen = at.session_state["exp_gen"]
+    keys = {w.key for w in (*at.text_input, *at.number_input, *at.selectbox, *at.checkbox)}
+    assert {f"ed{gen}.trainer.comparator_api_url", f"ed{gen}.trainer.num_iterations",
+            f"ed{gen}.trainer.log_reward_distribution"} <= keys
+    at.selectbox(key=f"ed{gen}.trainer.algorithm").set_value("madpo").run()
+    assert not at.exception
+    keys = {w.key for w in (*at.text_input, *at.number_input, *at.selectbox, *at.checkbox)}
+    assert f"ed{gen}.trainer.comparator_api_url" not in keys and f"ed{gen}.trainer.log_reward_distribution" not in keys
+    assert f"ed{gen}.trainer.num_iterations" in keys  # changed in this draft (2): shown, with its refusal
+    assert any("not used by madpo" in e.value for e in at.error)

@@ -161,3 +161,23 @@ def test_yaml_import_keeps_the_system_and_shows_its_problems(app, store: Store, 
     at.button(key="exp_save").click().run()
     saved = {e.name: e.config for e in store.list_experiments()}["imported"]
     assert saved["system"]["schedule"] == {"type": "every_k", "every": {"w": 2}}
+
+
+def test_marlhf_with_an_actor_critic_stage_shows_its_critic_settings(app, store: Store) -> None:
+    at = _create_quickstart(app)
+    at.selectbox(key="ed1.trainer.algorithm").set_value("marlhf").run()
+    assert not [w for w in at.selectbox if ".trainer.ac." in w.key]  # a MAGRPO-family stage has no critics
+    at.selectbox(key="ed1.trainer.rl_algorithm").set_value("iac").run()
+    assert at.selectbox(key="ed1.trainer.ac.marlhf.critic_type").value == "v"
+    assert at.number_input(key="ed1.trainer.ac.marlhf.value_clip_range").value == 0.2  # CoMLRL's MARLHFConfig
+    at.number_input(key="ed1.trainer.ac.marlhf.value_loss_coef").set_value(0.4).run()
+    at.number_input(key="ed1.trainer.num_generations").set_value(1).run()  # an actor-critic stage needs no siblings
+    assert not at.exception and not at.error and not at.button(key="exp_save").disabled
+    at.button(key="exp_save").click().run()
+    trainer = store.list_experiments()[0].config["trainer"]
+    assert (trainer["algorithm"], trainer["rl_algorithm"], trainer["actor_critic"]) == (
+        "marlhf", "iac", {"value_loss_coef": 0.4})
+    assert ac.validate({"algorithm": "marlhf", "rl_algorithm": "maac",
+                        "actor_critic": {"use_separate_critic": False}}) == {
+        "trainer.actor_critic.use_separate_critic": ["only rl_algorithm iac reads it (maac has one centralised "
+                                                     "critic); leave it at its default (True)"]}
