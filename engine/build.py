@@ -19,9 +19,8 @@ from engine.algorithms import trainer_class
 from engine.configure import build_task_for, trainer_config
 from engine.preference.collaboration import is_centralized
 from engine.run_folder import train_into_folder
-from engine.settings.catalog import ACTOR_CRITIC
 from engine.sinks.base import Sink
-from engine.spec import RunConfig
+from engine.spec import RunConfig, has_critics
 from engine.team import load_team, team_arguments
 from engine.trainer.loop import TrainResult
 
@@ -33,7 +32,8 @@ def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sin
     team = load_team(config.agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"),
                      seed=config.trainer.seed)
     # the MAGRPO family reports pass@k with the task's check; actor-critic evaluation has no pass@k
-    extra = {} if config.trainer.algorithm in ACTOR_CRITIC else {"eval_check": task.check}
+    critics = has_critics(config.trainer.algorithm, config.trainer.rl_algorithm)
+    extra = {} if critics else {"eval_check": task.check}
     if is_centralized(config.trainer.algorithm, config.trainer.collaboration_mode):
         extra["centralized_adapter"] = task.centralized_adapter  # one model writes the task's roles
     return trainer_class(config.trainer.algorithm)(

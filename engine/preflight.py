@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from engine.preference.collaboration import is_centralized
 from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
 from engine.sources import inspect_source
 from engine.spec import ConfigError, RunConfig
@@ -63,26 +64,32 @@ def preflight_problems(config: RunConfig, *,
     problems += task_problems(config)
     problems += algorithm_problems(config)
     if config.trainer.comparator_checkpoint is not None:
-        problem = comparator_checkpoint_problem(config.trainer.comparator_checkpoint, len(config.agents))
+        problem = comparator_checkpoint_problem(config.trainer.comparator_checkpoint, trained_agents(config))
         if problem is not None:
             problems.append(Problem("trainer.comparator_checkpoint", problem))
     problems += trainer_model_problems(config, hub_cache_dirs)
     return problems
 
 
+def trained_agents(config: RunConfig) -> int:
+    """How many agents the trainer builds: one joint model for a centralized run, else one per entry."""
+    return 1 if is_centralized(config.trainer.algorithm, config.trainer.collaboration_mode) else len(config.agents)
+
+
 def trainer_model_problems(config: RunConfig,
                            hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[Problem]:
     """The models the trainer section names besides the agents' (the comparator's, the reward model's):
     each source must exist, and a per-agent list must have one entry or one per agent."""
-    trainer, n = config.trainer, len(config.agents)
+    trainer, n = config.trainer, trained_agents(config)
     named: list[tuple[str, str]] = [("trainer.comparator_model_name", trainer.comparator_model_name),
                                     ("trainer.reward_model_name", trainer.reward_model_name)]
     problems = []
     for field, values in (("comparator_agents", trainer.comparator_agents),
                           ("comparator_devices", trainer.comparator_devices)):
         if values and len(values) not in (1, n):
-            problems.append(Problem(f"trainer.{field}", f"got {len(values)} entries for {n} agents; give one for "
-                                                        f"all or one per agent"))
+            what = f"{n} agents" if n == len(config.agents) else "one joint model (collaboration_mode centralized)"
+            problems.append(Problem(f"trainer.{field}", f"got {len(values)} entries for {what}; give one for all or "
+                                                        f"one per trained agent"))
     named += [(f"trainer.comparator_agents.{i}", source) for i, source in enumerate(trainer.comparator_agents or [])]
     for field, source in named:
         if source:

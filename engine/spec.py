@@ -30,6 +30,7 @@ from engine.preference.collaboration import collaboration_problem
 from engine.settings.catalog import ACTOR_CRITIC, CATALOG
 from engine.settings.derive import agent_override, schema_fields
 from engine.settings.rules import combination_problems, group_size_problem
+from engine.settings.secrets import key_variable_problem, run_config_header_problem
 from engine.systems.spec import SystemSpec, parse_system_spec
 
 ACTOR_CRITIC_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "actor_critic")
@@ -151,6 +152,22 @@ class _TrainerRules(_CombinationRules):
     @classmethod
     def _siblings_for_group_baselines(cls, value: int, info: ValidationInfo) -> int:
         problem = group_size_problem(info.data.get("algorithm", "magrpo"), value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("comparator_api_headers", check_fields=False)
+    @classmethod
+    def _no_credential_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        problem = run_config_header_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("comparator_api_key_env", check_fields=False)
+    @classmethod
+    def _only_key_variables(cls, value: str | None) -> str | None:
+        problem = key_variable_problem(value)
         if problem:
             raise ValueError(problem)
         return value

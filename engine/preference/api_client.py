@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.preference.api_responses import extract_completions
-from engine.preference.api_settings import ONE_PER_REQUEST_FORMATS, ApiSettings, is_sensitive_header, safe_url
+from engine.preference.api_settings import ONE_PER_REQUEST_FORMATS, ApiSettings, safe_url
+from engine.settings.secrets import is_sensitive_header
 
 _FORMAT_LABELS = {
     "generic": "a generic", "openai_chat": "an OpenAI chat", "anthropic_messages": "an Anthropic Messages",

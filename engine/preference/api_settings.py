@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from engine.preference.api_responses import normalize_api_format
+from engine.settings.secrets import is_sensitive_header
 
 ONE_PER_REQUEST_FORMATS = frozenset({"anthropic_messages", "openai_responses"})
 ANTHROPIC_VERSION = "2023-06-01"
-_SENSITIVE_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie")
 
 
 def safe_url(url: str) -> str:
@@ -34,12 +34,6 @@ def safe_url(url: str) -> str:
     shown = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
     return shown + ("?..." if parts.query else "")
 
-
-
-def is_sensitive_header(name: str) -> bool:
-    """Whether a header's value may be a credential (its name mentions auth, key, token, secret or cookie)."""
-    lowered = name.lower()
-    return any(word in lowered for word in _SENSITIVE_HEADER_WORDS)
 
 
 def _set_header(headers: dict[str, str], name: str, value: str, *, overwrite: bool = True) -> None:

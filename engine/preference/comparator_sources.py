@@ -46,10 +46,14 @@ class ComparatorSources:
         self._collaboration = None
         self._api_client: ApiClient | None = None
         self._api_requests_reported = 0
+        adapter = getattr(self, "comparator_adapter", None)
+        if adapter is not None and cfg.comparator_generation_mode != "centralized":
+            raise ValueError("centralized_comparator_adapter: only comparator_generation_mode='centralized' reads it "
+                             "(one comparator model writes every role); set it or leave the adapter out")
         if cfg.comparator_generation_mode == "centralized":
             self._collaboration = CentralizedCollaboration(
-                TaggedCentralizedComparatorAdapter(), [a.formatter for a in self.agents], self.collector.tree.reward,
-                len(self.agents))
+                adapter if adapter is not None else TaggedCentralizedComparatorAdapter(),
+                [a.formatter for a in self.agents], self.collector.tree.reward, len(self.agents))
         if cfg.comparator_policy == "api":
             self._api_client = ApiClient(ApiSettings.from_config(cfg, api_key=self._api_key()))
             source = api_texts(self._api_client, self.agents, self.comparator_candidates, self._collaboration,
@@ -132,6 +136,30 @@ class ComparatorSources:
                              f"empty) in the training process's environment (a queued run's: the worker's); set it "
                              f"there, or leave comparator_api_key_env empty for an API without a key")
         return key
+
+    def comparator_generators(self) -> list[torch.Generator]:
+        """The comparator's own generators, in a fixed order (another model's first, then those of the
+        snapshot copies on another device); one shared with an agent is saved with the agent's."""
+        runtimes = list(self.external_comparator.samplers) if self.external_comparator is not None else []
+        tree = getattr(self, "_comparator_tree", None)
+        runtimes += list(tree.agents) if tree is not None else []
+        shared = {id(a.generator) for a in self.agents}
+        out: list[torch.Generator] = []
+        for runtime in runtimes:
+            g = runtime.generator
+            if g is not None and id(g) not in shared and all(g is not o for o in out):
+                out.append(g)
+        return out
+
+    def restore_comparator_generators(self, states: list[Any]) -> None:
+        """Put back :meth:`comparator_generators`' states from a checkpoint (so a resumed run's comparator
+        draws what the uninterrupted one's would)."""
+        generators = self.comparator_generators()
+        if len(states) != len(generators):
+            raise ValueError(f"the checkpoint has {len(states)} comparator generator state(s), this trainer's "
+                             f"comparator {len(generators)}: was it written with other comparator settings?")
+        for generator, state in zip(generators, states, strict=True):
+            generator.set_state(state)
 
     def label_pairs_with(self, reward: TeamReward) -> None:
         """Score the next collection's candidates (current and comparator) with ``reward``."""

@@ -31,20 +31,34 @@ from engine.trainer.agents import AgentRuntime
 from engine.trainer.rollout import TreeBuilder
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 
-Texts = list[list[list[str]]]  # [root][agent][candidate]
+Texts = list[list[list["Answer | str"]]]  # [root][agent][candidate]; a plain string is an ended answer
 TextSource = Callable[[list[Node]], Texts]
 API_THREADS = 8  # concurrent API requests across the items and agents of a chunk
 
 
-def encode_answer(agent: AgentRuntime, text: str) -> list[int]:
-    """``text`` as ``agent``'s completion tokens: encoded without special tokens, closed with EOS
-    when it fits in ``max_new_tokens`` (an answer the comparator ended), else cut there."""
+def encode_answer(agent: AgentRuntime, text: str, *, ended: bool = True) -> list[int]:
+    """``text`` as ``agent``'s completion tokens: encoded without special tokens, closed with EOS when
+    the comparator ended it (``ended``) and it fits in ``max_new_tokens``, else cut there."""
     ids = list(agent.tokenizer(text, add_special_tokens=False)["input_ids"])
     limit = agent.generation.max_new_tokens
-    if len(ids) >= limit:
+    if len(ids) >= limit or not ended:
         return ids[:limit]
     eos = agent.tokenizer.eos_token_id
     return ids + ([int(eos)] if eos is not None else [])
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One comparator answer: its text, and whether its writer ended it (False: cut at its token limit)."""
+
+    text: str
+    ended: bool = True
+
+
+def _sampled_answers(writer: AgentRuntime, completion_ids: list[int], text: str) -> Answer:
+    """A sampled completion as an :class:`Answer`: ended when it closes with the writer's EOS."""
+    eos = writer.tokenizer.eos_token_id
+    return Answer(text, bool(completion_ids) and eos is not None and int(completion_ids[-1]) == int(eos))
 
 
 @dataclass(eq=False)
@@ -67,13 +81,15 @@ class TextComparator:
             if len(per_agent) != len(agents) or any(len(t) != self.num_candidates for t in per_agent):
                 raise ValueError(f"comparator: item {root.item_index} got {[len(t) for t in per_agent]} answers per "
                                  f"agent, expected {self.num_candidates} for each of {len(agents)} agents")
-            for agent, answers in zip(agents, per_agent, strict=True):
+            for agent, raw in zip(agents, per_agent, strict=True):
+                answers = [a if isinstance(a, Answer) else Answer(str(a)) for a in raw]
                 prompt = render_prompt(root.prompt_values[agent.index], agent.tokenizer,
                                        system_prompt=agent.system_prompt)
                 prompt_ids = list(agent.tokenizer(prompt)["input_ids"])
                 root.agents.append(AgentSamples(prompts=[prompt] * len(answers), prompt_ids=[prompt_ids] * len(answers),
-                                                completion_ids=[encode_answer(agent, t) for t in answers],
-                                                texts=[str(t) for t in answers]))
+                                                completion_ids=[encode_answer(agent, a.text, ended=a.ended)
+                                                                for a in answers],
+                                                texts=[a.text for a in answers]))
             root.joint_actions = joint_action_indices("aligned", len(agents), self.num_candidates)
         t0 = time.perf_counter()
         if score:
@@ -88,7 +104,9 @@ def team_texts(tree: TreeBuilder) -> TextSource:
 
     def texts(roots: list[Node]) -> Texts:
         rollout = tree.build([r.item for r in roots], [r.item_index for r in roots], score=False)
-        return [[list(node.agents[i].texts) for i in range(len(tree.agents))] for node in rollout.roots]
+        return [[[_sampled_answers(a, ids, text) for ids, text in zip(node.agents[i].completion_ids,
+                                                                       node.agents[i].texts, strict=True)]
+                 for i, a in enumerate(tree.agents)] for node in rollout.roots]
 
     return texts
 
@@ -103,8 +121,10 @@ def centralized_texts(writer: AgentRuntime, collaboration: CentralizedCollaborat
         sampled, _ = writer.sample(prompts, num_candidates)
         out = []
         for root, sp in zip(roots, sampled, strict=True):
-            split = [collaboration.split(text, root.item, count=True) for text in sp.texts]
-            out.append([[roles[i] for roles in split] for i in range(collaboration.num_roles)])
+            split = [(collaboration.split(text, root.item, count=True), _sampled_answers(writer, ids, text).ended)
+                     for ids, text in zip(sp.completion_ids, sp.texts, strict=True)]  # a cut joint answer: every
+            out.append([[Answer(roles[i], ended) for roles, ended in split]    # role's part counts as cut
+                        for i in range(collaboration.num_roles)])
         return out
 
     return texts

@@ -10,7 +10,8 @@
 
 Iterations are numbered from 1 in file names, as in the ``iter/current_iteration`` metric. A
 relative folder is taken under the trainer's ``output_dir`` (the run folder for a queued run); each
-file is written atomically, and an existing policy folder is not rewritten (a resumed run).
+file is written atomically (an older run's folder of the same name is replaced; a resumed run does
+not write an iteration's policy again).
 """
 
 from __future__ import annotations
@@ -56,8 +57,6 @@ class IterationFiles:
         if self.policy_dir is None:
             return
         final = self.policy_dir / f"iteration_{iteration + 1:03d}"
-        if final.is_dir():
-            return
         from safetensors.torch import save_file
 
         with atomic_folder(final, "a policy snapshot") as folder:

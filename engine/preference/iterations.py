@@ -37,11 +37,13 @@ class ComparatorIterations(ComparatorSources):
     write text (another model, a centralized writer, an API) come from
     :class:`engine.preference.comparator_sources.ComparatorSources`."""
 
-    def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, centralized_adapter: Any = None, centralized_comparator_adapter: Any = None,
+                 **kwargs: Any) -> None:
         config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
         if config is not None and not hasattr(config, "num_iterations"):
             raise ValueError(f"args: {type(self).__name__} takes a {type(self._default_config()).__name__}, got "
                              f"{type(config).__name__}")
+        self.comparator_adapter = centralized_comparator_adapter  # CoMLRL's name: the centralized comparator's
         super().__init__(*args, centralized_adapter=centralized_adapter, **kwargs)
         self._init_iterations()
 
@@ -51,6 +53,7 @@ class ComparatorIterations(ComparatorSources):
         self.snapshots: dict[int, list[dict[str, torch.Tensor]]] = {0: self._weights()}
         self._comparator_tree: TreeBuilder | None = None
         self._checkpoint_loaded = False
+        self.policies_written: set[int] = set()  # iterations whose policy this run wrote to policy_checkpoint_dir
         self.replay_shards: list[list[PreferencePair]] = []  # pairs of past iterations replay may draw
         self.training_pairs: list[PreferencePair] = []  # what the iteration trains on
         self._replay_rng = random.Random(self.args.seed * 7919 + 3)
@@ -86,7 +89,9 @@ class ComparatorIterations(ComparatorSources):
         self.iteration = iteration
         if iteration not in self.snapshots:  # a resumed iteration keeps the snapshot it was saved with
             self.snapshots[iteration] = self._weights()
-        self.files.write_policy(iteration, self.snapshots[iteration], self._model_groups()[1])
+        if iteration not in self.policies_written:  # a fresh run rewrites an older run's folder; a resumed one not
+            self.files.write_policy(iteration, self.snapshots[iteration], self._model_groups()[1])
+            self.policies_written.add(iteration)
         source = self.comparator_iteration
         self.collector.comparator_tree = self._install_comparator(source)
         keep = {0, iteration} | ({source} if source is not None else set())
@@ -181,7 +186,9 @@ class ComparatorIterations(ComparatorSources):
                               "snapshots": [[r, w] for r, w in sorted(self.snapshots.items())],
                               "replay_shards": [[p.to_state() for p in shard] for shard in self.replay_shards],
                               "training_pairs": [where[id(p)] for p in self.training_pairs],
-                              "replay_rng": [version, list(internal), gauss]}
+                              "replay_rng": [version, list(internal), gauss],
+                              "policies_written": sorted(self.policies_written),
+                              "comparator_generators": [g.get_state() for g in self.comparator_generators()]}
         return state
 
     def _restore_training_state(self, state: dict[str, Any]) -> None:
@@ -194,5 +201,7 @@ class ComparatorIterations(ComparatorSources):
         self.training_pairs = [self.replay_shards[s][i] for s, i in saved["training_pairs"]]
         version, internal, gauss = saved["replay_rng"]
         self._replay_rng.setstate((version, tuple(internal), gauss))
+        self.policies_written = {int(r) for r in saved.get("policies_written", [])}
         if self.iteration >= 0:
             self.collector.comparator_tree = self._install_comparator(self.comparator_iteration)
+        self.restore_comparator_generators(saved.get("comparator_generators", []))

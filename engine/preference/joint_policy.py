@@ -41,6 +41,14 @@ def _actor(agent_model: Any, agents: Sequence[Any] | None, roles: int) -> Any:
                      f"ones (pass agents=[model], or the same model once per role)")
 
 
+def unread_adapter_problem(config: Any, adapter: Any) -> None:
+    """A ``centralized_adapter`` given to a decentralized team would be ignored: refuse it by name."""
+    if adapter is not None and getattr(config, "collaboration_mode", None) != "centralized":
+        raise ValueError("centralized_adapter: only collaboration_mode='centralized' reads it (one model writes every "
+                         "role); set that, or leave the adapter out (a centralized comparator's protocol is "
+                         "centralized_comparator_adapter)")
+
+
 def centralize(a: dict[str, Any], config: Any, adapter: Any, *, explicit_roles: bool,
                role_check: Callable[[Callable], Callable]) -> tuple[CentralizedCollaboration, list[str]]:
     """Rewrite the bound constructor arguments ``a`` (MAGRPO's) for one joint policy; returns the

@@ -28,7 +28,7 @@ import torch
 
 from engine.preference.collect import PairCollector
 from engine.preference.config import MADPOConfig
-from engine.preference.joint_policy import CentralizedRoles, centralize
+from engine.preference.joint_policy import CentralizedRoles, centralize, unread_adapter_problem
 from engine.preference.loss import agent_dpo_loss, pair_statistics
 from engine.preference.pairs import PreferencePair
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
@@ -66,6 +66,7 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         config = a["args"]
         if config is not None and not hasattr(config, "dpo_beta"):
             raise ValueError(f"args: MADPOTrainer takes a MADPOConfig, got {type(config).__name__}")
+        unread_adapter_problem(config if config is not None else self._default_config(), centralized_adapter)
         if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
             self.collaboration, self.role_names = centralize(a, config, centralized_adapter,
                                                              explicit_roles=explicit_roles, role_check=self._role_check)

@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.preference.collect import PairCollector
 from engine.preference.config import MARLHFConfig
-from engine.preference.joint_policy import CentralizedRoles, centralize
+from engine.preference.joint_policy import CentralizedRoles, centralize, unread_adapter_problem
 from engine.preference.reward_model import LearnedReward, build_reward_model, fit_reward_model
 from engine.sinks.base import BaseSink, Episode, Sink
 from engine.team_reward import TeamReward
@@ -144,6 +144,10 @@ class MARLHFTrainer(CentralizedRoles, LearnedRewardStage, MAGRPOTrainer):
         config = given.arguments.get("args")
         if config is not None and not hasattr(config, "rl_algorithm"):
             raise ValueError(f"args: MARLHFTrainer takes a MARLHFConfig, got {type(config).__name__}")
+        if getattr(config, "rl_algorithm", None) in ACTOR_CRITIC_STAGES:  # MARLHFTrainer(...) returned another class
+            raise ValueError(f"rl_algorithm: {type(self).__name__} runs a MAGRPO-family stage; build MARLHFTrainer "
+                             f"itself (it returns the IAC/MAAC trainer), or subclass MARLHFIACTrainer/MARLHFMAACTrainer")
+        unread_adapter_problem(config if config is not None else self._default_config(), centralized_adapter)
         if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
             explicit_roles = "num_agents" in given.arguments
             given.apply_defaults()

@@ -43,6 +43,9 @@ class _ActorCriticStage(LearnedRewardStage):
         if centralized_adapter is not None:
             raise ValueError("centralized_adapter: a centralized MARLHF runs a MAGRPO-family RL stage; set "
                              "rl_algorithm to magrpo, mareinforce, maremax or marloo")
+        if a["eval_check"] is not None:
+            raise ValueError("eval_check: pass@k is reported by MAGRPO-family stages; an iac/maac stage evaluates "
+                             "with the task's reward and eval_logger only")
         if explicit_agents is not None and explicit_agents != config.num_agents:  # the critics follow the config's
             raise ValueError(f"num_agents: {explicit_agents} agents, but args.num_agents is {config.num_agents}; "
                              f"they must match")

@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 
 from engine.settings.catalog import CATALOG
 from engine.settings.rules import combination_problems, group_size_problem
+from engine.settings.secrets import masked
 
 _CONFIG = ConfigDict(validate_assignment=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -88,8 +89,9 @@ class ConfigModel:
         return self.train_batch_size or self.rollout_buffer_size
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field (for sinks, checkpoints and reports)."""
-        return dataclasses.asdict(self)
+        """Plain dict of every field (for sinks, checkpoints and reports), credentials masked
+        (:func:`engine.settings.secrets.masked`)."""
+        return masked(dataclasses.asdict(self))
 
     @classmethod
     def field_names(cls) -> list[str]:

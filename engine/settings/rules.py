@@ -95,6 +95,9 @@ def _comparator_source_problems(get: Any) -> list[str]:
         problems.append(f"comparator_history_k: only comparator_policy='history' reads it (this config has "
                         f"{policy!r}); leave it empty")
     centralized = get("comparator_generation_mode") == "centralized"
+    if get("comparator_devices") not in (_MISSING, None) and policy in ("current", "api"):
+        problems.append(f"comparator_devices: comparator_policy={policy!r} samples no comparator model (the current "
+                        f"policy's own, or the API's); leave it empty")
     if get("comparator_num_candidates") not in (_MISSING, None) and policy == "current" and not centralized:
         problems.append("comparator_num_candidates: comparator_policy='current' pairs the current candidates with "
                         "each other (no comparator samples); choose another comparator_policy or leave it empty")

@@ -80,14 +80,14 @@ def test_an_api_comparator_is_configured_in_the_form_and_checked_at_its_fields(a
         "comparator_policy='api' needs the endpoint's URL; set it"]
     assert at.button(key="exp_save").disabled
     at.text_input(key=f"ed{gen}.trainer.comparator_api_url").input("https://api.example/v1/chat/completions").run()
-    at.text_input(key=f"ed{gen}.trainer.comparator_api_key_env").input("LAB_API_KEY").run()
+    at.text_input(key=f"ed{gen}.trainer.comparator_api_key_env").input("COOPLAB_API_KEY_LAB").run()
     at.selectbox(key=f"ed{gen}.trainer.comparator_api_format").set_value("openai_chat").run()
     assert not at.exception and not at.error and not at.button(key="exp_save").disabled
     at.button(key="exp_save").click().run()
     trainer = store.get_experiment(experiment).config["trainer"]
     assert (trainer["comparator_policy"], trainer["comparator_api_url"], trainer["comparator_api_format"],
             trainer["comparator_api_key_env"]) == ("api", "https://api.example/v1/chat/completions", "openai_chat",
-                                                   "LAB_API_KEY")
+                                                   "COOPLAB_API_KEY_LAB")
     assert "comparator_api_key" not in trainer  # the form offers the variable's name only, never a key
 
 

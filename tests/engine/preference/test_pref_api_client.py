@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from engine.preference.api_client import ApiClient, ComparatorApiError
-from engine.preference.api_settings import ApiSettings
 from engine.preference.api_responses import API_FORMATS, extract_completions, normalize_api_format
+from engine.preference.api_settings import ApiSettings
 
 KEY = "sk-test-SECRET-0123456789"
 

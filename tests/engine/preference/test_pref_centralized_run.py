@@ -179,3 +179,15 @@ def test_equal_parts_protocol_by_hand() -> None:
     assert parts.parse_completion("", {}, 2) == ["", ""]  # never unparsed: every role gets its part
     prompt = parts.build_prompt({}, ["Plan it.", "Do it."])
     assert "Agent 1 original prompt:\nDo it." in prompt and "cut into 2 equal parts" in prompt
+
+
+def test_preflight_counts_one_joint_model_for_a_centralized_run() -> None:
+    from engine.preflight import trained_agents
+
+    run = parse_run_config(_run("madpo_iter", comparator_policy="model",
+                                comparator_agents=["builtin:tiny-llama", "builtin:tiny-llama"]))
+    assert trained_agents(run) == 1 and trained_agents(parse_run_config(_run(mode="decentralized",
+                                                                              second={"model": "builtin:tiny-llama"}))) == 2
+    problems = [(p.field, p.message) for p in preflight_problems(run)]
+    assert ("trainer.comparator_agents", "got 2 entries for one joint model (collaboration_mode centralized); give "
+                                         "one for all or one per trained agent") in problems

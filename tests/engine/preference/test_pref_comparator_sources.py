@@ -96,6 +96,22 @@ def test_a_missing_key_variable_is_refused_before_any_sampling(monkeypatch):
                          comparator_api_key_env="COOPLAB_TEST_NO_SUCH_KEY"))
 
 
+def test_a_run_stopped_between_iterations_resumes_the_other_models_draws(tmp_path):
+    """The comparator model's generator rides in the checkpoint: the next iteration's comparator samples
+    continue where the uninterrupted run's would."""
+    config = dict(num_iterations=2, comparator_policy="model", comparator_model_name="builtin:tiny-gpt2-xs")
+    full = _trainer(_config(**config), sink=MemorySink(), output_dir=tmp_path / "full")
+    full.train()
+    stop = full.steps_per_iteration  # the first iteration done, the second not begun
+    part = _trainer(_config(**config), sink=MemorySink(stop_after_steps=stop), output_dir=tmp_path / "part")
+    assert part.train().status == "stopped"
+    resumed = _trainer(_config(**config), sink=MemorySink())
+    resumed.train(resume_from_checkpoint=tmp_path / "part" / "checkpoints" / f"checkpoint-{stop}")
+    assert [p.to_state() for p in resumed.collector.pairs] == [p.to_state() for p in full.collector.pairs]
+    for a, b in zip(weights(full), weights(resumed), strict=True):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_another_model_compares_and_a_run_stopped_mid_iteration_resumes_exactly(tmp_path):
     config = dict(num_iterations=2, comparator_policy="model", comparator_model_name="builtin:tiny-gpt2-xs",
                   comparator_num_candidates=2)
@@ -211,11 +227,31 @@ def test_a_run_config_names_the_key_variable_and_never_holds_the_key() -> None:
     base = {"agents": [{"name": "a", "model": "builtin:tiny-llama-xs"}, {"name": "b", "model": "builtin:tiny-qwen2-xs"}],
             "task": {"name": "quickstart"}}
     trainer = {"algorithm": "madpo_iter", "comparator_policy": "api", "comparator_api_url": "https://api.example/v1",
-               "comparator_api_key_env": "MY_KEY", "comparator_api_headers": {"X-Team": "lab"}}
+               "comparator_api_key_env": "COOPLAB_API_KEY_LAB", "comparator_api_headers": {"X-Team": "lab"}}
     run = parse_run_config({**base, "trainer": trainer})
-    assert (run.trainer.comparator_api_key_env, run.trainer.comparator_api_headers) == ("MY_KEY", {"X-Team": "lab"})
+    assert (run.trainer.comparator_api_key_env, run.trainer.comparator_api_headers) == (
+        "COOPLAB_API_KEY_LAB", {"X-Team": "lab"})
     with pytest.raises(ConfigError, match="comparator_api_key"):
         parse_run_config({**base, "trainer": {**trainer, "comparator_api_key": "sk-secret"}})
+    # no credential header is stored, and no other variable of the workers can be sent to a URL
+    with pytest.raises(ConfigError, match="trainer.comparator_api_headers: 'Authorization' looks like a credential"):
+        parse_run_config({**base, "trainer": {**trainer, "comparator_api_headers": {"Authorization": "Bearer sk"}}})
+    with pytest.raises(ConfigError, match="trainer.comparator_api_key_env: 'DATABASE_URL' is not a COOPLAB_API_KEY_"):
+        parse_run_config({**base, "trainer": {**trainer, "comparator_api_key_env": "DATABASE_URL"}})
+
+
+def test_a_library_key_and_credential_headers_never_reach_the_checkpoint(api_server, tmp_path) -> None:
+    server = api_server(lambda body: {"completions": ["1", "22", "333"]})
+    config = _config(comparator_policy="api", comparator_api_url=server.url, comparator_api_key="sk-LIB-123",
+                     comparator_api_headers={"X-Api-Key": "sk-HDR-456", "X-Team": "lab"}, checkpoint_interval=1)
+    masked = config.to_dict()
+    assert masked["comparator_api_key"] == "***" and masked["comparator_api_headers"] == {"X-Api-Key": "***",
+                                                                                        "X-Team": "lab"}
+    trainer = _trainer(config, output_dir=tmp_path)
+    trainer.train()
+    assert server.requests[0][0]["Authorization"] == "Bearer sk-LIB-123"  # the request itself carries the key
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if b"sk-LIB-123" in p.read_bytes() or b"sk-HDR-456" in p.read_bytes()]
 
 
 def test_preflight_names_a_missing_comparator_model_and_a_wrong_list_length(tmp_path) -> None:
@@ -231,3 +267,40 @@ def test_preflight_names_a_missing_comparator_model_and_a_wrong_list_length(tmp_
     assert "trainer.comparator_agents.1" in fields and "trainer.comparator_agents.0" not in fields
     fine = {**trainer, "comparator_agents": None, "comparator_model_name": "builtin:tiny-gpt2-xs"}
     assert preflight_problems(parse_run_config({**base, "trainer": fine})) == []
+
+
+def test_a_cut_answer_is_not_closed_with_eos() -> None:
+    from engine.preference.comparators import Answer
+
+    trainer = _trainer(_config())
+    agent = trainer.agents[0]
+    eos = agent.tokenizer.eos_token_id
+    assert encode_answer(agent, "12")[-1] == eos
+    assert encode_answer(agent, "12", ended=False)[-1] != eos
+    assert Answer("x").ended and not Answer("x", ended=False).ended
+
+
+def test_adapters_and_devices_nothing_reads_are_refused() -> None:
+    from engine.preference.centralized import EqualPartsCentralizedAdapter
+
+    with pytest.raises(ValueError, match="centralized_adapter: only collaboration_mode='centralized' reads it"):
+        _trainer(_config(comparator_policy="history"), centralized_adapter=EqualPartsCentralizedAdapter())
+    with pytest.raises(ValueError, match="centralized_comparator_adapter: only comparator_generation_mode"):
+        _trainer(_config(comparator_policy="history"), centralized_comparator_adapter=EqualPartsCentralizedAdapter())
+    trainer = _trainer(_config(comparator_policy="history", comparator_generation_mode="centralized"),
+                       centralized_comparator_adapter=EqualPartsCentralizedAdapter())
+    assert isinstance(trainer._collaboration.adapter, EqualPartsCentralizedAdapter)  # CoMLRL's argument name
+    for policy in ("current", "api"):
+        with pytest.raises(ValueError, match=f"comparator_devices: comparator_policy='{policy}' samples no"):
+            MADPOIterConfig(comparator_policy=policy, comparator_api_url="http://x/y" if policy == "api" else None,
+                            comparator_devices=["cpu"])
+
+
+def test_a_fresh_run_replaces_an_older_runs_policy_files(tmp_path) -> None:
+    policies = str(tmp_path / "policies")
+    for seed in (1, 2):
+        trainer = _trainer(_config(num_iterations=2, comparator_policy="history", policy_checkpoint_dir=policies,
+                                   seed=seed))
+        trainer.train()
+    second = load_file(str(tmp_path / "policies" / "iteration_002" / "model_0.safetensors"))
+    assert all(torch.equal(second[k], trainer.snapshots[1][0][k]) for k in second)  # the last run's

@@ -92,3 +92,18 @@ def test_a_run_config_takes_the_critic_settings_for_an_actor_critic_stage() -> N
     with pytest.raises(ConfigError, match="trainer.actor_critic: applies to iac/maac .* not to marlhf with "
                                           "rl_algorithm 'magrpo'"):
         parse_run_config({**base, "trainer": {**trainer, "rl_algorithm": "magrpo", "num_generations": 2}})
+
+
+def test_a_subclass_or_a_pass_at_k_check_cannot_drop_the_actor_critic_stage() -> None:
+    class Custom(MARLHFTrainer):
+        pass
+
+    with pytest.raises(ValueError, match="rl_algorithm: Custom runs a MAGRPO-family stage"):
+        _trainer_of(Custom, _config("iac"))
+    with pytest.raises(ValueError, match="eval_check: pass@k is reported by MAGRPO-family stages"):
+        _trainer(_config("iac"), eval_check=lambda item, answers: True)
+
+
+def _trainer_of(cls, config: MARLHFConfig):
+    models, tokenizers = tiny_team()
+    return cls(agents=models, tokenizer=tokenizers, train_dataset=PROMPTS, reward_func=digit_share, args=config)
