@@ -1,6 +1,7 @@
 """The lean decoder: a plain sampling loop over the model's forward and its KV cache.
 
-Each prompt is encoded once and its KV cache repeated to its K sample rows (:func:`_prefill`);
+Each prompt is encoded once and its KV cache repeated to its K sample rows (:func:`_prefill`), and a
+long token prefix that several prompts share is encoded once (:mod:`engine.shared_prefix`);
 every new token then goes through the model's forward, or for Llama-family models (Llama, Qwen2,
 Qwen3, Mistral) through :class:`engine.fast_decode.FastDecoder` (identical logits). Temperature,
 top-k and top-p follow ``transformers``' warpers exactly (:func:`filter_logits`), draws come from
@@ -103,8 +104,13 @@ def _prefix_layout(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor
     encode every prompt in full: the switch is off (``share_prefix``, or ``share_prompt``, which it
     builds on), the model's logits are not its output layer on the final hidden states
     (``_HEAD_ON_HIDDEN``), its forward takes no ``position_ids``, or a sliding window could end
-    within the prompt and completion (its cache would then drop keys of the shared prefix)."""
+    within the prompt and completion (its cache would then drop keys of the shared prefix). Only
+    float32 models on CPU, where the samples are verified to be those of the full prompts (log-probs
+    within ~1e-6); in half precision, or with a GPU's kernels, the split attention rounds otherwise."""
     if not (how.share_prefix and how.share_prompt) or type(model).__name__ not in _HEAD_ON_HIDDEN:
+        return None
+    head = model.get_output_embeddings().weight
+    if head.device.type != "cpu" or head.dtype != torch.float32:
         return None
     if "position_ids" not in accepted or "position_ids" not in _forward_kwargs(model.base_model)[1]:
         return None

@@ -1,7 +1,7 @@
 """Prompts sharing long token prefixes: each distinct prefix is encoded once and only the suffixes per
 prompt (engine.shared_prefix), and the samples are those of encoding every prompt in full: the same
 tokens, log-probs within LOGP_TOLERANCE (see test_shared_prompt_cache.py for why a tolerance), on
-Llama, Qwen2, GPT-2, Qwen3 and Mistral, greedy and sampled, with and without the fast token step,
+Llama, Qwen2, GPT-2, Qwen3 and Mistral (and Phi3, Gemma, Olmo2), greedy and sampled, with and without the fast token step,
 and through a two-turn training run whose turn-2 prompts repeat the turn-1 prompt."""
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def _forward_shapes(model, run) -> tuple[list[tuple[int, int]], Any]:
 
 CASES = [(arch, fast, sampled) for arch in ("llama", "qwen2", "gpt2", "qwen3", "mistral")
          for fast in ((True, False) if arch != "gpt2" else (False,)) for sampled in (True, False)]
+CASES += [(arch, False, True) for arch in ("phi3", "gemma", "olmo2")]  # the other _HEAD_ON_HIDDEN models
 
 
 @pytest.mark.parametrize(("arch", "fast_decode", "do_sample"), CASES)
@@ -117,6 +118,13 @@ def test_sliding_windows_encode_every_prompt_in_full() -> None:
     shapes, shared = _forward_shapes(model, lambda: _sample(model, tokenizer, prompts, share=True))
     assert shapes[0] == (6, 57)
     _assert_same(shared, _sample(model, tokenizer, prompts, share=False))
+
+
+def test_half_precision_encodes_every_prompt_in_full() -> None:
+    model, tokenizer = build_tiny_model("llama", "xs", seed=3)
+    model.to(torch.bfloat16)
+    shapes, _ = _forward_shapes(model, lambda: _sample(model, tokenizer, _prompts(tokenizer), share=True))
+    assert shapes[0] == (6, 57)
 
 
 def test_groups_follow_the_longest_profitable_prefixes() -> None:
