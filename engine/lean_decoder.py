@@ -1,6 +1,7 @@
 """The lean decoder: a plain sampling loop over the model's forward and its KV cache.
 
-Each prompt is encoded once and its KV cache repeated to its K sample rows (:func:`_prefill`);
+Each prompt is encoded once and its KV cache repeated to its K sample rows (:func:`_prefill`), and a
+long token prefix that several prompts share is encoded once (:mod:`engine.shared_prefix`);
 every new token then goes through the model's forward, or for Llama-family models (Llama, Qwen2,
 Qwen3, Mistral) through :class:`engine.fast_decode.FastDecoder` (identical logits). Temperature,
 top-k and top-p follow ``transformers``' warpers exactly (:func:`filter_logits`), draws come from
@@ -19,6 +20,7 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.fast_decode import FastDecoder
+from engine.shared_prefix import PrefixLayout, plan_prefixes
 
 
 def filter_logits(
@@ -61,6 +63,7 @@ class Decoding:
     seed: int | None  # draws of this call only (the global RNG is left alone); None = unseeded
     fast_decode: bool = True  # the lean decoder's exact fast token step (Llama, Qwen2, Qwen3, Mistral)
     share_prompt: bool = True  # the lean decoder encodes each prompt once for its K samples
+    share_prefix: bool = True  # ... and prompts' shared long prefixes once (engine.shared_prefix; with share_prompt)
 
 
 def _forward_kwargs(model: PreTrainedModel) -> tuple[str, set[str]]:
@@ -90,8 +93,62 @@ _HEAD_ON_HIDDEN = {
 }  # fmt: skip
 
 
+def _cache_of(out: Any) -> Any:
+    """The KV cache a forward returned (``cache`` or ``past_key_values``)."""
+    return getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+
+
+def _prefix_layout(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, how: Decoding,
+                   accepted: set[str]) -> PrefixLayout | None:
+    """The shared-prefix layout of the prompts (:func:`engine.shared_prefix.plan_prefixes`), or None to
+    encode every prompt in full: the switch is off (``share_prefix``, or ``share_prompt``, which it
+    builds on), the model's logits are not its output layer on the final hidden states
+    (``_HEAD_ON_HIDDEN``), its forward takes no ``position_ids``, or a sliding window could end
+    within the prompt and completion (its cache would then drop keys of the shared prefix). Only
+    float32 models on CPU, where the samples are verified to be those of the full prompts (log-probs
+    within ~1e-6); in half precision, or with a GPU's kernels, the split attention rounds otherwise."""
+    if not (how.share_prefix and how.share_prompt) or type(model).__name__ not in _HEAD_ON_HIDDEN:
+        return None
+    head = model.get_output_embeddings().weight
+    if head.device.type != "cpu" or head.dtype != torch.float32:
+        return None
+    if "position_ids" not in accepted or "position_ids" not in _forward_kwargs(model.base_model)[1]:
+        return None
+    layout = plan_prefixes(ids, mask, how.pad_id)
+    window = getattr(model.config, "sliding_window", None)
+    if layout is not None and window is not None and layout.mask.shape[1] + how.max_new_tokens >= window:
+        return None
+    return layout
+
+
+def _prefill_prefixes(model: PreTrainedModel, layout: PrefixLayout, mask: torch.Tensor | None, positions: torch.Tensor,
+                      how: Decoding, keep: int | None) -> tuple[torch.Tensor, Any] | None:
+    """Encode the G distinct prefixes, select their cache rows to the P prompts, encode the suffixes
+    from there, and repeat to the P*K sample rows (like the shared prompt cache); returns the last
+    position's float32 logits and the cache, or None (nothing encoded) when the prefix forward's
+    cache cannot select and repeat rows."""
+    base = model.base_model
+    cache_key = _forward_kwargs(base)[0]
+    prefix_mask = layout.prefix_mask
+    out = base(input_ids=layout.prefix_ids, attention_mask=None if bool(prefix_mask.all()) else prefix_mask,
+               position_ids=layout.prefix_positions(), use_cache=True)
+    cache = _cache_of(out)
+    if not (hasattr(cache, "batch_select_indices") and hasattr(cache, "batch_repeat_interleave")):
+        return None
+    cache.batch_select_indices(layout.rows)
+    out = base(input_ids=layout.suffix_ids, attention_mask=mask, position_ids=positions[:, layout.prefix_width :],
+               use_cache=True, **{cache_key: cache})
+    cache = _cache_of(out)
+    hidden = out.last_hidden_state if keep is None else out.last_hidden_state[:, -keep:]
+    if how.num_samples > 1:
+        cache.batch_repeat_interleave(how.num_samples)
+        hidden = hidden.repeat_interleave(how.num_samples, dim=0)
+    return model.get_output_embeddings()(hidden)[:, -1].to(dtype=torch.float32), cache
+
+
 def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor,
-             how: Decoding, cache_key: str, optional: dict[str, Any]) -> tuple[torch.Tensor, Any]:
+             how: Decoding, cache_key: str, optional: dict[str, Any],
+             layout: PrefixLayout | None = None) -> tuple[torch.Tensor, Any]:
     """Encode the (P, Lp) prompts; returns the last position's float32 logits and the KV cache, both
     for P*K rows (prompt-major).
 
@@ -103,10 +160,18 @@ def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | Non
     K copies: on SmolLM2-length prompts bit for bit; on very short prompts the P-row forward may
     take another CPU kernel and a log-prob can move by an ulp (tests: same tokens, log-probs within
     1e-5). Other models, and caches without ``batch_repeat_interleave``, encode every row.
+
+    With a ``layout`` (:mod:`engine.shared_prefix`; ``ids``, ``mask`` and ``positions`` are then its
+    full rows) shared prefixes are encoded once (:func:`_prefill_prefixes`); where the cache cannot
+    select rows the layout's full rows are encoded as below.
     """
     k = how.num_samples
     extra = dict(optional)
     keep = extra.pop("logits_to_keep", None)
+    if layout is not None:
+        done = _prefill_prefixes(model, layout, mask, positions, how, keep)
+        if done is not None:
+            return done
     if k > 1 and how.share_prompt and type(model).__name__ in _HEAD_ON_HIDDEN:
         base = model.base_model
         if "position_ids" in extra:
@@ -135,6 +200,10 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
                  how: Decoding) -> tuple[torch.Tensor, torch.Tensor]:
     device = ids.device
     num_samples, max_new_tokens, pad_id = how.num_samples, how.max_new_tokens, how.pad_id
+    cache_key, accepted = _forward_kwargs(model)
+    layout = _prefix_layout(model, ids, mask, how, accepted)
+    if layout is not None:  # rows become [pads][prefix][pads][suffix]; the decode loop continues after them
+        ids, mask = torch.cat([layout.prefix_ids[layout.rows], layout.suffix_ids], dim=1), layout.mask
     prompt_len = ids.shape[1]
     # the cache ends with the prompt and every sampled token but the last (which is never fed back)
     fast = how.fast_decode and max_new_tokens > 1 and FastDecoder.supports(model, prompt_len + max_new_tokens - 1)
@@ -151,12 +220,11 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
         rng = torch.Generator(device=device)
         rng.manual_seed(how.seed)
     eos = torch.as_tensor(how.eos_ids, device=device)
-    cache_key, accepted = _forward_kwargs(model)
     optional: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     if "position_ids" in accepted:
         optional["position_ids"] = None
 
-    logits, cache = _prefill(model, ids, mask if padded else None, positions, how, cache_key, optional)
+    logits, cache = _prefill(model, ids, mask if padded else None, positions, how, cache_key, optional, layout)
     stepper: FastDecoder | None = None
     if fast and hasattr(cache, "layers"):  # the prompt went through the model, new tokens take the fast step
         stepper = FastDecoder(model, cache, batch, prompt_len + max_new_tokens)

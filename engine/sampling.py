@@ -197,6 +197,7 @@ def generate_completions(
     add_special_tokens: bool = True,
     fast_decode: bool = True,
     share_prompt_cache: bool = True,
+    share_prompt_prefix: bool = True,
 ) -> Generation:
     """Sample ``num_samples`` completions for every prompt in one batched decode (see the module doc).
 
@@ -207,7 +208,10 @@ def generate_completions(
     logits, bit for bit; other models always use their forward); False forces the model's own forward.
     ``share_prompt_cache`` lets the lean decoder encode each prompt once and repeat its KV cache to
     its K sample rows (the same samples; a log-prob may differ in its last bit on short prompts, see
-    :func:`engine.lean_decoder._prefill`); False encodes K copies.
+    :func:`engine.lean_decoder._prefill`); False encodes K copies. ``share_prompt_prefix`` (with
+    ``share_prompt_cache``) lets it encode a long token prefix that several prompts share once and only
+    their suffixes per prompt (:mod:`engine.shared_prefix`; the same samples, log-probs within ~1e-6);
+    False encodes every prompt in full.
     """
     _validate(num_samples, max_new_tokens, temperature, top_p, top_k)
     if decoder not in _DECODERS:
@@ -227,7 +231,8 @@ def generate_completions(
             completion_ids, token_logprobs = _DECODERS[decoder](model, prompt_ids, prompt_mask, Decoding(
                 num_samples=num_samples if do_sample else 1, max_new_tokens=max_new_tokens, do_sample=do_sample,
                 temperature=temperature, top_p=top_p, top_k=top_k, eos_ids=eos_ids, pad_id=pad_id, seed=seed,
-                fast_decode=fast_decode, share_prompt=share_prompt_cache))
+                fast_decode=fast_decode, share_prompt=share_prompt_cache,
+                share_prefix=share_prompt_prefix))
     finally:
         model.train(was_training)
     if not do_sample and num_samples > 1:
