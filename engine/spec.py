@@ -156,18 +156,12 @@ class _TrainerRules(_CombinationRules):
             raise ValueError(problem)
         return value
 
-    @field_validator("comparator_api_headers", check_fields=False)
+    @field_validator("comparator_api_headers", "comparator_api_key_env", check_fields=False)
     @classmethod
-    def _no_credential_headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        problem = run_config_header_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("comparator_api_key_env", check_fields=False)
-    @classmethod
-    def _only_key_variables(cls, value: str | None) -> str | None:
-        problem = key_variable_problem(value)
+    def _no_credentials(cls, value: Any, info: ValidationInfo) -> Any:
+        """A run config is stored: no credential header, and only COOPLAB_API_KEY_* variables for a key."""
+        check = run_config_header_problem if info.field_name == "comparator_api_headers" else key_variable_problem
+        problem = check(value)
         if problem:
             raise ValueError(problem)
         return value
