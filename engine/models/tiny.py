@@ -136,11 +136,16 @@ def build_tiny_model(
     The weights depend only on ``seed``; the global torch RNG is left as it was.
     """
     tokenizer = build_tiny_tokenizer(SIZES[size].vocab if size in SIZES else 1024)
-    config = tiny_config(arch, size, tokenizer)
+    return seeded_model(tiny_config(arch, size, tokenizer), tokenizer, seed), tokenizer
+
+
+def seeded_model(config: PretrainedConfig, tokenizer: PreTrainedTokenizerFast, seed: int) -> PreTrainedModel:
+    """A causal LM from ``config`` with random weights from ``seed`` (the global torch RNG is left as it
+    was), generating with ``tokenizer``'s special tokens."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.bos_token_id = tokenizer.eos_token_id
-    return model, tokenizer
+    return model

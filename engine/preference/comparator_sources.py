@@ -87,8 +87,11 @@ class ComparatorSources:
         frozen = dataclasses.replace(agent, model=model, optimizer=None, reference_model=None)
         if device is None or device == agent.device:
             return frozen
-        generator = torch.Generator(device=device).manual_seed(self.args.seed * 1000 + agent.index + 7919)
-        return dataclasses.replace(frozen, device=device, generator=generator)
+        return dataclasses.replace(frozen, device=device, generator=self._generator(device, agent.index))
+
+    def _generator(self, device: Any, index: int) -> torch.Generator:
+        """A comparator runtime's own generator on ``device``, seeded from the run seed and agent ``index``."""
+        return torch.Generator(device=device).manual_seed(self.args.seed * 1000 + index + 7919)
 
     def _centralized(self, agents: Sequence[AgentRuntime]) -> TextComparator:
         writer = agents[self._writer_index if len(agents) > 1 else 0]
@@ -119,11 +122,10 @@ class ComparatorSources:
                 model, tokenizer = load_agent(source, device=device, dtype=model_dtype(cfg.model_config))
                 loaded[key] = (model.eval().requires_grad_(False), tokenizer)
             model, tokenizer = loaded[key]
-            generator = torch.Generator(device=device).manual_seed(cfg.seed * 1000 + i + 7919)
             runtimes.append(AgentRuntime(index=len(runtimes), name=agent.name, model=model, tokenizer=tokenizer,
                                          device=torch.device(device), learning_rate=0.0, generation=agent.generation,
                                          formatter=agent.formatter, system_prompt=agent.system_prompt,
-                                         generator=generator))
+                                         generator=self._generator(device, i)))
         return runtimes
 
     def _api_key(self) -> str | None:

@@ -55,7 +55,7 @@ class Answer:
     ended: bool = True
 
 
-def _sampled_answers(writer: AgentRuntime, completion_ids: list[int], text: str) -> Answer:
+def _sampled_answer(writer: AgentRuntime, completion_ids: list[int], text: str) -> Answer:
     """A sampled completion as an :class:`Answer`: ended when it closes with the writer's EOS."""
     eos = writer.tokenizer.eos_token_id
     return Answer(text, bool(completion_ids) and eos is not None and int(completion_ids[-1]) == int(eos))
@@ -99,12 +99,19 @@ class TextComparator:
                        timings={"generate_s": generate_s, "reward_s": time.perf_counter() - t0, "transition_s": 0.0})
 
 
+def split_roles(collaboration: CentralizedCollaboration, item: dict, answers: Sequence[Answer]) -> list[list[Answer]]:
+    """Joint answers split into ``[role][candidate]`` answers (no sections: empty ones); a cut joint
+    answer makes every role's part count as cut."""
+    split = [(collaboration.split(a.text, item, count=True), a.ended) for a in answers]
+    return [[Answer(roles[i], ended) for roles, ended in split] for i in range(collaboration.num_roles)]
+
+
 def team_texts(tree: TreeBuilder) -> TextSource:
     """Texts of another team (``tree``: the comparator models, each rendering with its own tokenizer)."""
 
     def texts(roots: list[Node]) -> Texts:
         rollout = tree.build([r.item for r in roots], [r.item_index for r in roots], score=False)
-        return [[[_sampled_answers(a, ids, text) for ids, text in zip(node.agents[i].completion_ids,
+        return [[[_sampled_answer(a, ids, text) for ids, text in zip(node.agents[i].completion_ids,
                                                                        node.agents[i].texts, strict=True)]
                  for i, a in enumerate(tree.agents)] for node in rollout.roots]
 
@@ -119,13 +126,9 @@ def centralized_texts(writer: AgentRuntime, collaboration: CentralizedCollaborat
         prompts = [render_prompt(collaboration.build_prompt(r.item), writer.tokenizer,
                                  system_prompt=writer.system_prompt) for r in roots]
         sampled, _ = writer.sample(prompts, num_candidates)
-        out = []
-        for root, sp in zip(roots, sampled, strict=True):
-            split = [(collaboration.split(text, root.item, count=True), _sampled_answers(writer, ids, text).ended)
-                     for ids, text in zip(sp.completion_ids, sp.texts, strict=True)]  # a cut joint answer: every
-            out.append([[Answer(roles[i], ended) for roles, ended in split]    # role's part counts as cut
-                        for i in range(collaboration.num_roles)])
-        return out
+        return [split_roles(collaboration, root.item, [_sampled_answer(writer, ids, text) for ids, text in
+                                                       zip(sp.completion_ids, sp.texts, strict=True)])
+                for root, sp in zip(roots, sampled, strict=True)]
 
     return texts
 
@@ -143,11 +146,8 @@ def api_texts(client: Any, agents: Sequence[AgentRuntime], num_candidates: int,
         with ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="comparator-api") as pool:
             if collaboration is not None:
                 joint = [pool.submit(ask, collaboration.build_prompt(r.item), writer_index, r.item) for r in roots]
-                out = []
-                for root, future in zip(roots, joint, strict=True):
-                    split = [collaboration.split(text, root.item, count=True) for text in future.result()]
-                    out.append([[roles[i] for roles in split] for i in range(collaboration.num_roles)])
-                return out
+                return [split_roles(collaboration, root.item, [Answer(text) for text in future.result()])
+                        for root, future in zip(roots, joint, strict=True)]
             futures = [[pool.submit(ask, prompt_text(call_formatter(a.formatter, r.item)), a.index, r.item)
                         for a in agents] for r in roots]
             return [[f.result() for f in row] for row in futures]

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from transformers import (
-    AutoModelForCausalLM,
     GemmaConfig,
     MistralConfig,
     Olmo2Config,
@@ -17,7 +15,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from engine.models.tiny import build_tiny_tokenizer
+from engine.models.tiny import build_tiny_tokenizer, seeded_model
 
 CONFIGS = {"mistral": MistralConfig, "qwen3": Qwen3Config, "phi3": Phi3Config, "gemma": GemmaConfig,
            "olmo2": Olmo2Config}
@@ -34,11 +32,4 @@ def build_arch_model(arch: str, seed: int = 0, **overrides: Any) -> tuple[PreTra
         "pad_token_id": tokenizer.pad_token_id,
     }  # fmt: skip
     settings.update(overrides)
-    config = CONFIGS[arch](**settings)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.bos_token_id = tokenizer.eos_token_id
-    return model, tokenizer
+    return seeded_model(CONFIGS[arch](**settings), tokenizer, seed), tokenizer
