@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import errno
-import os
 import shutil
-import subprocess
 from collections import namedtuple
 from pathlib import Path
 
@@ -18,20 +16,6 @@ from engine.trainer.checkpoint import CheckpointWriteError
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
 
 Usage = namedtuple("Usage", "total used free")
-
-
-@pytest.fixture
-def small_fs(tmp_path: Path):
-    """A 256 KiB tmpfs (root only): smaller than one checkpoint of the tiny team."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _leftovers(folder: Path) -> list[str]:
