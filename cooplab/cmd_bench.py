@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
         cores: int = typer.Option(
             min(2, os.cpu_count() or 1), "--cores", min=1,
             help="Also compare on this many cores by wall clock: the engine's agents in parallel "
-                 "(parallel_training='mp' on CPU) vs CoMLRL with as many torch threads. 1 skips it.",
+                 "(tiny: parallel_training='mp' on CPU; --model: the defaults, which run the agents in "
+                 "threads) vs CoMLRL with as many torch threads. 1 skips it.",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         no_fast_decode: bool = typer.Option(
@@ -49,7 +50,8 @@ def register(app: typer.Typer) -> None:
         from bench.training import ComlrlMissingError, Workload, format_report, run_bench
 
         if model is not None:
-            _real_model_bench(model, steps, rounds, threads, max_new_tokens, vs_comlrl, as_json, no_fast_decode)
+            _real_model_bench(model, steps, rounds, threads, max_new_tokens, vs_comlrl, as_json, no_fast_decode,
+                              cores)
             return
         if size not in ("xs", "s", "m"):
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
@@ -73,7 +75,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _real_model_bench(model: str, steps: int, rounds: int, threads: int, max_new_tokens: int | None,
-                      vs_comlrl: bool, as_json: bool, no_fast_decode: bool) -> None:
+                      vs_comlrl: bool, as_json: bool, no_fast_decode: bool, cores: int) -> None:
     """``cooplab bench --model ...``: see :mod:`bench.training.real_model`."""
     from dataclasses import replace
 
@@ -83,7 +85,7 @@ def _real_model_bench(model: str, steps: int, rounds: int, threads: int, max_new
     settings = {**REAL_DEFAULTS, "steps": steps, **({"max_new_tokens": max_new_tokens} if max_new_tokens else {})}
     workload = replace(Workload(), model=model, threads=threads, fast_decode=not no_fast_decode, **settings)
     try:
-        result = run_real_bench(workload, rounds=rounds, vs_comlrl=vs_comlrl or None)
+        result = run_real_bench(workload, rounds=rounds, vs_comlrl=vs_comlrl or None, cores=cores)
     except (ComlrlMissingError, RuntimeError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc

@@ -56,13 +56,14 @@ def run_engine(w: Workload) -> dict[str, Any]:
         max_new_tokens=w.max_new_tokens, temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, num_turns=1,
         rollout_buffer_size=w.items_per_update, logging_steps=1, eval_interval=0, seed=w.seed,
         max_steps=w.total_steps, items_per_step=w.items_per_step, fast_decode=w.fast_decode,
-        **({"parallel_training": "mp", "agent_devices": ["cpu"] * w.num_agents} if w.parallel else {}),
+        parallel_training=w.parallel, **({"agent_devices": ["cpu"] * w.num_agents} if w.parallel == "mp" else {}),
     )  # fmt: skip
     sink = _ClockSink()
     trainer = MAGRPOTrainer(
         agents=models, tokenizer=tokenizers, train_dataset=dataset(w), reward_func=length_ratio_reward,
         formatters=formatters(w.num_agents), args=config,
     )  # fmt: skip
+    in_threads = trainer.agents_in_threads
     sink.mark()
     try:
         trainer.train(sink=sink)
@@ -79,6 +80,7 @@ def run_engine(w: Workload) -> dict[str, Any]:
         "phases": phases,
         "tokens_per_s": tokens_per_s,
         "parallel_training": trainer.args.parallel_training,
+        "agents_in_threads": in_threads,
         "peak_mem_mb": peak_memory_mb(),
     }
 

@@ -8,11 +8,16 @@ interleaved over ``rounds``: CoopLab's trainer and, when CoMLRL 1.4.3 is install
 seconds per step over every round's timed steps (after the warm-up, which also pays the optimizer
 state allocation), generate/update phases, generated tokens per second, peak memory; with CoMLRL,
 the speed-up per step and per generated token. Without CoMLRL, CoopLab alone, with a line saying so.
+
+With ``cores`` > 1, parts on that many cores, compared by wall clock: CoopLab with its defaults
+(``parallel_training="auto"`` runs the two agents in threads, a share of the cores each), CoopLab
+with ``parallel_training="none"`` on all the cores (what ``auto`` is weighed against), and CoMLRL
+with that many torch threads; the speed-up on N cores is against CoMLRL's better of 1 and N threads.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from bench.training.runner import _pool, run_part
@@ -30,9 +35,10 @@ def comlrl_installed() -> bool:
     return True
 
 
-def run_real_bench(w: Workload, *, rounds: int = 1, vs_comlrl: bool | None = None,
-                   isolate: bool = True) -> dict[str, Any]:
-    """CoopLab (and CoMLRL when ``vs_comlrl``, by default when it is installed) on ``w.model``."""
+def run_real_bench(w: Workload, *, rounds: int = 1, vs_comlrl: bool | None = None, isolate: bool = True,
+                   cores: int = 1) -> dict[str, Any]:
+    """CoopLab (and CoMLRL when ``vs_comlrl``, by default when it is installed) on ``w.model``; with
+    ``cores`` > 1 also the parts on that many cores (module docstring)."""
     if w.model is None:
         raise ValueError("the real-model benchmark needs a model source (--model builtin:smollm2-135m or a folder)")
     installed = comlrl_installed()
@@ -40,22 +46,35 @@ def run_real_bench(w: Workload, *, rounds: int = 1, vs_comlrl: bool | None = Non
         vs_comlrl = installed
     elif vs_comlrl:
         import_comlrl()  # ComlrlMissingError with the install command, before any slow part
-    parts = ["engine"] + (["comlrl"] if vs_comlrl else [])
-    collected: dict[str, list[dict[str, Any]]] = {p: [] for p in parts}
+    plan = {"engine": ("engine", w)}
+    if vs_comlrl:
+        plan["comlrl"] = ("comlrl", w)
+    if cores > 1:
+        plan["engine_cores"] = ("engine", replace(w, threads=cores, parallel="auto"))
+        plan["engine_cores_sequential"] = ("engine", replace(w, threads=cores, parallel="none"))
+        if vs_comlrl:
+            plan["comlrl_cores"] = ("comlrl", replace(w, threads=cores))
+    collected: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
     for _ in range(rounds):
-        for part in parts:
-            collected[part].append(run_part(part, w, isolate=isolate))
+        for name, (part, workload) in plan.items():
+            collected[name].append(run_part(part, workload, isolate=isolate))
     result: dict[str, Any] = {"workload": asdict(w), "rounds": rounds, "vs_comlrl": vs_comlrl,
-                              "comlrl_installed": installed}
-    result.update({part: _pool(runs, w) for part, runs in collected.items()})
+                              "comlrl_installed": installed, "cores": cores}
+    result.update({name: _pool(runs, w) for name, runs in collected.items()})
     tokens_per_step = w.num_agents * w.items_per_update * w.num_generations * w.max_new_tokens
-    for part in parts:
-        result[part]["tokens_per_step"] = tokens_per_step if w.full_length else None
-        result[part]["s_per_1k_tokens"] = (1000 * result[part]["step_s_median"] / tokens_per_step
+    for name in plan:
+        result[name]["tokens_per_step"] = tokens_per_step if w.full_length else None
+        result[name]["s_per_1k_tokens"] = (1000 * result[name]["step_s_median"] / tokens_per_step
                                            if w.full_length else None)
     if vs_comlrl:
         result["speedup_cpu"] = result["comlrl"]["step_cpu_s_median"] / result["engine"]["step_cpu_s_median"]
         result["speedup_wall"] = result["comlrl"]["step_s_median"] / result["engine"]["step_s_median"]
+    if cores > 1:
+        result["auto_gain_wall"] = (result["engine_cores_sequential"]["step_s_median"]
+                                    / result["engine_cores"]["step_s_median"])
+        if vs_comlrl:
+            best = min(result["comlrl"]["step_s_median"], result["comlrl_cores"]["step_s_median"])
+            result["speedup_cores_wall"] = best / result["engine_cores"]["step_s_median"]
     return result
 
 
@@ -66,9 +85,9 @@ def format_real_report(result: dict[str, Any]) -> str:
              f"{w['max_new_tokens']} new tokens" + (" (forced: no EOS)" if w["full_length"] else "")
              + f", {w['items_per_update']} item(s) per step, {w['steps']} timed steps after {w['warmup_steps']} "
              f"warm-up, x{result['rounds']} rounds, {w['threads']} thread(s)",
-             f"{'':10}{'wall s/step':>12}{'CPU s/step':>11}{'generate s':>11}{'update s':>9}{'tokens/s':>9}"
+             f"{'':24}{'wall s/step':>12}{'CPU s/step':>11}{'generate s':>11}{'update s':>9}{'tokens/s':>9}"
              f"{'s/1k tok':>9}{'peak MiB':>9}   (medians of timed steps; phases are means)"]
-    for part in ("engine", "comlrl"):
+    for part in ("engine", "comlrl", "engine_cores", "engine_cores_sequential", "comlrl_cores"):
         r = result.get(part)
         if r is None:
             continue
@@ -76,7 +95,7 @@ def format_real_report(result: dict[str, Any]) -> str:
         cells = [f"{phases[k]:.2f}" if k in phases else "-" for k in ("generate_s", "update_s")]
         tokens = f"{r['tokens_per_s']:.0f}" if "tokens_per_s" in r else "-"
         per_1k = f"{r['s_per_1k_tokens']:.1f}" if r.get("s_per_1k_tokens") else "-"
-        lines.append(f"{part:10}{r['step_s_median']:>12.2f}{r['step_cpu_s_median']:>11.2f}{cells[0]:>11}"
+        lines.append(f"{part:24}{r['step_s_median']:>12.2f}{r['step_cpu_s_median']:>11.2f}{cells[0]:>11}"
                      f"{cells[1]:>9}{tokens:>9}{per_1k:>9}{r['peak_mem_mb']:>9.0f}")
     if result["vs_comlrl"]:
         lines.append(f"CoopLab is {result['speedup_cpu']:.2f}x CoMLRL per step by CPU time "
@@ -85,4 +104,12 @@ def format_real_report(result: dict[str, Any]) -> str:
         lines.append("CoMLRL was not asked for (vs_comlrl=False): CoopLab alone")
     else:
         lines.append(f"CoMLRL is not installed: CoopLab alone (to compare: {COMLRL_INSTALL})")
+    if "auto_gain_wall" in result:
+        cores = result["cores"]
+        line = (f"on {cores} cores (wall clock): CoopLab's defaults (agents in threads: "
+                f"{result['engine_cores'].get('agents_in_threads')}) {result['auto_gain_wall']:.2f}x "
+                f"parallel_training='none' on {cores} threads")
+        if "speedup_cores_wall" in result:
+            line += f"; {result['speedup_cores_wall']:.2f}x CoMLRL's better of 1 and {cores} threads"
+        lines.append(line)
     return "\n".join(lines)

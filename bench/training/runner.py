@@ -83,8 +83,8 @@ def run_bench(
     if vs_comlrl:
         plan["comlrl"] = ("comlrl", w)
     if cores > 1:
-        plan["engine_mp"] = ("engine", replace(w, items_per_step=1, parallel=True, threads=cores))
-        plan["engine_mp_batched"] = ("engine", replace(w, items_per_step=w.items_per_update, parallel=True,
+        plan["engine_mp"] = ("engine", replace(w, items_per_step=1, parallel="mp", threads=cores))
+        plan["engine_mp_batched"] = ("engine", replace(w, items_per_step=w.items_per_update, parallel="mp",
                                                         threads=cores))
         if vs_comlrl:
             plan["comlrl_cores"] = ("comlrl", replace(w, threads=cores))

@@ -35,7 +35,9 @@ class Workload:
     items_per_update: int = 2  # CoMLRL's default rollout_buffer_size
     items_per_step: int = 1  # engine only: items rolled out together (1 = CoMLRL's one item at a time)
     fast_decode: bool = True  # engine only: the lean decoder's fast Llama step (False: the model's forward)
-    parallel: bool = False  # engine only: parallel_training="mp" with every agent on the CPU (agents in threads)
+    # engine only: parallel_training; "mp" puts every agent on the CPU in a thread of its own, "auto" (the
+    # default) does so when each agent gets a thread, "none" runs them one after another
+    parallel: str = "auto"
     temperature: float = 0.6
     top_p: float = 0.6
     top_k: int | None = 50

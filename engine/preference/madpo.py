@@ -20,7 +20,6 @@ import inspect
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from engine.trainer.core import TrainerCore, step_timing
 from engine.trainer.evaluation import EvaluationMixin
 from engine.trainer.loop import TrainLoopMixin, TrainResult
 from engine.trainer.losses import lr_factor, reduce_tokens
+from engine.trainer.parallel import agent_threads
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.trainer import MAGRPOTrainer
 from engine.trainer.update import NO_GRAD_CHUNK
@@ -76,8 +76,7 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         self._setup(**{**a, "external_transition": None})  # single-turn: a CoMLRL script's transition is unused
         cfg = self.args
         self.reward_func = self.reward.reward_func
-        parallel = cfg.parallel_training == "mp" and self.num_agents > 1
-        self._pool = ThreadPoolExecutor(max_workers=self.num_agents, thread_name_prefix="agent") if parallel else None
+        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents])
         shared = len({id(a.model) for a in self.agents}) < self.num_agents
         self.tree = TreeBuilder(self.agents, self.reward, None, RolloutSettings(
             num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,

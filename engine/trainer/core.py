@@ -131,6 +131,12 @@ class TrainerCore(TrainLoopMixin, CheckpointMixin):
         for agent in self.agents:
             save_agent_export(agent.model, agent.tokenizer, out / f"agent_{agent.index}")
 
+    @property
+    def agents_in_threads(self) -> bool:
+        """Whether the agents sample and update concurrently, one thread each (``parallel_training``
+        ``mp``, or ``auto`` where every agent has compute of its own)."""
+        return getattr(self, "_pool", None) is not None
+
     def close(self) -> None:
         """Release what the trainer runs in the background (nothing by default)."""
         return None

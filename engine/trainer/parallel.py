@@ -1,7 +1,10 @@
-"""Running per-agent work concurrently (``parallel_training="mp"``): one worker thread per agent.
+"""Running per-agent work concurrently: one worker thread per agent.
 
 Agents on different devices (GPUs, or CPU cores) sample and update at the same time; torch
 releases the GIL inside its kernels, so the threads overlap wherever the work is tensor arithmetic.
+``parallel_training="mp"`` always runs the agents in threads (on the devices the user listed);
+``"auto"`` (the default) does when that is exact and faster (:func:`runs_concurrently`); ``"none"``
+never does (CoMLRL's sequential loop).
 """
 
 from __future__ import annotations
@@ -14,12 +17,53 @@ from typing import Any
 import torch
 
 
+class AgentThreads(ThreadPoolExecutor):
+    """A trainer's worker threads, one per agent. ``auto`` pools step aside (the agents run one after
+    another) whenever torch has fewer intra-op threads than there are CPU agents at the time of a
+    call, so a later ``torch.set_num_threads(1)`` never oversubscribes a core."""
+
+    def __init__(self, num_agents: int, *, auto: bool) -> None:
+        super().__init__(max_workers=num_agents, thread_name_prefix="agent")
+        self.auto = auto
+
+
+def runs_concurrently(mode: str, devices: Sequence[Any], *, cpu_threads: int) -> bool:
+    """Whether a team on ``devices`` (one per agent) runs its agents in threads under ``mode``.
+
+    ``mp``: yes, with two or more agents. ``none``: no. ``auto``: when it is exact and faster, which
+    is when every agent has compute of its own: each GPU (or other accelerator) holds one agent, and
+    the agents on the CPU get at least one intra-op thread each (``cpu_threads`` >= their number).
+    Two agents on one GPU run one after another (their kernels would queue on the device anyway).
+    Exact because each agent's sampling and update read only its own model, generator and
+    optimizer: a concurrent run equals the sequential run with the same threads per agent bit for
+    bit (the matrix products of a thread share may round differently from those of all threads,
+    as with any change of ``torch.set_num_threads``)."""
+    if len(devices) < 2 or mode == "none":
+        return False
+    if mode == "mp":
+        return True
+    kinds = [str(d) for d in devices]
+    accelerators = [d for d in kinds if not d.startswith("cpu")]
+    cpu_agents = len(kinds) - len(accelerators)
+    return len(set(accelerators)) == len(accelerators) and (cpu_agents < 2 or cpu_threads >= cpu_agents)
+
+
+def agent_threads(mode: str, devices: Sequence[Any]) -> AgentThreads | None:
+    """The worker threads for a team on ``devices`` under ``mode`` (None: agents one after another)."""
+    if not runs_concurrently(mode, devices, cpu_threads=torch.get_num_threads()):
+        return None
+    return AgentThreads(len(devices), auto=mode == "auto")
+
+
 def map_agents(fn: Callable[[Any], Any], agents: Sequence[Any], pool: ThreadPoolExecutor | None) -> list[Any]:
     """``fn(agent)`` for every agent, in order: on the pool's threads when there is one, each thread
     computing with its share of torch's intra-op threads (:func:`split_cpu_threads`)."""
+    cpu_agents = sum(agent.device.type == "cpu" for agent in agents)
+    if pool is not None and getattr(pool, "auto", False) and cpu_agents > max(1, torch.get_num_threads()):
+        pool = None  # auto: too few threads now to give each CPU agent one of its own
     if pool is None:
         return [fn(agent) for agent in agents]
-    with split_cpu_threads(sum(agent.device.type == "cpu" for agent in agents)) as share:
+    with split_cpu_threads(cpu_agents) as share:
 
         def run(agent: Any) -> Any:
             # the intra-op thread count is per calling thread (OpenMP): set it in the worker itself

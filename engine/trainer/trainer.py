@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from engine.trainer.credit import agent_batch, assign_returns, batch_advantages,
 from engine.trainer.evaluation import EvaluationMixin
 from engine.trainer.loop import TrainResult  # noqa: F401  (re-exported)
 from engine.trainer.losses import lr_factor
-from engine.trainer.parallel import map_agents
+from engine.trainer.parallel import agent_threads, map_agents
 from engine.trainer.reporting import rollout_metrics, sample_episodes
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.setup import dataset_length, shared_groups  # noqa: F401  (dataset_length is re-exported)
@@ -81,8 +80,7 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         self.reward = TeamReward(reward_func, reward_processor)
         self.reward_func = reward_func
         self.eval_check = eval_check
-        parallel = cfg.parallel_training == "mp" and self.num_agents > 1
-        self._pool = ThreadPoolExecutor(max_workers=self.num_agents, thread_name_prefix="agent") if parallel else None
+        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents])
         self._shared = any(len(g) > 1 for g in shared_groups(self.agents))
         self.tree = TreeBuilder(self.agents, self.reward, external_transition, RolloutSettings(
             num_generations=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,

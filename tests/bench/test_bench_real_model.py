@@ -39,10 +39,38 @@ def test_real_model_bench_reports_coop_lab_alone_or_against_comlrl() -> None:
 
 @pytest.mark.skipif(not comlrl_installed(), reason="CoMLRL 1.4.3 (a benchmark-only extra) is not installed")
 def test_real_model_bench_against_comlrl_does_equal_work() -> None:
-    result = run_real_bench(TINY, isolate=False, vs_comlrl=True)
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        result = run_real_bench(TINY, isolate=False, vs_comlrl=True, cores=2)
+    finally:
+        torch.set_num_threads(before)
     assert result["comlrl"]["tokens_per_step"] == result["engine"]["tokens_per_step"] == 2 * 1 * 2 * 4
     assert result["speedup_cpu"] > 0 and result["comlrl"]["step_s_median"] > 0
-    assert "x CoMLRL per step by CPU time" in format_real_report(result)
+    best = min(result["comlrl"]["step_s_median"], result["comlrl_cores"]["step_s_median"])
+    assert result["speedup_cores_wall"] == pytest.approx(best / result["engine_cores"]["step_s_median"])
+    report = format_real_report(result)
+    assert "x CoMLRL per step by CPU time" in report and "CoMLRL's better of 1 and 2 threads" in report
+
+
+def test_on_two_cores_the_defaults_run_the_agents_in_threads_and_are_weighed_against_none() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        result = run_real_bench(TINY, isolate=False, vs_comlrl=False, cores=2)
+    finally:
+        torch.set_num_threads(before)
+    assert result["engine_cores"]["agents_in_threads"] and result["engine_cores"]["parallel_training"] == "auto"
+    assert not result["engine_cores_sequential"]["agents_in_threads"]
+    assert not result["engine"]["agents_in_threads"]  # one thread: the agents take turns
+    assert result["auto_gain_wall"] == pytest.approx(
+        result["engine_cores_sequential"]["step_s_median"] / result["engine_cores"]["step_s_median"])
+    assert "comlrl_cores" not in result and "speedup_cores_wall" not in result
+    report = format_real_report(result)
+    assert "on 2 cores (wall clock): CoopLab's defaults (agents in threads: True)" in report
+    assert "engine_cores_sequential" in report
 
 
 def test_a_model_source_is_required() -> None:

@@ -110,8 +110,10 @@ def test_two_core_parts_compare_by_wall_clock() -> None:
     finally:
         torch.set_num_threads(before)
     assert result["cores"] == 2
-    assert result["engine_mp"]["parallel_training"] == "mp" and result["engine"]["parallel_training"] == "none"
+    assert result["engine_mp"]["parallel_training"] == "mp" and result["engine_mp"]["agents_in_threads"]
     assert result["engine_mp_batched"]["parallel_training"] == "mp"
+    # the one-core part keeps the default ("auto"), which on one thread runs the agents in turn
+    assert result["engine"]["parallel_training"] == "auto" and not result["engine"]["agents_in_threads"]
     assert result["parallel_gain_wall"] == pytest.approx(
         result["engine"]["step_s_median"] / result["engine_mp"]["step_s_median"])
     assert "on 2 cores (wall clock): engine_mp" in format_report(result)

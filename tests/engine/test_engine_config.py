@@ -6,10 +6,11 @@ import pytest
 
 from engine import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 
-# CoMLRL 1.4.3's MAGRPOConfig table (reference/comlrl.md 1.1), except early_termination_threshold
+# CoMLRL 1.4.3's MAGRPOConfig table (reference/comlrl.md 1.1), except early_termination_threshold and
+# parallel_training (CoMLRL's "none" is accepted; the default "auto" overlaps agents only when exact)
 COMLRL_DEFAULTS = {
     "num_train_epochs": 20, "agent_learning_rate": 5e-6, "logging_steps": 50, "num_agents": 2,
-    "parallel_training": "none", "agent_devices": None, "num_generations": 4, "max_new_tokens": 256,
+    "agent_devices": None, "num_generations": 4, "max_new_tokens": 256,
     "temperature": 0.6, "top_p": 0.6, "top_k": 50, "num_turns": 2, "discount": 1.0, "joint_mode": "aligned",
     "external_prompt_passthrough": False, "eval_interval": 16, "eval_num_samples": 4, "eval_batch_size": 1,
     "rollout_buffer_size": 2, "train_batch_size": None, "advantage_normalization": True, "advantage_mode": "mean",
@@ -22,6 +23,8 @@ def test_comlrl_fields_and_defaults() -> None:
     for name, default in COMLRL_DEFAULTS.items():
         assert getattr(cfg, name) == default, name
     assert cfg.early_termination_threshold is None  # off by default (CoMLRL: -0.2, sign-dependent)
+    assert cfg.parallel_training == "auto"  # CoMLRL: "none"; both spellings of CoMLRL's are accepted
+    assert MAGRPOConfig(parallel_training="none").parallel_training == "none"
     assert cfg.effective_train_batch_size == 2
 
 
