@@ -86,7 +86,7 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         self._schedule(1, update_streams=1)
         self.collector = PairCollector(self.tree, self.train_dataset, self.num_train_items,
                                        selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,
-                                       items_per_chunk=cfg.items_per_step, seed=cfg.seed)
+                                       items_per_chunk=self.items_per_step, seed=cfg.seed)
         self._pair_schedule()
 
     __init__.__signature__ = _CONSTRUCTOR  # type: ignore[attr-defined]

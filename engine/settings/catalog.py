@@ -97,8 +97,9 @@ CATALOG: dict[str, Setting] = {
     "num_train_epochs": _s("run", int, 20, "Passes over the training set.", ge=1, form="main"),
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
                     "(overrides epochs).", ge=1, form="main"),
-    "items_per_step": _s("rollout", int, 1, "Dataset items sampled together in one step (faster; 1 = CoMLRL's "
-                         "one item at a time).", ge=1, form="main"),
+    "items_per_step": _s("rollout", int | None, None, "Dataset items sampled together in one call (empty = "
+                         "all items of a step at once, the fastest; 1 = CoMLRL's one item at a time, the "
+                         "least sampling memory).", ge=1, form="main"),
     "max_new_tokens": _s("sampling", int, 256, "Completion length cap (tokens; less than the model's context).",
                          ge=1, le=MAX_NEW_TOKENS_LIMIT, form="main"),
     "temperature": _s("sampling", float, 0.6, "Sampling temperature.", gt=0, form="main"),

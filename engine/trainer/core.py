@@ -44,6 +44,15 @@ def step_items(step: int, *, num_items: int, per_step: int, seed: int, shuffle: 
     return data_order(num_items, epoch, seed=seed, shuffle=shuffle)[pos * per_step:(pos + 1) * per_step]
 
 
+def items_per_call(items_per_step: int | None, rollout_buffer_size: int, samples_per_item: int) -> int:
+    """Dataset items sampled together in one call: ``items_per_step`` when set, else every item a
+    step needs to fill the rollout buffer (``samples_per_item`` buffer entries per item), so a step
+    samples in as few calls as it can. The items per update are the same either way."""
+    if items_per_step is not None:
+        return items_per_step
+    return max(1, math.ceil(rollout_buffer_size / samples_per_item))
+
+
 def step_timing(started: float, updating: float, ended: float, *, generate_s: float, reward_s: float,
                 tokens: int) -> dict[str, float]:
     """The ``perf/...`` metrics of a step from its three timestamps (pure function)."""
@@ -99,11 +108,13 @@ class TrainerCore(TrainLoopMixin, CheckpointMixin):
         self.last_checkpoint: str | None = None
 
     def _schedule(self, samples_per_item: int, *, update_streams: int) -> None:
-        """A step consumes enough items to fill the rollout buffer (CoMLRL's update trigger); the run
-        lasts ``max_steps`` exactly (cycling the data) or ``num_train_epochs`` passes."""
+        """A step consumes enough items to fill the rollout buffer (CoMLRL's update trigger), sampled
+        ``items_per_step`` at a time (unset: all of them in one call); the run lasts ``max_steps``
+        exactly (cycling the data) or ``num_train_epochs`` passes."""
         cfg = self.args
-        rollouts_per_step = max(1, math.ceil(cfg.rollout_buffer_size / (cfg.items_per_step * samples_per_item)))
-        self.items_per_update = cfg.items_per_step * rollouts_per_step
+        self.items_per_step = items_per_call(cfg.items_per_step, cfg.rollout_buffer_size, samples_per_item)
+        rollouts_per_step = max(1, math.ceil(cfg.rollout_buffer_size / (self.items_per_step * samples_per_item)))
+        self.items_per_update = self.items_per_step * rollouts_per_step
         self.steps_per_epoch = math.ceil(self.num_train_items / self.items_per_update)
         self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
         self.step = 0

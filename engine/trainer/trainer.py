@@ -191,8 +191,8 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         t_start = time.perf_counter()
         indices = self.items_for_step(self.step)
         rollouts = []
-        for start in range(0, len(indices), cfg.items_per_step):
-            chunk = indices[start:start + cfg.items_per_step]
+        for start in range(0, len(indices), self.items_per_step):
+            chunk = indices[start:start + self.items_per_step]
             rollouts.append(self.rollout([dict(self.train_dataset[i]) for i in chunk], chunk))
         t_update = time.perf_counter()
         metrics = self.update(rollouts, advance_step=True)

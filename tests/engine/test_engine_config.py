@@ -31,7 +31,7 @@ def test_comlrl_fields_and_defaults() -> None:
 def test_extras_exist_with_documented_defaults() -> None:
     cfg = MAGRPOConfig()
     assert (cfg.turn_order, cfg.loss_type, cfg.clip_epsilon, cfg.num_inner_epochs) == ("simultaneous", "seq_sum", None, 1)
-    assert (cfg.reference_kl_mode, cfg.lr_scheduler, cfg.seed, cfg.items_per_step) == ("reward", "constant", 0, 1)
+    assert (cfg.reference_kl_mode, cfg.lr_scheduler, cfg.seed, cfg.items_per_step) == ("reward", "constant", 0, None)
     assert cfg.fast_decode is True
     assert "checkpoint_interval" in cfg.to_dict() and "_forced_mode" not in cfg.to_dict()
 

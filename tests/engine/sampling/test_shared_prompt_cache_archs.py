@@ -87,7 +87,8 @@ def _train_two_turns(share: bool, monkeypatch: pytest.MonkeyPatch):
     team = [build_arch_model("qwen3", seed=0), build_arch_model("mistral", seed=1, sliding_window=WINDOW)]
     trainer = make_trainer(([m for m, _ in team], [t for _, t in team]),
                            fast_config(num_turns=2, num_generations=3, max_new_tokens=6, items_per_step=2,
-                                       max_steps=1, clip_epsilon=0.2))  # sampled log-probs enter the loss
+                                       max_steps=1, clip_epsilon=0.2,  # sampled log-probs enter the loss
+                                       parallel_training="none"))  # agents in turn: calls recorded in one order
     trainer.train(sink=MemorySink())
     return calls
 
