@@ -41,6 +41,10 @@ def register(app: typer.Typer) -> None:
         max_new_tokens: int | None = typer.Option(
             None, "--max-new-tokens", min=1, help="Completion length (default 32; 48 with --model)."
         ),
+        dtype: str | None = typer.Option(
+            None, "--dtype", help="Weights' dtype for every part, CoMLRL's included (float32 or bfloat16; "
+                                  "default: the model's own). bfloat16 is fast on CPUs with AMX and on GPUs."
+        ),
     ) -> None:
         """Time training steps of 2 tiny agents (K=4, 32 new tokens): phases, tokens/s, peak memory,
         engine overhead over the bare model calls, and with --vs-comlrl the speed-up over CoMLRL; on
@@ -49,9 +53,11 @@ def register(app: typer.Typer) -> None:
 
         from bench.training import ComlrlMissingError, Workload, format_report, run_bench
 
+        if dtype not in (None, "float32", "bfloat16"):
+            raise typer.BadParameter(f"unknown dtype {dtype!r}; expected float32 or bfloat16", param_hint="--dtype")
         if model is not None:
             _real_model_bench(model, steps, rounds, threads, max_new_tokens, vs_comlrl, as_json, no_fast_decode,
-                              cores)
+                              cores, dtype)
             return
         if size not in ("xs", "s", "m"):
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
@@ -59,7 +65,7 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"unknown algorithm {algorithm!r}; expected magrpo or madpo",
                                      param_hint="--algorithm")
         workload = replace(Workload(), steps=steps, size=size, threads=threads, fast_decode=not no_fast_decode,
-                           **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}))
+                           dtype=dtype, **({"max_new_tokens": max_new_tokens} if max_new_tokens else {}))
         try:
             if algorithm == "madpo":
                 from bench.training.madpo_compare import format_madpo_report, run_madpo_bench
@@ -75,7 +81,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _real_model_bench(model: str, steps: int, rounds: int, threads: int, max_new_tokens: int | None,
-                      vs_comlrl: bool, as_json: bool, no_fast_decode: bool, cores: int) -> None:
+                      vs_comlrl: bool, as_json: bool, no_fast_decode: bool, cores: int, dtype: str | None) -> None:
     """``cooplab bench --model ...``: see :mod:`bench.training.real_model`."""
     from dataclasses import replace
 
@@ -83,7 +89,8 @@ def _real_model_bench(model: str, steps: int, rounds: int, threads: int, max_new
     from bench.training.real_model import REAL_DEFAULTS, format_real_report, run_real_bench
 
     settings = {**REAL_DEFAULTS, "steps": steps, **({"max_new_tokens": max_new_tokens} if max_new_tokens else {})}
-    workload = replace(Workload(), model=model, threads=threads, fast_decode=not no_fast_decode, **settings)
+    workload = replace(Workload(), model=model, threads=threads, fast_decode=not no_fast_decode, dtype=dtype,
+                       **settings)
     try:
         result = run_real_bench(workload, rounds=rounds, vs_comlrl=vs_comlrl or None, cores=cores)
     except (ComlrlMissingError, RuntimeError) as exc:

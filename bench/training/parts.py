@@ -81,6 +81,7 @@ def run_engine(w: Workload) -> dict[str, Any]:
         "tokens_per_s": tokens_per_s,
         "parallel_training": trainer.args.parallel_training,
         "agents_in_threads": in_threads,
+        "dtype": str(next(models[0].parameters()).dtype).removeprefix("torch."),
         "peak_mem_mb": peak_memory_mb(),
     }
 

@@ -84,7 +84,7 @@ def format_real_report(result: dict[str, Any]) -> str:
     lines = [f"real model: {w['num_agents']} agents of {w['model']}, K={w['num_generations']}, "
              f"{w['max_new_tokens']} new tokens" + (" (forced: no EOS)" if w["full_length"] else "")
              + f", {w['items_per_update']} item(s) per step, {w['steps']} timed steps after {w['warmup_steps']} "
-             f"warm-up, x{result['rounds']} rounds, {w['threads']} thread(s)",
+             f"warm-up, x{result['rounds']} rounds, {w['threads']} thread(s), {w.get('dtype') or 'float32'} weights",
              f"{'':24}{'wall s/step':>12}{'CPU s/step':>11}{'generate s':>11}{'update s':>9}{'tokens/s':>9}"
              f"{'s/1k tok':>9}{'peak MiB':>9}   (medians of timed steps; phases are means)"]
     for part in ("engine", "comlrl", "engine_cores", "engine_cores_sequential", "comlrl_cores"):

@@ -27,6 +27,7 @@ class Workload:
     size: str = "m"
     model: str | None = None  # a model source (built-in name or folder) instead of tiny-{arch}-{size}
     full_length: bool = False  # every completion runs to max_new_tokens (no EOS), so all parts do equal work
+    dtype: str | None = None  # weights' dtype for every part (e.g. "bfloat16"); None: the model's own (float32)
     num_agents: int = 2
     num_generations: int = 4
     max_new_tokens: int = 32
@@ -80,10 +81,12 @@ def setup_agents(w: Workload) -> tuple[list[Any], list[Any]]:
         torch.set_num_threads(w.threads)
     if w.model is None:
         pairs = [build_tiny_model(w.arch, w.size, seed=w.seed + i) for i in range(w.num_agents)]
+        if w.dtype:
+            pairs = [(m.to(getattr(torch, w.dtype)), t) for m, t in pairs]
     else:
         from engine.models import load_agent
 
-        pairs = [load_agent(w.model) for _ in range(w.num_agents)]
+        pairs = [load_agent(w.model, dtype=w.dtype) for _ in range(w.num_agents)]
     if w.full_length:
         for model, tokenizer in pairs:
             never_eos(model, tokenizer)

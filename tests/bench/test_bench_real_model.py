@@ -37,15 +37,19 @@ def test_real_model_bench_reports_coop_lab_alone_or_against_comlrl() -> None:
     assert expected in report and result["comlrl_installed"] == comlrl_installed()
 
 
-@pytest.mark.skipif(not comlrl_installed(), reason="CoMLRL 1.4.3 (a benchmark-only extra) is not installed")
-def test_real_model_bench_against_comlrl_does_equal_work() -> None:
+def _on_two_cores(*, vs_comlrl: bool) -> dict:
     import torch
 
-    before = torch.get_num_threads()
+    before = torch.get_num_threads()  # the in-process parts set the thread count
     try:
-        result = run_real_bench(TINY, isolate=False, vs_comlrl=True, cores=2)
+        return run_real_bench(TINY, isolate=False, vs_comlrl=vs_comlrl, cores=2)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.skipif(not comlrl_installed(), reason="CoMLRL 1.4.3 (a benchmark-only extra) is not installed")
+def test_real_model_bench_against_comlrl_does_equal_work() -> None:
+    result = _on_two_cores(vs_comlrl=True)
     assert result["comlrl"]["tokens_per_step"] == result["engine"]["tokens_per_step"] == 2 * 1 * 2 * 4
     assert result["speedup_cpu"] > 0 and result["comlrl"]["step_s_median"] > 0
     best = min(result["comlrl"]["step_s_median"], result["comlrl_cores"]["step_s_median"])
@@ -55,13 +59,7 @@ def test_real_model_bench_against_comlrl_does_equal_work() -> None:
 
 
 def test_on_two_cores_the_defaults_run_the_agents_in_threads_and_are_weighed_against_none() -> None:
-    import torch
-
-    before = torch.get_num_threads()
-    try:
-        result = run_real_bench(TINY, isolate=False, vs_comlrl=False, cores=2)
-    finally:
-        torch.set_num_threads(before)
+    result = _on_two_cores(vs_comlrl=False)
     assert result["engine_cores"]["agents_in_threads"] and result["engine_cores"]["parallel_training"] == "auto"
     assert not result["engine_cores_sequential"]["agents_in_threads"]
     assert not result["engine"]["agents_in_threads"]  # one thread: the agents take turns
@@ -71,6 +69,15 @@ def test_on_two_cores_the_defaults_run_the_agents_in_threads_and_are_weighed_aga
     report = format_real_report(result)
     assert "on 2 cores (wall clock): CoopLab's defaults (agents in threads: True)" in report
     assert "engine_cores_sequential" in report
+
+
+def test_every_part_can_run_in_bfloat16() -> None:
+    from dataclasses import replace
+
+    result = run_real_bench(replace(TINY, dtype="bfloat16"), isolate=False, vs_comlrl=False)
+    assert result["engine"]["dtype"] == "bfloat16" and result["engine"]["step_s_median"] > 0
+    assert "bfloat16 weights" in format_real_report(result)
+    assert run_real_bench(TINY, isolate=False, vs_comlrl=False)["engine"]["dtype"] == "float32"
 
 
 def test_a_model_source_is_required() -> None:
