@@ -174,13 +174,35 @@ def check_decode(model: Any, tokenizer: Any, device: str, *, new_tokens: int, dt
         forward = token_logprobs(completion_logits(model, batch, batch.completion_ids.shape[1]), batch.completion_ids)
     width = forward.shape[1]
     diff = ((forward.float() - sampled.token_logprobs[:, :width].float()).abs() * batch.completion_mask).max()
+    start = time.perf_counter()  # the same sampling through the model's forward (no fast token step)
+    through_forward = generate_completions(model, tokenizer, PROMPTS, num_samples=4, max_new_tokens=new_tokens,
+                                           temperature=1.0, top_p=1.0, top_k=50, fast_decode=False,
+                                           generator=torch.Generator(device=device).manual_seed(0))
+    _sync(device)
+    forward_seconds = time.perf_counter() - start
     gap_ok = all(g <= TIE_TOLERANCE[dtype_name] for g in gaps)
     ok = gap_ok and float(diff) <= LOGPROB_TOLERANCE[dtype_name]
     return Check(f"decode_{dtype_name}", ok,
                  f"greedy rows equal to generate: {equal}/{len(PROMPTS)} (first-divergence logit gaps "
                  f"{[round(g, 5) for g in gaps]} <= {TIE_TOLERANCE[dtype_name]}); sampler vs update log-probs max "
-                 f"|diff| {float(diff):.2e} <= {LOGPROB_TOLERANCE[dtype_name]}",
-                 {"sample_tokens_per_s": int(mask.sum()) / seconds, "logprob_max_diff": float(diff)})
+                 f"|diff| {float(diff):.2e} <= {LOGPROB_TOLERANCE[dtype_name]}; {_fast_step_line(model)}",
+                 {"sample_tokens_per_s": int(mask.sum()) / seconds,
+                  "sample_tokens_per_s_forward": int(through_forward.completion_mask.sum()) / forward_seconds,
+                  "logprob_max_diff": float(diff)})
+
+
+def _fast_step_line(model: Any) -> str:
+    """What the lean decoder decided about the fast token step on this model's device and dtype."""
+    from engine.fast_step_check import fast_step_verdicts, needs_check
+
+    if needs_check(model) is None:
+        return "fast token step: exact on this device (no check needed)"
+    verdicts = fast_step_verdicts(model)
+    if not verdicts:
+        return "fast token step: not used (model not supported)"
+    where, v = next(iter(verdicts.items()))
+    return (f"fast token step on {where}: {'kept' if v['kept'] else 'refused'} (logits max |diff| "
+            f"{v['max_difference']:.2e} vs the forward, allowed {v['allowed']:.2e})")
 
 
 def _length_reward(completions1: list[str], completions2: list[str]) -> list[float]:

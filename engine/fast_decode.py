@@ -15,9 +15,11 @@ instead of drifting.
 
 ``FastDecoder.supports(model, positions)`` is False for anything this path does not reproduce (other
 architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
-splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode,
-models on a GPU, where SDPA may pick other kernels for a strided cache); callers then use the
-model's forward. A Mistral model's window (``sliding_window``, 4096 by default) applies to every
+splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode);
+callers then use the model's forward. On devices other than the CPU (a GPU, where SDPA may pick
+other kernels for a strided cache) the step is not known to be exact: the lean decoder checks it
+against the forward once per model, device and dtype and keeps it within a stated tolerance
+(:mod:`engine.fast_step_check`); a model whose check failed is not supported there. A Mistral model's window (``sliding_window``, 4096 by default) applies to every
 layer: the step is exact while the keys and values attended (prompt, padding included, plus the
 tokens stepped) stay shorter than the window, where its window mask equals the full causal one and
 ``transformers`` skips it as it does for full attention; from a key/value length equal to the
@@ -32,6 +34,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from engine.fast_step_check import fast_step_kept, needs_check
 
 _SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}
 _LAYERS = {"LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer", "MistralDecoderLayer"}
@@ -169,7 +173,7 @@ class FastDecoder:
         is full at every length."""
         if type(model).__name__ not in _SUPPORTED or model.training:
             return False
-        if model.lm_head.weight.device.type != "cpu":  # bit-identity is verified on CPU kernels only
+        if not fast_step_kept(model) and needs_check(model) is False:  # checked on this device and refused
             return False
         if not _attention_supported(model, positions):
             return False

@@ -20,6 +20,7 @@ import torch
 from transformers import PreTrainedModel
 
 from engine.fast_decode import FastDecoder
+from engine.fast_step_check import check_fast_step, needs_check
 from engine.shared_prefix import PrefixLayout, plan_prefixes
 
 
@@ -226,9 +227,12 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
 
     logits, cache = _prefill(model, ids, mask if padded else None, positions, how, cache_key, optional, layout)
     stepper: FastDecoder | None = None
+    check = False  # the first step runs both ways where the fast step's exactness is not known (a GPU)
     if fast and hasattr(cache, "layers"):  # the prompt went through the model, new tokens take the fast step
         stepper = FastDecoder(model, cache, batch, prompt_len + max_new_tokens)
-        cache = None
+        check = bool(needs_check(model))
+        if not check:
+            cache = None
     tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logprobs = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
     unfinished = torch.ones(batch, dtype=torch.bool, device=device)
@@ -237,15 +241,22 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
     for step in range(max_new_tokens):
         if step > 0:
             attn = None if full_mask is None else full_mask[:, : prompt_len + step]
-            if stepper is not None:
+            if stepper is not None and not check:
                 logits = stepper.step(step_ids, step_pos, attn).to(dtype=torch.float32)
             else:
+                fast_logits = stepper.step(step_ids, step_pos, attn) if stepper is not None else None
                 if "position_ids" in optional:
                     optional["position_ids"] = step_pos
                 out = model(input_ids=step_ids, attention_mask=attn, use_cache=True, **optional,
                             **{cache_key: cache})
                 cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
                 logits = out.logits[:, -1].to(dtype=torch.float32)
+                if fast_logits is not None:  # both hold this step now: go on with the one the check keeps
+                    check = False
+                    if check_fast_step(model, fast_logits, out.logits[:, -1]):
+                        cache = None
+                    else:
+                        stepper = None
         if how.do_sample:
             scores = filter_logits(logits, temperature=how.temperature, top_k=how.top_k, top_p=how.top_p)
             next_tokens = torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=rng).squeeze(1)

@@ -39,6 +39,8 @@ def test_every_check_passes_on_a_tiny_model_on_the_cpu() -> None:
     assert not failed
     decode = results[1]
     assert decode.numbers["logprob_max_diff"] <= 1e-3 and decode.numbers["sample_tokens_per_s"] > 0
+    assert decode.numbers["sample_tokens_per_s_forward"] > 0
+    assert "fast token step: exact on this device" in decode.detail  # the CPU needs no check
     assert "parallel_training=mp" in results[-1].detail and "bfloat16" in results[-2].detail
 
 

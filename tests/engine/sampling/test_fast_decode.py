@@ -75,9 +75,15 @@ def test_supports_only_models_it_reproduces() -> None:
     assert FastDecoder.supports(llama)
 
 
-def test_models_off_the_cpu_are_not_claimed() -> None:
+def test_models_off_the_cpu_are_claimed_until_their_check_fails() -> None:
+    from engine.fast_step_check import check_fast_step, needs_check
+
     llama, _ = build_tiny_model("llama", "xs")
-    assert not FastDecoder.supports(llama.eval().to("meta"))  # any non-CPU device: unverified kernels
+    llama = llama.eval().to("meta")  # any non-CPU device: kernels not known to be exact
+    assert FastDecoder.supports(llama) and needs_check(llama) is True  # the lean decoder checks it first
+    logits = torch.zeros(2, 5)
+    assert not check_fast_step(llama, logits + 1.0, logits)  # the first step's logits disagreed
+    assert not FastDecoder.supports(llama)
 
 
 def test_a_replaced_projection_is_not_claimed() -> None:
