@@ -199,7 +199,7 @@ def _fast_step_line(model: Any) -> str:
         return "fast token step: exact on this device (no check needed)"
     verdicts = fast_step_verdicts(model)
     if not verdicts:
-        return "fast token step: not used (model not supported)"
+        return "fast token step: no check recorded (the model is not supported, or no step followed the prompt)"
     where, v = next(iter(verdicts.items()))
     return (f"fast token step on {where}: {'kept' if v['kept'] else 'refused'} (logits max |diff| "
             f"{v['max_difference']:.2e} vs the forward, allowed {v['allowed']:.2e})")
@@ -225,7 +225,7 @@ def check_training(models: list[Any], tokenizer: Any, device: str, *, name: str,
     sink = MemorySink()
     trainer = MAGRPOTrainer(agents=models, tokenizer=[tokenizer, tokenizer], reward_func=_length_reward,
                             train_dataset=[{"prompt": p} for p in PROMPTS], args=config)
-    threads = trainer.agents_in_threads  # mp always; the default (auto) not for two agents on one GPU
+    threads = trainer.agents_in_threads  # mp: always; the default (auto): on a GPU the agents take turns
     try:
         trainer.train(sink=sink)
     finally:
@@ -237,7 +237,7 @@ def check_training(models: list[Any], tokenizer: Any, device: str, *, name: str,
                     for a in trainer.agents)
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for m in models for p in m.parameters()})
     finite = all(v == v for k, v in metrics.items() if isinstance(v, float))  # no NaN in the reported metrics
-    ok = all(changed) and on_device and finite and (threads if mp else trainer.args.parallel_training == "auto")
+    ok = all(changed) and on_device and finite and (threads or not mp)  # mp: the agents ran in threads
     return Check(name, ok, f"agents trained: {changed}, on {device}: {on_device}, dtypes {dtypes}, "
                  f"parallel_training={trainer.args.parallel_training} (agents in threads: {threads}), "
                  f"finite metrics: {finite}",

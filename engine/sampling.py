@@ -24,6 +24,7 @@ restored afterwards.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -132,6 +133,9 @@ def _derive_seed(generator: torch.Generator) -> int:
     return int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
 
 
+_TOKENIZER_LOCK = threading.Lock()
+
+
 def _tokenize(
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[str] | Sequence[Sequence[int]],
@@ -140,9 +144,9 @@ def _tokenize(
     if not prompts:
         raise ValueError("generate_completions needs at least one prompt")
     if all(isinstance(p, str) for p in prompts):
-        return [
-            list(ids) for ids in tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]
-        ]
+        with _TOKENIZER_LOCK:  # agents in threads may share one fast tokenizer, whose Rust state is not reentrant
+            encoded = tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]
+        return [list(ids) for ids in encoded]
     if all(isinstance(p, Sequence) and not isinstance(p, str) for p in prompts):
         return [[int(t) for t in p] for p in prompts]
     raise TypeError("prompts must be all strings or all token-id lists")

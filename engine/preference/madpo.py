@@ -76,7 +76,8 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         self._setup(**{**a, "external_transition": None})  # single-turn: a CoMLRL script's transition is unused
         cfg = self.args
         self.reward_func = self.reward.reward_func
-        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents])
+        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
+                                   [agent.model for agent in self.agents])
         shared = len({id(a.model) for a in self.agents}) < self.num_agents
         self.tree = TreeBuilder(self.agents, self.reward, None, RolloutSettings(
             num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
@@ -86,7 +87,7 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         self._schedule(1, update_streams=1)
         self.collector = PairCollector(self.tree, self.train_dataset, self.num_train_items,
                                        selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,
-                                       items_per_chunk=self.items_per_step, seed=cfg.seed)
+                                       items_per_chunk=cfg.items_per_step or 1, seed=cfg.seed)
         self._pair_schedule()
 
     __init__.__signature__ = _CONSTRUCTOR  # type: ignore[attr-defined]

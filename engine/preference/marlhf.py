@@ -54,7 +54,7 @@ class LearnedRewardStage:
         ), pool=pool)
         self.collector = PairCollector(candidates, self.train_dataset, self.num_train_items,
                                        selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,
-                                       items_per_chunk=self.items_per_step, seed=cfg.seed)
+                                       items_per_chunk=cfg.items_per_step or 1, seed=cfg.seed)
         self.reward_model = build_reward_model(cfg.reward_model_name, self.agents[0], device=cfg.reward_model_device,
                                                max_length=cfg.reward_max_length,
                                                freeze_backbone=cfg.reward_freeze_backbone)

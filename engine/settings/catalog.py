@@ -162,10 +162,11 @@ CATALOG: dict[str, Setting] = {
     "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
                       "token step (falls back by itself).", **_BOOL),
     # --- devices and models --------------------------------------------------------------------
-    "parallel_training": _s("devices", Literal["auto", "none", "mp"], "auto", "auto: agents run concurrently "
-                            "when each has compute of its own (CPU agents a core each, GPUs one agent each); "
-                            "none: one after another (CoMLRL); mp: each agent on its own device in agent_devices "
-                            "(a GPU, or 'cpu' for cores of its own), generating and updating concurrently.",
+    "parallel_training": _s("devices", Literal["auto", "none", "mp"], "auto", "auto: the team on one device; "
+                            "on a CPU with a thread per agent the agents run concurrently (not with dropout), "
+                            "on a GPU one after another; none: one after another (CoMLRL); mp: each agent on "
+                            "its own device in agent_devices (a GPU, or 'cpu' for cores of its own), generating "
+                            "and updating concurrently.",
                             before=_aliases({"auto": "auto", "none": "none", "null": "none", "mp": "mp"})),
     "agent_devices": _s("devices", list[str] | None, None, "Device per agent for mp (one entry is broadcast).",
                          before=_device_list),

@@ -31,9 +31,10 @@ def runs_concurrently(mode: str, devices: Sequence[Any], *, cpu_threads: int) ->
     """Whether a team on ``devices`` (one per agent) runs its agents in threads under ``mode``.
 
     ``mp``: yes, with two or more agents. ``none``: no. ``auto``: when it is exact and faster, which
-    is when every agent has compute of its own: each GPU (or other accelerator) holds one agent, and
-    the agents on the CPU get at least one intra-op thread each (``cpu_threads`` >= their number).
-    Two agents on one GPU run one after another (their kernels would queue on the device anyway).
+    is when every agent has compute of its own: the agents on the CPU get at least one intra-op
+    thread each (``cpu_threads`` >= their number) and no accelerator holds two agents (their kernels
+    would queue on the device anyway). ``auto`` places the whole team on one device, as ``none``
+    does, so on a GPU it runs the agents one after another; ``mp`` spreads them over devices.
     Exact because each agent's sampling and update read only its own model, generator and
     optimizer: a concurrent run equals the sequential run with the same threads per agent bit for
     bit (the matrix products of a thread share may round differently from those of all threads,
@@ -48,8 +49,25 @@ def runs_concurrently(mode: str, devices: Sequence[Any], *, cpu_threads: int) ->
     return len(set(accelerators)) == len(accelerators) and (cpu_agents < 2 or cpu_threads >= cpu_agents)
 
 
-def agent_threads(mode: str, devices: Sequence[Any]) -> AgentThreads | None:
-    """The worker threads for a team on ``devices`` under ``mode`` (None: agents one after another)."""
+def draws_while_training(model: Any) -> bool:
+    """Whether ``model``'s training forward draws random numbers (dropout with p > 0, attention dropout,
+    a LoRA adapter's dropout). Those draws come from torch's process-wide generator, so two agents
+    updating in threads would interleave them by timing and a seeded run would not repeat."""
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return True
+    config = getattr(model, "config", None)
+    return any(float(getattr(config, name, 0.0) or 0.0) > 0 for name in ("attention_dropout", "attn_pdrop"))
+
+
+def agent_threads(mode: str, devices: Sequence[Any], models: Sequence[Any]) -> AgentThreads | None:
+    """The worker threads for a team of ``models`` on ``devices`` under ``mode`` (None: agents one
+    after another). Agents that share a model object always take turns; ``auto`` also leaves
+    threads out when an agent's training draws random numbers (:func:`draws_while_training`), which
+    keeps seeded runs repeatable (``mp`` runs such agents in threads, in a timing-dependent order)."""
+    if len({id(m) for m in models}) < len(models):
+        return None
+    if mode == "auto" and any(draws_while_training(m) for m in models):
+        return None
     if not runs_concurrently(mode, devices, cpu_threads=torch.get_num_threads()):
         return None
     return AgentThreads(len(devices), auto=mode == "auto")

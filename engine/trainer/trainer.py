@@ -80,7 +80,8 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         self.reward = TeamReward(reward_func, reward_processor)
         self.reward_func = reward_func
         self.eval_check = eval_check
-        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents])
+        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
+                                   [agent.model for agent in self.agents])
         self._shared = any(len(g) > 1 for g in shared_groups(self.agents))
         self.tree = TreeBuilder(self.agents, self.reward, external_transition, RolloutSettings(
             num_generations=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,

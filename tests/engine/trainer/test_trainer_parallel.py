@@ -12,7 +12,14 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer.parallel import AgentThreads, map_agents, runs_concurrently, split_cpu_threads
+from engine.trainer.parallel import (
+    AgentThreads,
+    agent_threads,
+    draws_while_training,
+    map_agents,
+    runs_concurrently,
+    split_cpu_threads,
+)
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
 
 
@@ -74,6 +81,36 @@ def test_auto_on_one_core_runs_the_agents_one_after_another() -> None:
 def test_when_a_team_runs_its_agents_concurrently(mode: str, devices: list[str], threads: int,
                                                   expected: bool) -> None:
     assert runs_concurrently(mode, [torch.device(d) for d in devices], cpu_threads=threads) is expected
+
+
+def test_dropout_keeps_auto_agents_in_turn_so_seeded_runs_repeat() -> None:
+    llama, _ = build_tiny_model("llama", "xs", seed=0)
+    gpt2, _ = build_tiny_model("gpt2", "xs", seed=1)  # GPT2Config's dropout defaults: 0.1
+    assert not draws_while_training(llama) and draws_while_training(gpt2)
+    cpu = [torch.device("cpu")] * 2
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert agent_threads("auto", cpu, [llama, gpt2]) is None
+        with agent_threads("mp", cpu, [llama, gpt2]) as mp:  # the user's explicit choice stands
+            assert mp is not None and not mp.auto
+        with agent_threads("auto", cpu, [llama, build_tiny_model("llama", "xs", seed=2)[0]]) as auto:
+            assert auto is not None and auto.auto
+        assert agent_threads("auto", cpu, [llama, llama]) is None  # one model object: always in turn
+        assert agent_threads("mp", cpu, [llama, llama]) is None
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_what_counts_as_drawing_while_training() -> None:
+    llama, _ = build_tiny_model("llama", "xs", seed=0)
+    llama.model.layers[0].mlp.add_module("drop", torch.nn.Dropout(0.0))
+    assert not draws_while_training(llama)  # p = 0 draws nothing
+    llama.model.layers[0].mlp.drop.p = 0.05
+    assert draws_while_training(llama)
+    other, _ = build_tiny_model("llama", "xs", seed=0)
+    other.config.attention_dropout = 0.1  # applied inside attention, not as a module
+    assert draws_while_training(other)
 
 
 def test_an_auto_pool_steps_aside_when_the_threads_drop_below_the_cpu_agents() -> None:
