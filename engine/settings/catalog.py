@@ -98,8 +98,9 @@ CATALOG: dict[str, Setting] = {
     "max_steps": _s("run", int | None, None, "Train exactly this many steps, cycling through the data "
                     "(overrides epochs).", ge=1, form="main"),
     "items_per_step": _s("rollout", int | None, None, "Dataset items sampled together in one call (empty = "
-                         "all items of a step at once, the fastest; 1 = CoMLRL's one item at a time, the "
-                         "least sampling memory).", ge=1, form="main"),
+                         "all items of a step at once, the fastest, and one per call in preference "
+                         "collection; 1 = CoMLRL's one item at a time, the least sampling memory).", ge=1,
+                         form="main"),
     "max_new_tokens": _s("sampling", int, 256, "Completion length cap (tokens; less than the model's context).",
                          ge=1, le=MAX_NEW_TOKENS_LIMIT, form="main"),
     "temperature": _s("sampling", float, 0.6, "Sampling temperature.", gt=0, form="main"),
