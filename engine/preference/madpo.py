@@ -78,12 +78,11 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         self.reward_func = self.reward.reward_func
         self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
                                    [agent.model for agent in self.agents])
-        shared = len({id(a.model) for a in self.agents}) < self.num_agents
         self.tree = TreeBuilder(self.agents, self.reward, None, RolloutSettings(
             num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
             turn_order=cfg.turn_order, early_termination_threshold=None,
             external_prompt_passthrough=cfg.external_prompt_passthrough,
-        ), pool=None if shared else self._pool)
+        ), pool=self._pool)  # None for agents sharing a model
         self._schedule(1, update_streams=1)
         self.collector = PairCollector(self.tree, self.train_dataset, self.num_train_items,
                                        selection=cfg.pair_selection, limit=cfg.preference_pairs_per_sample,

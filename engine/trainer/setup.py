@@ -197,11 +197,3 @@ def make_adamw(params: list[torch.nn.Parameter], *, lr: float, weight_decay: flo
     models; results agree with the per-tensor loop to rounding)."""
     fused = bool(params) and all(p.is_floating_point() and p.device.type in _FUSED_DEVICES for p in params)
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
-
-
-def shared_groups(runtimes: list[AgentRuntime]) -> list[list[int]]:
-    """Agent indices grouped by model object: agents in one group share weights."""
-    groups: dict[int, list[int]] = {}
-    for agent in runtimes:
-        groups.setdefault(id(agent.model), []).append(agent.index)
-    return list(groups.values())

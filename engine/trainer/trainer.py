@@ -27,7 +27,7 @@ from engine.trainer.losses import lr_factor
 from engine.trainer.parallel import agent_threads, map_agents
 from engine.trainer.reporting import rollout_metrics, sample_episodes
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
-from engine.trainer.setup import dataset_length, shared_groups  # noqa: F401  (dataset_length is re-exported)
+from engine.trainer.setup import dataset_length  # noqa: F401  (re-exported)
 from engine.trainer.tree import Rollout, nodes_per_item
 from engine.trainer.update import UpdateSettings, optimize_agent, sample_kl, score_logprobs
 
@@ -82,12 +82,11 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         self.eval_check = eval_check
         self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
                                    [agent.model for agent in self.agents])
-        self._shared = any(len(g) > 1 for g in shared_groups(self.agents))
         self.tree = TreeBuilder(self.agents, self.reward, external_transition, RolloutSettings(
             num_generations=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,
             turn_order=cfg.turn_order, early_termination_threshold=cfg.early_termination_threshold,
             external_prompt_passthrough=cfg.external_prompt_passthrough,
-        ), pool=None if self._shared else self._pool)  # a shared model is not sampled from two threads
+        ), pool=self._pool)  # None for agents sharing a model: it is never sampled from two threads
         self.update_settings = UpdateSettings(
             loss_type=cfg.loss_type, clip_epsilon=cfg.clip_epsilon, num_inner_epochs=cfg.num_inner_epochs,
             train_batch_size=cfg.effective_train_batch_size, micro_batch_size=cfg.micro_batch_size,
@@ -145,7 +144,7 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
                              "from credit(rollout, rewards) first")
         # per agent, flat over every node of every rollout: S samples, their sibling groups, returns (S,)
         batches = [agent_batch(agent.index, rollouts) for agent in self.agents]
-        self._map(lambda agent: self._score(agent, batches[agent.index].samples), parallel=not self._shared)
+        self._map(lambda agent: self._score(agent, batches[agent.index].samples))
         kl_coef = cfg.reference_kl_coef if cfg.reference_kl_enabled and cfg.reference_kl_mode == "reward" else 0.0
         for batch in batches:
             batch.kl = sample_kl(batch.samples) if cfg.reference_kl_enabled else None  # (S,)
@@ -162,7 +161,7 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
             for group in agent.optimizer.param_groups:
                 group["lr"] = agent.learning_rate * factor
         stats = self._map(lambda agent: optimize_agent(agent, batches[agent.index].samples, self.update_settings,
-                                                       self._update_rngs[agent.index]), parallel=not self._shared)
+                                                       self._update_rngs[agent.index]))
         if advance_step:
             self.step += 1
         metrics: dict[str, float] = {}
@@ -183,8 +182,8 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         if cfg.reference_kl_enabled:
             score_logprobs(agent, samples, reference=True)
 
-    def _map(self, fn: Callable, *, parallel: bool = True) -> list[Any]:
-        return map_agents(fn, self.agents, self._pool if parallel else None)
+    def _map(self, fn: Callable) -> list[Any]:
+        return map_agents(fn, self.agents, self._pool)
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
         """One training step: the step's items rolled out, one update, metrics and episodes."""
