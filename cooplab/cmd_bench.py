@@ -45,6 +45,10 @@ def register(app: typer.Typer) -> None:
             None, "--dtype", help="Weights' dtype for every part, CoMLRL's included (float32 or bfloat16; "
                                   "default: the model's own). bfloat16 is fast on CPUs with AMX and on GPUs."
         ),
+        rollout_dtype: str | None = typer.Option(
+            None, "--rollout-dtype", help="With --model: also run CoopLab sampling from a copy of the weights in "
+                                          "this dtype (bfloat16), training in the weights' own (extra parts)."
+        ),
     ) -> None:
         """Time training steps of 2 tiny agents (K=4, 32 new tokens): phases, tokens/s, peak memory,
         engine overhead over the bare model calls, and with --vs-comlrl the speed-up over CoMLRL; on
@@ -55,10 +59,16 @@ def register(app: typer.Typer) -> None:
 
         if dtype not in (None, "float32", "bfloat16"):
             raise typer.BadParameter(f"unknown dtype {dtype!r}; expected float32 or bfloat16", param_hint="--dtype")
+        if rollout_dtype not in (None, "float32", "bfloat16", "float16"):
+            raise typer.BadParameter(f"unknown dtype {rollout_dtype!r}; expected bfloat16, float16 or float32",
+                                     param_hint="--rollout-dtype")
         if model is not None:
             _real_model_bench(model, steps, rounds, threads, max_new_tokens, vs_comlrl, as_json, no_fast_decode,
-                              cores, dtype)
+                              cores, dtype, rollout_dtype)
             return
+        if rollout_dtype is not None:
+            raise typer.BadParameter("--rollout-dtype needs --model (the real-model benchmark)",
+                                     param_hint="--rollout-dtype")
         if size not in ("xs", "s", "m"):
             raise typer.BadParameter(f"unknown size {size!r}; expected xs, s or m", param_hint="--size")
         if algorithm not in ("magrpo", "madpo"):
@@ -81,7 +91,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _real_model_bench(model: str, steps: int, rounds: int, threads: int, max_new_tokens: int | None,
-                      vs_comlrl: bool, as_json: bool, no_fast_decode: bool, cores: int, dtype: str | None) -> None:
+                      vs_comlrl: bool, as_json: bool, no_fast_decode: bool, cores: int, dtype: str | None,
+                      rollout_dtype: str | None = None) -> None:
     """``cooplab bench --model ...``: see :mod:`bench.training.real_model`."""
     from dataclasses import replace
 
@@ -90,7 +101,7 @@ def _real_model_bench(model: str, steps: int, rounds: int, threads: int, max_new
 
     settings = {**REAL_DEFAULTS, "steps": steps, **({"max_new_tokens": max_new_tokens} if max_new_tokens else {})}
     workload = replace(Workload(), model=model, threads=threads, fast_decode=not no_fast_decode, dtype=dtype,
-                       **settings)
+                       rollout_dtype=rollout_dtype, **settings)
     try:
         result = run_real_bench(workload, rounds=rounds, vs_comlrl=vs_comlrl or None, cores=cores)
     except (ComlrlMissingError, RuntimeError) as exc:

@@ -210,8 +210,9 @@ def _length_reward(completions1: list[str], completions2: list[str]) -> list[flo
 
 
 def check_training(models: list[Any], tokenizer: Any, device: str, *, name: str, new_tokens: int,
-                   mp: bool) -> Check:
-    """One MAGRPO step of two agents on ``device`` (``mp``: both in parallel, on the same device)."""
+                   mp: bool, rollout_dtype: str | None = None) -> Check:
+    """One MAGRPO step of two agents on ``device`` (``mp``: both in parallel, on the same device;
+    ``rollout_dtype``: sampling from copies in that dtype, which must follow the trained weights)."""
     import torch
 
     from engine import MAGRPOConfig, MAGRPOTrainer
@@ -221,7 +222,7 @@ def check_training(models: list[Any], tokenizer: Any, device: str, *, name: str,
     config = MAGRPOConfig(num_turns=1, num_generations=2, max_new_tokens=new_tokens, max_steps=1,
                           num_train_epochs=1, rollout_buffer_size=1, eval_interval=0, logging_steps=1,
                           agent_learning_rate=1e-4, agent_devices=[device, device] if mp else [device],
-                          **({"parallel_training": "mp"} if mp else {}))
+                          rollout_dtype=rollout_dtype, **({"parallel_training": "mp"} if mp else {}))
     sink = MemorySink()
     trainer = MAGRPOTrainer(agents=models, tokenizer=[tokenizer, tokenizer], reward_func=_length_reward,
                             train_dataset=[{"prompt": p} for p in PROMPTS], args=config)
@@ -238,11 +239,28 @@ def check_training(models: list[Any], tokenizer: Any, device: str, *, name: str,
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for m in models for p in m.parameters()})
     finite = all(v == v for k, v in metrics.items() if isinstance(v, float))  # no NaN in the reported metrics
     ok = all(changed) and on_device and finite and (threads or not mp)  # mp: the agents ran in threads
-    return Check(name, ok, f"agents trained: {changed}, on {device}: {on_device}, dtypes {dtypes}, "
+    copies = ""
+    if rollout_dtype is not None:
+        fresh = [_copy_follows(a) for a in trainer.agents]
+        ok = ok and all(fresh)
+        copies = f"sampling copies in {rollout_dtype} follow the weights: {fresh}, "
+    return Check(name, ok, f"agents trained: {changed}, on {device}: {on_device}, dtypes {dtypes}, {copies}"
                  f"parallel_training={trainer.args.parallel_training} (agents in threads: {threads}), "
                  f"finite metrics: {finite}",
                  {"step_s": metrics["perf/step_time_s"], "generate_s": metrics["perf/generate_s"],
                   "update_s": metrics["perf/update_s"], "tokens_per_s": metrics["perf/tokens_per_s"]})
+
+
+def _copy_follows(agent: Any) -> bool:
+    """The agent's sampling copy, once refreshed, equals its trained weights cast to the copy's dtype."""
+    import torch
+
+    copy_ = agent.rollout_copy
+    if copy_ is None or copy_.model.device != next(agent.model.parameters()).device:
+        return False
+    copy_.refreshed()
+    return all(torch.equal(p.to(copy_.dtype), q) for p, q in zip(agent.model.parameters(), copy_.model.parameters(),
+                                                                  strict=True))
 
 
 def run_checks(device: str = "cuda", shape: str = "qwen2-0.5b", new_tokens: int = 32,
@@ -266,6 +284,11 @@ def run_checks(device: str = "cuda", shape: str = "qwen2-0.5b", new_tokens: int 
         lambda: check_training(bf16, tok, device, name="bf16_training", new_tokens=new_tokens, mp=False))
     run("mp_same_device",
         lambda: check_training(bf16, tok, device, name="mp_same_device", new_tokens=new_tokens, mp=True))
+    bf16 = None  # free them before two float32 agents
+    fp32_team = [build_model(shape, device, torch.float32, seed=s)[0] for s in (0, 1)]
+    run("rollout_bfloat16",
+        lambda: check_training(fp32_team, tok, device, name="rollout_bfloat16", new_tokens=new_tokens, mp=False,
+                               rollout_dtype="bfloat16"))
     return results
 
 

@@ -202,7 +202,7 @@ TRAINER_SETTINGS = (
     "rollout_buffer_size", "train_batch_size", "items_per_step", "micro_batch_size", "shuffle",
     "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
     "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
-    "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "seed", "fast_decode",
+    "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "seed", "fast_decode", "rollout_dtype",
     # the preference algorithms only (other algorithms refuse them when changed)
     "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta", "reference_free",
     "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",

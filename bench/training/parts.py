@@ -56,7 +56,7 @@ def run_engine(w: Workload) -> dict[str, Any]:
         max_new_tokens=w.max_new_tokens, temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, num_turns=1,
         rollout_buffer_size=w.items_per_update, logging_steps=1, eval_interval=0, seed=w.seed,
         max_steps=w.total_steps, items_per_step=w.items_per_step, fast_decode=w.fast_decode,
-        parallel_training=w.parallel, **({"agent_devices": ["cpu"] * w.num_agents} if w.parallel == "mp" else {}),
+        rollout_dtype=w.rollout_dtype, parallel_training=w.parallel, **({"agent_devices": ["cpu"] * w.num_agents} if w.parallel == "mp" else {}),
     )  # fmt: skip
     sink = _ClockSink()
     trainer = MAGRPOTrainer(

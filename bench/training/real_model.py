@@ -46,12 +46,16 @@ def run_real_bench(w: Workload, *, rounds: int = 1, vs_comlrl: bool | None = Non
         vs_comlrl = installed
     elif vs_comlrl:
         import_comlrl()  # ComlrlMissingError with the install command, before any slow part
-    plan = {"engine": ("engine", w)}
+    plan = {"engine": ("engine", replace(w, rollout_dtype=None))}
+    if w.rollout_dtype:
+        plan["engine_rollout"] = ("engine", w)
     if vs_comlrl:
         plan["comlrl"] = ("comlrl", w)
     if cores > 1:
-        plan["engine_cores"] = ("engine", replace(w, threads=cores, parallel="auto"))
-        plan["engine_cores_sequential"] = ("engine", replace(w, threads=cores, parallel="none"))
+        plan["engine_cores"] = ("engine", replace(w, threads=cores, parallel="auto", rollout_dtype=None))
+        if w.rollout_dtype:
+            plan["engine_cores_rollout"] = ("engine", replace(w, threads=cores, parallel="auto"))
+        plan["engine_cores_sequential"] = ("engine", replace(w, threads=cores, parallel="none", rollout_dtype=None))
         if vs_comlrl:
             plan["comlrl_cores"] = ("comlrl", replace(w, threads=cores))
     collected: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
@@ -69,12 +73,17 @@ def run_real_bench(w: Workload, *, rounds: int = 1, vs_comlrl: bool | None = Non
     if vs_comlrl:
         result["speedup_cpu"] = result["comlrl"]["step_cpu_s_median"] / result["engine"]["step_cpu_s_median"]
         result["speedup_wall"] = result["comlrl"]["step_s_median"] / result["engine"]["step_s_median"]
+        if w.rollout_dtype:
+            result["speedup_rollout_cpu"] = (result["comlrl"]["step_cpu_s_median"]
+                                             / result["engine_rollout"]["step_cpu_s_median"])
     if cores > 1:
         result["auto_gain_wall"] = (result["engine_cores_sequential"]["step_s_median"]
                                     / result["engine_cores"]["step_s_median"])
         if vs_comlrl:
             best = min(result["comlrl"]["step_s_median"], result["comlrl_cores"]["step_s_median"])
             result["speedup_cores_wall"] = best / result["engine_cores"]["step_s_median"]
+            if w.rollout_dtype:
+                result["speedup_cores_rollout_wall"] = best / result["engine_cores_rollout"]["step_s_median"]
     return result
 
 
@@ -87,7 +96,8 @@ def format_real_report(result: dict[str, Any]) -> str:
              f"warm-up, x{result['rounds']} rounds, {w['threads']} thread(s), {w.get('dtype') or 'float32'} weights",
              f"{'':24}{'wall s/step':>12}{'CPU s/step':>11}{'generate s':>11}{'update s':>9}{'tokens/s':>9}"
              f"{'s/1k tok':>9}{'peak MiB':>9}   (medians of timed steps; phases are means)"]
-    for part in ("engine", "comlrl", "engine_cores", "engine_cores_sequential", "comlrl_cores"):
+    for part in ("engine", "engine_rollout", "comlrl", "engine_cores", "engine_cores_rollout",
+                 "engine_cores_sequential", "comlrl_cores"):
         r = result.get(part)
         if r is None:
             continue
@@ -100,6 +110,9 @@ def format_real_report(result: dict[str, Any]) -> str:
     if result["vs_comlrl"]:
         lines.append(f"CoopLab is {result['speedup_cpu']:.2f}x CoMLRL per step by CPU time "
                      f"({result['speedup_wall']:.2f}x wall), equal work")
+        if "speedup_rollout_cpu" in result:
+            lines.append(f"CoopLab with rollout_dtype={w['rollout_dtype']} (engine_rollout) is "
+                         f"{result['speedup_rollout_cpu']:.2f}x CoMLRL per step by CPU time")
     elif result.get("comlrl_installed"):
         lines.append("CoMLRL was not asked for (vs_comlrl=False): CoopLab alone")
     else:
@@ -111,5 +124,8 @@ def format_real_report(result: dict[str, Any]) -> str:
                 f"parallel_training='none' on {cores} threads")
         if "speedup_cores_wall" in result:
             line += f"; {result['speedup_cores_wall']:.2f}x CoMLRL's better of 1 and {cores} threads"
+            if "speedup_cores_rollout_wall" in result:
+                line += (f"; with rollout_dtype={w['rollout_dtype']} (engine_cores_rollout) "
+                         f"{result['speedup_cores_rollout_wall']:.2f}x")
         lines.append(line)
     return "\n".join(lines)

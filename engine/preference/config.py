@@ -28,7 +28,7 @@ PREFERENCE_SETTINGS = (
 )
 EXTRA_SETTINGS = (
     "reference_free", "loss_type", "max_grad_norm", "weight_decay", "lr_scheduler", "warmup_steps",
-    "gradient_checkpointing", "seed", "turn_order", "items_per_step", "fast_decode", "micro_batch_size",
+    "gradient_checkpointing", "seed", "turn_order", "items_per_step", "fast_decode", "rollout_dtype", "micro_batch_size",
     "max_steps", "eval_greedy", "eval_samples_per_item", "checkpoint_interval", "checkpoint_total_limit",
     "transcripts_per_step", "model_config", "agent_names",
 )

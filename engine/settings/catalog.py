@@ -162,6 +162,11 @@ CATALOG: dict[str, Setting] = {
     # --- sampling ------------------------------------------------------------------------------
     "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
                       "token step (falls back by itself).", **_BOOL),
+    "rollout_dtype": _s("sampling", Literal["float32", "bfloat16", "float16"] | None, None,
+                        "Sample from a copy of each agent's weights in this dtype, refreshed before every "
+                        "sampling call; training stays in the model's dtype. bfloat16 samples faster on CPUs "
+                        "with bfloat16 instructions and on GPUs; the samples come from the rounded policy. "
+                        "Empty: sample from the trained weights. Not with LoRA."),
     # --- devices and models --------------------------------------------------------------------
     "parallel_training": _s("devices", Literal["auto", "none", "mp"], "auto", "auto: the team on one device; "
                             "on a CPU with a thread per agent the agents run concurrently (not with dropout), "

@@ -86,6 +86,7 @@ class AgentRuntime:
     optimizer: torch.optim.Optimizer | None = None
     reference_model: Any = None
     generator: torch.Generator | None = None
+    rollout_copy: Any = None  # engine.trainer.rollout_copy.RolloutCopy with rollout_dtype, else None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -103,7 +104,7 @@ class AgentRuntime:
         from engine.sampling import generate_completions
 
         gen = generate_completions(
-            self.model,
+            self.sampling_model(),
             self.tokenizer,
             prompts,
             num_samples=num_samples,
@@ -116,6 +117,10 @@ class AgentRuntime:
             fast_decode=self.generation.fast_decode,
         )
         return unpack_generation(gen, len(prompts), num_samples)
+
+    def sampling_model(self) -> Any:
+        """The model the agent samples from: its weights, or their ``rollout_dtype`` copy refreshed."""
+        return self.model if self.rollout_copy is None else self.rollout_copy.refreshed()
 
     # -- log-probs --------------------------------------------------------------------------------
     def pack(self, prompt_ids: list[list[int]], completion_ids: list[list[int]]) -> SequenceBatch:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.host_memory import keep_freed_memory
 from engine.sinks.base import Sink
 from engine.trainer.checkpoint import CheckpointMixin
 from engine.trainer.loop import TrainLoopMixin
@@ -97,6 +98,8 @@ class TrainerCore(TrainLoopMixin, CheckpointMixin):
             agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
             system_prompts=system_prompts,
         )
+        if any(agent.device.type == "cpu" for agent in self.agents):
+            keep_freed_memory()  # a CPU step re-allocates its gradients and activations: reuse them
         self.train_dataset = train_dataset
         self.eval_dataset = eval_dataset
         self.external_transition = external_transition

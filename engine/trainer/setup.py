@@ -19,6 +19,7 @@ from engine.formatting import normalize_formatters
 from engine.lora.adapters import frozen_base
 from engine.trainer.agents import AgentRuntime, GenerationSettings
 from engine.trainer.optimizer_state import allocate_adam_state
+from engine.trainer.rollout_copy import rollout_copy_for
 
 _GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
 
@@ -154,8 +155,10 @@ def build_team(
 
 
 def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
-    """Gradient checkpointing, reference copies (one per distinct model), optimizers, generators."""
+    """Gradient checkpointing, reference and sampling copies (one per distinct model), optimizers,
+    generators."""
     references: dict[int, Any] = {}
+    rollout_copies: dict[int, Any] = {}
     ref_devices = config.reference_devices
     if isinstance(ref_devices, str):
         ref_devices = [ref_devices]
@@ -182,9 +185,12 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
                 ref.requires_grad_(False)
                 references[id(model)] = ref
             agent.reference_model = references[id(model)]
+        agent.rollout_copy = rollout_copy_for(model, getattr(config, "rollout_dtype", None), rollout_copies)
         agent.optimizer = make_adamw(agent.trainable_parameters(), lr=agent.learning_rate,
                                      weight_decay=config.weight_decay)
         allocate_adam_state(agent.optimizer)  # now, not in the first (timed) step
+        if agent.rollout_copy is not None:
+            agent.rollout_copy.watch(agent.optimizer)
         agent.generator = torch.Generator(device=agent.device).manual_seed(config.seed * 1000 + agent.index)
 
 

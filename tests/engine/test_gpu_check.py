@@ -34,14 +34,16 @@ def test_require_gpu_turns_the_missing_gpu_into_an_exit_status(capsys) -> None:
 def test_every_check_passes_on_a_tiny_model_on_the_cpu() -> None:
     results = run_checks("cpu", "tiny", new_tokens=4)
     assert [r.name for r in results] == ["placement", "decode_float32", "decode_bfloat16", "bf16_training",
-                                         "mp_same_device"]
+                                         "mp_same_device", "rollout_bfloat16"]
     failed = [(r.name, r.detail) for r in results if not r.ok]
     assert not failed
     decode = results[1]
     assert decode.numbers["logprob_max_diff"] <= 1e-3 and decode.numbers["sample_tokens_per_s"] > 0
     assert decode.numbers["sample_tokens_per_s_forward"] > 0
     assert "fast token step: exact on this device" in decode.detail  # the CPU needs no check
-    assert "parallel_training=mp" in results[-1].detail and "bfloat16" in results[-2].detail
+    assert "parallel_training=mp" in results[4].detail and "bfloat16" in results[3].detail
+    assert "dtypes ['float32']" in results[5].detail  # trained in float32, sampled from bfloat16 copies
+    assert "sampling copies in bfloat16 follow the weights: [True, True]" in results[5].detail
 
 
 def test_a_check_that_raises_is_a_failure_naming_the_error() -> None:

@@ -1,0 +1,89 @@
+"""A copy of an agent's weights in another dtype to sample from (``rollout_dtype``).
+
+Sampling a small batch reads every weight once per token, so on a CPU with bfloat16 instructions
+(AVX512-BF16, AMX) or on a GPU, a bfloat16 copy samples faster than the float32 weights being
+trained. Before each sampling call the copy takes in what changed since the last call: every
+weight after a step of an optimizer it watches (torch's fused AdamW leaves the version counters
+alone), and any parameter or buffer written in place otherwise (a ``load_state_dict``, a resume:
+their version counters moved). Training, the update's log-probs and checkpoints stay in the
+model's own dtype.
+
+The samples then come from the rounded policy. The log-probs the sampler returns are the copy's,
+so with ``clip_epsilon`` the update's ratio ``exp(log p - old log p)`` is the importance ratio of
+the trained policy against the one that sampled (not exactly 1 on the first pass).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from engine.lora.adapters import is_lora
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class RolloutCopy:
+    """The sampling copy of one model object (agents that share the model share the copy)."""
+
+    def __init__(self, source: torch.nn.Module, dtype: torch.dtype) -> None:
+        if is_lora(source):
+            raise ValueError(
+                "rollout_dtype: LoRA agents sample from their adapters on the frozen base; a copy in another "
+                "dtype is not supported for them. Leave rollout_dtype empty, or set torch_dtype for the whole model"
+            )
+        self.source = source
+        self.dtype = dtype
+        self.model = copy.deepcopy(source)
+        for param in self.model.parameters():  # buffers (rotary frequencies) keep their dtype, as from_pretrained
+            param.data = param.data.to(dtype)
+        self.model.eval()
+        self.model.requires_grad_(False)
+        self._pairs = list(zip(_tensors(source), _tensors(self.model), strict=True))
+        self._versions = [src._version for src, _ in self._pairs]
+        self._stepped = False
+        self.tensors_copied = 0  # how many tensors refreshes have copied in (tests, diagnostics)
+
+    def watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Refresh every weight before the next sampling call whenever ``optimizer`` steps."""
+        optimizer.register_step_post_hook(self._after_step)
+
+    def _after_step(self, *_: Any) -> None:
+        self._stepped = True
+
+    def refreshed(self) -> torch.nn.Module:
+        """The copy, after copying in every source tensor that changed since the last refresh."""
+        with torch.no_grad():
+            for i, (src, dst) in enumerate(self._pairs):
+                if self._stepped or src._version != self._versions[i]:
+                    dst.copy_(src)
+                    self._versions[i] = src._version
+                    self.tensors_copied += 1
+        self._stepped = False
+        return self.model
+
+
+def _tensors(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Parameters then buffers, each once (tied weights appear once), in a fixed order."""
+    seen: set[int] = set()
+    out: list[torch.Tensor] = []
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            out.append(tensor)
+    return out
+
+
+def rollout_copy_for(model: torch.nn.Module, rollout_dtype: str | None, copies: dict[int, Any]) -> RolloutCopy | None:
+    """The sampling copy of ``model`` for ``rollout_dtype`` (one per model object, kept in ``copies``);
+    None when unset or when the model already has that dtype."""
+    if rollout_dtype is None:
+        return None
+    dtype = DTYPES[rollout_dtype]
+    if next(model.parameters()).dtype == dtype:
+        return None
+    if id(model) not in copies:
+        copies[id(model)] = RolloutCopy(model, dtype)
+    return copies[id(model)]
