@@ -9,7 +9,10 @@ The configurations (``CONFIGS``), each run in its own Python process so its peak
   base (:mod:`engine.lora`);
 - ``grad_ckpt``: ``full`` with gradient checkpointing in the update;
 - ``bf16``: ``full`` with bfloat16 weights (CPU bfloat16 matmuls are slow without AMX: expect a
-  smaller footprint and a slower step there; on a GPU it is the usual choice).
+  smaller footprint and a slower step there; on a GPU it is the usual choice);
+- ``rollout_bf16``: ``full`` (float32 training) sampling from a bfloat16 copy of each agent's weights
+  (``rollout_dtype``, :mod:`engine.trainer.rollout_copy`); the copies' size is reported beside the
+  weights.
 
 Each runs the MAGRPO trainer on the benchmark workload (``bench.training.workload``: K samples per
 agent, a completion length cap, a length-ratio reward) for warm-up + timed steps and reports: peak
@@ -43,7 +46,7 @@ from bench.training.workload import (
     summarize,
 )
 
-CONFIGS = ("full", "shared", "lora_shared", "grad_ckpt", "bf16")
+CONFIGS = ("full", "shared", "lora_shared", "grad_ckpt", "bf16", "rollout_bf16")
 MIB = 2**20
 
 
@@ -85,7 +88,8 @@ def build_team(name: str, mw: MemoryWorkload) -> tuple[list[Any], list[Any], dic
         from engine.lora import LoraSettings, lora_team
 
         models = lora_team(models, [LoraSettings(rank=mw.lora_rank)] * 2, seed=mw.seed)
-    settings = {"gradient_checkpointing": name == "grad_ckpt"}
+    settings = {"gradient_checkpointing": name == "grad_ckpt",
+                "rollout_dtype": "bfloat16" if name == "rollout_bf16" else None}
     return models, [tok, tok], settings
 
 
@@ -114,6 +118,8 @@ def measure(name: str, mw: MemoryWorkload) -> dict[str, Any]:
     sink.mark()
     trainer.train(sink=sink)
     accounted = team_memory([a.model for a in trainer.agents], [a.optimizer for a in trainer.agents])
+    copies = {id(a.rollout_copy): a.rollout_copy for a in trainer.agents if a.rollout_copy is not None}
+    copy_bytes = sum(t.numel() * t.element_size() for c in copies.values() for t in c.model.parameters())
     steps = sink.steps[w.warmup_steps:] or sink.steps
     phases = {key.split("/")[1]: statistics.fmean(s.metrics[key] for s in steps)
               for key in ("perf/generate_s", "perf/update_s")}
@@ -122,7 +128,7 @@ def measure(name: str, mw: MemoryWorkload) -> dict[str, Any]:
         "config": name, **summarize(sink.marks, w), "phases": phases, "tokens_per_step": tokens,
         "peak_mem_mb": peak_memory_mb(), "loaded_mem_mb": loaded_mb,
         "weights_mb": accounted.weight_bytes / MIB, "unshared_weights_mb": accounted.unshared_weight_bytes / MIB,
-        "optimizer_mb": accounted.optimizer_bytes / MIB, "trainable_m": accounted.trainable_bytes
+        "optimizer_mb": accounted.optimizer_bytes / MIB, "rollout_copy_mb": copy_bytes / MIB, "trainable_m": accounted.trainable_bytes
         / next(p.element_size() for p in trainer.agents[0].model.parameters() if p.requires_grad) / 1e6,
     }  # fmt: skip
 
@@ -166,7 +172,8 @@ def format_memory_report(result: dict[str, Any]) -> str:
         if "error" in r:
             lines.append(f"| {name} | failed: {r['error']} |")
             continue
-        lines.append(f"| {name} | {r['peak_mem_mb']:.0f} | {r['weights_mb']:.1f} / {r['unshared_weights_mb']:.1f} | "
+        copy_cell = f" (+{r['rollout_copy_mb']:.1f} sampling copies)" if r.get("rollout_copy_mb") else ""
+        lines.append(f"| {name} | {r['peak_mem_mb']:.0f} | {r['weights_mb']:.1f} / {r['unshared_weights_mb']:.1f}{copy_cell} | "
                      f"{r['optimizer_mb']:.1f} | {r['trainable_m']:.2f} | {r['step_s_median']:.2f} | "
                      f"{r['step_cpu_s_median']:.2f} | {r['phases']['generate_s']:.2f} | "
                      f"{r['phases']['update_s']:.2f} | {r['tokens_per_step']:.0f} |")

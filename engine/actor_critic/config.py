@@ -30,6 +30,7 @@ COMLRL_SETTINGS = (
 )
 EXTRA_SETTINGS = (
     "loss_type", "max_grad_norm", "weight_decay", "seed", "shuffle", "items_per_step", "max_steps", "eval_greedy",
+    "rollout_dtype",
     "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "gradient_checkpointing",
     "model_config", "agent_names",
 )

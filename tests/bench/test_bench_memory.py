@@ -34,3 +34,11 @@ def test_unknown_configuration_is_refused_by_name(capsys) -> None:
     assert "unknown configurations ['tiny']" in capsys.readouterr().err
     failed = run_memory_bench(TINY, ("nope",), isolate=False)["configs"]["nope"]
     assert "unknown memory configuration 'nope'" in failed["error"] and "nope" not in CONFIGS
+
+
+def test_sampling_copies_are_reported_at_half_the_float32_weights() -> None:
+    result = run_memory_bench(TINY, ("full", "rollout_bf16"), isolate=False)
+    full, rollout = result["configs"]["full"], result["configs"]["rollout_bf16"]
+    assert rollout["weights_mb"] == pytest.approx(full["weights_mb"])  # training weights stay float32
+    assert full["rollout_copy_mb"] == 0 and rollout["rollout_copy_mb"] == pytest.approx(full["weights_mb"] / 2, rel=1e-3)  # buffers aside
+    assert "sampling copies)" in format_memory_report(result).splitlines()[-1]

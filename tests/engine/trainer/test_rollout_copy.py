@@ -126,3 +126,23 @@ def test_lora_agents_are_refused_with_the_fix() -> None:
 def test_an_unknown_dtype_is_a_clear_config_error() -> None:
     with pytest.raises(ValueError, match="rollout_dtype"):
         MAGRPOConfig(rollout_dtype="int8")
+
+
+@pytest.mark.parametrize("example", ["iac", "madpo"])
+def test_actor_critic_and_preference_trainers_sample_from_the_copy(example) -> None:
+    import yaml
+
+    from engine.build import build_trainer
+    from engine.examples import example_path
+    from engine.sinks import MemorySink
+    from engine.spec import parse_run_config
+
+    config = yaml.safe_load(example_path(example).read_text(encoding="utf-8"))
+    config["trainer"].update(rollout_dtype="bfloat16", max_steps=2, eval_interval=0, checkpoint_interval=0)
+    trainer = build_trainer(parse_run_config(config), output_dir=None)
+    seen = [_record_refreshes(agent) for agent in trainer.agents]
+    trainer.train(sink=MemorySink())
+    for agent, calls in zip(trainer.agents, seen, strict=True):
+        assert agent.rollout_copy.model.dtype == torch.bfloat16
+        assert calls and all(fresh for fresh, _ in calls)
+        assert not torch.equal(calls[0][1], next(agent.model.parameters()).detach())  # it trained after sampling
