@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         ),
         dtype: str | None = typer.Option(
             None, "--dtype", help="Weights' dtype for every part, CoMLRL's included (float32 or bfloat16; "
-                                  "default: the model's own). bfloat16 is fast on CPUs with AMX and on GPUs."
+                                  "default: the model's own). bfloat16 is fast on GPUs and CPUs with AMX or AVX512-BF16."
         ),
         rollout_dtype: str | None = typer.Option(
             None, "--rollout-dtype", help="With --model: also run CoopLab sampling from a copy of the weights in "

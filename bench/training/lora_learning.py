@@ -85,9 +85,10 @@ def compare(base: dict[str, Any], seeds: list[int], *, steps: int, window: int, 
 
 
 def format_learning_report(result: dict[str, Any]) -> str:
+    lora = (f"; LoRA rank {result['lora_rank']} on {result['lora_targets']}, lr {result['lora_lr']}"
+            if "lora" in result["arms"] else "")
     lines = [f"{' vs '.join(result['arms'])}: seeds {result['seeds']}, {result['steps']} steps, team reward averaged "
-             f"over the first/last {result['window']} steps; LoRA rank {result['lora_rank']} on "
-             f"{result['lora_targets']}, lr {result['lora_lr']}",
+             f"over the first/last {result['window']} steps{lora}",
              f"{'arm':14}{'first':>8}{'last':>8}{'gain':>8}{'s/step':>8}   gain per seed"]
     for arm in result["arms"]:
         r = result[arm]

@@ -8,8 +8,9 @@ The configurations (``CONFIGS``), each run in its own Python process so its peak
 - ``lora_shared``: a LoRA adapter per agent (``--lora-rank``, peft's default targets) on one frozen
   base (:mod:`engine.lora`);
 - ``grad_ckpt``: ``full`` with gradient checkpointing in the update;
-- ``bf16``: ``full`` with bfloat16 weights (CPU bfloat16 matmuls are slow without AMX: expect a
-  smaller footprint and a slower step there; on a GPU it is the usual choice);
+- ``bf16``: ``full`` with bfloat16 weights (CPU bfloat16 matmuls are slow without bfloat16
+  instructions, AMX or AVX512-BF16: expect a smaller footprint and a slower step there; on a GPU it
+  is the usual choice);
 - ``rollout_bf16``: ``full`` (float32 training) sampling from a bfloat16 copy of each agent's weights
   (``rollout_dtype``, :mod:`engine.trainer.rollout_copy`); the copies' size is reported beside the
   weights.

@@ -47,7 +47,8 @@ PROBE = textwrap.dedent("""
     rounds = [faults_of_round()[0] for _ in range(16)]
     print(json.dumps({"kept": kept, "is_kept": host_memory.is_kept(), "faults": rounds[-4:]}))
 """)
-PAGES = 64 * 1024 * 1024 // os.sysconf("SC_PAGE_SIZE")
+# Without the policy every round faults its block in again: 64 MiB of 4 KiB pages here, far fewer
+# where transparent huge pages are "always" on, so the control only asks for a fault in each round.
 
 
 def probe(action: str, **env: str) -> dict:
@@ -61,28 +62,28 @@ def test_malloc_default_faults_a_freed_block_in_again() -> None:
     """The control: without the policy a 64 MiB block goes back to the kernel when freed."""
     out = probe("none")
     assert not out["is_kept"]
-    assert min(out["faults"]) > PAGES // 2
+    assert min(out["faults"]) > 0
 
 
 def test_kept_memory_is_reused_without_page_faults() -> None:
     out = probe("keep")
     assert out["kept"] and out["is_kept"]
-    assert max(out["faults"]) < PAGES // 20
+    assert sum(out["faults"]) == 0
 
 
 def test_release_restores_mallocs_defaults() -> None:
     out = probe("keep_then_release")
     assert not out["is_kept"]
-    assert min(out["faults"]) > PAGES // 2
+    assert min(out["faults"]) > 0
 
 
 def test_the_environment_can_turn_it_off() -> None:
     out = probe("keep", COOPLAB_KEEP_FREED_MEMORY="0")
     assert not out["kept"] and not out["is_kept"]
-    assert min(out["faults"]) > PAGES // 2
+    assert min(out["faults"]) > 0
 
 
 def test_a_trainer_with_an_agent_on_the_cpu_keeps_freed_memory() -> None:
     out = probe("trainer")
     assert out["is_kept"]
-    assert max(out["faults"]) < PAGES // 20
+    assert sum(out["faults"]) == 0
