@@ -12,6 +12,14 @@ from engine.sampling import generate_completions, left_pad
 from tests.engine.sampling.sampling_fixtures import PROMPTS, eos_prone
 
 
+def _in_dtype(model, tokenizer, dtype: torch.dtype):
+    """The model's parameters in ``dtype``, its buffers (rotary frequencies) as they were, as
+    ``from_pretrained(dtype=...)`` and rollout_dtype's sampling copies leave them."""
+    for param in model.parameters():
+        param.data = param.data.to(dtype)
+    return model, tokenizer
+
+
 def _step_by_step(model, prompts: list[list[int]], pad_id: int, steps: int = 6):
     """Greedy-decode ``steps`` tokens twice (model forward with its cache, and the fast step) and
     return both logit sequences."""
@@ -40,10 +48,12 @@ def _step_by_step(model, prompts: list[list[int]], pad_id: int, steps: int = 6):
     return reference, ours
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 @pytest.mark.parametrize("padded", [False, True], ids=["same_length", "left_padded"])
-def test_fast_step_logits_equal_the_model_forward(arch: str, padded: bool) -> None:
-    model, tokenizer = build_tiny_model(arch, "xs", seed=3)
+def test_fast_step_logits_equal_the_model_forward(arch: str, padded: bool, dtype: torch.dtype) -> None:
+    """Bit for bit on the CPU in float32 and in bfloat16 (rollout_dtype's sampling copies)."""
+    model, tokenizer = _in_dtype(*build_tiny_model(arch, "xs", seed=3), dtype)
     prompts = [[5, 6, 7, 8, 9], [10, 11, 12]] if padded else [[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
     reference, ours = _step_by_step(model, prompts, tokenizer.pad_token_id)
     for step, (ref, got) in enumerate(zip(reference, ours, strict=True)):
@@ -100,9 +110,10 @@ def test_a_replaced_projection_is_not_claimed() -> None:
     assert not FastDecoder.supports(llama)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_sampling_with_and_without_the_fast_step_is_identical(arch: str) -> None:
-    model, tokenizer = build_tiny_model(arch, "xs", seed=2)
+def test_sampling_with_and_without_the_fast_step_is_identical(arch: str, dtype: torch.dtype) -> None:
+    model, tokenizer = _in_dtype(*build_tiny_model(arch, "xs", seed=2), dtype)
     runs = []
     for fast in (True, False):
         generator = torch.Generator().manual_seed(77)
