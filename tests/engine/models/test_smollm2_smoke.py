@@ -70,3 +70,23 @@ def test_two_smollm2_agents_train_one_step(model_cache) -> None:
     assert not torch.equal(model_a.lm_head.weight[:4], before)  # the update reached the weights
     texts = [turn.completion for episode in sink.episodes for turn in episode.turns]
     assert texts and any(t.strip() for t in texts)
+
+
+def test_a_smollm2_agent_samples_from_its_bfloat16_copy_and_trains_in_float32(model_cache) -> None:
+    model, tok = load_agent("builtin:smollm2-135m", cache_dir=model_cache)
+    config = MAGRPOConfig(
+        num_agents=1, num_train_epochs=1, num_generations=2, max_new_tokens=8, num_turns=1, rollout_buffer_size=1,
+        max_steps=2, eval_interval=0, logging_steps=1, agent_learning_rate=1e-4, seed=0, rollout_dtype="bfloat16",
+    )  # fmt: skip
+    trainer = MAGRPOTrainer(agents=[model], tokenizer=[tok], reward_func=lambda c: [len(set(x)) / 20.0 for x in c],
+                            args=config, train_dataset=[{"prompt": "Name a colour."}, {"prompt": "Name a fruit."}],
+                            formatters=[_chat("Answer in one word.")])
+    copy_ = trainer.agents[0].rollout_copy
+    assert copy_.model.lm_head.weight.dtype == torch.bfloat16 and model.lm_head.weight.dtype == torch.float32
+    sink = MemorySink()
+    assert trainer.train(sink=sink).status == "completed" and len(sink.steps) == 2
+    assert copy_.tensors_copied > 0  # the second step sampled from the weights the first one trained
+    assert all(math.isfinite(s.metrics["agent/agent_0/loss"]) for s in sink.steps)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    copy_.refreshed()
+    assert torch.equal(copy_.model.lm_head.weight, model.lm_head.weight.to(torch.bfloat16))
