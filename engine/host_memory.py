@@ -10,7 +10,8 @@ took 46 ms against 3 ms for a reused one, and a SmolLM2-135M update step spent a
 its time in such faults.
 
 :func:`keep_freed_memory` tells ``malloc`` to serve every block from its heap and never to shrink
-it, so a block freed in one step is reused by the next. The process's memory then stays at its
+it, and to give every thread the main arena (agents run in threads), so a block freed in one
+step is reused by the next. The process's memory then stays at its
 peak until it exits (a job runs in a process of its own). ``COOPLAB_KEEP_FREED_MEMORY=0`` leaves
 ``malloc``'s own policy in place. Other C libraries (macOS, musl) are left alone.
 """
@@ -27,9 +28,11 @@ ENV = "COOPLAB_KEEP_FREED_MEMORY"
 # mallopt parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
-# glibc's defaults, restored by release_freed_memory
+M_ARENA_MAX = -8
+# glibc's defaults, restored by release_freed_memory (its dynamic mmap threshold stays off)
 DEFAULT_TRIM_THRESHOLD = 128 * 1024
 DEFAULT_MMAP_MAX = 65536
+DEFAULT_ARENA_MAX = 0  # 0: glibc's own limit (8 per core)
 
 _lock = threading.Lock()
 _state = {"kept": False}
@@ -66,8 +69,15 @@ def keep_freed_memory() -> bool:
         libc = _libc()
         if libc is None:
             return False
-        # -1 is SIZE_MAX once glibc reads it as a size: the heap's top is never trimmed.
-        ok = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, -1) == 1
+        # -1 is SIZE_MAX once glibc reads it as a size: the heap's top is never trimmed. One arena:
+        # a thread's own arena grows in heaps of at most 64 MiB and maps larger blocks (an embedding
+        # gradient, the logits) from the kernel whatever M_MMAP_MAX says, so agents sampling and
+        # updating in threads would fault those in at every step; threads that already hold an
+        # arena keep it.
+        ok = (libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, -1) == 1
+              and libc.mallopt(M_ARENA_MAX, 1) == 1)
+        if not ok:
+            _restore(libc)
         _state["kept"] = ok
         return ok
 
@@ -78,10 +88,15 @@ def release_freed_memory() -> None:
         libc = _libc()
         if libc is None:
             return
-        libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
-        libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
+        _restore(libc)
         libc.malloc_trim(0)
         _state["kept"] = False
+
+
+def _restore(libc: ctypes.CDLL) -> None:
+    libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
+    libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
+    libc.mallopt(M_ARENA_MAX, DEFAULT_ARENA_MAX)
 
 
 def is_kept() -> bool:

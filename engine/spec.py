@@ -260,6 +260,11 @@ class RunConfig(_Strict):
                     f"agents.{i}.lora_rank: agents sharing weights must all use LoRA (one frozen base, an adapter "
                     f"each) or none; set lora_rank on both {agent.name!r} and {target!r}, or on neither"
                 )
+        if self.trainer.rollout_dtype is not None and any(a.lora_rank is not None for a in self.agents):
+            lora = [a.name for a in self.agents if a.lora_rank is not None]
+            raise ValueError(f"trainer.rollout_dtype: LoRA agents ({', '.join(lora)}) sample from their adapters on "
+                             f"the frozen base and have no sampling copy; leave rollout_dtype empty, or set "
+                             f"torch_dtype for the whole model")
         if self.system is not None:
             parse_system_spec(self)
         return self

@@ -84,7 +84,7 @@ class ComparatorSources:
     def comparator_runtime(self, agent: AgentRuntime, model: Any, device: torch.device | None) -> AgentRuntime:
         """``agent`` sampling with ``model`` (frozen, no optimizer); on another device it gets a seeded
         generator there (on its own device it shares the agent's)."""
-        frozen = dataclasses.replace(agent, model=model, optimizer=None, reference_model=None)
+        frozen = dataclasses.replace(agent, model=model, optimizer=None, reference_model=None, rollout_copy=None)
         if device is None or device == agent.device:
             return frozen
         return dataclasses.replace(frozen, device=device, generator=self._generator(device, agent.index))

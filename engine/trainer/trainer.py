@@ -175,9 +175,13 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
 
     def _score(self, agent: Any, samples: list) -> None:
         """The log-probs the loss needs besides the current policy's: the rollout policy's (the
-        sampler keeps them; scored only when missing) and the reference model's."""
+        sampler keeps them; scored only when missing) and the reference model's. An agent sampling
+        from a ``rollout_dtype`` copy has its log-probs scored again by its own weights for the KL,
+        which must be zero where the trained policy equals the reference."""
         cfg = self.args
-        if (cfg.clip_epsilon is not None or cfg.reference_kl_enabled) and any(s.old_logps is None for s in samples):
+        missing = any(s.old_logps is None for s in samples)
+        rescore = cfg.reference_kl_enabled and getattr(agent, "rollout_copy", None) is not None
+        if ((cfg.clip_epsilon is not None or cfg.reference_kl_enabled) and missing) or rescore:
             score_logprobs(agent, samples, reference=False)
         if cfg.reference_kl_enabled:
             score_logprobs(agent, samples, reference=True)

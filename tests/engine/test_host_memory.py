@@ -28,13 +28,14 @@ PROBE = textwrap.dedent("""
 
     def faults_of_round():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        block = torch.empty(16 * 1024 * 1024, dtype=torch.float32)
+        block = torch.empty(block_floats, dtype=torch.float32)
         block.fill_(1.0)
         small = [str(i) for i in range(100)]
         del block
         return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, small
 
     action = sys.argv[1]
+    block_floats = 16 * 1024 * 1024
     kept = host_memory.keep_freed_memory() if action in ("keep", "keep_then_release") else False
     if action == "keep_then_release":
         host_memory.release_freed_memory()
@@ -44,7 +45,16 @@ PROBE = textwrap.dedent("""
         model, tok = build_tiny_model("llama", "xs", seed=0)
         MAGRPOTrainer(agents=[model], tokenizer=[tok], train_dataset=[{"prompt": "a"}],
                       reward_func=lambda c: [0.0], args=MAGRPOConfig(num_agents=1, num_turns=1, max_steps=1))
-    rounds = [faults_of_round()[0] for _ in range(16)]
+    if action == "keep_in_thread":  # agents sample and update in threads; 100 MiB > a thread arena's heap
+        import threading
+        kept = host_memory.keep_freed_memory()
+        block_floats = 25 * 1024 * 1024
+        rounds = []
+        worker = threading.Thread(target=lambda: rounds.extend(faults_of_round()[0] for _ in range(16)))
+        worker.start()
+        worker.join()
+    else:
+        rounds = [faults_of_round()[0] for _ in range(16)]
     print(json.dumps({"kept": kept, "is_kept": host_memory.is_kept(), "faults": rounds[-4:]}))
 """)
 # Without the policy every round faults its block in again: 64 MiB of 4 KiB pages here, far fewer
@@ -86,4 +96,10 @@ def test_the_environment_can_turn_it_off() -> None:
 def test_a_trainer_with_an_agent_on_the_cpu_keeps_freed_memory() -> None:
     out = probe("trainer")
     assert out["is_kept"]
+    assert sum(out["faults"]) == 0
+
+
+def test_threads_reuse_freed_blocks_larger_than_a_thread_arena() -> None:
+    out = probe("keep_in_thread")
+    assert out["kept"] and out["is_kept"]
     assert sum(out["faults"]) == 0

@@ -36,6 +36,9 @@ def test_lora_settings_are_validated_per_agent() -> None:
     run = parse_run_config(_config({"lora_rank": 4, "lora_target_modules": "all-linear"},
                                    {"lora_rank": 2, "lora_dropout": 0.1}))
     assert run.agents[0].lora_target_modules == ["all-linear"] and run.agents[1].lora_alpha == 16.0
+    with pytest.raises(ConfigError, match=r"rollout_dtype: LoRA agents \(second\) .* leave rollout_dtype empty"):
+        parse_run_config(_config({}, {"lora_rank": 2}, rollout_dtype="bfloat16"))
+    assert parse_run_config(_config({}, {}, rollout_dtype="bfloat16")).trainer.rollout_dtype == "bfloat16"
 
 
 def test_actor_critic_with_lora_is_refused_by_name() -> None:

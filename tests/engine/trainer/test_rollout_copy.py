@@ -146,3 +146,32 @@ def test_actor_critic_and_preference_trainers_sample_from_the_copy(example) -> N
         assert agent.rollout_copy.model.dtype == torch.bfloat16
         assert calls and all(fresh for fresh, _ in calls)
         assert not torch.equal(calls[0][1], next(agent.model.parameters()).detach())  # it trained after sampling
+
+
+def test_the_reference_kl_compares_the_trained_weights_not_the_copy(team) -> None:
+    """At the first step the policy is its reference: the KL is zero although the samples came from
+    the bfloat16 copy (whose log-probs differ from the float32 policy's)."""
+    from engine.sinks import MemorySink
+
+    trainer = make_trainer(team, fast_config(rollout_dtype="bfloat16", reference_kl_enabled=True, max_steps=1))
+    sink = MemorySink()
+    trainer.train(sink=sink)
+    metrics = sink.steps[0].metrics
+    assert all(metrics[f"agent/{name}/kl"] == 0.0 for name in trainer.agent_names)
+
+
+def test_a_comparator_samples_its_own_weights_not_the_agents_copy() -> None:
+    import yaml
+
+    from engine.build import build_trainer
+    from engine.examples import example_path
+    from engine.spec import parse_run_config
+
+    config = yaml.safe_load(example_path("madpo_iter").read_text(encoding="utf-8"))
+    config["trainer"].update(rollout_dtype="bfloat16")
+    trainer = build_trainer(parse_run_config(config), output_dir=None)
+    agent = trainer.agents[0]
+    snapshot = copy.deepcopy(agent.model)
+    frozen = trainer.comparator_runtime(agent, snapshot, None)
+    assert agent.sampling_model() is agent.rollout_copy.model
+    assert frozen.sampling_model() is snapshot
