@@ -260,8 +260,8 @@ class RunConfig(_Strict):
                     f"agents.{i}.lora_rank: agents sharing weights must all use LoRA (one frozen base, an adapter "
                     f"each) or none; set lora_rank on both {agent.name!r} and {target!r}, or on neither"
                 )
-        if self.trainer.rollout_dtype is not None and any(a.lora_rank is not None for a in self.agents):
-            lora = [a.name for a in self.agents if a.lora_rank is not None]
+        lora = [a.name for a in self.agents if a.lora_rank is not None]
+        if self.trainer.rollout_dtype is not None and lora:
             raise ValueError(f"trainer.rollout_dtype: LoRA agents ({', '.join(lora)}) sample from their adapters on "
                              f"the frozen base and have no sampling copy; leave rollout_dtype empty, or set "
                              f"torch_dtype for the whole model")

@@ -22,8 +22,6 @@ import torch
 
 from engine.lora.adapters import is_lora
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
 
 class RolloutCopy:
     """The sampling copy of one model object (agents that share the model share the copy)."""
@@ -79,9 +77,11 @@ def _tensors(model: torch.nn.Module) -> list[torch.Tensor]:
 def rollout_copy_for(model: torch.nn.Module, rollout_dtype: str | None, copies: dict[int, Any]) -> RolloutCopy | None:
     """The sampling copy of ``model`` for ``rollout_dtype`` (one per model object, kept in ``copies``);
     None when unset or when the model already has that dtype."""
+    from engine.models.loading import resolve_dtype  # transformers, only when a copy is asked for
+
     if rollout_dtype is None:
         return None
-    dtype = DTYPES[rollout_dtype]
+    dtype = resolve_dtype(rollout_dtype)
     if next(model.parameters()).dtype == dtype:
         return None
     if id(model) not in copies:

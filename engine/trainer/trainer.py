@@ -180,7 +180,7 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         which must be zero where the trained policy equals the reference."""
         cfg = self.args
         missing = any(s.old_logps is None for s in samples)
-        rescore = cfg.reference_kl_enabled and getattr(agent, "rollout_copy", None) is not None
+        rescore = cfg.reference_kl_enabled and agent.rollout_copy is not None
         if ((cfg.clip_epsilon is not None or cfg.reference_kl_enabled) and missing) or rescore:
             score_logprobs(agent, samples, reference=False)
         if cfg.reference_kl_enabled:
