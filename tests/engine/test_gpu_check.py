@@ -55,3 +55,18 @@ def test_a_check_that_raises_is_a_failure_naming_the_error() -> None:
     result = _measured("cpu", "decode_float32", broken)
     assert not result.ok and result.name == "decode_float32"
     assert result.detail == "raised RuntimeError: CUDA out of memory" and result.numbers["seconds"] >= 0
+
+
+def test_the_training_checks_train_a_model_whose_completions_all_decode_to_nothing(monkeypatch) -> None:
+    """The 0.5B shape's 151,936-token vocabulary over the 495-token tiny tokenizer: almost every sampled
+    id decodes to nothing, so two completions of an item are often both empty and a reward of the text
+    alone ties. The check's reward breaks ties, so a team that can train always trains in the check."""
+    from cooplab import gpu_check
+
+    monkeypatch.setitem(gpu_check.SHAPES, "tiny-wide", {**gpu_check.SHAPES["tiny"], "vocab_size": 60_000})
+    models = [gpu_check.build_model("tiny-wide", "cpu", torch.bfloat16, seed=s)[0] for s in (0, 1)]
+    tokenizer = gpu_check.build_model("tiny", "cpu", torch.float32)[1]
+    for mp in (False, True):
+        check = gpu_check.check_training(models, tokenizer, "cpu", name="wide", new_tokens=4, mp=mp)
+        assert check.ok, check.detail
+        assert "agents trained: [True, True]" in check.detail
