@@ -22,6 +22,7 @@ app = typer.Typer(
 # modules that add commands to the app: (module, what it provides)
 _COMMAND_MODULES = (
     "cooplab.cmd_train",  # train
+    "cooplab.cmd_eval",  # eval
     "cooplab.cmd_bench",  # bench
     "cooplab.cmd_export",  # export-merged
     "cooplab.cmd_jobs",  # worker, up, ui, db, submit, stop, runs

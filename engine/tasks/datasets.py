@@ -7,6 +7,7 @@ A source is a plain list of dicts, a ``Dataset`` already, a local ``.json``/``.j
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -91,13 +92,24 @@ def _load_hub(name: str, split: str) -> Any:
 
 
 def split_items(items: Sequence[dict[str, Any]], eval_size: int) -> tuple[list[dict], list[dict]]:
-    """Split a list into (train, eval) keeping the last ``eval_size`` items for evaluation.
-
-    With too few items to hold some out, both splits are the whole list (a demo-sized dataset).
-    """
+    """Split a list into (train, eval) keeping the last ``eval_size`` items for evaluation. The two
+    never share an item: a list too short to hold ``eval_size`` items out and still train on one is
+    refused, naming both numbers and the fix."""
     items = list(items)
     if eval_size <= 0:
         return items, []
     if len(items) <= eval_size:
-        return items, items
+        raise TaskError(f"eval_items={eval_size} holds out every one of the dataset's {len(items)} items, leaving "
+                        f"none to train on; set eval_items below {len(items)} (0: no evaluation split)")
     return items[:-eval_size], items[-eval_size:]
+
+
+def item_key(item: Any) -> str:
+    """A canonical text of a dataset item (its keys sorted), to compare items across splits."""
+    return json.dumps(dict(item), sort_keys=True, default=str)
+
+
+def shared_items(train: Any, evals: Any) -> list[dict]:
+    """The evaluation items that also appear in the training data (equal as whole items)."""
+    seen = {item_key(item) for item in train}
+    return [dict(item) for item in evals if item_key(item) in seen]

@@ -26,13 +26,16 @@ _TOPICS = (
     "animals", "colours", "food", "music", "rivers", "stars", "tools", "games",
     "cities", "plants", "weather", "boats", "books", "birds", "stones", "clouds",
 )
+# held out: evaluation prompts no training step ever samples
+_HELD_OUT_TOPICS = ("islands", "lamps", "bridges", "forests")
 
 
 class QuickstartParams(TaskParams):
     first_letters: str = Field("abcdefghijklm", min_length=1, description="Characters the first agent should write.")
     second_letters: str = Field("nopqrstuvwxyz", min_length=1, description="Characters the second agent should write.")
     num_items: int = Field(16, ge=1, le=len(_TOPICS), description="Training prompts (topics) in the dataset.")
-    eval_items: int = Field(4, ge=0, le=len(_TOPICS), description="Evaluation prompts.")
+    eval_items: int = Field(4, ge=0, le=len(_HELD_OUT_TOPICS), description="Held-out evaluation prompts (topics "
+                            "never used for training).")
     centralized_protocol: Literal["tags", "halves"] = Field(
         "tags", description="When one model writes both parts (centralized_magrpo, collaboration_mode centralized): "
         "'tags' (<agent_0>...</agent_0> sections, as CoMLRL) or 'halves' (the first half of its text is the first "
@@ -101,7 +104,7 @@ def build_quickstart(params: QuickstartParams, num_agents: int) -> Task:
         return f"{item['prompt']} Write letters from {second[0]} to {second[-1]}:\n"
 
     train = _items(_TOPICS[: params.num_items])
-    evals = _items(_TOPICS[len(_TOPICS) - params.eval_items:]) if params.eval_items else []
+    evals = _items(_HELD_OUT_TOPICS[: params.eval_items])
     return task_from_items(
         train,
         evals,

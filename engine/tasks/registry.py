@@ -33,7 +33,7 @@ from engine.tasks.allowlist import (
     import_path_problem,
 )
 from engine.tasks.base import Task, TaskError, TaskInfo, TaskParams
-from engine.tasks.datasets import load_items
+from engine.tasks.datasets import item_key, load_items, shared_items
 
 ENTRY_POINT_GROUP = "cooplab.tasks"
 
@@ -195,6 +195,14 @@ def build_task(name_or_import_path: str, params: dict[str, Any] | None = None, n
         value = getattr(task, attr)
         if isinstance(value, (list, tuple)):
             setattr(task, attr, load_items(value) if value else None)
+    if task.eval_dataset is not None:
+        overlap = shared_items(task.train_dataset, task.eval_dataset)
+        if overlap:
+            raise TaskError(
+                f"task {info.name!r}: {len(overlap)} of its {len(task.eval_dataset)} evaluation items are also "
+                f"training items (the first: {item_key(overlap[0])[:160]}); a held-out result needs splits that "
+                "share no item: change the task's params (its eval split or dataset) so they are disjoint"
+            )
     return task
 
 

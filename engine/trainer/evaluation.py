@@ -1,18 +1,20 @@
 """Evaluation: one path per eval item (greedy or sampled), per-turn reward and expected return,
-CoMLRL's ``eval_logger``/``eval_aggregator`` hooks, and unbiased pass@k when a ``check`` is given."""
+CoMLRL's ``eval_logger``/``eval_aggregator`` hooks, and unbiased pass@k for every k up to the samples
+per item when a ``check`` is given. The trainer's ``evaluate()`` during training and ``cooplab eval``
+(:mod:`engine.evaluate`) share :meth:`EvaluationMixin.evaluate_items`: every item's outcome, the
+metrics and their standard errors over items."""
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.sinks.base import Sink
-from engine.trainer.advantages import pass_at_k
 from engine.trainer.credit import assign_returns
+from engine.trainer.eval_stats import mean_and_se, pass_at_ks, summarize
 from engine.trainer.reporting import branch_episode
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
-
-PASS_AT = (1, 3, 5, 10)
 
 
 def _call_with_accepted(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -22,6 +24,47 @@ def _call_with_accepted(fn: Any, *args: Any, **kwargs: Any) -> Any:
         names = {p.name for p in inspect.signature(fn).parameters.values()}
         kwargs = {k: v for k, v in kwargs.items() if k in names}
     return fn(*args, **kwargs)
+
+
+@dataclass
+class ItemOutcome:
+    """One evaluated item: its position in the split, the mean team reward of each turn on its path,
+    the return from its first turn, how many of its ``samples`` joint answers solve it (``None``
+    without a check) and the task's own per-item metrics (``eval_logger``)."""
+
+    index: int
+    turn_rewards: list[float]
+    episode_return: float
+    samples: int
+    correct: int | None = None
+    task_metrics: dict[str, float] = field(default_factory=dict)
+
+    def values(self) -> dict[str, float]:
+        """This item's value of every ``eval/...`` metric it contributes to."""
+        row = {"eval/reward_mean": sum(self.turn_rewards) / len(self.turn_rewards)}
+        for t, reward in enumerate(self.turn_rewards):
+            row[f"eval/turn_{t + 1}/reward_mean"] = reward
+        row["eval/turn_1/expected_return"] = self.episode_return
+        if self.correct is not None:
+            row.update({f"eval/pass@{k}": v for k, v in pass_at_ks(self.samples, self.correct).items()})
+            row[f"eval/avg@{self.samples}"] = self.correct / self.samples
+        row.update(self.task_metrics)
+        return row
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "turn_rewards": self.turn_rewards, "return": self.episode_return,
+                "samples": self.samples, "correct": self.correct, "task_metrics": self.task_metrics}
+
+
+@dataclass
+class EvalOutcome:
+    """An evaluation: its ``eval/...`` metrics, their standard errors over items (same keys), every
+    item's outcome and the evaluated episodes (one path per item)."""
+
+    metrics: dict[str, float]
+    standard_errors: dict[str, float]
+    items: list[ItemOutcome]
+    episodes: list[Any]
 
 
 class EvaluationMixin:
@@ -39,17 +82,34 @@ class EvaluationMixin:
 
         Each agent draws ``samples_per_item`` completions per turn (1 when greedy); the per-turn
         reward averages all of them, the episode follows the first joint action, and pass@k uses
-        all of them at the last turn. Returns ``eval/...`` metrics (also sent to ``sink``).
+        all of them at the last turn. Returns ``eval/...`` metrics (also sent to ``sink``), with
+        ``eval/reward_mean_se``, the standard error of the reward over items.
         """
         cfg = self.args
         if self.eval_dataset is None:
             return {}
+        count = cfg.eval_num_samples if num_eval_samples is None else num_eval_samples
+        outcome = self.evaluate_items(self.eval_dataset, count, greedy=greedy, samples_per_item=samples_per_item)
+        if outcome is None:
+            return {}
+        metrics = dict(outcome.metrics)
+        metrics["eval/reward_mean_se"] = outcome.standard_errors["eval/reward_mean"]
+        if sink is not None:
+            sink.log_metrics(self.step, self.env_step, metrics)
+            sink.log_transcripts(self.step, outcome.episodes)
+        return metrics
+
+    def evaluate_items(self, dataset: Any, count: int, *, greedy: bool | None = None,
+                       samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
+        """The team on the first ``count`` items of ``dataset`` (None when there are none): see
+        :meth:`evaluate`. Draws come from the agents' own generators."""
+        cfg = self.args
         greedy = cfg.eval_greedy if greedy is None else greedy
         n = 1 if greedy else (samples_per_item or cfg.eval_samples_per_item)
-        count = min(cfg.eval_num_samples if num_eval_samples is None else num_eval_samples, len(self.eval_dataset))
+        count = min(count, len(dataset))
         if count <= 0:
-            return {}
-        items = [dict(self.eval_dataset[i]) for i in range(count)]
+            return None
+        items = [dict(dataset[i]) for i in range(count)]
         builder = TreeBuilder(self.agents, self.reward, self.external_transition, RolloutSettings(
             num_generations=n, num_turns=cfg.num_turns, joint_mode="aligned", turn_order=cfg.turn_order,
             early_termination_threshold=None, external_prompt_passthrough=cfg.external_prompt_passthrough,
@@ -72,34 +132,39 @@ class EvaluationMixin:
             while 0 in path[-1].children:
                 path.append(path[-1].children[0])
             paths.append(path)
+        outcomes = [ItemOutcome(index=i, turn_rewards=[sum(node.rewards) / len(node.rewards) for node in path],
+                                episode_return=path[0].returns[0], samples=n) for i, path in enumerate(paths)]
         if self.eval_check is not None:
-            for k in PASS_AT:
-                if k <= n:
-                    scores = []
-                    for path, item in zip(paths, items, strict=True):
-                        leaf = path[-1]
-                        correct = sum(bool(self.eval_check(item, leaf.joint_completions(j)))
-                                      for j in range(len(leaf.joint_actions)))
-                        scores.append(pass_at_k(len(leaf.joint_actions), correct, k))
-                    metrics[f"eval/pass@{k}"] = sum(scores) / len(scores)
+            for outcome, path, item in zip(outcomes, paths, items, strict=True):
+                leaf = path[-1]
+                outcome.samples = len(leaf.joint_actions)
+                outcome.correct = sum(bool(self.eval_check(item, leaf.joint_completions(j)))
+                                      for j in range(outcome.samples))
+            per_k, _ = summarize([{f"eval/pass@{k}": v for k, v in pass_at_ks(o.samples, o.correct).items()}
+                                  for o in outcomes])
+            metrics.update(per_k)
+            metrics[f"eval/avg@{n}"] = mean_and_se([o.correct / o.samples for o in outcomes])[0]
         if self.eval_logger is not None:
-            metrics.update(self._hook_metrics(paths, items))
-        episodes = [branch_episode(path[-1], 0, self.agent_names, idx, split="eval")
+            rows, reduced = self._hook_metrics(paths, items)
+            metrics.update(reduced)
+            if len(rows) == len(outcomes):
+                for outcome, row in zip(outcomes, rows, strict=True):
+                    outcome.task_metrics = row
+        _, standard_errors = summarize([o.values() for o in outcomes])
+        episodes = [branch_episode(path[-1], 0, self.agent_names, idx, split=split)
                     for idx, path in enumerate(paths)]
-        if sink is not None:
-            sink.log_metrics(self.step, self.env_step, metrics)
-            sink.log_transcripts(self.step, episodes)
-        return metrics
+        return EvalOutcome(metrics, {k: v for k, v in standard_errors.items() if k in metrics}, outcomes, episodes)
 
     def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
         """``[agent][item][turn]``: each agent's text in joint action 0 along every eval path."""
         return [[[node.agents[i].texts[node.joint_actions[0][i]] for node in path] for path in paths]
                 for i in range(self.num_agents)]
 
-    def _hook_metrics(self, paths: list[list[Any]], items: list[dict]) -> dict[str, float]:
+    def _hook_metrics(self, paths: list[list[Any]], items: list[dict]) -> tuple[list[dict[str, float]], dict[str, float]]:
         """CoMLRL's hooks: ``eval_logger(agent_completions_turns=[agent][item][turn], batch_items=,
         prompts=)`` gives one dict per item; ``eval_aggregator(metrics, num_turns=)`` reduces them
-        (without an aggregator numeric values are averaged). Keys are logged under ``eval/``."""
+        (without an aggregator numeric values are averaged). Keys are logged under ``eval/``.
+        Returns the per-item rows' numeric values (under ``eval/``) and the reduced metrics."""
         completions = self._eval_completions(paths)
         prompts = [str(item.get("prompt", "")) for item in items]
         per_item = _call_with_accepted(self.eval_logger, agent_completions_turns=completions,
@@ -110,8 +175,16 @@ class EvaluationMixin:
             sums: dict[str, list[float]] = {}
             for row in per_item:
                 for key, value in row.items():
-                    if isinstance(value, int | float) and not isinstance(value, bool):
+                    if _is_number(value):
                         sums.setdefault(key, []).append(float(value))
             reduced = {k: sum(v) / len(v) for k, v in sums.items()}
-        return {(k if k.startswith("eval/") else f"eval/{k}"): float(v) for k, v in reduced.items()
-                if isinstance(v, int | float)}
+        rows = [{_eval_key(k): float(v) for k, v in row.items() if _is_number(v)} for row in per_item]
+        return rows, {_eval_key(k): float(v) for k, v in reduced.items() if isinstance(v, int | float)}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _eval_key(key: str) -> str:
+    return key if key.startswith("eval/") else f"eval/{key}"

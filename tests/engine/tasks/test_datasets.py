@@ -50,5 +50,9 @@ def test_bad_sources_are_named(tmp_path):
 
 def test_split_items_holds_out_the_tail():
     assert split_items([1, 2, 3, 4, 5], 2) == ([1, 2, 3], [4, 5])
-    assert split_items([1, 2], 4) == ([1, 2], [1, 2])
     assert split_items([1, 2], 0) == ([1, 2], [])
+    # a list too short to hold items out is refused: an eval split never repeats a training item
+    with pytest.raises(TaskError, match="holds out every one of the dataset's 2 items"):
+        split_items([1, 2], 4)
+    with pytest.raises(TaskError, match="set eval_items below 2"):
+        split_items([1, 2], 2)

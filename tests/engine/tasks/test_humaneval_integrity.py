@@ -32,9 +32,9 @@ UNIVERSAL = (
 
 @pytest.fixture(scope="module")
 def coder():
-    task = build_task("humaneval", {"train_slice": "0:164", "eval_slice": "0:1", "workers": 2,
+    task = build_task("humaneval", {"train_slice": "0:163", "eval_slice": "163:164", "workers": 2,
                                     "sandbox_timeout_s": 20}, 1)
-    return task, list(task.train_dataset)
+    return task, list(task.train_dataset) + list(task.eval_dataset)  # all 164 (the splits are disjoint)
 
 
 @pytest.mark.slow

@@ -1,0 +1,118 @@
+"""``cooplab eval``: evaluate a run's team (a checkpoint) or model folders on a task's split.
+
+    cooplab eval RUN [--checkpoint last|STEP]          # RUN: a run id (cooplab runs) or a run folder
+    cooplab eval --run-config FILE [--models DIR[,DIR...]]
+        [--split eval|train] [--items N] [--samples K] [--greedy] [--seed S] [--json] [--transcripts FILE]
+
+``--run-config`` alone evaluates the config's own models (the step-0 baseline); ``--models`` gives
+one model folder per agent (a run's ``model/agent_<i>``). ``--json`` prints one JSON line: metrics,
+standard errors, per-item outcomes, checkpoint step, split, seed. A bad input prints one line that
+names it and exits with status 2 (:class:`engine.evaluate.EvalError`); nothing is written unless
+``--transcripts`` is given, and that file only once the evaluation has finished.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"cooplab eval: {message}", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _run_folder(run: str) -> Path:
+    """A run folder, or the output folder of the run with that id in the database."""
+    folder = Path(run)
+    if folder.is_dir():
+        return folder
+    if not run.isdigit():
+        _fail(f"{run!r} is neither a run folder nor a run id; give an id from `cooplab runs` or a folder")
+    from db.errors import NotFoundError
+    from db.migrate import upgrade
+    from jobs.client import get_store
+    from jobs.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.resolved_database_url)
+    try:
+        record = get_store(settings).get_run(int(run))
+    except NotFoundError:
+        _fail(f"no run {run} in the database; `cooplab runs` lists the runs")
+    if not record.output_dir or not Path(record.output_dir).is_dir():
+        _fail(f"run {run} has no output folder on this machine ({record.output_dir or 'none recorded'}); "
+              "it has not started, or ran on another machine")
+    return Path(record.output_dir)
+
+
+def _summary(report) -> str:
+    where = (f"checkpoint step {report.checkpoint_step}" if report.checkpoint is not None
+             else "models " + ", ".join(report.models) if report.models else "the run config's models")
+    lines = [f"{report.config_name}: {where}, split {report.split}, {report.items} items x {report.samples} "
+             f"sample(s){' (greedy)' if report.greedy else ''}, seed {report.seed}"]
+    for key in sorted(report.metrics):
+        se = report.standard_errors.get(key)
+        lines.append(f"  {key:<40} {report.metrics[key]:.4f}" + (f" ± {se:.4f}" if se is not None else ""))
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``eval`` command to the CLI."""
+
+    from cooplab.cmd_jobs import one_line_errors
+
+    @app.command("eval")
+    @one_line_errors
+    def eval_(
+        run: str | None = typer.Argument(None, help="A run id (see `cooplab runs`) or a run output folder."),
+        run_config: Path | None = typer.Option(None, "--run-config", help="A run config file instead of a run."),
+        models: str | None = typer.Option(None, "--models", help="Model folders, one per agent, comma-separated."),
+        checkpoint: str = typer.Option("last", "--checkpoint", help="A run's checkpoint: last or a step number."),
+        split: str = typer.Option("eval", "--split", help="eval (held out) or train."),
+        items: int | None = typer.Option(None, "--items", help="The first N items of the split (default all)."),
+        samples: int | None = typer.Option(None, "--samples", help="Joint answers per item (pass@k up to it)."),
+        greedy: bool = typer.Option(False, "--greedy", help="Greedy decoding (one answer per item)."),
+        seed: int | None = typer.Option(None, "--seed", help="Sampling seed (default: the run config's)."),
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON line."),
+        transcripts: Path | None = typer.Option(None, "--transcripts", help="Write the evaluated episodes "
+                                                                            "here as JSON lines."),
+    ) -> None:
+        """Evaluate a team on a task's held-out split: team reward, task metrics, pass@k, standard errors."""
+        from engine.evaluate import EvalError, evaluate_run, find_checkpoint
+        from engine.spec import ConfigError, load_run_config
+        from engine.tasks import TaskError
+        from jobs.preflight import check_run_config
+        from jobs.settings import apply_engine_settings, get_settings
+
+        if (run is None) == (run_config is None):
+            _fail("give a run (id or folder) or --run-config FILE, one of the two")
+        if run is not None and models:
+            _fail("--models goes with --run-config; a run is evaluated at one of its checkpoints")
+        settings = get_settings()
+        apply_engine_settings(settings)
+        try:
+            if run is not None:
+                folder = _run_folder(run)
+                config = load_run_config(folder / "config.yaml")
+                chosen = find_checkpoint(folder, checkpoint)
+            else:
+                config = check_run_config(load_run_config(run_config).model_dump(mode="json"), settings=settings)
+                chosen = None
+            folders = [part.strip() for part in models.split(",") if part.strip()] if models else None
+            report = evaluate_run(config, checkpoint=chosen, models=folders, split=split, items=items,
+                                  samples=samples, greedy=greedy, seed=seed)
+        except (EvalError, ConfigError, TaskError) as exc:
+            _fail(" ".join(str(exc).split()))
+        if transcripts is not None:
+            from engine.folders import atomic_text
+            from engine.sinks.jsonl import episode_to_dict
+
+            step = report.checkpoint_step or 0
+            lines = [json.dumps(episode_to_dict(step, episode)) for episode in report.episodes]
+            atomic_text(transcripts, "\n".join(lines) + "\n", "evaluated episodes")
+        typer.echo(json.dumps(report.to_json(), sort_keys=True) if as_json else _summary(report))

@@ -1,0 +1,89 @@
+"""``cooplab eval``: a run folder at a checkpoint, a run config with model folders, one JSON line that a
+second call reproduces, the evaluated episodes written on request, and one-line refusals (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from cooplab.cmd_eval import EXIT_BAD_INPUT, register
+from engine.build import run_training
+from engine.sinks import NullSink
+from engine.spec import parse_run_config
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+
+    @app.command("noop")
+    def noop() -> None:  # a second command keeps typer in multi-command mode, as in the real CLI
+        """Nothing."""
+
+    return app
+
+
+CONFIG = {
+    "name": "cli-eval",
+    "agents": [{"name": "first", "model": "builtin:tiny-llama"}, {"name": "second", "model": "builtin:tiny-qwen2"}],
+    "task": {"name": "quickstart", "params": {"num_items": 4, "eval_items": 4}},
+    "trainer": {"max_steps": 2, "num_generations": 2, "max_new_tokens": 4, "rollout_buffer_size": 1,
+                "eval_interval": 0, "checkpoint_interval": 1, "seed": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli-eval")
+    assert run_training(parse_run_config(CONFIG), output_dir=out / "run", sink=NullSink()).status == "completed"
+    (out / "run.yaml").write_text(yaml.safe_dump(CONFIG), encoding="utf-8")
+    return out
+
+
+def _eval(*args: str):
+    return CliRunner().invoke(_app(), ["eval", *args])
+
+
+def test_a_second_eval_reproduces_the_json_line(run_folder, monkeypatch) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home"))
+    args = [str(run_folder / "run"), "--checkpoint", "1", "--samples", "3", "--seed", "5", "--json"]
+    first, second = _eval(*args), _eval(*args)
+    assert first.exit_code == 0, first.output
+    assert first.output == second.output and first.output.count("\n") == 1
+    record = json.loads(first.output)
+    assert record["checkpoint_step"] == 1 and record["split"] == "eval" and record["seed"] == 5
+    assert record["samples"] == 3 and record["items"] == 4 and len(record["per_item"]) == 4
+    assert {"eval/reward_mean", "eval/pass@3", "eval/avg@3"} <= set(record["metrics"])
+    assert set(record["standard_errors"]) == set(record["metrics"])
+
+
+def test_model_folders_with_a_run_config_and_the_episodes_file(run_folder, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home"))
+    models = ",".join(str(run_folder / "run" / "model" / f"agent_{i}") for i in range(2))
+    episodes = tmp_path / "episodes.jsonl"
+    result = _eval("--run-config", str(run_folder / "run.yaml"), "--models", models, "--greedy", "--items", "2",
+                   "--transcripts", str(episodes))
+    assert result.exit_code == 0, result.output
+    assert "split eval, 2 items x 1 sample(s) (greedy)" in result.output and "eval/reward_mean" in result.output
+    lines = [json.loads(line) for line in episodes.read_text().splitlines()]
+    assert len(lines) == 2 and all(line["split"] == "eval" for line in lines)
+    assert [turn["agent_name"] for turn in lines[0]["turns"]] == ["first", "second"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "give a run (id or folder) or --run-config FILE"),
+    (["{run}", "--checkpoint", "7"], "no checkpoint at that step; it has steps 1, 2"),
+    (["{run}", "--samples", "0"], "--samples 0: give at least 1"),
+    (["{run}", "--models", "x"], "--models goes with --run-config"),
+    (["not-a-run"], "'not-a-run' is neither a run folder nor a run id"),
+    (["4242"], "no run 4242 in the database"),
+])
+def test_bad_input_is_one_line_naming_it(run_folder, monkeypatch, args, message) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home"))
+    result = _eval(*[a.replace("{run}", str(run_folder / "run")) for a in args])
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
