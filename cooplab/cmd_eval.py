@@ -1,8 +1,9 @@
 """``cooplab eval``: evaluate a run's team (a checkpoint) or model folders on a task's split.
 
-    cooplab eval RUN [--checkpoint last|STEP]          # RUN: a run id (cooplab runs) or a run folder
+    cooplab eval RUN [--checkpoint last|best|STEP]          # RUN: a run id (cooplab runs) or a run folder
     cooplab eval --run-config FILE [--models DIR[,DIR...]]
         [--split eval|train] [--items N] [--samples K] [--greedy] [--seed S] [--json] [--transcripts FILE]
+    cooplab eval RUN --team-analysis [--metric eval/reward_mean] ...   # each agent's contribution
 
 ``--run-config`` alone evaluates the config's own models (the step-0 baseline); ``--models`` gives
 one model folder per agent (a run's ``model/agent_<i>``). ``--json`` prints one JSON line: metrics,
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
         run: str | None = typer.Argument(None, help="A run id (see `cooplab runs`) or a run output folder."),
         run_config: Path | None = typer.Option(None, "--run-config", help="A run config file instead of a run."),
         models: str | None = typer.Option(None, "--models", help="Model folders, one per agent, comma-separated."),
-        checkpoint: str = typer.Option("last", "--checkpoint", help="A run's checkpoint: last or a step number."),
+        checkpoint: str = typer.Option("last", "--checkpoint", help="A run's checkpoint: last, best or a step number."),
         split: str = typer.Option("eval", "--split", help="eval (held out) or train."),
         items: int | None = typer.Option(None, "--items", help="The first N items of the split (default all)."),
         samples: int | None = typer.Option(None, "--samples", help="Joint answers per item (pass@k up to it)."),
@@ -81,6 +82,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON line."),
         transcripts: Path | None = typer.Option(None, "--transcripts", help="Write the evaluated episodes "
                                                                             "here as JSON lines."),
+        team_analysis: bool = typer.Option(False, "--team-analysis", help="Also evaluate the team with agents "
+                                           "reset to their base models: each agent's contribution."),
+        metric: str = typer.Option("eval/reward_mean", "--metric", help="The team analysis' metric."),
     ) -> None:
         """Evaluate a team on a task's held-out split: team reward, task metrics, pass@k, standard errors."""
         from engine.evaluate import EvalError, evaluate_run, find_checkpoint
@@ -104,6 +108,15 @@ def register(app: typer.Typer) -> None:
                 config = check_run_config(load_run_config(run_config).model_dump(mode="json"), settings=settings)
                 chosen = None
             folders = [part.strip() for part in models.split(",") if part.strip()] if models else None
+            if team_analysis:
+                if chosen is None:
+                    _fail("--team-analysis compares a run's checkpoint with its base models; give a run")
+                from engine.team_analysis import analyze_team
+
+                analysis = analyze_team(config, chosen, metric=metric, split=split, items=items, samples=samples,
+                                        greedy=greedy, seed=seed)
+                typer.echo(json.dumps(analysis.to_json(), sort_keys=True) if as_json else analysis.table())
+                return
             report = evaluate_run(config, checkpoint=chosen, models=folders, split=split, items=items,
                                   samples=samples, greedy=greedy, seed=seed)
         except (EvalError, ConfigError, TaskError) as exc:

@@ -70,7 +70,15 @@ def run_checkpoints(run_dir: str | Path) -> dict[int, Path]:
 
 
 def find_checkpoint(run_dir: str | Path, which: str | int) -> Path:
-    """The checkpoint folder ``which`` names: ``last`` (the highest step) or a step number."""
+    """The checkpoint folder ``which`` names: ``last`` (the highest step), ``best`` (the one kept by
+    ``best_checkpoint_metric``) or a step number."""
+    if str(which) == "best":
+        from engine.trainer.best_checkpoint import BEST_FOLDER, read_record
+
+        if read_record(Path(run_dir) / CHECKPOINTS_DIR) is None:
+            raise EvalError(f"run folder {run_dir} kept no best checkpoint; train with best_checkpoint_metric "
+                            "(e.g. eval/reward_mean), or choose --checkpoint last or a step")
+        return Path(run_dir) / CHECKPOINTS_DIR / BEST_FOLDER
     found = run_checkpoints(run_dir)
     if not found:
         raise EvalError(f"run folder {run_dir} has no checkpoints (expected {CHECKPOINTS_DIR}/{CHECKPOINT_PREFIX}"
@@ -79,7 +87,7 @@ def find_checkpoint(run_dir: str | Path, which: str | int) -> Path:
     if str(which) == "last":
         return found[steps[-1]]
     if not str(which).isdigit():
-        raise EvalError(f"--checkpoint {which!r}: give 'last' or a step number (this run has steps "
+        raise EvalError(f"--checkpoint {which!r}: give 'last', 'best' or a step number (this run has steps "
                         f"{', '.join(map(str, steps))})")
     if int(which) not in found:
         raise EvalError(f"--checkpoint {which}: run folder {run_dir} has no checkpoint at that step; it has steps "
@@ -105,7 +113,7 @@ def with_model_folders(config: RunConfig, folders: list[str | Path]) -> RunConfi
     return RunConfig.model_validate(data)
 
 
-def _load_checkpoint_weights(trainer: Any, folder: Path) -> int:
+def load_checkpoint_into(trainer: Any, folder: Path) -> int:
     """The model weights of a checkpoint folder into ``trainer`` (no optimizer or RNG state); its step."""
     from engine.lora.weights import load_weights_file
     from engine.preference.comparator_checkpoint import META_FILE
@@ -163,7 +171,7 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
         if not hasattr(trainer, "evaluate_items"):
             raise EvalError(f"algorithm {config.trainer.algorithm!r}: its trainer has no team evaluation yet; "
                             "cooplab eval covers the MAGRPO family and the preference trainers")
-        step = _load_checkpoint_weights(trainer, Path(checkpoint)) if checkpoint is not None else None
+        step = load_checkpoint_into(trainer, Path(checkpoint)) if checkpoint is not None else None
         dataset = trainer.eval_dataset if split == "eval" else trainer.train_dataset
         if dataset is None:
             raise EvalError(f"task {config.task.name!r} has no eval split with these params; give the task "

@@ -31,8 +31,26 @@ def combination_problems(settings: Any) -> list[str]:
         for name in ("lora_alpha", "lora_dropout", "lora_target_modules"):
             if get(name) not in (_MISSING, CATALOG[name].default):
                 problems.append(f"{name}: has no effect without lora_rank; set lora_rank (e.g. 8) or leave {name} out")
+    problems += _best_checkpoint_problems(get)
+    if get("pair_selection") == "all" and get("preference_pairs_per_sample") not in (_MISSING, None):
+        problems.append("preference_pairs_per_sample: pair_selection='all' keeps every pair with a positive reward "
+                        "gap (CoMLRL's rule); leave preference_pairs_per_sample empty (null), or choose reward_gap "
+                        "or random to keep a number of pairs per item")
     problems += _comparator_problems(get)
     return problems
+
+
+def _best_checkpoint_problems(get: Any) -> list[str]:
+    """The best checkpoint is chosen among evaluations: an ``eval/`` metric, and evaluations to choose from."""
+    metric = get("best_checkpoint_metric")
+    if metric in (_MISSING, None):
+        return []
+    if not str(metric).startswith("eval/"):
+        return [f"best_checkpoint_metric: {metric!r} is not an evaluation metric; name one such as "
+                "eval/reward_mean or eval/pass@1"]
+    if get("eval_interval") == 0:
+        return ["best_checkpoint_metric: needs evaluations during training; set eval_interval (e.g. 16)"]
+    return []
 
 
 def _comparator_problems(get: Any) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.sinks.base import BaseSink, Sink
+from engine.trainer.best_checkpoint import BestCheckpoint
 
 
 class LoopOwner(Protocol):
@@ -65,7 +66,8 @@ class LoopSchedule:
 
 
 def run_loop(owner: LoopOwner, *, position: Callable[[], int], advance: Callable[[], tuple[dict, list]],
-             schedule: LoopSchedule, sink: Sink, checkpoint_root: Path | None, run_config: dict) -> TrainResult:
+             schedule: LoopSchedule, sink: Sink, checkpoint_root: Path | None, run_config: dict,
+             best: BestCheckpoint | None = None) -> TrainResult:
     """Advance ``owner`` until ``schedule.total`` or until the sink asks to stop (see the module doc).
 
     ``position()`` is the owner's step counter and ``advance()`` one step (its metrics and
@@ -73,7 +75,9 @@ def run_loop(owner: LoopOwner, *, position: Callable[[], int], advance: Callable
     ``save_checkpoint(path)`` and ``last_checkpoint``. Evaluation runs before steps 0, N, 2N, ... of
     ``eval_interval`` N (CoMLRL's schedule) and once more on the final weights when this call
     completes a run it advanced, after the final checkpoint, so its random draws never reach a
-    resumed run.
+    resumed run. With ``best``, each evaluation's weights are offered to it
+    (:mod:`engine.trainer.best_checkpoint`), which keeps the best of them apart from the rolling
+    checkpoints.
     """
     sink.start(schedule.total, run_config)
     status, saved_at, first = "completed", -1, position()
@@ -84,7 +88,7 @@ def run_loop(owner: LoopOwner, *, position: Callable[[], int], advance: Callable
                 status = "stopped"
                 break
             if evaluates and position() % schedule.eval_interval == 0:
-                owner.evaluate(sink=sink)
+                _evaluate(owner, position(), sink, best)
             metrics, episodes = advance()
             step = position()
             log_now = step % schedule.logging_steps == 0 or step in (1, schedule.total)
@@ -95,12 +99,18 @@ def run_loop(owner: LoopOwner, *, position: Callable[[], int], advance: Callable
         if checkpoint_root is not None and saved_at != position():
             _checkpoint(owner, checkpoint_root, position(), schedule.checkpoint_total_limit, sink)
         if status == "completed" and evaluates and position() > first:
-            owner.evaluate(sink=sink)
+            _evaluate(owner, position(), sink, best)
     except BaseException:
         sink.finish("failed")
         raise
     sink.finish(status)
     return TrainResult(status=status, step=position(), env_step=owner.env_step, last_checkpoint=owner.last_checkpoint)
+
+
+def _evaluate(owner: LoopOwner, step: int, sink: Sink, best: BestCheckpoint | None) -> None:
+    metrics = owner.evaluate(sink=sink)
+    if best is not None:
+        best.offer(owner, step, metrics)
 
 
 def _checkpoint(owner: LoopOwner, root: Path, step: int, limit: int | None, sink: Sink) -> None:
@@ -131,7 +141,8 @@ class TrainLoopMixin:
 
         Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
         ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
-        Evaluation follows :func:`run_loop`.
+        Evaluation follows :func:`run_loop`; with ``best_checkpoint_metric`` the best evaluated weights
+        are also kept in ``<checkpoint_dir>/best`` (:mod:`engine.trainer.best_checkpoint`).
         """
         cfg = self.args
         root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
@@ -143,5 +154,11 @@ class TrainLoopMixin:
             checkpoint_total_limit=cfg.checkpoint_total_limit if checkpoint_total_limit is None
             else checkpoint_total_limit,
         )
+        best = None
+        metric = getattr(cfg, "best_checkpoint_metric", None)
+        if metric and root is not None:
+            earlier = Path(resume_from_checkpoint).parent if resume_from_checkpoint is not None else None
+            best = BestCheckpoint.restored(metric, cfg.best_checkpoint_mode, root, earlier_root=earlier)
         return run_loop(self, position=lambda: self.step, advance=self.train_step, schedule=schedule,
-                        sink=sink or self.sink or BaseSink(), checkpoint_root=root, run_config=cfg.to_dict())
+                        sink=sink or self.sink or BaseSink(), checkpoint_root=root, run_config=cfg.to_dict(),
+                        best=best)

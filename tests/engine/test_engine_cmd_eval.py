@@ -87,3 +87,16 @@ def test_bad_input_is_one_line_naming_it(run_folder, monkeypatch, args, message)
     result = _eval(*[a.replace("{run}", str(run_folder / "run")) for a in args])
     assert result.exit_code == EXIT_BAD_INPUT, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_team_analysis_prints_the_table_and_needs_a_run(run_folder, monkeypatch) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home"))
+    result = _eval(str(run_folder / "run"), "--team-analysis", "--greedy", "--items", "2")
+    assert result.exit_code == 0, result.output
+    for label in ("trained", "base", "first reset", "second reset", "contribution of first"):
+        assert label in result.output
+    assert "roles swapped" not in result.output  # tiny-llama and tiny-qwen2: different base models
+    record = json.loads(_eval(str(run_folder / "run"), "--team-analysis", "--greedy", "--json").output)
+    assert [v["label"] for v in record["variants"]] == ["trained", "base", "first reset", "second reset"]
+    refused = _eval("--run-config", str(run_folder / "run.yaml"), "--team-analysis")
+    assert refused.exit_code == EXIT_BAD_INPUT and "--team-analysis compares a run's checkpoint" in refused.output
