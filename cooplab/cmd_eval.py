@@ -9,7 +9,9 @@
 one model folder per agent (a run's ``model/agent_<i>``). ``--json`` prints one JSON line: metrics,
 standard errors, per-item outcomes, checkpoint step, split, seed. A bad input prints one line that
 names it and exits with status 2 (:class:`engine.evaluate.EvalError`); nothing is written unless
-``--transcripts`` is given, and that file only once the evaluation has finished.
+``--transcripts`` is given, and that file only once the evaluation has finished. A run given by its
+id in the database gets the evaluation stored as an evaluation record (each variant of a team
+analysis as one, sharing an analysis id): :class:`db.evaluation_store.EvaluationStore`.
 """
 
 from __future__ import annotations
@@ -27,28 +29,69 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
-def _run_folder(run: str) -> Path:
-    """A run folder, or the output folder of the run with that id in the database."""
+def _run_folder(run: str) -> tuple[Path, int | None]:
+    """A run folder, or the output folder of the run with that id in the database (and the id)."""
     folder = Path(run)
     if folder.is_dir():
-        return folder
+        return folder, None
     if not run.isdigit():
         _fail(f"{run!r} is neither a run folder nor a run id; give an id from `cooplab runs` or a folder")
     from db.errors import NotFoundError
+
+    try:
+        record = _store().get_run(int(run))
+    except NotFoundError:
+        _fail(f"no run {run} in the database; `cooplab runs` lists the runs")
+    if not record.output_dir or not Path(record.output_dir).is_dir():
+        _fail(f"run {run} has no output folder on this machine ({record.output_dir or 'none recorded'}); "
+              "it has not started, or ran on another machine")
+    return Path(record.output_dir), int(run)
+
+
+def _store():
     from db.migrate import upgrade
     from jobs.client import get_store
     from jobs.settings import get_settings
 
     settings = get_settings()
     upgrade(settings.resolved_database_url)
-    try:
-        record = get_store(settings).get_run(int(run))
-    except NotFoundError:
-        _fail(f"no run {run} in the database; `cooplab runs` lists the runs")
-    if not record.output_dir or not Path(record.output_dir).is_dir():
-        _fail(f"run {run} has no output folder on this machine ({record.output_dir or 'none recorded'}); "
-              "it has not started, or ran on another machine")
-    return Path(record.output_dir)
+    return get_store(settings)
+
+
+def _episodes(outcome_episodes: list, step: int | None) -> list[dict]:
+    from engine.sinks.jsonl import episode_to_dict
+
+    return [episode_to_dict(step or 0, episode) for episode in outcome_episodes]
+
+
+def _save(run_id: int, report=None, analysis=None) -> list[int]:
+    """Store the evaluation (or each variant of a team analysis) as evaluation records of ``run_id``."""
+    import uuid
+
+    from db.evaluation_records import EvaluationInput
+    from db.evaluation_store import EvaluationStore
+
+    evaluations = EvaluationStore(_store())
+    if report is not None:
+        settings = {"seed": report.seed, "greedy": report.greedy, "samples": report.samples, "items": report.items}
+        stored = evaluations.add_evaluation(EvaluationInput(
+            run_id=run_id, split=report.split, settings=settings, metrics=report.metrics,
+            standard_errors=report.standard_errors, per_item=report.per_item,
+            episodes=_episodes(report.episodes, report.checkpoint_step), checkpoint_step=report.checkpoint_step,
+            checkpoint_path=report.checkpoint))
+        return [stored.id]
+    group = uuid.uuid4().hex
+    ids = []
+    for (variant, metrics, ses), outcome in zip(analysis.rows, analysis.outcomes, strict=True):
+        settings = {"samples": analysis.samples, "items": analysis.items, "metric": analysis.metric,
+                    "weights": [f"{kind}:{analysis.names[j]}" for kind, j in variant.weights]}
+        stored = evaluations.add_evaluation(EvaluationInput(
+            run_id=run_id, split=analysis.split, settings=settings, metrics=metrics, standard_errors=ses,
+            per_item=[o.to_json() for o in outcome.items],
+            episodes=_episodes(outcome.episodes, analysis.checkpoint_step),
+            checkpoint_step=analysis.checkpoint_step, kind="team_analysis", label=variant.label, analysis=group))
+        ids.append(stored.id)
+    return ids
 
 
 def _summary(report) -> str:
@@ -100,8 +143,9 @@ def register(app: typer.Typer) -> None:
         settings = get_settings()
         apply_engine_settings(settings)
         try:
+            run_id = None
             if run is not None:
-                folder = _run_folder(run)
+                folder, run_id = _run_folder(run)
                 config = load_run_config(folder / "config.yaml")
                 chosen = find_checkpoint(folder, checkpoint)
             else:
@@ -115,7 +159,12 @@ def register(app: typer.Typer) -> None:
 
                 analysis = analyze_team(config, chosen, metric=metric, split=split, items=items, samples=samples,
                                         greedy=greedy, seed=seed)
-                typer.echo(json.dumps(analysis.to_json(), sort_keys=True) if as_json else analysis.table())
+                record = analysis.to_json()
+                if run_id is not None:
+                    record["evaluation_ids"] = _save(run_id, analysis=analysis)
+                typer.echo(json.dumps(record, sort_keys=True) if as_json else analysis.table() + (
+                    f"\nstored as evaluations {', '.join(map(str, record['evaluation_ids']))} of run {run_id}"
+                    if run_id is not None else ""))
                 return
             report = evaluate_run(config, checkpoint=chosen, models=folders, split=split, items=items,
                                   samples=samples, greedy=greedy, seed=seed)
@@ -123,9 +172,11 @@ def register(app: typer.Typer) -> None:
             _fail(" ".join(str(exc).split()))
         if transcripts is not None:
             from engine.folders import atomic_text
-            from engine.sinks.jsonl import episode_to_dict
 
-            step = report.checkpoint_step or 0
-            lines = [json.dumps(episode_to_dict(step, episode)) for episode in report.episodes]
+            lines = [json.dumps(episode) for episode in _episodes(report.episodes, report.checkpoint_step)]
             atomic_text(transcripts, "\n".join(lines) + "\n", "evaluated episodes")
-        typer.echo(json.dumps(report.to_json(), sort_keys=True) if as_json else _summary(report))
+        record = report.to_json()
+        if run_id is not None:
+            record["evaluation_id"] = _save(run_id, report=report)[0]
+        typer.echo(json.dumps(record, sort_keys=True) if as_json else _summary(report) + (
+            f"\nstored as evaluation {record['evaluation_id']} of run {run_id}" if run_id is not None else ""))

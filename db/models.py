@@ -242,3 +242,27 @@ class StudyTrialRow(Base):
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"), index=True)
     previous_run_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
     stop_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class EvaluationRow(Base):
+    """One evaluation of a run's team (``cooplab eval``): at a checkpoint, on a split, with its settings,
+    metrics, standard errors, per-item outcomes and the evaluated episodes. A team analysis stores one
+    row per variant (``kind`` ``team_analysis``, ``label`` the variant), sharing ``analysis``."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (Index("ix_evaluations_run_step", "run_id", "checkpoint_step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(20))
+    label: Mapped[str] = mapped_column(String(200))
+    analysis: Mapped[str | None] = mapped_column(String(36))
+    checkpoint_step: Mapped[int | None]
+    checkpoint_path: Mapped[str | None] = mapped_column(Text)
+    split: Mapped[str] = mapped_column(String(20))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    standard_errors: Mapped[dict[str, Any]] = mapped_column(JSON)
+    per_item: Mapped[list[Any]] = mapped_column(JSON)
+    episodes: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -20,7 +20,7 @@ model cannot be reset one at a time and are refused.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ class TeamAnalysis:
     names: list[str]
     rows: list[tuple[Variant, dict[str, float], dict[str, float]]]
     contribution: dict[str, tuple[float, float]]
+    outcomes: list[Any] = field(default_factory=list)  # per row: its EvalOutcome (items and episodes)
 
     def to_json(self) -> dict[str, Any]:
         return {"metric": self.metric, "checkpoint_step": self.checkpoint_step, "split": self.split,
@@ -137,7 +138,7 @@ def analyze_team(config: RunConfig, checkpoint: str | Path, *, metric: str = "ev
         if dataset is None:
             raise EvalError(f"task {config.task.name!r} has no eval split with these params; give it eval items")
         count = len(dataset) if items is None else min(items, len(dataset))
-        rows = []
+        rows, outcomes = [], []
         for variant in analysis_variants(names, swappable=_swappable(config)):
             for agent, (kind, j) in zip(trainer.agents, variant.weights, strict=True):
                 load_checkpoint_weights(agent.model, (trained if kind == TRAINED else base)[j])
@@ -147,10 +148,11 @@ def analyze_team(config: RunConfig, checkpoint: str | Path, *, metric: str = "ev
                 raise EvalError(f"--metric {metric!r} is not among this task's evaluation metrics "
                                 f"({', '.join(sorted(outcome.metrics))}); choose one of them")
             rows.append((variant, outcome.metrics, outcome.standard_errors))
+            outcomes.append(outcome)
         n = outcome.items[0].samples if outcome.items else 0
     finally:
         close = getattr(trainer, "close", None)
         if close is not None:
             close()
     by_label = {v.label: (m[metric], se.get(metric, 0.0)) for v, m, se in rows}
-    return TeamAnalysis(metric, step, split, count, n, names, rows, contributions(by_label, names))
+    return TeamAnalysis(metric, step, split, count, n, names, rows, contributions(by_label, names), outcomes)

@@ -100,3 +100,31 @@ def test_team_analysis_prints_the_table_and_needs_a_run(run_folder, monkeypatch)
     assert [v["label"] for v in record["variants"]] == ["trained", "base", "first reset", "second reset"]
     refused = _eval("--run-config", str(run_folder / "run.yaml"), "--team-analysis")
     assert refused.exit_code == EXIT_BAD_INPUT and "--team-analysis compares a run's checkpoint" in refused.output
+
+
+def test_a_run_in_the_database_gets_its_evaluations_stored(run_folder, monkeypatch) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home-db"))
+    from db.evaluation_store import EvaluationStore
+    from db.migrate import upgrade
+    from jobs.client import get_store
+    from jobs.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.resolved_database_url)
+    store = get_store(settings)
+    experiment = store.create_experiment("stored-evals", config=CONFIG)
+    run_id = store.create_run(experiment.id, CONFIG, "cpu", total_steps=2).id
+    store.update_run(run_id, output_dir=str(run_folder / "run"))
+    result = _eval(str(run_id), "--checkpoint", "2", "--greedy", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    stored = EvaluationStore(store).get_evaluation(record["evaluation_id"])
+    assert stored.run_id == run_id and stored.checkpoint_step == 2 and stored.split == "eval"
+    assert dict(stored.metrics) == record["metrics"] and dict(stored.standard_errors) == record["standard_errors"]
+    assert [dict(i) for i in stored.per_item] == record["per_item"] and len(stored.episodes) == 4
+    assert stored.settings == {"seed": 1, "greedy": True, "samples": 1, "items": 4}
+    analysis = json.loads(_eval(str(run_id), "--team-analysis", "--greedy", "--json").output)
+    rows = EvaluationStore(store).list_evaluations(run_id)[1:]
+    assert [r.id for r in rows] == analysis["evaluation_ids"] and len({r.analysis for r in rows}) == 1
+    assert [r.label for r in rows] == ["trained", "base", "first reset", "second reset"]
+    assert all(r.kind == "team_analysis" for r in rows)
