@@ -1,4 +1,4 @@
-"""Who may use the dashboard: the address rule, password hashes and a limit on guessing.
+"""Who may use the dashboard: the address rule, password hashes and the limits on guessing.
 
 Pure Python (hashlib, hmac, ipaddress): the sign-in page (``app/signin.py``) and the launcher
 (``cooplab ui`` / ``cooplab up``, ``cooplab hash-password``) share it.
@@ -7,6 +7,8 @@ Pure Python (hashlib, hmac, ipaddress): the sign-in page (``app/signin.py``) and
   Any other address, and an empty one (which means every interface), requires sign-in.
 - The password is never stored: the ``COOPLAB_UI_PASSWORD_HASH`` setting holds a salted scrypt hash,
   ``scrypt:<n>:<r>:<p>:<salt hex>:<key hex>`` (no ``$``, so shells and compose files keep it as is).
+- Guessing is limited per client, per browser and for the account, with backoff
+  (:class:`SigninLimiter`); which host names the dashboard answers to is ``app/hosts.py``.
 """
 
 from __future__ import annotations
@@ -102,33 +104,117 @@ def fingerprint(stored: str) -> str:
     return hashlib.sha256(stored.strip().encode()).hexdigest()[:16]
 
 
-class FailureLimiter:
-    """At most ``max_failures`` failed sign-ins per ``window_s`` seconds per client; thread-safe."""
+@dataclass
+class _Bucket:
+    """Failed sign-ins counted against one key: consecutive failures, the last one, attempts in flight."""
 
-    def __init__(self, max_failures: int = 5, window_s: float = 60.0,
+    failures: int = 0
+    last: float = 0.0
+    in_flight: int = 0
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """An attempt the limiter let through: the buckets it was counted in (see :class:`SigninLimiter`)."""
+
+    keys: tuple[str, ...]
+    browser: str | None
+
+
+ACCOUNT = "account"
+
+
+class SigninLimiter:
+    """Limits password guessing per client, per browser and for the one dashboard account; thread-safe.
+
+    The policy (docs/dashboard.md, "Sign-in"):
+
+    - **Atomic.** :meth:`begin` checks the limits and counts the attempt as in flight under one lock,
+      before the password is checked; :meth:`finish` records how it went. So parallel attempts can
+      never check more passwords than the limit allows.
+    - **Per client** (its address; ``X-Forwarded-For`` only from a trusted proxy): ``max_failures``
+      consecutive failures are free, then each further attempt waits ``window_s``, then twice that,
+      and so on up to ``max_backoff_s``, one at a time. A success clears the client; a client silent
+      for ``forget_s`` starts afresh.
+    - **Per account** (all clients together): the same backoff after ``account_max_failures``
+      failures, applied to *retries*: a client with no failure of its own (and none in flight) may
+      always make one attempt. So an attacker's failures from elsewhere never lock the real user
+      out of a first, correct attempt, while guessing spread over many addresses gets one guess per
+      address per backoff step.
+    - **Known browsers.** A browser that signed in before (its ``cooplab_browser`` cookie, which only
+      the dashboard's own pages can send) is limited by its own failures only, so nobody sharing its
+      address (a NAT, a proxy) and no attacker elsewhere can lock it out.
+    """
+
+    def __init__(self, max_failures: int = 5, window_s: float = 60.0, *, account_max_failures: int = 20,
+                 max_backoff_s: float = 900.0, forget_s: float = 3600.0, max_known_browsers: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_failures, self.window_s, self.clock = max_failures, window_s, clock
-        self._failures: dict[str, list[float]] = {}
+        self.account_max_failures, self.max_backoff_s, self.forget_s = account_max_failures, max_backoff_s, forget_s
+        self.max_known_browsers = max_known_browsers
+        self._buckets: dict[str, _Bucket] = {}
+        self._known: dict[str, None] = {}  # browsers that signed in, oldest first
         self._lock = threading.Lock()
 
-    def _recent(self, client: str) -> list[float]:
-        now = self.clock()
-        recent = [t for t in self._failures.get(client, []) if now - t < self.window_s]
-        self._failures[client] = recent
-        return recent
+    def _limit(self, key: str) -> int:
+        return self.account_max_failures if key == ACCOUNT else self.max_failures
 
-    def wait_s(self, client: str) -> float:
-        """Seconds until ``client`` may try again (0 when it may now)."""
-        with self._lock:
-            recent = self._recent(client)
-            if len(recent) < self.max_failures:
-                return 0.0
-            return max(0.0, recent[-self.max_failures] + self.window_s - self.clock())
+    def _wait(self, key: str, now: float) -> float:
+        bucket, limit = self._buckets.get(key), self._limit(key)
+        if bucket is None:
+            return 0.0
+        if bucket.in_flight == 0 and now - bucket.last >= self.forget_s:
+            del self._buckets[key]  # silent long enough: start afresh
+            return 0.0
+        if bucket.failures + bucket.in_flight < limit:
+            return 0.0
+        if bucket.in_flight:
+            return 1.0  # past the free attempts, one at a time: another one is being checked
+        delay = min(self.max_backoff_s, self.window_s * 2 ** (bucket.failures - limit))
+        return max(0.0, bucket.last + delay - now)
 
-    def failed(self, client: str) -> None:
-        with self._lock:
-            self._recent(client).append(self.clock())
+    def keys_for(self, client: str, browser: str | None) -> tuple[str, ...]:
+        """The buckets an attempt from ``client`` with ``browser`` is counted in (call under the lock)."""
+        if browser is not None and browser in self._known:
+            return (f"browser:{browser}",)
+        bucket = self._buckets.get(f"client:{client}")
+        first_try = bucket is None or (bucket.failures == 0 and bucket.in_flight == 0)
+        return (f"client:{client}",) if first_try else (f"client:{client}", ACCOUNT)
 
-    def succeeded(self, client: str) -> None:
+    def begin(self, client: str, browser: str | None = None) -> Ticket | float:
+        """Let an attempt through (a :class:`Ticket`, now counted as in flight) or say how many seconds to wait."""
         with self._lock:
-            self._failures.pop(client, None)
+            now = self.clock()
+            keys = self.keys_for(client, browser)
+            wait = max(self._wait(key, now) for key in keys)
+            if wait > 0:
+                return wait
+            for key in keys:
+                self._buckets.setdefault(key, _Bucket()).in_flight += 1
+            return Ticket(keys, browser)
+
+    def finish(self, ticket: Ticket, succeeded: bool) -> None:
+        """Record how the attempt went: a failure counts in each of its buckets, a success clears the
+        client's and the browser's (never the account's) and remembers the browser."""
+        with self._lock:
+            now = self.clock()
+            for key in ticket.keys:
+                bucket = self._buckets[key]
+                bucket.in_flight -= 1
+                if succeeded and key != ACCOUNT:
+                    bucket.failures = 0
+                elif not succeeded:
+                    bucket.failures += 1
+                    bucket.last = now
+                if bucket.failures == 0 and bucket.in_flight == 0:
+                    del self._buckets[key]
+            if succeeded and ticket.browser is not None:
+                self._known[ticket.browser] = None
+                while len(self._known) > self.max_known_browsers:
+                    del self._known[next(iter(self._known))]
+
+    def wait_s(self, client: str, browser: str | None = None) -> float:
+        """Seconds until ``client`` (with ``browser``) may try again (0 when it may now)."""
+        with self._lock:
+            now = self.clock()
+            return max(self._wait(key, now) for key in self.keys_for(client, browser))

@@ -5,6 +5,9 @@ answers ``/api/download/<token>/<file>`` (see :mod:`app.components.downloads`): 
 HTTP responses streamed from the database, never Streamlit's deferred media files, so two
 downloads in quick succession both arrive. ``streamlit run app/main.py`` still works, with
 Streamlit's download buttons instead.
+
+Every request and websocket first passes :class:`app.guard.HostGuard`: a ``Host`` the dashboard does not
+answer to (DNS rebinding) or a foreign ``Origin`` is refused with 403, on loopback too.
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ if str(ROOT) not in sys.path:  # running from a source tree: make `app`, `db`, `
     sys.path.insert(0, str(ROOT))
 
 import streamlit as st  # noqa: E402
+from starlette.middleware import Middleware  # noqa: E402
 
+from app import guard  # noqa: E402
 from app.components import downloads  # noqa: E402
 
 downloads.activate_route()
+guard.activate()
 
-app = st.App(Path(__file__).resolve().with_name("main.py"), routes=downloads.routes())
+app = st.App(Path(__file__).resolve().with_name("main.py"), routes=downloads.routes(),
+             middleware=[Middleware(guard.HostGuard)])

@@ -1,6 +1,6 @@
 """Who may use the dashboard, from the command line: ``cooplab hash-password`` makes the credential,
 and :func:`announce_signin` is the launcher's check for ``cooplab ui`` / ``cooplab up`` (rules in
-``app/access.py``)."""
+``app/access.py`` and ``app/hosts.py``)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,29 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def announce_hosts(host: str) -> None:
+    """Say which host names the dashboard on ``host`` answers to; refuse an unreadable
+    ``COOPLAB_UI_ALLOWED_HOSTS``."""
+    import socket
+
+    from app.hosts import allowed_names, parse_allowed_hosts
+    from jobs.settings import get_settings
+
+    try:
+        extra = parse_allowed_hosts(get_settings().ui_allowed_hosts)
+    except ValueError as exc:
+        _fail(f"refusing to start the dashboard: {exc}")
+    names = ", ".join(sorted(allowed_names(host, extra, (socket.gethostname(),))))
+    typer.echo(f"Host names it answers to: {names} and IP addresses (add more with COOPLAB_UI_ALLOWED_HOSTS)")
+
+
 def announce_signin(host: str) -> None:
-    """Say whether the dashboard on ``host`` will ask for sign-in; refuse to go on when it must but
-    no usable password hash is configured."""
+    """Say whether the dashboard on ``host`` will ask for sign-in and which host names it answers to;
+    refuse to go on when it must ask but no usable password hash is configured."""
     from app.access import HASH_COMMAND, SETTING, hash_problem, signin_required
     from jobs.settings import get_settings
 
+    announce_hosts(host)
     if not signin_required(host):
         typer.echo(f"Sign-in: not required (the dashboard listens on {host}, reachable from this machine only)")
         return

@@ -331,6 +331,17 @@ class Store:
         with read_session(self.engine) as s:
             return ops_transcripts.export_jsonl(s, run_id)
 
+    def stream_episodes_jsonl(self, run_id: int, *, batch_size: int = 200) -> Iterator[str]:
+        """The same JSON lines in chunks of ``batch_size`` episodes, each read in its own short session
+        (for downloads: the whole export is never in memory, no connection waits on a slow client)."""
+        last_id = -1
+        while True:
+            with read_session(self.engine) as s:
+                text, last_id = ops_transcripts.jsonl_batch(s, run_id, after_id=last_id, batch_size=batch_size)
+            if not text:
+                return
+            yield text
+
     # -------------------------------------------------------------------------- checkpoints
 
     def add_checkpoint(self, run_id: int, step: int, path: str) -> Checkpoint:

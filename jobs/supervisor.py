@@ -63,6 +63,9 @@ def child_environment(settings: Settings) -> dict[str, str]:
     env["COOPLAB_HOME"] = str(settings.data_dir)
     paths = [str(_REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    # the dashboard's server (uvicorn) believes X-Forwarded-For only from the configured proxies, not
+    # from every loopback peer (its default): a client cannot pick its own address for the sign-in limits
+    env["FORWARDED_ALLOW_IPS"] = settings.ui_trusted_proxies
     return env
 
 

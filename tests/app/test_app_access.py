@@ -1,5 +1,5 @@
 """The dashboard's access rules (``app/access.py``): which addresses need sign-in, password hashes,
-and the limit on failed attempts."""
+and the limits on failed attempts (per client, per browser, per account, with backoff)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import hmac
 import pytest
 
 from app import access
-from app.access import FailureLimiter, hash_password, hash_problem, signin_required, verify_password
+from app.access import (
+    ACCOUNT,
+    SigninLimiter,
+    Ticket,
+    hash_password,
+    hash_problem,
+    signin_required,
+    verify_password,
+)
 
 PASSWORD = "correct horse battery staple"
 
@@ -72,19 +80,72 @@ def test_unusable_hashes_are_named_and_never_verify(stored: str | None, reason: 
         assert not verify_password(PASSWORD, stored)
 
 
-def test_failures_are_limited_per_client_and_expire() -> None:
+def _fail(limiter: SigninLimiter, client: str, browser: str | None = None) -> None:
+    ticket = limiter.begin(client, browser)
+    assert isinstance(ticket, Ticket), f"{client} was told to wait {ticket} s"
+    limiter.finish(ticket, False)
+
+
+def test_a_client_gets_its_free_failures_then_doubling_waits() -> None:
     now = [100.0]
-    limiter = FailureLimiter(max_failures=3, window_s=60, clock=lambda: now[0])
+    limiter = SigninLimiter(max_failures=3, window_s=60, account_max_failures=100, max_backoff_s=200,
+                            forget_s=1000, clock=lambda: now[0])
     for _ in range(3):
-        assert limiter.wait_s("a") == 0
-        limiter.failed("a")
+        _fail(limiter, "a")
         now[0] += 1
-    assert limiter.wait_s("a") == pytest.approx(57)  # the first of the three expires at 160
+    assert limiter.wait_s("a") == pytest.approx(59)  # the third failure was at 102: 102 + 60 - 103
     assert limiter.wait_s("b") == 0  # another client is not held back
-    now[0] = 160.5
+    now[0] = 162
+    _fail(limiter, "a")  # the 4th failure, at 162: the next wait is 120 s
+    assert limiter.begin("a") == pytest.approx(120)
+    now[0] = 282
+    _fail(limiter, "a")  # the 5th: 240 s, capped at max_backoff_s
+    assert limiter.wait_s("a") == pytest.approx(200)
+    now[0] = 482
+    ticket = limiter.begin("a")
+    limiter.finish(ticket, True)  # a right password clears the client
     assert limiter.wait_s("a") == 0
-    limiter.failed("a")
-    limiter.succeeded("a")  # a right password clears the count
-    limiter.failed("a")
-    limiter.failed("a")
+    for _ in range(3):
+        _fail(limiter, "a")
+    now[0] += 1000  # silent for forget_s: starts afresh
     assert limiter.wait_s("a") == 0
+
+
+def test_an_attempt_is_counted_before_the_password_is_checked() -> None:
+    limiter = SigninLimiter(max_failures=2, window_s=60, clock=lambda: 0.0)
+    first, second = limiter.begin("a"), limiter.begin("a")
+    assert isinstance(first, Ticket) and isinstance(second, Ticket)
+    assert limiter.begin("a") == 1.0  # two are being checked: a third waits, before any has failed
+    limiter.finish(first, True)
+    limiter.finish(second, True)
+    assert isinstance(limiter.begin("a"), Ticket)
+
+
+def test_the_account_limit_applies_to_retries_not_to_a_clients_first_attempt() -> None:
+    limiter = SigninLimiter(max_failures=5, window_s=60, account_max_failures=4, clock=lambda: 0.0)
+    for address in range(4):  # an attacker fails twice from each of four addresses...
+        _fail(limiter, f"10.0.0.{address}")
+    for address in range(4):
+        _fail(limiter, f"10.0.0.{address}")
+    assert limiter.wait_s("10.0.0.0") == 60  # ...the account is over its limit: retries wait
+    assert limiter.wait_s("10.0.0.9") == 0  # a client with no failure of its own still gets an attempt
+    ticket = limiter.begin("192.168.1.7")  # the real user, from anywhere
+    assert isinstance(ticket, Ticket) and ticket.keys == ("client:192.168.1.7",)
+    limiter.finish(ticket, True)
+    assert limiter.wait_s("10.0.0.1") == 60  # a success elsewhere does not reset the account
+
+
+def test_a_browser_that_signed_in_before_is_limited_by_its_own_failures_only() -> None:
+    limiter = SigninLimiter(max_failures=3, window_s=60, account_max_failures=3, clock=lambda: 0.0)
+    known = "k" * 43
+    ticket = limiter.begin("10.0.0.5", known)
+    limiter.finish(ticket, True)  # signed in once from this browser
+    for _ in range(3):
+        _fail(limiter, "10.0.0.5")  # someone behind the same NAT guesses
+    assert limiter.wait_s("10.0.0.5") == 60 and limiter.wait_s("10.0.0.5", "u" * 43) == 60
+    assert limiter.wait_s("10.0.0.5", known) == 0  # the known browser is not locked out
+    assert limiter.keys_for("10.0.0.5", known) == (f"browser:{known}",)
+    for _ in range(3):
+        _fail(limiter, "10.0.0.5", known)
+    assert limiter.wait_s("10.0.0.5", known) == 60  # its own failures do count
+    assert ACCOUNT not in limiter.keys_for("10.0.0.5", known)

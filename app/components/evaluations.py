@@ -1,0 +1,129 @@
+"""A run's evaluations of record (``cooplab eval``, :mod:`db.evaluation_store`): one table row per
+evaluation with every metric as ``mean ± s.e.`` and the best checkpoint marked, team analyses as a
+table of variants, and the per-item outcomes of one evaluation whose rows open the evaluated episode.
+
+The table builders are pure functions (tested on their own); :func:`render_evaluations` lays them out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from app.components.transcript_view import render_episode
+from app.escape import md_code
+from db.evaluation_records import Evaluation
+from db.records import EpisodeView
+from transcripts import TurnRecord
+
+BEST_MARK = "★ best"
+
+
+def best_step(output_dir: str | None) -> int | None:
+    """The step of the run's best checkpoint (``checkpoints/best.json``), None when it kept none."""
+    if not output_dir:
+        return None
+    path = Path(output_dir) / "checkpoints" / "best.json"
+    try:
+        return int(json.loads(path.read_text(encoding="utf-8"))["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _mean_se(evaluation: Evaluation, key: str) -> str:
+    se = evaluation.standard_errors.get(key)
+    value = evaluation.metrics[key]
+    return f"{value:.4f}" if se is None else f"{value:.4f} ± {se:.4f}"
+
+
+def evaluation_rows(evaluations: Sequence[Evaluation], best: int | None) -> list[dict[str, Any]]:
+    """One row per plain evaluation (team analyses are shown apart), newest checkpoint last."""
+    rows = []
+    for e in sorted((e for e in evaluations if e.kind == "eval"), key=lambda e: (e.checkpoint_step or 0, e.id)):
+        settings = e.settings
+        step = "" if e.checkpoint_step is None else str(e.checkpoint_step)
+        row = {"evaluation": e.id, "checkpoint": f"{step} {BEST_MARK}" if best is not None and
+               e.checkpoint_step == best else step, "split": e.split,
+               "items × samples": f"{settings.get('items', '?')} × {settings.get('samples', '?')}",
+               "greedy": bool(settings.get("greedy")), "seed": settings.get("seed")}
+        row.update({key: _mean_se(e, key) for key in sorted(e.metrics)})
+        rows.append(row)
+    return rows
+
+
+def analysis_tables(evaluations: Sequence[Evaluation]) -> dict[str, list[dict[str, Any]]]:
+    """Team analyses by their id: per variant its metric (the one the analysis was run for) ± s.e."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for e in evaluations:
+        if e.kind != "team_analysis" or e.analysis is None:
+            continue
+        metric = e.settings.get("metric", "eval/reward_mean")
+        tables.setdefault(e.analysis, []).append({
+            "configuration": e.label, "checkpoint": e.checkpoint_step, metric: _mean_se(e, metric)
+            if metric in e.metrics else "", "weights": ", ".join(e.settings.get("weights", []))})
+    return tables
+
+
+def item_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """The per-item outcomes of one evaluation."""
+    rows = []
+    for item in evaluation.per_item:
+        correct = item.get("correct")
+        row = {"item": item.get("index"), "return": item.get("return"),
+               "turn rewards": ", ".join(f"{r:.3f}" for r in item.get("turn_rewards", [])),
+               "correct": "" if correct is None else f"{correct} / {item.get('samples')}"}
+        row.update({k.removeprefix("eval/"): v for k, v in (item.get("task_metrics") or {}).items()})
+        rows.append(row)
+    return rows
+
+
+def episode_view(evaluation: Evaluation, index: int) -> EpisodeView | None:
+    """The evaluated episode of item ``index`` as a stored-episode view (None when it was not kept)."""
+    if index >= len(evaluation.episodes):
+        return None
+    data = evaluation.episodes[index]
+    fields = set(TurnRecord.__dataclass_fields__)
+    turns = tuple(TurnRecord(**{k: (float("nan") if v is None and k in ("reward", "ret", "advantage") else v)
+                                for k, v in turn.items() if k in fields}) for turn in data.get("turns", []))
+    return EpisodeView(id=evaluation.id * 100_000 + index, run_id=evaluation.run_id, step=int(data.get("step", 0)),
+                       split=str(data.get("split", evaluation.split)), sample_index=int(data.get("sample_index", 0)),
+                       item_index=data.get("item_index"), reward=float(data.get("reward") or 0.0),
+                       ret=float(data.get("ret") or 0.0), turns=turns)
+
+
+def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output_dir: str | None) -> None:
+    """The Evaluations tab of a run."""
+    command = f"cooplab eval {run_id} --checkpoint best" if best_step(output_dir) is not None else \
+        f"cooplab eval {run_id} --checkpoint last"
+    if not evaluations:
+        st.caption(f"No evaluations yet. {md_code(command)} evaluates a checkpoint on the task's held-out split "
+                   "and stores it here; add `--team-analysis` for each agent's contribution.")
+        return
+    rows = evaluation_rows(evaluations, best_step(output_dir))
+    if rows:
+        st.markdown("**Held-out evaluations** (mean ± standard error over items)")
+        st.dataframe(rows, hide_index=True, key=f"evals_{run_id}")
+    for analysis, table in analysis_tables(evaluations).items():
+        st.markdown(f"**Team analysis** {md_code(analysis[:8])}: each agent reset to its base model")
+        st.dataframe(table, hide_index=True, key=f"analysis_{run_id}_{analysis}")
+    st.caption(f"More: {md_code(command)} (`--team-analysis`, `--samples K`, `--split train`).")
+    plain = [e for e in evaluations if e.kind == "eval"]
+    if not plain:
+        return
+    chosen = st.selectbox("per-item outcomes of evaluation", [e.id for e in plain], index=len(plain) - 1,
+                          key=f"eval_pick_{run_id}")
+    evaluation = next(e for e in plain if e.id == chosen)
+    items = item_rows(evaluation)
+    st.dataframe(items, hide_index=True, key=f"eval_items_{run_id}_{chosen}")
+    if items:
+        item = st.selectbox("open the evaluated episode of item", [r["item"] for r in items],
+                            key=f"eval_item_{run_id}_{chosen}")
+        episode = episode_view(evaluation, [r["item"] for r in items].index(item))
+        if episode is None:
+            st.caption("This evaluation kept no episode for that item.")
+        else:
+            render_episode(episode, key=f"eval_episode_{chosen}_{item}")

@@ -1,0 +1,63 @@
+"""The run page's Evaluations tab: held-out metrics per checkpoint (mean ± s.e., the best marked), team
+analyses, and per-item outcomes whose rows open the evaluated episode; the table builders by hand."""
+
+from __future__ import annotations
+
+import json
+
+from db.evaluation_records import EvaluationInput
+from db.evaluation_store import EvaluationStore
+from db.store import Store
+
+EPISODE = {"step": 4, "split": "eval", "sample_index": 0, "item_index": 0, "reward": 0.5, "ret": 0.5, "turns": [
+    {"turn": 1, "agent_index": 0, "agent_name": "writer", "prompt": "Topic: islands", "completion": "abcdef",
+     "reward": 0.5, "ret": 0.5, "advantage": 0.0},
+    {"turn": 1, "agent_index": 1, "agent_name": "editor", "prompt": "Topic: islands", "completion": "nopqrs",
+     "reward": 0.5, "ret": 0.5, "advantage": 0.0}]}
+
+
+def _evaluation(run_id: int, step: int, reward: float, **fields) -> EvaluationInput:
+    values = dict(run_id=run_id, split="eval", settings={"seed": 0, "greedy": True, "samples": 1, "items": 2},
+                  metrics={"eval/reward_mean": reward, "eval/pass@1": 0.5},
+                  standard_errors={"eval/reward_mean": 0.05, "eval/pass@1": 0.5},
+                  per_item=[{"index": 0, "turn_rewards": [reward], "return": reward, "samples": 1, "correct": 1,
+                             "task_metrics": {}},
+                            {"index": 1, "turn_rewards": [reward], "return": reward, "samples": 1, "correct": 0,
+                             "task_metrics": {}}],
+                  episodes=[EPISODE, {**EPISODE, "item_index": 1}], checkpoint_step=step)
+    values.update(fields)
+    return EvaluationInput(**values)
+
+
+def test_the_tab_lists_evaluations_with_the_best_marked_and_opens_an_items_episode(
+        app, store: Store, experiment: int, seed, tmp_path) -> None:
+    run_id = seed(experiment, status="succeeded", steps=2)
+    out = tmp_path / "run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "best.json").write_text(json.dumps({"step": 4, "metric": "eval/reward_mean",
+                                                               "value": 0.75, "mode": "max"}))
+    store.update_run(run_id, output_dir=str(out))
+    evaluations = EvaluationStore(store)
+    evaluations.add_evaluation(_evaluation(run_id, 4, 0.75))
+    evaluations.add_evaluation(_evaluation(run_id, 8, 0.5))
+    for label, value in (("trained", 0.75), ("writer reset", 0.25)):
+        evaluations.add_evaluation(_evaluation(run_id, 8, value, kind="team_analysis", label=label, analysis="abc123",
+                                               settings={"metric": "eval/reward_mean", "samples": 1, "items": 2,
+                                                         "weights": ["trained:writer", "trained:editor"]}))
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    held_out, analysis, items = (df.value for df in at.dataframe[:3])
+    assert list(held_out["checkpoint"]) == ["4 ★ best", "8"]
+    assert list(held_out["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.5000 ± 0.0500"]
+    assert list(analysis["configuration"]) == ["trained", "writer reset"]
+    assert list(analysis["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.2500 ± 0.0500"]
+    assert list(items["correct"]) == ["1 / 1", "0 / 1"]
+    texts = [t.value for t in at.text]
+    assert "abcdef" in texts and "nopqrs" in texts  # the evaluated episode of item 0, as a dialogue
+
+
+def test_a_run_without_evaluations_says_how_to_make_one(app, store: Store, experiment: int, seed) -> None:
+    run_id = seed(experiment, status="succeeded", steps=1)
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    assert any(f"cooplab eval {run_id} --checkpoint last" in c.value for c in at.caption)
