@@ -196,7 +196,9 @@ def select_run(run_id: int | None) -> None:
 
 def run_not_found(raw: str) -> None:
     """Say that the run named in the URL does not exist, with a way back to the runs list; stop the page."""
-    st.error(f"run {raw} not found", icon=":material/search_off:")
+    from app.escape import md_text
+
+    st.error(f"run {md_text(raw)} not found", icon=":material/search_off:")  # the URL's text, as text
     st.caption("It may have been deleted, or the link has a typo. Pick a run from the list instead.")
     st.page_link("app_pages/runs.py", label="Go to the runs list", icon=":material/list:")
     st.stop()

@@ -8,6 +8,7 @@ import streamlit as st
 from app import context
 from app.components.charts import band_figure, line_figure
 from app.configdiff import diff_configs
+from app.escape import md_text
 from app.queries import compare_series, experiment_names, run_label, shared_metric_keys, short_label
 from app.seedgroups import band, group_by_seed, seed_of
 
@@ -68,7 +69,7 @@ with chart_tab:
                     format_func=lambda k: {"minmax": "min–max", "sem": "± standard error"}[k])
     if seeded:
         described = "; ".join(
-            f"{legend[g.run_ids[0]].split(' #')[0]}: {len(g.run_ids)} runs, seeds "
+            f"{md_text(legend[g.run_ids[0]].split(' #')[0])}: {len(g.run_ids)} runs, seeds "
             + ", ".join(str(s) for s in g.seeds) for g in seeded)
         st.caption(f"Runs that differ only by seed: {described}.")
     if not keys:

@@ -17,6 +17,7 @@ from app.components.experiment_form import render_editor
 from app.components.launch import launch_options, launch_runs, launched_message
 from app.configdiff import changed_fields
 from app.control import ControlError
+from app.escape import md_code, md_message, md_text
 from app.queries import experiment_or_none, experiments_table
 from db.errors import DuplicateNameError, RunActiveError
 from db.records import Experiment
@@ -72,7 +73,7 @@ def show_stored(experiment: Experiment, notice: str) -> None:
 
 
 def name_taken(name: str) -> None:
-    st.error(f"An experiment named '{name}' already exists; choose another name.")
+    st.error(f"An experiment named '{md_text(name)}' already exists; choose another name.")
 
 
 if editor_state.DRAFT not in st.session_state:  # first visit of this session: a new experiment
@@ -92,7 +93,7 @@ if raw is not None and raw != NEW:
                    "the form now holds a new experiment.")
         open_experiment(None)  # the one this session had open is gone: start a new draft
     elif wanted is None or experiment_or_none(store, wanted) is None:
-        st.error(f"experiment {raw} not found", icon=":material/search_off:")
+        st.error(f"experiment {md_text(raw)} not found", icon=":material/search_off:")  # the URL's text, as text
         st.caption("It may have been deleted, or the link has a typo.")
         st.page_link("app_pages/experiments.py", label="Go to the experiments list", icon=":material/list:",
                      query_params={"experiment": NEW})
@@ -115,7 +116,7 @@ if not all_experiments:
             created = store.create_experiment(quickstart.get("name", "quickstart"),
                                               description=quickstart.get("description", ""),
                                               tags=quickstart.get("tags", []), config=quickstart)
-            show_stored(created, f"Created experiment '{created.name}'. Press Launch run to train it.")
+            show_stored(created, f"Created experiment '{md_text(created.name)}'. Press Launch run to train it.")
 else:
     with st.expander("All experiments", expanded=editor_state.open_id() is None):
         c1, c2 = st.columns([3, 1])
@@ -169,7 +170,7 @@ with st.expander("Start from a preset or a YAML file"):
             try:
                 editor_state.load(drafts.from_yaml(upload.getvalue().decode("utf-8")), editor_state.open_id())
             except (drafts.DraftImportError, UnicodeDecodeError) as exc:
-                st.error(str(exc))
+                st.error(md_message(exc))
             else:
                 st.rerun()
 
@@ -205,7 +206,7 @@ def _save() -> None:
     except DuplicateNameError:
         name_taken(config["name"])
     else:
-        show_stored(saved, f"Saved experiment '{saved.name}'.")
+        show_stored(saved, f"Saved experiment '{md_text(saved.name)}'.")
 
 
 # ---- the action bar: Save, Launch, Clone, Export, Delete, and what is unsaved
@@ -229,7 +230,7 @@ with bar:
                 except DuplicateNameError:
                     name_taken(clone_name)
                 else:
-                    show_stored(clone, f"Cloned into '{clone.name}'.")
+                    show_stored(clone, f"Cloned into '{md_text(clone.name)}'.")
     else:
         launch_clicked = False
         a2.caption("Create the experiment to launch it.")
@@ -247,7 +248,7 @@ with bar:
                 try:
                     store.delete_experiment(open_id)
                 except RunActiveError as exc:
-                    st.error(f"{exc}. Stop its runs first.")
+                    st.error(md_message(f"{exc}. Stop its runs first."))
                 else:
                     editor_state.load(blank_experiment(), None)
                     show_in_url(None)
@@ -255,7 +256,7 @@ with bar:
                     st.rerun()
 
     if changes:
-        shown = "; ".join(f"`{field}` {old} → {new}" for field, old, new in changes[:4])
+        shown = "; ".join(f"{md_code(field)} {md_text(old)} → {md_text(new)}" for field, old, new in changes[:4])
         more = f" and {len(changes) - 4} more" if len(changes) > 4 else ""
         st.warning(f"Unsaved changes: {shown}{more}. A run uses the saved config: save first to use them.",
                    icon=":material/edit_note:")
@@ -263,7 +264,7 @@ with bar:
         try:
             run_ids = launch_runs(saved_config, open_id, choice)
         except ControlError as exc:
-            st.error(str(exc))
+            st.error(md_message(exc))
         else:
             st.session_state["selected_run"] = run_ids[-1]  # the run pages open it next
             st.success(launched_message(run_ids, choice.device))

@@ -9,6 +9,7 @@ from app import context
 from app.components.launch import launch_options, launch_runs, launched_message
 from app.components.run_controls import notes_editor, run_header
 from app.control import ControlError
+from app.escape import md_message
 from app.queries import experiment_names, run_label, runs_table
 from app.runinfo import ALL_STATUSES
 
@@ -52,7 +53,7 @@ with st.expander("Launch a run", expanded=not store.list_runs(limit=1)):
             try:
                 run_ids = launch_runs(config, launch_exp, choice)
             except ControlError as exc:
-                st.error(str(exc))
+                st.error(md_message(exc))
             else:
                 context.select_run(run_ids[-1])
                 st.toast(launched_message(run_ids, device))

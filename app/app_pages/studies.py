@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import context
 from app.components.study_results import render_results
+from app.escape import md_code, md_message, md_text
 from app.study_form import searchable_paths, space_from_rows
 from db.study_records import ACTIVE
 from db.study_store import StudyStore
@@ -64,7 +65,7 @@ with define_tab:
             count = len(study_trials(spec))  # every generated config through the one schema
         except StudySpaceError as exc:
             spec = None
-            st.error(str(exc))
+            st.error(md_message(exc))
         if spec is not None:
             points = count // int(seeds)
             st.success(f"{_many(points, 'point')} × {_many(int(seeds), 'seed')} = {_many(count, 'run')}, "
@@ -75,10 +76,10 @@ with define_tab:
             try:
                 created = create_study(spec, settings=context.settings())
             except Exception as exc:  # noqa: BLE001 - pre-flight problems, a taken name, the broker down
-                st.error(str(exc))
+                st.error(md_message(exc))
             else:
                 st.session_state["st_open"] = created.id
-                st.success(f"Study {created.name!r} queued: {count} runs, at most {created.max_concurrent} at once. "
+                st.success(f"Study {md_text(repr(created.name))} queued: {count} runs, at most {created.max_concurrent} at once. "
                            "Open “Watch and results”.")
 
 with watch_tab:
@@ -104,8 +105,9 @@ with watch_tab:
         counts: dict[str, int] = {}
         for t in trials:
             counts[t.status] = counts.get(t.status, 0) + 1
-        st.markdown(f"**{study.name}** · {study.status} · " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-                    + f" · at most {study.max_concurrent} at once on `{study.queue}`")
+        st.markdown(f"**{md_text(study.name)}** · {study.status} · "
+                    + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                    + f" · at most {study.max_concurrent} at once on {md_code(study.queue)}")
         st.dataframe([{"point": t.point, **t.params, "seed": t.seed, "run": t.run_id, "status": t.status,
                        "step": t.step, "note": t.stop_reason or (t.error or "").split("\n")[0]} for t in trials],
                      hide_index=True, key="st_children")

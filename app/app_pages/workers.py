@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import context
+from app.escape import md_code, md_text
 from app.queries import experiment_names, heartbeat_age, run_label
 from app.sysinfo import gpu_stats, host_stats
 
@@ -42,13 +43,14 @@ def live_workers() -> None:
     if not queued:
         st.caption("No run is waiting.")
     else:
-        names = experiment_names(store)
+        names = {i: md_text(name) for i, name in experiment_names(store).items()}  # stored names, as text
         by_queue: dict[str, list[str]] = {}
         for run in sorted(queued, key=lambda r: r.id):
             by_queue.setdefault(run.queue, []).append(run_label(run, names))
         for queue, labels in sorted(by_queue.items()):
-            serving = [w.name for w in workers if w.online and queue in w.queues]
-            st.markdown(f"**{queue}** · {len(labels)} waiting · served by {', '.join(serving) or 'no online worker'}")
+            serving = [md_code(w.name) for w in workers if w.online and queue in w.queues]
+            st.markdown(f"**{md_code(queue)}** · {len(labels)} waiting · served by "
+                        f"{', '.join(serving) or 'no online worker'}")
             for position, label in enumerate(labels, start=1):
                 st.markdown(f"{position}. {label}")
 
@@ -60,7 +62,7 @@ def live_workers() -> None:
               delta_color="off")
     gpus, reason = gpu_stats()
     if reason:
-        st.caption(f"GPU: {reason}.")
+        st.caption(f"GPU: {md_text(reason)}.")
     for gpu in gpus:
         g1, g2, g3 = st.columns(3)
         g1.metric(f"GPU {gpu.index}", gpu.name)

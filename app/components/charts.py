@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import plotly.graph_objects as go
 
+from app.escape import plotly_text
 from app.seedgroups import Band
 from app.smoothing import smooth
 from db.records import Series
@@ -36,7 +37,7 @@ def _x_value(x_name: str, x: float):
 
 def _layout(figure: go.Figure, curves_x: str, title: str, subtitle: str, height: int) -> None:
     figure.update_layout(
-        title={"text": f"{title}{subtitle}", "font": {"size": 13}},
+        title={"text": plotly_text(f"{title}{subtitle}"), "font": {"size": 13}},
         height=height,
         margin={"l": 40, "r": 10, "t": 40, "b": 30},
         xaxis_title=X_TITLES.get(curves_x, curves_x),
@@ -51,7 +52,7 @@ def mark_attempts(figure: go.Figure, boundaries: Sequence[tuple[float, str]], x_
         at = _x_value(x_name, x)
         figure.add_shape(type="line", x0=at, x1=at, y0=0, y1=1, yref="paper",
                          line={"color": "#888888", "width": 1, "dash": "dot"})
-        figure.add_annotation(x=at, y=1, yref="paper", text=label, showarrow=False, xanchor="left",
+        figure.add_annotation(x=at, y=1, yref="paper", text=plotly_text(label), showarrow=False, xanchor="left",
                               yanchor="top", font={"size": 10, "color": "#666666"})
 
 
@@ -72,7 +73,8 @@ def line_figure(
     resumed run begin (x, label).
     """
     figure = go.Figure()
-    for index, (label, series) in enumerate(curves):
+    for index, (name, series) in enumerate(curves):
+        label = plotly_text(name)  # agent and experiment names: Plotly reads tags in its text
         color = PALETTE[index % len(PALETTE)]
         xs = _xs(series)
         ys = list(series.ys)
@@ -108,7 +110,8 @@ def band_figure(
     """One line per group of runs (the mean over its seeds) with a shaded band (min–max or ± one
     standard error, as computed by :func:`app.seedgroups.band`)."""
     figure = go.Figure()
-    for index, (label, band) in enumerate(groups):
+    for index, (name, band) in enumerate(groups):
+        label = plotly_text(name)
         color = PALETTE[index % len(PALETTE)]
         xs = [_x_value(x_name, x) for x in band.xs]
         if band.runs > 1:

@@ -20,6 +20,7 @@ from app import draft as drafts
 from app.components.comparator_choice import CheckpointOption, render_comparator
 from app.components.model_form import place_errors, render_fields, show_errors
 from app.components.trainer_extras import render_actor_critic, render_system
+from app.escape import md_code
 from app.fields import FieldForm, model_forms, named_forms, placed_forms
 from app.unused_settings import shown_for
 from engine.settings.catalog import FORM_MAIN
@@ -54,7 +55,7 @@ def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, 
             out["name"] = st.text_input("role name", value=str(agent.get("name") or ""), key=f"{key}.name",
                                         help=AgentSpec.model_fields["name"].description)
             slots[f"{path}.name"] = st.empty()
-        title.markdown(f"**Agent {index}** · `{out['name']}`")
+        title.markdown(f"**Agent {index}** · {md_code(out['name'])}")
         with c2:
             model = str(agent.get("model") or "")
             options = list(BUILTIN_MODELS) + ([model] if model and model not in BUILTIN_MODELS else [])

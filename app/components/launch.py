@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from app import context, control
+from app.escape import md_code
 from app.seedgroups import seed_of
 from db.store import Store
 
@@ -55,6 +56,7 @@ def launch_runs(config: dict[str, Any], experiment_id: int, choice: LaunchChoice
 
 
 def launched_message(run_ids: list[int], device: str) -> str:
+    """What a toast or success box says after a launch (markdown: the device, a worker's name, as code)."""
     if len(run_ids) == 1:
-        return f"Queued run #{run_ids[0]} on {device}."
-    return f"Queued runs {', '.join(f'#{i}' for i in run_ids)} on {device}."
+        return f"Queued run #{run_ids[0]} on {md_code(device)}."
+    return f"Queued runs {', '.join(f'#{i}' for i in run_ids)} on {md_code(device)}."

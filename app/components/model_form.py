@@ -7,13 +7,15 @@ from typing import Any
 
 import streamlit as st
 
+from app.escape import md_message
 from app.fields import FieldForm, FieldInputError, from_text, to_text
 
 
 def show_errors(messages: Sequence[str]) -> None:
-    """Print a field's validation problems right under its widget."""
+    """Print a field's validation problems right under its widget (the values they quote, from a draft
+    that may come from a YAML file or another user's experiment, shown as text)."""
     for message in messages:
-        st.error(message, icon=":material/error:")
+        st.error(md_message(message), icon=":material/error:")
 
 
 def _number(form: FieldForm, value: Any, key: str) -> Any:

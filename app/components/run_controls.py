@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import context, control
+from app.escape import md_code, md_message
 from app.queries import experiment_names, heartbeat_age, run_label
 from app.runinfo import actions_for, format_duration, status_markdown
 from db.errors import NotFoundError, RunActiveError
@@ -29,7 +30,8 @@ def status_line(store: Store, run_id: int) -> Run | None:
     c5.metric("heartbeat", heartbeat_age(run.heartbeat_at))
     if run.progress is not None:
         st.progress(run.progress)
-    st.caption(f"device {run.device or run.queue} · worker {run.worker or '—'} · attempt {run.attempt}"
+    st.caption(f"device {md_code(run.device or run.queue)} · worker {md_code(run.worker) if run.worker else '—'} · "
+               f"attempt {run.attempt}"
                + (f" · resumed from #{run.resumed_from}" if run.resumed_from else ""))
     if run.status == "stopping":
         st.info("Stopping: the worker saves a checkpoint and ends the run; the final state appears here.")
@@ -65,7 +67,7 @@ def action_buttons(store: Store, run: Run, key: str) -> None:
             st.toast(f"Resumed as run #{new_id}.")
             st.rerun()
     except control.ControlError as exc:
-        st.error(str(exc))
+        st.error(md_message(exc))
     if allowed.delete:
         with cols["delete"].popover("Delete", icon=":material/delete:"):
             st.markdown(f"Delete run #{run.id} with its metrics and transcripts? Files on disk stay.")
@@ -73,7 +75,7 @@ def action_buttons(store: Store, run: Run, key: str) -> None:
                 try:
                     store.delete_run(run.id)
                 except RunActiveError as exc:
-                    st.error(str(exc))
+                    st.error(md_message(exc))
                 else:
                     context.select_run(None)
                     st.toast(f"Deleted run #{run.id}.")

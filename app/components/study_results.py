@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.components.charts import PALETTE, band_figure
 from app.components.study_seeds import point_label, seed_transcripts
+from app.escape import md_text, plotly_text
 from app.queries import compare_series
 from app.seedgroups import band
 from app.study_form import promoted_config
@@ -67,13 +68,15 @@ def scatter_figure(results: list[PointResult], path: str, key: str) -> go.Figure
     kept = [r for r in results if key in r.final and r.final[key].mean is not None]
     figure = go.Figure(go.Scatter(
         x=[r.params.get(path) for r in kept], y=[r.final[key].mean for r in kept], mode="markers",
-        marker={"color": PALETTE[0], "size": 10}, text=[_label(r) for r in kept], name=f"{key} final",
+        marker={"color": PALETTE[0], "size": 10}, text=[plotly_text(_label(r)) for r in kept],
+        name=plotly_text(f"{key} final"),
         error_y={"type": "data", "array": [r.final[key].std or 0.0 for r in kept], "visible": True}))
     numeric = all(isinstance(r.params.get(path), (int, float)) for r in kept)
     positive = numeric and all((r.params.get(path) or 0) > 0 for r in kept)
-    figure.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10}, title=f"{path} → {key}",
-                         xaxis={"title": path, "type": "log" if positive else None},
-                         yaxis={"title": f"{key} (final, mean ± std)"})
+    figure.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                         title=plotly_text(f"{path} → {key}"),
+                         xaxis={"title": plotly_text(path), "type": "log" if positive else None},
+                         yaxis={"title": plotly_text(f"{key} (final, mean ± std)")})
     return figure
 
 
@@ -82,7 +85,7 @@ def _promote(store: Store, study: Study, results: list[PointResult], key: str) -
     if best is None:
         return
     final = best.final[key]
-    st.markdown(f"**Best point** by mean final {key}: {_label(best)} · {final.mean:.4g} ± {final.std:.3g} "
+    st.markdown(f"**Best point** by mean final {md_text(key)}: {md_text(_label(best))} · {final.mean:.4g} ± {final.std:.3g} "
                 f"over {final.n} seeds")
     if st.button("Promote to a new experiment", key="st_promote"):
         name = f"{study.name}: point {best.point}"

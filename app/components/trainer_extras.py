@@ -14,6 +14,7 @@ import streamlit as st
 from app import actor_critic_settings as ac
 from app import system_draft
 from app.components.model_form import render_fields
+from app.escape import md_code, md_text
 
 
 def render_actor_critic(trainer: dict[str, Any], before: dict[str, Any], *, key: str,
@@ -35,7 +36,7 @@ def render_actor_critic(trainer: dict[str, Any], before: dict[str, Any], *, key:
         if changed or not settings:
             return {**trainer, "actor_critic": {}}, {}
         st.caption(f"`actor_critic` settings apply to iac/maac (and marlhf with rl_algorithm iac/maac) only: "
-                   f"{settings}")
+                   f"{md_code(settings)}")
         slots["trainer.actor_critic"] = st.empty()
         return trainer, {}
     if not isinstance(settings, dict):  # e.g. a list in an imported file: validation names it
@@ -46,7 +47,7 @@ def render_actor_critic(trainer: dict[str, Any], before: dict[str, Any], *, key:
         settings = {k: v for k, v in settings.items() if k in known}
     owner = {"iac": "IACConfig", "maac": "MAACConfig"}.get(algorithm, "MARLHFConfig")
     label = algorithm.upper() if algorithm != "marlhf" else f"MARLHF's {str(trainer.get('rl_algorithm')).upper()} stage"
-    st.markdown(f"**Critic settings ({label})** · defaults as in CoMLRL's `{owner}`")
+    st.markdown(f"**Critic settings ({md_text(label)})** · defaults as in CoMLRL's `{owner}`")
     shown, input_errors = render_fields(ac.forms(algorithm), {**known, **settings},
                                         key=f"{key}.trainer.ac.{algorithm}", path="trainer.actor_critic",
                                         slots=slots, columns=4)

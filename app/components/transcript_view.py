@@ -8,6 +8,7 @@ from itertools import groupby
 
 import streamlit as st
 
+from app.escape import md_text
 from app.pairs import pair_title, pairs_by_gap, preference_pairs
 from db.records import EpisodeView
 from transcripts import TurnRecord
@@ -23,7 +24,7 @@ def turn_caption(turn: TurnRecord) -> str:
 
 def episode_title(episode: EpisodeView) -> str:
     item = f" · item {episode.item_index}" if episode.item_index is not None else ""
-    return (f"step {episode.step} · {episode.split} · sample {episode.sample_index}{item} · "
+    return (f"step {episode.step} · {md_text(episode.split)} · sample {episode.sample_index}{item} · "
             f"team reward {episode.reward:.3f} · return {episode.ret:.3f}")
 
 
@@ -35,8 +36,9 @@ def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False
             st.caption(f"turn {turn_index}")
             for turn in turns:
                 with st.chat_message(turn.agent_name, avatar=AVATARS[turn.agent_index % len(AVATARS)]):
-                    st.markdown(f"**{turn.agent_name}** · {turn_caption(turn)}")
-                    with st.expander(f"view as {turn.agent_name}: the prompt it saw", expanded=show_prompts):
+                    name = md_text(turn.agent_name)  # a stored name: shown as text, never as markdown
+                    st.markdown(f"**{name}** · {turn_caption(turn)}")
+                    with st.expander(f"view as {name}: the prompt it saw", expanded=show_prompts):
                         st.code(turn.prompt, language="text", wrap_lines=True)
                     st.text(turn.completion if turn.completion else "(empty reply)")
 

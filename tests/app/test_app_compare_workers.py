@@ -63,7 +63,7 @@ def test_workers_and_queues(app, store: Store, experiment: int, seed) -> None:
     assert not at.exception
     table = at.dataframe[0].value
     assert table["worker"].tolist() == ["cpu@box"] and table["online"].tolist() == ["● online"]
-    assert any(m.value.startswith("**cpu** · 1 waiting · served by cpu@box") for m in at.markdown)
+    assert any(m.value.startswith("**`cpu`** · 1 waiting · served by `cpu@box`") for m in at.markdown)
     assert any(f"#{queued} demo" in m.value for m in at.markdown)
     assert [m.label for m in at.metric][:2] == ["CPU", "RAM"]
 
