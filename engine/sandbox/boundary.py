@@ -5,9 +5,14 @@ uid 65534 inside, with no new privileges, a new session, and death with its pare
 only the interpreter, its standard library (``site-packages`` hidden) and the shared libraries they
 load, plus ``/box`` (the run's own inputs, read-only), a private size-limited ``/tmp`` (the
 working directory), a private ``/proc`` and a minimal ``/dev``: no project source, no datasets, no
-data directory, no sockets. The PID namespace ends every descendant when the program ends.
+data directory, no sockets. The PID namespace ends every descendant when the program ends. A
+system-call filter (:mod:`engine.sandbox.seccomp`, installed by bubblewrap in the program and in
+the namespace's first process) refuses the calls that reach kernel code the namespaces do not
+need: ``ptrace``, new namespaces, mounts, BPF, ``io_uring``, keys, modules... The namespace's
+first process (bubblewrap, same uid) is hidden behind an empty read-only ``/proc/1``.
 
-It fails closed: when bubblewrap is missing or cannot create the namespaces, code is refused with
+It fails closed: when bubblewrap is missing, cannot create the namespaces or cannot install the
+filter (a probe checks that a program inside runs under it), code is refused with
 :class:`SandboxUnavailable`, unless an operator called :func:`allow_unisolated_sandbox` (UNSAFE:
 resource limits, a separate uid as root and the in-interpreter audit hook only).
 """
@@ -27,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from engine.sandbox.identity import dedicated_uid
+from engine.sandbox.seccomp import SeccompUnsupported, filter_program
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +74,21 @@ class Boundary:
     interpreter: str
     binds: tuple[tuple[str, str], ...]  # (host path, path inside), read-only
     hidden: tuple[str, ...]  # folders inside the binds covered by an empty tmpfs
+    seccomp: bytes  # the compiled system-call filter
 
-    def argv(self, box: str, *, tmpfs_mb: int, network: bool, config: str, info_fd: int | None = None) -> list[str]:
-        """The bubblewrap command line that runs ``bootstrap.py`` from ``box`` with ``config``.
+    def seccomp_fd(self) -> int:
+        """A pipe's read end holding the filter, for ``--seccomp`` (the caller passes and closes it)."""
+        read, write = os.pipe()
+        try:
+            os.write(write, self.seccomp)  # a few hundred bytes: far below a pipe's buffer
+        finally:
+            os.close(write)
+        return read
+
+    def argv(self, box: str, *, tmpfs_mb: int, network: bool, config: str, seccomp_fd: int,
+             info_fd: int | None = None) -> list[str]:
+        """The bubblewrap command line that runs ``bootstrap.py`` from ``box`` with ``config``, under
+        the filter that ``seccomp_fd`` (from :meth:`seccomp_fd`) holds.
 
         With ``info_fd``, bubblewrap writes the host pid of the namespace's first process there.
         """
@@ -83,11 +101,15 @@ class Boundary:
             args.append("--unshare-net")
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
+        args += ["--seccomp", str(seccomp_fd)]
         for source, target in self.binds:
             args += ["--ro-bind", source, target]
         for folder in self.hidden:
             args += ["--tmpfs", folder]
-        args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+        # /proc/1 is bubblewrap's own first process (same uid): an empty read-only folder covers it,
+        # so the program cannot open its memory (/proc/1/mem) or anything else of it
+        args += ["--proc", "/proc", "--tmpfs", "/proc/1", "--remount-ro", "/proc/1",
+                 "--dev", "/dev", "--remount-ro", "/dev",
                  "--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", WORK, "--ro-bind", box, BOX,
                  "--remount-ro", "/", "--chdir", WORK, "--", self.interpreter, "-I", "-S", "-B",
                  f"{BOX}/bootstrap.py", config]
@@ -175,22 +197,35 @@ def _probe(boundary: Boundary) -> str:
 
     box = tempfile.mkdtemp(prefix="cooplab-sandbox-probe-")
     try:
-        Path(box, "bootstrap.py").write_text("print('isolated')\n", encoding="utf-8")
+        Path(box, "bootstrap.py").write_text(PROBE, encoding="utf-8")
         with dedicated_uid() as uid:
             if uid is not None:
                 os.chown(box, uid, uid)
                 os.chown(Path(box, "bootstrap.py"), uid, uid)
-            argv = boundary.argv(box, tmpfs_mb=1, network=False, config="{}")
+            filter_fd = boundary.seccomp_fd()
+            argv = boundary.argv(box, tmpfs_mb=1, network=False, config="{}", seccomp_fd=filter_fd)
             kwargs = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
             try:
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={}, **kwargs)
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={},
+                                      pass_fds=(filter_fd,), **kwargs)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 return f"{type(exc).__name__}: {exc}"
-        if done.returncode == 0 and done.stdout.strip() == "isolated":
+            finally:
+                os.close(filter_fd)
+        if done.returncode == 0 and done.stdout.strip() == "isolated, filtered":
             return ""
+        if done.returncode == 0 and done.stdout.strip().startswith("isolated"):
+            return "the system-call filter is not in force inside the sandbox"
         return (done.stderr.strip() or f"exit code {done.returncode}")[:500]
     finally:
         shutil.rmtree(box, ignore_errors=True)
+
+
+# The probe: the program runs, and runs under a seccomp filter (mode 2 in its status).
+PROBE = (
+    "status = open('/proc/self/status').read()\n"
+    "print('isolated, filtered' if 'Seccomp:\\t2' in status else 'isolated, unfiltered')\n"
+)
 
 
 @lru_cache(maxsize=1)
@@ -201,10 +236,13 @@ def _discover() -> Boundary | str:
     try:
         interpreter, stdlib = _choose_interpreter()
         binds, hidden = _root_binds(interpreter, stdlib)
-    except SandboxUnavailable as exc:
+        seccomp = filter_program()
+    except (SandboxUnavailable, SeccompUnsupported) as exc:
         return str(exc)
-    boundary = Boundary(bwrap=bwrap, interpreter=interpreter, binds=binds, hidden=hidden)
+    boundary = Boundary(bwrap=bwrap, interpreter=interpreter, binds=binds, hidden=hidden, seccomp=seccomp)
     problem = _probe(boundary)
+    if problem == "the system-call filter is not in force inside the sandbox":
+        return f"{problem} (bubblewrap {bwrap} ignored --seccomp)"
     if problem:
         return (f"bubblewrap cannot create the sandbox's namespaces here ({problem}); it needs user namespaces "
                 "(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0)")

@@ -18,16 +18,19 @@ import os
 import re
 from dataclasses import dataclass
 
+from engine.invisible_text import strip_invisible
 from engine.sandbox.limits import SandboxLimits
 from engine.sandbox.process import Guest
 
 MAX_MESSAGE_BYTES = 1 << 20
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def clean_text(text: str, limit: int = 300) -> str:
-    """``text`` on one line without control or direction characters, at most ``limit`` characters."""
-    flat = " ".join(_CONTROL.sub(" ", str(text)).split())
+    """``text`` on one line, at most ``limit`` characters: control characters and line breaks become
+    spaces, and every invisible character (format, direction, private-use and unassigned code points,
+    the tag block, variation selectors, fillers: :func:`engine.invisible_text.strip_invisible`) goes."""
+    flat = " ".join(strip_invisible(_CONTROL.sub(" ", str(text))).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 

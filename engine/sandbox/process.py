@@ -97,12 +97,14 @@ class Guest(contextlib.AbstractContextManager):
     def start(self, *, extra: dict | None = None, pass_fds: tuple[int, ...] = (), stdin: bool = False) -> None:
         config = self._config(extra or {})
         self._info_read = None
+        filter_fd = None
         if self.boundary is not None:
             self._info_read, info_write = os.pipe()
             self._stack.callback(os.close, self._info_read)
-            pass_fds = (*pass_fds, info_write)
+            filter_fd = self.boundary.seccomp_fd()
+            pass_fds = (*pass_fds, info_write, filter_fd)
             argv = self.boundary.argv(str(self.box), tmpfs_mb=self.limits.tmpfs_mb, network=self.limits.network,
-                                      config=config, info_fd=info_write)
+                                      config=config, seccomp_fd=filter_fd, info_fd=info_write)
             cwd = "/"
         else:
             argv = [unisolated_interpreter(), "-I", "-S", "-B", str(self.box / "bootstrap.py"), config]
@@ -118,6 +120,8 @@ class Guest(contextlib.AbstractContextManager):
         finally:
             if self._info_read is not None:
                 os.close(info_write)
+            if filter_fd is not None:
+                os.close(filter_fd)
         self.started = time.monotonic()
         self._stack.callback(self.kill)
 

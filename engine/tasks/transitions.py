@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from engine.invisible_text import strip_invisible
 from engine.tasks.base import TaskError
 
 FeedbackFunc = Callable[..., str]
@@ -71,8 +72,10 @@ def revise_with_feedback(
     """A transition that asks every agent to revise its own previous answer given feedback.
 
     ``feedback(prompt=, completion=, agent_index=, turn=, agent_completions=)`` returns the feedback
-    text (for code, the test results); without it a generic request to improve is used. The
-    ``template`` may use ``{original}``, ``{previous}``, ``{feedback}`` and ``{turn}``.
+    text (for code, the test results, which a partner's code can shape); characters a reader cannot
+    see are stripped from it (:func:`engine.invisible_text.strip_invisible`), newlines and tabs stay.
+    Without ``feedback`` a generic request to improve is used. The ``template`` may use
+    ``{original}``, ``{previous}``, ``{feedback}`` and ``{turn}``.
     ``original(prompt, agent_index)`` rewrites the task text per agent (e.g. its role's
     instructions); by default ``{original}`` is the item's prompt, or empty when
     ``include_original`` is False (shorter prompts for later turns).
@@ -81,7 +84,8 @@ def revise_with_feedback(
 
     def revised(prompt: str, replies: list[str], i: int, turn: int) -> str:
         text = (
-            feedback(prompt=prompt, completion=replies[i], agent_index=i, turn=turn, agent_completions=replies)
+            strip_invisible(feedback(prompt=prompt, completion=replies[i], agent_index=i, turn=turn,
+                                     agent_completions=replies))
             if feedback is not None
             else DEFAULT_FEEDBACK
         )

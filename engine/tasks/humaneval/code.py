@@ -75,6 +75,16 @@ def _is_call_to(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
 
+def syntax_error_text(exc: SyntaxError) -> str:
+    """One line naming a parse error and, when the parser knows it, where: ``SyntaxError: invalid
+    syntax (line 8, column 12)``; the line alone when the column is unknown; no position at all when
+    neither is known (a null byte in the source, for example)."""
+    where = ""
+    if exc.lineno is not None:
+        where = f" (line {exc.lineno}" + (f", column {exc.offset})" if exc.offset is not None else ")")
+    return f"{type(exc).__name__}: {exc.msg}{where}"
+
+
 def parse_quietly(source: str) -> ast.Module:
     """``ast.parse`` of model-written code without printing its compile warnings (``"is" with a
     literal``, invalid escape sequences...) to the worker's console: they describe the model's code,
@@ -85,29 +95,34 @@ def parse_quietly(source: str) -> ast.Module:
         return ast.parse(source)
 
 
+def _parse(source: str) -> tuple[ast.Module | None, str]:
+    """The syntax tree of ``source``, or ``None`` and why it does not parse. Input nested deeper
+    than the parser can follow (it runs out of recursion or memory) counts as not parsing."""
+    try:
+        return parse_quietly(source), ""
+    except SyntaxError as exc:
+        return None, syntax_error_text(exc)
+    except (RecursionError, MemoryError):
+        return None, "the program is nested too deeply to parse"
+    except ValueError as exc:  # older interpreters reject a null byte this way
+        return None, f"the program cannot be parsed ({exc})"
+
+
 def analyze(
     helper_code: str, main_code: str, program: str, entry_point: str, helper_name: str = "aux"
 ) -> CodeFacts:
-    """Structure facts of the helper part, the main part and the joint program they assemble into."""
-    try:
-        helper_tree = parse_quietly(helper_code) if helper_code.strip() else None
-    except SyntaxError:
-        helper_tree = None
+    """Structure facts of the helper part, the main part and the joint program they assemble into.
+
+    Read from syntax trees only: when the joint program does not parse, nothing is defined (no
+    function, no return), so code that does not parse earns no structure credit."""
+    tree, syntax_error = _parse(program)
+    syntax_ok = tree is not None
+    # structure is read from parsed code only: a program that does not parse defines nothing
+    helper_tree = _parse(helper_code)[0] if syntax_ok and helper_code.strip() else None
     helper_fn = _last_def(helper_tree, helper_name) if helper_tree is not None else None
-    try:
-        tree = parse_quietly(program)
-        syntax_ok, syntax_error = True, ""
-    except SyntaxError as exc:
-        tree, syntax_ok = None, False
-        syntax_error = f"SyntaxError: {exc.msg} (line {exc.lineno}, column {exc.offset})"
     main_fn = _last_def(tree, entry_point) if tree is not None else None
-    if main_fn is None and not syntax_ok:
-        # a broken program: judge the main part by its text so it still earns structure credit
-        main_defined = bool(main_code.strip())
-        main_returns = main_defined and re.search(r"\breturn\b\s*\S", main_code) is not None
-    else:
-        main_defined = main_fn is not None and bool(_body_without_docstring(main_fn))
-        main_returns = _returns_value(main_fn)
+    main_defined = main_fn is not None and bool(_body_without_docstring(main_fn))
+    main_returns = _returns_value(main_fn)
     calls = main_fn is not None and any(_is_call_to(n, helper_name) for n in ast.walk(main_fn))
     body = _body_without_docstring(main_fn) if main_fn is not None else []
     trivial = (

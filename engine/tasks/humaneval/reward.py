@@ -1,12 +1,16 @@
 """The tiered code reward: structure, syntax, tests passed, cooperation.
 
-Levels build on each other, so a model first learns to write the right functions, then valid
-Python, then passing code, then code that really uses its partner's helper:
+The tier is a ladder: each rung pays only once the rung below it has paid, so a model first learns
+to write Python that parses and defines the right functions, then a testable program, then passing
+code, then code that really uses its partner's helper. Bottom to top (:data:`LADDER`):
 
-* ``structure`` (up to 1.0): the helper is defined and returns a value (+0.4, two-agent only), the
-  main function is defined and returns a value (+0.6; single-agent: +1.0). Without a main function
-  nothing else is scored.
-* ``syntax`` (0 or 0.5): the joint program parses. Without it nothing else is scored.
+* the floor: the joint program (problem prompt + helper + main) parses. Without it every term is 0:
+  text that merely looks like code (``return return return``) earns nothing.
+* ``structure`` (up to 1.0): in the parsed program, the helper is defined and returns a value
+  (+0.4, two-agent only), the main function is defined and returns a value (+0.6, :data:`MAIN_SHARE`;
+  single-agent: +1.0).
+* ``syntax`` (0 or 0.5): the parsing program has main's structure, so it can be tested. Without it
+  nothing above counts.
 * ``tests`` (0..1): fraction of the problem's checks that pass (run in the sandbox).
 * ``cooperation`` (two agents, only once a test passes): +0.5 when main calls the helper, +0.5 more
   when main does real work besides calling it, -0.5 when it calls the helper and ignores the result.
@@ -16,25 +20,33 @@ from __future__ import annotations
 
 from engine.tasks.humaneval.code import CodeFacts
 
-TERMS_TEAM = ("structure", "syntax", "tests", "cooperation")
+LADDER = ("structure", "syntax", "tests", "cooperation")  # bottom to top, above the parse floor
+TERMS_TEAM = LADDER
 TERMS_SINGLE = ("structure", "syntax", "tests")
-MAX_TEAM_REWARD = 1.0 + 0.5 + 1.0 + 1.0
+HELPER_SHARE = 0.4
+MAIN_SHARE = 0.6
+SYNTAX_REWARD = 0.5
+MAX_TEAM_REWARD = HELPER_SHARE + MAIN_SHARE + SYNTAX_REWARD + 1.0 + 1.0
 
 
 def tiered_terms(facts: CodeFacts, test_fraction: float, *, team: bool) -> dict[str, float]:
-    """Each level's value for one joint answer (pure function of the code facts and test result)."""
+    """Each rung's value for one joint answer (pure function of the code facts and test result).
+
+    Every rung is gated on the one below: nothing without a parse, ``syntax`` only with main's
+    share of ``structure``, ``tests`` only with ``syntax``, ``cooperation`` only with a passing test.
+    """
     terms = {name: 0.0 for name in (TERMS_TEAM if team else TERMS_SINGLE)}
-    if team:
-        terms["structure"] = 0.4 * (facts.helper_defined and facts.helper_returns) + 0.6 * (
-            facts.main_defined and facts.main_returns
-        )
-    else:
-        terms["structure"] = 1.0 * (facts.main_defined and facts.main_returns)
-    if not (facts.main_defined and facts.main_returns):
-        return terms
     if not facts.syntax_ok:
+        return terms  # the floor: code that does not parse is paid nothing
+    main_ok = facts.main_defined and facts.main_returns
+    helper_ok = facts.helper_defined and facts.helper_returns
+    if team:
+        terms["structure"] = HELPER_SHARE * helper_ok + MAIN_SHARE * main_ok
+    else:
+        terms["structure"] = 1.0 * main_ok
+    if not main_ok:
         return terms
-    terms["syntax"] = 0.5
+    terms["syntax"] = SYNTAX_REWARD
     terms["tests"] = float(test_fraction)
     if team and test_fraction > 0:
         bonus = 0.0

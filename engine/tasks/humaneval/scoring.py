@@ -128,13 +128,13 @@ class CodeScorer:
         """What the environment tells an agent after a turn: structure, syntax or test results."""
         evaluation = self.evaluate(item, completions)
         facts, entry = evaluation.facts, item["entry_point"]
+        if not facts.syntax_ok:  # nothing else is known about code that does not parse
+            return f"The team's program does not parse: {facts.syntax_error}."
         notes = []
         if self.team and agent_index == 0 and not (facts.helper_defined and facts.helper_returns):
             notes.append(f"Your helper function `{self.helper_name}` is missing or returns nothing.")
         if not (facts.main_defined and facts.main_returns):
             notes.append(f"The main function `{entry}` is missing or returns nothing.")
-        elif not facts.syntax_ok:
-            notes.append(f"The team's program does not parse: {facts.syntax_error}.")
         elif evaluation.outcome is not None:
             out = evaluation.outcome
             notes.append(f"Tests: {out.passed}/{out.total} passed.")

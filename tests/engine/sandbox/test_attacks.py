@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -76,6 +77,20 @@ def test_the_judged_attacks_fail_for_the_reason_they_should(context):
     assert seen["passed"] == 0 and "not plain data" in seen["reason"]
     seen = attacks.run_attack("read the dataset and run the canonical solution", context)
     assert seen["passed"] == 0 and "found" not in seen["reason"]
+    seen = attacks.run_attack("a set of hash-colliding integers", context)
+    assert seen["passed"] == 0 and "items of one hash" in seen["reason"], seen
+    assert seen["duration_s"] <= attacks.STEP_TIMEOUT_S + attacks.STEP_MARGIN_S, seen
+
+
+def test_native_code_meets_the_system_call_filter(context):
+    """The attack really runs native code, and every raw call it makes fails with EPERM (without the
+    filter, ptrace attached to bubblewrap's process, unshare, keyctl and userfaultfd succeeded)."""
+    if not any(name.startswith("libffi.so.") for name in attacks._native_files()):
+        pytest.skip("libffi is not on this machine: the attack cannot load ctypes")
+    seen = attacks.run_attack("raw system calls from native code", context)
+    lines = seen["output"].splitlines()
+    assert "NO-NATIVE-CODE" not in seen["output"], seen
+    assert [line.split()[:2] for line in lines] == [["blocked", name] for name, _ in attacks.SYSCALLS], seen
 
 
 def _unprivileged_copy(tmp: Path) -> Path:
@@ -84,6 +99,10 @@ def _unprivileged_copy(tmp: Path) -> Path:
     shutil.copytree(ROOT / "engine" / "sandbox", package / "engine" / "sandbox",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (package / "engine" / "__init__.py").write_text("", encoding="utf-8")
+    for source in (ROOT / "engine" / "sandbox").glob("*.py"):  # engine modules the sandbox imports
+        for module in re.findall(r"^from engine\.(\w+) import", source.read_text(encoding="utf-8"), re.MULTILINE):
+            if module != "sandbox" and (ROOT / "engine" / f"{module}.py").is_file():
+                shutil.copy(ROOT / "engine" / f"{module}.py", package / "engine" / f"{module}.py")
     shutil.copy(HERE / "attacks.py", package / "attacks.py")
     for path in [tmp, *tmp.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)

@@ -56,7 +56,9 @@ def test_extract_and_assemble():
         (HELPER, "def f(x):\n    y = aux(x)\n    return y + 1\n", dict(calls_helper=True, trivial_wrapper=False)),
         ("", "def f(x):\n    return aux(x)\n", dict(helper_defined=False, trivial_wrapper=True)),
         (HELPER, "def f(x):\n    aux(x)\n    return 1\n", dict(helper_result_ignored=True)),
-        (HELPER, "def f(x):\n    return (\n", dict(syntax_ok=False, main_defined=True, main_returns=True)),
+        # a program that does not parse defines nothing (no structure credit for text that looks like code)
+        (HELPER, "def f(x):\n    return (\n", dict(syntax_ok=False, main_defined=False, main_returns=False,
+                                                    helper_defined=False)),
         (HELPER, "", dict(main_defined=False)),
     ],
 )
@@ -75,7 +77,7 @@ def test_tiered_reward_by_hand():
     # no test passes: no cooperation bonus
     assert tiered_terms(good, 0.0, team=True)["cooperation"] == 0.0
     broken = analyze(HELPER, "def f(x):\n    return (\n", assemble_program("", HELPER, "def f(x):\n    return (\n", "f"), "f")
-    assert tiered_terms(broken, 1.0, team=True) == {"structure": 1.0, "syntax": 0.0, "tests": 0.0, "cooperation": 0.0}
+    assert tiered_terms(broken, 1.0, team=True) == {"structure": 0.0, "syntax": 0.0, "tests": 0.0, "cooperation": 0.0}
     single = tiered_terms(good, 1.0, team=False)
     assert single == {"structure": 1.0, "syntax": 0.5, "tests": 1.0}
 
