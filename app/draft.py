@@ -19,6 +19,7 @@ from app import actor_critic_settings
 from app.fields import error_paths
 from app.system_draft import system_errors
 from app.unused_settings import unused_setting_errors
+from engine.safe_yaml import YamlLimitError, load_yaml
 from engine.spec import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
 
 
@@ -123,9 +124,12 @@ class DraftImportError(ValueError):
 
 
 def from_yaml(text: str) -> dict[str, Any]:
-    """Read uploaded YAML into a draft (not yet validated: the form shows the problems by field)."""
+    """Read uploaded YAML into a draft (not yet validated: the form shows the problems by field).
+    The file is read within :mod:`engine.safe_yaml`'s size and alias limits."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, source="the file")
+    except YamlLimitError as exc:
+        raise DraftImportError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise DraftImportError(f"the file is not valid YAML: {exc}") from None
     if not isinstance(data, dict):

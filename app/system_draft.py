@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from engine.safe_yaml import YamlLimitError, load_yaml
 from engine.spec import ConfigError, RunConfig
 from engine.systems.spec import parse_system_spec
 
@@ -59,7 +60,9 @@ def from_text(text: str) -> dict[str, Any]:
         raise SystemTextError("the system section is empty; write its trainers and schedule "
                               "(see docs/systems.md) or switch 'System of trainers' off")
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, source="the system section")  # within engine.safe_yaml's limits
+    except YamlLimitError as exc:
+        raise SystemTextError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise SystemTextError(f"not valid YAML: {exc}") from None
     if not isinstance(data, dict):

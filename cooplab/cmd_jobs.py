@@ -166,15 +166,17 @@ def ui(
 
 
 @db_app.command("upgrade")
+@one_line_errors
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest version."""
     from db.migrate import upgrade
+    from db.urls import redact_url
     from jobs.settings import get_settings
 
     settings = get_settings()
     settings.ensure_dirs()
     upgrade(settings.resolved_database_url)
-    typer.echo(f"database up to date: {settings.resolved_database_url}")
+    typer.echo(f"database up to date: {redact_url(settings.resolved_database_url)}")  # never the password
 
 
 @one_line_errors

@@ -21,6 +21,8 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
+from db.urls import redact_url
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE_OPTION = "cooplab_write"
 
@@ -31,13 +33,14 @@ def resolve_url(url: str) -> URL:
     try:
         parsed = make_url(url)
     except ArgumentError as err:
-        raise ValueError(f"not a database URL: {url!r}; use e.g. sqlite:///path/to/cooplab.db or "
+        raise ValueError(f"not a database URL: {redact_url(url)!r}; use e.g. sqlite:///path/to/cooplab.db or "
                          f"postgresql://user@host:5432/dbname") from err
     if parsed.drivername == "postgresql":
         for module, driver in (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2")):
             if importlib.util.find_spec(module) is not None:
                 return parsed.set(drivername=driver)
-        raise ValueError(f"no PostgreSQL driver for {url!r}: pip install psycopg2-binary (or cooplab[postgres])")
+        raise ValueError(f"no PostgreSQL driver for {redact_url(url)!r}: "
+                         "pip install psycopg2-binary (or cooplab[postgres])")
     return parsed
 
 

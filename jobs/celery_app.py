@@ -19,6 +19,7 @@ from typing import Any
 from celery import Celery
 from kombu import Exchange, Queue
 
+from db.urls import redact_url
 from jobs.settings import Settings, get_settings
 
 TASK_NAME = "jobs.run_training"
@@ -48,7 +49,7 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     url = settings.resolved_broker_url
     if url.startswith("sqla+") or url.startswith("sqlalchemy"):
         raise ValueError(
-            f"broker {url!r} is kombu's SQLAlchemy transport, which has no broadcast: stopping a run would "
+            f"broker {redact_url(url)!r} is kombu's SQLAlchemy transport, which has no broadcast: stopping a run would "
             "silently fail. Use a redis:// URL or leave COOPLAB_BROKER_URL unset for the filesystem broker."
         )
     if is_redis_url(url):

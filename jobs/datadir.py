@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from db.store import Store
+from db.urls import redact_url  # here too for the callers that import it from jobs.datadir
 from jobs.settings import Settings
 
 OWNER_FILE = "database.json"
@@ -24,22 +25,6 @@ OWNER_FILE = "database.json"
 
 class DataDirOwnedError(RuntimeError):
     """The data directory belongs to another database; the message says what to change."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not an SQLAlchemy URL (a broker URL): redact by hand
-        from urllib.parse import urlsplit, urlunsplit
-
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def owner_path(settings: Settings) -> Path:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from db.study_records import TrialInput
 from engine.errors import format_validation_error
+from engine.safe_yaml import YamlLimitError, load_yaml_file
 from engine.spec import ConfigError, RunConfig, load_run_config, parse_run_config
 from jobs.study_space import StudySpaceError, generate, parse_space
 
@@ -80,9 +81,11 @@ def load_study_file(path: str | Path) -> StudySpec:
     (read and validated by :func:`engine.spec.load_run_config`)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml_file(path) or {}  # within the size and alias limits of engine.safe_yaml
     except OSError as exc:
         raise StudySpaceError(f"study file {path} cannot be read: {exc.strerror or exc}") from None
+    except YamlLimitError as exc:
+        raise StudySpaceError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise StudySpaceError(f"{path}: not valid YAML: {exc}") from None
     if isinstance(data, dict) and isinstance(data.get("base"), str):

@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from engine.examples import example_path
@@ -98,7 +97,7 @@ def format_learning_report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import yaml
+    from engine.safe_yaml import load_yaml_file
 
     parser = argparse.ArgumentParser(prog="python -m bench.training.lora_learning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(QUICKSTART), help="run config with a two-agent team")
@@ -111,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default="full,lora", help=f"comma-separated arms of {sorted(ARMS)}")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    base = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
+    base = load_yaml_file(args.config)
     result = compare(base, [int(s) for s in args.seeds.split(",")], steps=args.steps, window=args.window,
                      rank=args.lora_rank, targets=[t.strip() for t in args.lora_targets.split(",")],
                      lora_lr=args.lora_lr, arms=tuple(a.strip() for a in args.arms.split(",")))
