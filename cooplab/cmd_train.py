@@ -57,7 +57,8 @@ def register(app: typer.Typer) -> None:
 
         sink = MultiSink(ConsoleSink(), JsonlSink(out))
         try:
-            result = run_training(run_config, output_dir=out, sink=sink, resume_from=resume)
+            result = run_training(run_config, output_dir=out, sink=sink, resume_from=resume,
+                                  write_roots=[settings.data_dir])  # besides the output folder
         except (ConfigError, TaskError) as exc:
             typer.echo(f"invalid run config {config}:\n{exc}", err=True)
             raise typer.Exit(EXIT_CONFIG_ERROR) from None

@@ -1,4 +1,7 @@
-"""Episodes and turns: batch writes of a step's transcripts, filtered reads, export."""
+"""Episodes and turns: batch writes of a step's transcripts, filtered reads, export.
+
+Each prompt and completion is stored capped (:func:`db.text_cap.cap_text`, 64 KiB with a marker
+naming the cap), an agent name cut to its column's 200 characters."""
 
 from __future__ import annotations
 
@@ -14,8 +17,11 @@ from db import convert
 from db.models import EpisodeRow, TurnRow
 from db.ops_experiments import like_pattern
 from db.records import EpisodeView
+from db.text_cap import cap_text
 
 SPLITS = ("train", "eval")
+AGENT_NAME_CHARS = 200
+"""The width of ``turns.agent_name`` (pre-flight keeps names far shorter, see ``COOPLAB_MAX_NAME_LENGTH``)."""
 
 
 def episode_totals(turns: Sequence[Any]) -> tuple[float, float]:
@@ -54,8 +60,9 @@ def insert_episodes(session: Session, run_id: int, *, step: int, episodes: Seque
                           episode_rows).scalars().all()
     turn_rows = [
         {"episode_id": episode_id, "run_id": run_id, "step": step, "turn": int(t.turn),
-         "agent_index": int(t.agent_index), "agent_name": str(t.agent_name), "prompt": str(t.prompt),
-         "completion": str(t.completion), "reward": float(t.reward), "ret": float(t.ret),
+         "agent_index": int(t.agent_index), "agent_name": str(t.agent_name)[:AGENT_NAME_CHARS],
+         "prompt": cap_text(str(t.prompt)), "completion": cap_text(str(t.completion)), "reward": float(t.reward),
+         "ret": float(t.ret),
          "advantage": float(t.advantage)}
         for episode_id, ep in zip(ids, episodes, strict=True)
         for t in ep.turns
@@ -107,21 +114,26 @@ def episode_steps(session: Session, run_id: int, *, split: str | None) -> list[i
     return [int(s) for s in session.scalars(query)]
 
 
+def jsonl_batch(session: Session, run_id: int, *, after_id: int, batch_size: int) -> tuple[str, int]:
+    """The next ``batch_size`` episodes (id above ``after_id``) as JSON lines, and the last id read
+    (``after_id`` when none is left, with an empty text)."""
+    rows = session.scalars(select(EpisodeRow).where(EpisodeRow.run_id == run_id, EpisodeRow.id > after_id)
+                           .order_by(EpisodeRow.id).limit(batch_size)).all()
+    lines = [json.dumps({
+        "step": ep.step, "split": ep.split, "sample_index": ep.sample_index, "item_index": ep.item_index,
+        "reward": ep.reward, "return": ep.ret,
+        "turns": [{"turn": t.turn, "agent_index": t.agent_index, "agent_name": t.agent_name,
+                   "prompt": t.prompt, "completion": t.completion, "reward": t.reward, "return": t.ret,
+                   "advantage": t.advantage} for t in ep.turns],
+    }) + "\n" for ep in _with_turns(session, rows)]
+    return "".join(lines), (rows[-1].id if rows else after_id)
+
+
 def export_jsonl(session: Session, run_id: int, *, batch_size: int = 500) -> str:
-    lines: list[str] = []
+    parts: list[str] = []
     last_id = -1
     while True:
-        rows = session.scalars(select(EpisodeRow).where(EpisodeRow.run_id == run_id, EpisodeRow.id > last_id)
-                               .order_by(EpisodeRow.id).limit(batch_size)).all()
-        if not rows:
-            break
-        last_id = rows[-1].id
-        for ep in _with_turns(session, rows):
-            lines.append(json.dumps({
-                "step": ep.step, "split": ep.split, "sample_index": ep.sample_index, "item_index": ep.item_index,
-                "reward": ep.reward, "return": ep.ret,
-                "turns": [{"turn": t.turn, "agent_index": t.agent_index, "agent_name": t.agent_name,
-                           "prompt": t.prompt, "completion": t.completion, "reward": t.reward, "return": t.ret,
-                           "advantage": t.advantage} for t in ep.turns],
-            }))
-    return "".join(line + "\n" for line in lines)
+        text, last_id = jsonl_batch(session, run_id, after_id=last_id, batch_size=batch_size)
+        if not text:
+            return "".join(parts)
+        parts.append(text)

@@ -11,7 +11,12 @@ loading either (torch-free, so the dashboard and ``jobs.client`` call it):
 - the task resolves, its parameters validate against its params model, the team size and number of
   turns fit it;
 - a ``comparator_checkpoint`` is a checkpoint folder of a team of this size
-  (:mod:`engine.preference.comparator_checkpoint`).
+  (:mod:`engine.preference.comparator_checkpoint`);
+- the resource budget (:mod:`engine.budget`: tokens and joint actions per step, candidates,
+  repetitions, evaluation items, transcripts, name lengths, device names and, where known, whether
+  a CUDA device exists) and the folders the config names for writing (:mod:`engine.write_paths`);
+- what only the operator can allow (:mod:`engine.run_permissions`): the API comparator's URL and key
+  against the operator's API hosts, and code that comes with a model (``trust_remote_code``).
 
 Each problem names its field (``agents.0.model``, ``trainer.max_new_tokens``, ``task.params.x``);
 :func:`check_preflight` reports all of them together as one :class:`engine.spec.ConfigError`.
@@ -25,8 +30,11 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from engine.budget import RunLimits, limit_problems
+from engine.outbound import ApiHosts
 from engine.preference.collaboration import is_centralized
 from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
+from engine.run_permissions import permission_problems
 from engine.sources import inspect_source
 from engine.spec import ConfigError, RunConfig
 
@@ -52,13 +60,19 @@ class _Model:
 
 
 def preflight_problems(config: RunConfig, *,
-                       hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[Problem]:
+                       hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None,
+                       limits: RunLimits | None = None, api_hosts: ApiHosts | None = None,
+                       allow_remote_code: bool | None = None) -> list[Problem]:
     """Every pre-flight problem of ``config`` (empty when it can be queued).
 
     ``hub_cache_dirs`` are the Hugging Face hub caches a hub id must be found in; None accepts hub
     ids unchecked (for deployments whose workers download models or keep their own cache).
+    ``limits`` (:class:`engine.budget.RunLimits`): the resource budget, the devices and the folders
+    the run may write into, checked first; None checks the default budget only.
+    ``api_hosts`` and ``allow_remote_code``: the operator's (:mod:`engine.run_permissions`); None takes
+    this process's, and where no operator settings were applied nothing is listed or allowed.
     """
-    problems: list[Problem] = []
+    problems = [Problem(f, m) for f, m in limit_problems(config, limits or RunLimits())]
     models = _agent_models(config, hub_cache_dirs, problems)
     problems += _max_new_tokens_problems(config, models)
     problems += task_problems(config)
@@ -68,6 +82,8 @@ def preflight_problems(config: RunConfig, *,
         if problem is not None:
             problems.append(Problem("trainer.comparator_checkpoint", problem))
     problems += trainer_model_problems(config, hub_cache_dirs)
+    problems += [Problem(f, m) for f, m in permission_problems(config, hosts=api_hosts,
+                                                               allow_remote_code=allow_remote_code)]
     return problems
 
 
@@ -115,9 +131,12 @@ def algorithm_problems(config: RunConfig) -> list[Problem]:
     return []
 
 
-def check_preflight(config: RunConfig, *, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None) -> None:
+def check_preflight(config: RunConfig, *, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None,
+                    limits: RunLimits | None = None, api_hosts: ApiHosts | None = None,
+                    allow_remote_code: bool | None = None) -> None:
     """Raise :class:`ConfigError` listing every pre-flight problem, one ``field: message`` line each."""
-    problems = preflight_problems(config, hub_cache_dirs=hub_cache_dirs)
+    problems = preflight_problems(config, hub_cache_dirs=hub_cache_dirs, limits=limits, api_hosts=api_hosts,
+                                  allow_remote_code=allow_remote_code)
     if problems:
         raise ConfigError("\n".join(str(p) for p in problems))
 

@@ -27,10 +27,16 @@ from pydantic.fields import FieldInfo
 
 from engine.errors import ConfigError, format_validation_error
 from engine.preference.collaboration import collaboration_problem
+from engine.safe_yaml import YamlLimitError, load_yaml_file
 from engine.settings.catalog import ACTOR_CRITIC, CATALOG
 from engine.settings.derive import agent_override, schema_fields
 from engine.settings.rules import combination_problems, group_size_problem
-from engine.settings.secrets import key_variable_problem, run_config_header_problem
+from engine.settings.secrets import (
+    key_variable_problem,
+    run_config_body_problem,
+    run_config_header_problem,
+    run_config_url_problem,
+)
 from engine.systems.spec import SystemSpec, parse_system_spec
 
 ACTOR_CRITIC_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "actor_critic")
@@ -156,11 +162,15 @@ class _TrainerRules(_CombinationRules):
             raise ValueError(problem)
         return value
 
-    @field_validator("comparator_api_headers", "comparator_api_key_env", check_fields=False)
+    @field_validator("comparator_api_headers", "comparator_api_key_env", "comparator_api_url",
+                     "comparator_api_extra_body", check_fields=False)
     @classmethod
     def _no_credentials(cls, value: Any, info: ValidationInfo) -> Any:
-        """A run config is stored: no credential header, and only COOPLAB_API_KEY_* variables for a key."""
-        check = run_config_header_problem if info.field_name == "comparator_api_headers" else key_variable_problem
+        """A run config is stored: no credential in a header, the URL or the extra body, and only
+        COOPLAB_API_KEY_* variables for a key."""
+        check = {"comparator_api_headers": run_config_header_problem, "comparator_api_key_env": key_variable_problem,
+                 "comparator_api_url": run_config_url_problem,
+                 "comparator_api_extra_body": run_config_body_problem}[info.field_name]
         problem = check(value)
         if problem:
             raise ValueError(problem)
@@ -202,7 +212,8 @@ TRAINER_SETTINGS = (
     "rollout_buffer_size", "train_batch_size", "items_per_step", "micro_batch_size", "shuffle",
     "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
     "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
-    "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "seed", "fast_decode", "rollout_dtype",
+    "checkpoint_interval", "checkpoint_total_limit", "best_checkpoint_metric", "best_checkpoint_mode",
+    "transcripts_per_step", "seed", "fast_decode", "rollout_dtype",
     # the preference algorithms only (other algorithms refuse them when changed)
     "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta", "reference_free",
     "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",
@@ -281,12 +292,14 @@ def parse_run_config(data: dict[str, Any]) -> RunConfig:
 
 
 def load_run_config(path: str | Path) -> RunConfig:
-    """Read a YAML or JSON run config file."""
+    """Read a YAML or JSON run config file (at most 1 MiB, aliases within :mod:`engine.safe_yaml`'s limits)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml_file(path)  # within the size and alias limits of engine.safe_yaml
+    except YamlLimitError as exc:
+        raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML/JSON: {exc}") from None
     return parse_run_config(data or {})

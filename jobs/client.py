@@ -123,12 +123,13 @@ def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, dev
     ``queued`` run of ``experiment_id`` and enqueue it on ``device``'s queue.
 
     Raises :class:`engine.spec.ConfigError` (one line per bad field: a task off the allowlist, a
-    missing model, ``max_new_tokens`` beyond a model's context, bad task parameters...) before
-    anything is stored, and ``ValueError`` for an unknown device. Returns the new run's id.
+    missing model, ``max_new_tokens`` beyond a model's context, bad task parameters, a size over the
+    budget, a CUDA device the job on ``device``'s queue will not have...) before anything is stored,
+    and ``ValueError`` for an unknown device. Returns the new run's id.
     """
     settings = settings or get_settings()
-    data = check_run_config(config, settings=settings).model_dump(mode="json")
     validate_device(device)
+    data = check_run_config(config, settings=settings, device=device).model_dump(mode="json")
     store = get_store(settings)
     run = store.create_run(experiment_id, data, device, total_steps=_total_steps(data))
     _enqueue(store, run, settings)

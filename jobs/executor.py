@@ -14,6 +14,9 @@ or permissions), the stored error's first line says so, naming the path and the 
 state is written with retries; if the database still cannot take it, the job leaves the state and the
 reason in its job file, where whoever settles the run next finds them. The data directory must belong
 to the run's database (:mod:`jobs.datadir`), or the run fails before it writes anything there.
+The stored config is checked again against the operator's budget (:mod:`engine.budget`), and the
+engine gets the data directory as the only place besides the run's folder that the config's folders
+may name (:mod:`engine.write_paths`); it checks that the devices the config names exist in this job.
 
 A stop requested while the run is ``starting`` moves it to ``stopping``; the job then never trains:
 before building it ends the run ``stopped`` at once, and when the stop arrives while agents and task
@@ -23,6 +26,7 @@ before its first step (saving a checkpoint of the state it was given) and the ru
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -208,13 +212,18 @@ def _claimed(store: Store, settings: Settings, run: Run, *, job: jobfile.JobFile
 def _train(store: Store, settings: Settings, run: Run, *, device: str, output_dir: Path,
            worker: str | None, train_fn: TrainFn | None, exit_when_settled: bool,
            job: jobfile.JobFile | None = None) -> str:
+    from engine.budget import budget_problems
     from engine.spec import ConfigError, parse_run_config
+    from jobs.preflight import run_budget
 
     apply_engine_settings(settings)  # the operator's task module allowlist, for parsing and building
     try:
         data = dict(run.config)
         data["trainer"] = {**dict(data.get("trainer") or {}), "device": device}
         config = parse_run_config(data)
+        over = budget_problems(config, run_budget(settings))  # a config stored before, or checked elsewhere
+        if over:
+            raise ConfigError("\n".join(f"{field}: {message}" for field, message in over))
     except ConfigError as exc:
         message = f"invalid run config:\n{exc}\nFix the config and submit it again."
         log.error("run %s: %s", run.id, message)
@@ -229,8 +238,10 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
             log.info("run %s was asked to stop before training started: ending it stopped", run.id)
             return _finish(store, run.id, states.STOPPED, job=job)
         resume_from = _resume_from(store, run)
-        if train_fn is None:
-            from engine.build import run_training as train_fn
+        if train_fn is None:  # the run's folders for writing: its own and the data directory
+            from engine.build import run_training
+
+            train_fn = functools.partial(run_training, write_roots=(settings.data_dir,))
         output_dir.mkdir(parents=True, exist_ok=True)
         result = train_fn(config, output_dir=str(output_dir), sink=sink, resume_from=resume_from)
     except Exception as exc:

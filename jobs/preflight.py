@@ -5,7 +5,16 @@
 allowlist), validates the config (:func:`engine.spec.parse_run_config`) and runs the pre-flight
 checks (:mod:`engine.preflight`: model sources, ``max_new_tokens`` against each model's context,
 task parameters), looking for hub models in this machine's Hugging Face cache unless
-``COOPLAB_REQUIRE_CACHED_MODELS=false``. Torch-free and Celery-free.
+``COOPLAB_REQUIRE_CACHED_MODELS=false``, and the operator's resource budget (``COOPLAB_MAX_*``,
+:mod:`engine.budget`) and write area (a folder the config names must lie in the run's folder or the
+data directory, :mod:`engine.write_paths`), and what only the operator allows
+(``COOPLAB_API_HOSTS``, ``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.run_permissions`). Torch-free and
+Celery-free.
+
+Whether a CUDA device exists is known here only when the run's queue is: a job on a ``cuda:N`` queue
+sees that one GPU as ``cuda:0`` (the worker pins it), a job on ``cpu`` sees none. Without a queue
+(``cooplab train``, a config checked before its device is chosen) pre-flight checks only the device
+names, and the worker checks existence when the run starts.
 """
 
 from __future__ import annotations
@@ -13,20 +22,45 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.budget import Budget, RunLimits
+from engine.outbound import parse_api_hosts
 from engine.preflight import Problem, preflight_problems
 from engine.spec import ConfigError, RunConfig, parse_run_config
+from engine.write_paths import WriteArea
 from jobs.settings import Settings, apply_engine_settings, get_settings
 
 
-def run_config_problems(config: RunConfig, *, settings: Settings | None = None) -> list[Problem]:
-    """The pre-flight problems of a parsed config under ``settings`` (applied to the engine first)."""
+def run_budget(settings: Settings) -> Budget:
+    """The operator's resource budget (``COOPLAB_MAX_*``)."""
+    return Budget(**{name: getattr(settings, name) for name in Budget.__dataclass_fields__})
+
+
+def run_limits(settings: Settings, device: str | None = None) -> RunLimits:
+    """Budget, write area (a new run's folder ``<data dir>/runs/run-N`` and the data directory) and,
+    when the run's queue ``device`` is known, the CUDA devices its job will see."""
+    cuda = None if device is None else (0 if device == "cpu" else 1)
+    place = "in the job" if device is None else (
+        "in a job on the cpu queue" if device == "cpu" else f"in a job on the {device} queue (the worker pins "
+                                                           f"that GPU as cuda:0)")
+    return RunLimits(run_budget(settings), WriteArea.of(settings.runs_dir / "run-N", [settings.data_dir]), cuda,
+                     place, queue_sets_device=True)
+
+
+def run_config_problems(config: RunConfig, *, settings: Settings | None = None,
+                        device: str | None = None) -> list[Problem]:
+    """The pre-flight problems of a parsed config under ``settings`` (applied to the engine first),
+    for a run on ``device``'s queue (None: not known yet)."""
     settings = settings or get_settings()
     apply_engine_settings(settings)
-    return preflight_problems(config, hub_cache_dirs=settings.preflight_hub_cache_dirs())
+    return preflight_problems(config, hub_cache_dirs=settings.preflight_hub_cache_dirs(),
+                              limits=run_limits(settings, device), api_hosts=parse_api_hosts(settings.api_hosts),
+                              allow_remote_code=settings.allow_remote_code)
 
 
-def check_run_config(config: RunConfig | Mapping[str, Any], *, settings: Settings | None = None) -> RunConfig:
-    """Validate ``config`` and run the pre-flight checks; return the validated config.
+def check_run_config(config: RunConfig | Mapping[str, Any], *, settings: Settings | None = None,
+                     device: str | None = None) -> RunConfig:
+    """Validate ``config`` and run the pre-flight checks for a run on ``device``'s queue (None: not
+    known yet; the worker then checks that its devices exist); return the validated config.
 
     Raises :class:`engine.spec.ConfigError` with one ``field: message`` line per problem.
     """
@@ -35,10 +69,10 @@ def check_run_config(config: RunConfig | Mapping[str, Any], *, settings: Setting
     if isinstance(config, RunConfig):
         config = config.model_dump(mode="json")  # validated again: the allowlist may differ from the caller's
     parsed = parse_run_config(dict(config))
-    problems = run_config_problems(parsed, settings=settings)
+    problems = run_config_problems(parsed, settings=settings, device=device)
     if problems:
         raise ConfigError("\n".join(str(p) for p in problems))
     return parsed
 
 
-__all__ = ["check_run_config", "run_config_problems"]
+__all__ = ["check_run_config", "run_budget", "run_config_problems", "run_limits"]

@@ -3,7 +3,7 @@
 Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
 value, so tests and the CLI can change the environment before use. The engine reads no environment
 variables: :func:`apply_engine_settings` hands it what it needs (the task module allowlist, the UNSAFE
-sandbox switch), and :meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the
+sandbox switch, the API hosts each key may go to, the remote-code permission), and :meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the
 Hugging Face cache is.
 """
 
@@ -39,6 +39,44 @@ class Settings(BaseSettings):
         False, description="UNSAFE: where bubblewrap cannot isolate model-written code, run it anyway with "
         "resource limits and an in-interpreter guard only (bypassable: it may read this user's files and reach "
         "local services). Off by default: such code is then refused.")
+    api_hosts: str = Field(
+        "", description="Where a run config's API comparator may send requests and keys (engine.outbound): "
+        "comma-separated entries, COOPLAB_API_KEY_NAME=host[:port] to let that key go to the host (repeat the "
+        "variable for more hosts), host[:port] alone for a host reachable without a key. No key goes to an "
+        "unlisted host; plain http and private, loopback or link-local addresses only to listed ones. E.g. "
+        "COOPLAB_API_KEY_OPENAI=api.openai.com,COOPLAB_API_KEY_LAB=llm.lab.internal:8000.")
+    allow_remote_code: bool = Field(
+        False, description="Let run configs ask for code that comes with a model (model_kwargs trust_remote_code, "
+        "hub kernels): its Python then runs in the trainer. Off by default: such configs are refused, and a "
+        "folder's auto_map never runs.")
+
+    # The resource budget of a run config (engine.budget), checked before a run is stored and again
+    # by the worker. Generous for real research; raise one where the machines can take more.
+    max_tokens_per_step: int = Field(
+        100_000_000, ge=1, description="Tokens one training step (or one preference collection call, or one "
+        "evaluation) may sample: items x agents x completions per agent x max_new_tokens, the rollout tree included.")
+    max_joint_actions_per_step: int = Field(
+        1_000_000, ge=1, description="Joint actions (team-reward evaluations) one step may score: items x K "
+        "(aligned) or K^N (cross) per node x the nodes of the rollout tree.")
+    max_samples_per_node: int = Field(
+        4096, ge=1, description="Samples per agent and node: num_generations, preference_num_candidates, "
+        "comparator_num_candidates, eval_samples_per_item.")
+    max_iterations: int = Field(
+        1_000_000, ge=1, description="Repetitions: max_steps, num_train_epochs, num_iterations, num_inner_epochs, "
+        "reward_num_train_epochs, a system's rounds.")
+    max_eval_samples: int = Field(100_000, ge=1, description="Evaluation items per evaluation (eval_num_samples).")
+    max_transcripts_per_step: int = Field(
+        1000, ge=0, description="Episodes recorded per step (transcripts_per_step, a system's transcripts_per_round).")
+    max_name_length: int = Field(
+        128, ge=1, le=200, description="Characters of a run, tag, agent or system-trainer name (at most 200, the "
+        "store's column).")
+
+    @field_validator("api_hosts")
+    @classmethod
+    def _api_hosts(cls, value: str) -> str:
+        from engine.outbound import parse_api_hosts  # torch-free
+
+        return str(parse_api_hosts(value))
 
     @field_validator("task_modules")
     @classmethod
@@ -109,6 +147,15 @@ class Settings(BaseSettings):
 
     ui_password_hash: str | None = Field(
         None, description="Dashboard sign-in (needed off 127.0.0.1): a hash from `cooplab hash-password`.")
+    ui_allowed_hosts: str = Field(
+        "", description="Host names the dashboard answers to besides localhost, IP addresses and the address it "
+        "listens on (comma-separated; '*.example.com' matches subdomains), e.g. the name of a proxy in front of "
+        "it. Any other Host header is refused (DNS rebinding).")
+    ui_trusted_proxies: str = Field(
+        "", description="Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For the dashboard "
+        "believes, comma-separated. Empty: X-Forwarded-For is ignored and a client is its connection's address.")
+    ui_max_downloads: int = Field(
+        4, ge=1, le=64, description="Downloads the dashboard serves at once; one more is answered 503.")
 
 
 def get_settings() -> Settings:
@@ -139,10 +186,14 @@ def hf_hub_cache_dirs(env: HubCacheEnv | None = None) -> list[Path]:
 
 
 def apply_engine_settings(settings: Settings) -> None:
-    """Hand the engine this process's operator settings: the task module allowlist and whether the code
-    sandbox may run without OS isolation (UNSAFE)."""
+    """Hand the engine this process's operator settings: the task module allowlist, whether the code
+    sandbox may run without OS isolation (UNSAFE), the API hosts and whether models may bring code."""
+    from engine.outbound import set_api_hosts  # torch-free
+    from engine.remote_code import allow_remote_code  # torch-free
     from engine.sandbox.boundary import allow_unisolated_sandbox  # torch-free
     from engine.tasks.allowlist import set_allowed_task_modules  # torch-free
 
     set_allowed_task_modules(settings.task_module_list)
     allow_unisolated_sandbox(settings.unsafe_sandbox_without_isolation)
+    set_api_hosts(settings.api_hosts)
+    allow_remote_code(settings.allow_remote_code)

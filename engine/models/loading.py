@@ -12,6 +12,10 @@ A source is one of:
 
 Every tokenizer comes back with a pad token (falling back to eos) and left padding, which batched
 generation needs. Failures raise ``ModelLoadError`` naming the source and what to do.
+
+Loading passes ``trust_remote_code=False`` unless ``model_kwargs`` ask for it and remote code is allowed
+(:mod:`engine.remote_code`), so a folder's ``auto_map`` never runs on its own; asking where it is not
+allowed raises ``ModelLoadError`` before anything is read.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from engine.models.errors import ModelLoadError
 from engine.models.smollm2 import load_smollm2
 from engine.models.tiny import ARCHS, SIZES, build_tiny_model
+from engine.remote_code import RemoteCodeRefused, remote_code_allowed, trust_remote_code
 
 BUILTIN_PREFIX = "builtin:"
 SMOLLM2_NAME = "smollm2-135m"
@@ -84,7 +89,7 @@ def _looks_like_path(source: str) -> bool:
 
 
 def _load_pretrained(
-    source: str, dtype: torch.dtype | str | None, model_kwargs: dict[str, Any], tokenizer: Any
+    source: str, dtype: torch.dtype | str | None, model_kwargs: dict[str, Any], tokenizer: Any, trust: bool
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     folder = Path(source).expanduser()
     if folder.exists():
@@ -97,7 +102,7 @@ def _load_pretrained(
         raise ModelLoadError(f"model folder {source!r} does not exist")
     else:
         location = source
-    kwargs = dict(model_kwargs)
+    kwargs = {**model_kwargs, "trust_remote_code": trust}
     if dtype is not None:
         kwargs["dtype"] = dtype
     try:
@@ -109,13 +114,13 @@ def _load_pretrained(
             f"{BUILTIN_PREFIX}{SMOLLM2_NAME})"
         ) from exc
     if tokenizer is None:
-        tokenizer = _load_tokenizer(location, source)
+        tokenizer = _load_tokenizer(location, source, trust)
     return model, tokenizer
 
 
-def _load_tokenizer(location: str, source: str) -> PreTrainedTokenizerBase:
+def _load_tokenizer(location: str, source: str, trust: bool) -> PreTrainedTokenizerBase:
     try:
-        return AutoTokenizer.from_pretrained(location)
+        return AutoTokenizer.from_pretrained(location, trust_remote_code=trust)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the tokenizer of {source!r}: {exc}") from exc
 
@@ -140,6 +145,7 @@ def load_agent(
     dtype: str | torch.dtype | None = None,
     model_kwargs: dict[str, Any] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    allow_remote_code: bool | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Resolve ``source`` (see the module docstring) into a model on ``device`` and its tokenizer.
 
@@ -147,11 +153,18 @@ def load_agent(
     it is required when ``source`` is a model object. ``dtype`` is a torch dtype or its name.
     ``model_kwargs`` go to ``from_pretrained`` (tiny built-ins take ``size`` and ``seed``).
     ``cache_dir`` is where SmolLM2's plain copy lives (default ``~/.cache/cooplab/models``).
+    ``allow_remote_code``: whether ``model_kwargs`` may ask for code that comes with the model
+    (``trust_remote_code``); None takes this process's permission (:mod:`engine.remote_code`).
     """
     torch_dtype = resolve_dtype(dtype)
     kwargs = dict(model_kwargs or {})
+    allowed = remote_code_allowed() if allow_remote_code is None else allow_remote_code
+    try:
+        trust = trust_remote_code(kwargs, allowed)
+    except RemoteCodeRefused as exc:
+        raise ModelLoadError(f"model_kwargs of {source if isinstance(source, str) else 'the model'}: {exc}") from None
     if isinstance(tokenizer, str):
-        tokenizer = _load_tokenizer(str(Path(tokenizer).expanduser()), tokenizer)
+        tokenizer = _load_tokenizer(str(Path(tokenizer).expanduser()), tokenizer, trust)
     if isinstance(source, torch.nn.Module):
         if not hasattr(source, "generate"):
             raise ModelLoadError(f"model object {type(source).__name__} cannot generate; pass a causal LM")
@@ -164,7 +177,7 @@ def load_agent(
         model, own_tokenizer = _load_builtin(source, kwargs, cache_dir)
         tokenizer, label = tokenizer or own_tokenizer, source
     elif isinstance(source, str) and source.strip():
-        model, tokenizer = _load_pretrained(source, torch_dtype, kwargs, tokenizer)
+        model, tokenizer = _load_pretrained(source, torch_dtype, kwargs, tokenizer, trust)
         label = source
     else:
         raise ModelLoadError(

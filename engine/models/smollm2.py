@@ -86,6 +86,6 @@ def load_smollm2(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load SmolLM2-135M-Instruct (model and tokenizer with its chat template) from the cached copy."""
     folder = smollm2_folder(cache_dir)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32, trust_remote_code=False)
     return model, tokenizer

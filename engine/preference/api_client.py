@@ -12,6 +12,11 @@ Torch-free (stdlib only), with CoMLRL 1.4.3's ``comparator_api_*`` option names 
 The key goes into ``comparator_api_key_header`` with ``comparator_api_key_prefix`` (Anthropic: ``x-api-key``,
 no ``Bearer``). It never appears in a repr or an error message. CoopLab adds retries (with exponential
 backoff) on HTTP 429/500/502/503/504 and on connection errors, and always returns exactly ``n`` completions.
+
+Each request resolves the host once and connects to those addresses (:mod:`engine.preference.api_transport`);
+redirects are not followed. Given the operator's API hosts (``hosts``, :mod:`engine.outbound`), every request
+is checked first: the scheme, the key's binding (``key_variable``) and every address the name resolves to,
+so a name that turns into 127.0.0.1 after pre-flight (DNS rebinding) is refused, not connected to.
 """
 
 from __future__ import annotations
@@ -20,14 +25,13 @@ import http.client
 import json
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from engine.outbound import ApiHosts, OutboundRefused, Resolver, checked_target, resolve
 from engine.preference.api_responses import extract_completions
 from engine.preference.api_settings import ONE_PER_REQUEST_FORMATS, ApiSettings, safe_url
+from engine.preference.api_transport import post
 from engine.settings.secrets import is_sensitive_header
 
 _FORMAT_LABELS = {
@@ -36,6 +40,11 @@ _FORMAT_LABELS = {
 }
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 EXCERPT_CHARS = 300
+
+
+def target_host(url: str) -> str:
+    """The host ``url`` names (for a message)."""
+    return safe_url(url).split("://", 1)[-1].split("/", 1)[0]
 
 
 class ComparatorApiError(RuntimeError):
@@ -73,9 +82,13 @@ class ApiClient:
 
     requests_sent: int
 
-    def __init__(self, settings: ApiSettings, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, settings: ApiSettings, *, sleep: Callable[[float], None] = time.sleep,
+                 hosts: ApiHosts | None = None, key_variable: str | None = None, resolver: Resolver = resolve) -> None:
+        """``hosts``: the operator's API hosts every request is checked against (None: not checked, a
+        library caller's own client); ``key_variable``: the variable the key came from (bound to hosts)."""
         self.settings = settings
         self._sleep = sleep
+        self._hosts, self._key_variable, self._resolver = hosts, key_variable, resolver
         self._lock = threading.Lock()
         self.requests_sent = 0  # HTTP requests sent, retries included
 
@@ -135,32 +148,30 @@ class ApiClient:
     def _post_once(self, body: bytes) -> tuple[int, str]:
         """One POST: (status, body text); ``_RetryableFailure`` or ``ComparatorApiError`` when it fails."""
         settings = self.settings
-        request = urllib.request.Request(settings.url, data=body, headers=settings.headers_for_request(),
-                                         method="POST")
+        try:
+            target = checked_target(settings.url, self._hosts, key_variable=self._key_variable,
+                                    has_key=bool(settings.api_key), resolver=self._resolver,
+                                    check=self._hosts is not None)
+        except OutboundRefused as exc:
+            raise self._error(f"Comparator API at {safe_url(settings.url)} was not asked: {exc}") from None
+        except OSError as exc:
+            raise _RetryableFailure(f"connection failed: cannot resolve {target_host(settings.url)} "
+                                    f"({self._redact(str(exc))})") from None
         with self._lock:
             self.requests_sent += 1
         try:
-            with urllib.request.urlopen(request, timeout=settings.timeout) as response:
-                return int(response.status), response.read().decode("utf-8", errors="replace")
-        except urllib.error.HTTPError as exc:
-            detail = excerpt(self._redact(self._read_error_body(exc)))
-            if exc.code in RETRY_STATUSES:
-                raise _RetryableFailure(f"HTTP {exc.code}: {detail}") from None
-            what, fix = _status_fix(exc.code, bool(settings.api_key))
-            raise self._error(f"Comparator API at {safe_url(settings.url)} answered HTTP {exc.code} ({what}): "
-                              f"{detail}. Fix: {fix}") from None
-        except urllib.error.URLError as exc:
-            raise _RetryableFailure(f"connection failed: {self._redact(str(exc.reason))}") from None
-        except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-            raise _RetryableFailure(f"{type(exc).__name__}: {self._redact(str(exc))}") from None
-
-    @staticmethod
-    def _read_error_body(exc: urllib.error.HTTPError) -> str:
-        """An HTTP error's body text ('' when it cannot be read)."""
-        try:
-            return exc.read().decode("utf-8", errors="replace")
-        except Exception:
-            return ""
+            reply = post(target, body, settings.headers_for_request(), settings.timeout)
+        except (OSError, http.client.HTTPException) as exc:
+            kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}"
+            raise _RetryableFailure(f"connection failed: {kind}: {self._redact(str(exc))}") from None
+        if reply.status < 300:
+            return reply.status, reply.text
+        detail = excerpt(self._redact(reply.text))
+        if reply.status in RETRY_STATUSES:
+            raise _RetryableFailure(f"HTTP {reply.status}: {detail}")
+        what, fix = _status_fix(reply.status, bool(settings.api_key))
+        raise self._error(f"Comparator API at {safe_url(settings.url)} answered HTTP {reply.status} ({what}): "
+                          f"{detail}. Fix: {fix}")
 
     def _secrets(self) -> list[str]:
         """The strings no message may show: the key and credential-like header values."""

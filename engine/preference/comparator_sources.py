@@ -10,7 +10,8 @@ A mixin of :class:`engine.preference.iterations.ComparatorIterations`; it reads 
 * ``comparator_policy="api"``: :class:`engine.preference.api_client.ApiClient`; the key is
   ``comparator_api_key`` or the environment variable ``comparator_api_key_env`` names (read by the
   training process when the trainer is built: the only variable the engine reads, and only because
-  the config names it).
+  the config names it). Where operator settings were applied (:func:`engine.outbound.api_hosts`), the
+  URL is checked against the operator's API hosts before the key is read, and every request again.
 * ``comparator_generation_mode="centralized"``: whichever comparator the policy picks, agent
   ``comparator_centralized_agent_index``'s model (or that ``comparator_agents`` entry) answers one
   joint prompt with every role's answer in ``<agent_i>`` sections.
@@ -25,6 +26,7 @@ from typing import Any
 
 import torch
 
+from engine.outbound import api_hosts, url_problem
 from engine.preference.api_client import ApiClient
 from engine.preference.api_settings import ApiSettings
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
@@ -55,7 +57,7 @@ class ComparatorSources:
                 adapter if adapter is not None else TaggedCentralizedComparatorAdapter(),
                 [a.formatter for a in self.agents], self.collector.tree.reward, len(self.agents))
         if cfg.comparator_policy == "api":
-            self._api_client = ApiClient(ApiSettings.from_config(cfg, api_key=self._api_key()))
+            self._api_client = self._checked_api_client()
             source = api_texts(self._api_client, self.agents, self.comparator_candidates, self._collaboration,
                                self._writer_index)
             self.external_comparator = TextComparator(self.collector.tree, source, self.comparator_candidates)
@@ -127,6 +129,17 @@ class ComparatorSources:
                                          formatter=agent.formatter, system_prompt=agent.system_prompt,
                                          generator=self._generator(device, i)))
         return runtimes
+
+    def _checked_api_client(self) -> ApiClient:
+        """The API client; under the operator's API hosts, the URL is checked before the key is read."""
+        cfg, hosts = self.args, api_hosts()
+        variable = None if cfg.comparator_api_key else cfg.comparator_api_key_env
+        if hosts is not None:
+            problem = url_problem(cfg.comparator_api_url or "", hosts, key_variable=variable,
+                                  has_key=bool(cfg.comparator_api_key or variable))
+            if problem:
+                raise ValueError(f"comparator_api_url: {problem}")
+        return ApiClient(ApiSettings.from_config(cfg, api_key=self._api_key()), hosts=hosts, key_variable=variable)
 
     def _api_key(self) -> str | None:
         cfg = self.args

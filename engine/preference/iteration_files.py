@@ -10,8 +10,12 @@
 
 Iterations are numbered from 1 in file names, as in the ``iter/current_iteration`` metric. A
 relative folder is taken under the trainer's ``output_dir`` (the run folder for a queued run); each
-file is written atomically (an older run's folder of the same name is replaced; a resumed run does
-not write an iteration's policy again).
+file is written atomically (a resumed run does not write an iteration's policy again). A run built
+from a run config has a :class:`engine.write_paths.WriteArea`: both folders must then lie in the
+run's folder or the data directory (symlinks resolved), each target is checked again right before it
+is written, and outside the run's folder an existing file or folder of the same name is never
+replaced (the run fails, naming it). Without one (a trainer built in Python) an older folder of the
+same name is replaced.
 """
 
 from __future__ import annotations
@@ -25,38 +29,52 @@ from typing import Any
 from engine.folders import atomic_folder, atomic_text
 from engine.preference.pairs import PreferencePair
 from engine.preference.reward_distribution import distribution_metrics, write_distribution
+from engine.write_paths import WriteArea
 
 DISTRIBUTION_FOLDER = "reward_distribution"
 
 
-def _under(folder: str | None, output_dir: Path | None) -> Path | None:
+def _under(field: str, folder: str | None, output_dir: Path | None, area: WriteArea | None) -> Path | None:
     if not folder:
         return None
+    if area is not None:
+        return area.resolve(field, folder, output_dir)
     path = Path(folder).expanduser()
     return path if path.is_absolute() or output_dir is None else output_dir / path
 
 
 @dataclass(frozen=True)
 class IterationFiles:
-    """Where the iteration files go (None: not written)."""
+    """Where the iteration files go (None: not written), and the area they must stay in (None: anywhere)."""
 
     policy_dir: Path | None = None
     pairs_dir: Path | None = None
     distribution_dir: Path | None = None
+    area: WriteArea | None = None
 
     @classmethod
-    def for_config(cls, config: Any, output_dir: Path | None) -> IterationFiles:
+    def for_config(cls, config: Any, output_dir: Path | None, area: WriteArea | None = None) -> IterationFiles:
+        """The folders ``config`` names; with ``area``, :class:`engine.write_paths.WritePathError` now
+        when one lies outside it."""
         distribution = None
         if config.log_reward_distribution and output_dir is not None:
             distribution = output_dir / DISTRIBUTION_FOLDER
-        return cls(_under(config.policy_checkpoint_dir, output_dir), _under(config.preference_replay_dir, output_dir),
-                   distribution)
+        return cls(_under("policy_checkpoint_dir", config.policy_checkpoint_dir, output_dir, area),
+                   _under("preference_replay_dir", config.preference_replay_dir, output_dir, area), distribution, area)
+
+    def _checked(self, field: str, path: Path) -> Path:
+        """``path`` as it may be written now: inside the area, replacing nothing outside the run folder."""
+        if self.area is None:
+            return path
+        path = self.area.target(field, path)
+        self.area.check_new(field, path)
+        return path
 
     def write_policy(self, iteration: int, weights: Sequence[Mapping[str, Any]], model_of_agent: Sequence[int]) -> None:
         """The policy at the start of 0-based ``iteration`` (a snapshot: one state dict per model)."""
         if self.policy_dir is None:
             return
-        final = self.policy_dir / f"iteration_{iteration + 1:03d}"
+        final = self._checked("policy_checkpoint_dir", self.policy_dir / f"iteration_{iteration + 1:03d}")
         from safetensors.torch import save_file
 
         with atomic_folder(final, "a policy snapshot") as folder:
@@ -69,9 +87,10 @@ class IterationFiles:
         """0-based ``iteration``'s collected pairs as JSON lines."""
         if self.pairs_dir is None:
             return
-        self.pairs_dir.mkdir(parents=True, exist_ok=True)
+        final = self._checked("preference_replay_dir", self.pairs_dir / f"iteration_{iteration + 1:03d}.jsonl")
+        final.parent.mkdir(parents=True, exist_ok=True)
         lines = "".join(json.dumps(p.to_state()) + "\n" for p in pairs)
-        atomic_text(self.pairs_dir / f"iteration_{iteration + 1:03d}.jsonl", lines, "the iteration's pairs")
+        atomic_text(final, lines, "the iteration's pairs")
 
     def write_reward_distribution(self, iteration: int, series: Mapping[str, Sequence[float]]) -> dict[str, float]:
         """``iter/reward_dist/<series>/<stat>`` metrics of 0-based ``iteration``, and its two files."""

@@ -27,6 +27,7 @@ from engine.sinks.base import Sink
 from engine.trainer.loop import TrainLoopMixin, TrainResult
 from engine.trainer.rollout import TreeBuilder
 from engine.trainer.trainer import MAGRPOTrainer
+from engine.write_paths import WriteArea
 
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)  # every preference trainer takes MAGRPO's arguments
 
@@ -35,15 +36,17 @@ class ComparatorIterations(ComparatorSources):
     """Iterations against ``comparator_policy`` (current, current_copy, model, history, api); the
     constructor is the trainer's (MAGRPO's arguments) with an iterative config. The comparators that
     write text (another model, a centralized writer, an API) come from
-    :class:`engine.preference.comparator_sources.ComparatorSources`."""
+    :class:`engine.preference.comparator_sources.ComparatorSources`. ``write_area`` confines the
+    folders the config names for writing (:mod:`engine.write_paths`; the run-config build passes it)."""
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, centralized_comparator_adapter: Any = None,
-                 **kwargs: Any) -> None:
+                 write_area: WriteArea | None = None, **kwargs: Any) -> None:
         config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
         if config is not None and not hasattr(config, "num_iterations"):
             raise ValueError(f"args: {type(self).__name__} takes a {type(self._default_config()).__name__}, got "
                              f"{type(config).__name__}")
         self.comparator_adapter = centralized_comparator_adapter  # CoMLRL's name: the centralized comparator's
+        self.write_area = write_area  # where policy_checkpoint_dir / preference_replay_dir may be (None: anywhere)
         super().__init__(*args, centralized_adapter=centralized_adapter, **kwargs)
         self._init_iterations()
 
@@ -57,7 +60,7 @@ class ComparatorIterations(ComparatorSources):
         self.replay_shards: list[list[PreferencePair]] = []  # pairs of past iterations replay may draw
         self.training_pairs: list[PreferencePair] = []  # what the iteration trains on
         self._replay_rng = random.Random(self.args.seed * 7919 + 3)
-        self.files = IterationFiles.for_config(self.args, self.output_dir)
+        self.files = IterationFiles.for_config(self.args, self.output_dir, getattr(self, "write_area", None))
         path = self.args.comparator_checkpoint
         if path is not None:  # refused now, before any sampling, when the folder cannot be the comparator
             problem = comparator_checkpoint_problem(path, self.num_agents, self._model_groups()[1])

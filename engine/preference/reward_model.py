@@ -101,7 +101,9 @@ def build_reward_model(source: str | None, agent: Any, *, device: str | None, ma
     if source is not None:
         from transformers import AutoModel, AutoTokenizer
 
-        backbone, tokenizer = AutoModel.from_pretrained(source), AutoTokenizer.from_pretrained(source)
+        # a run config names the source: code that comes with it never runs (engine.remote_code)
+        backbone = AutoModel.from_pretrained(source, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     else:
         backbone, tokenizer = copy.deepcopy(agent.model.base_model), agent.tokenizer
     backbone = backbone.to(torch.device(device) if device else agent.device)

@@ -66,7 +66,8 @@ def test_a_checkpoint_of_an_earlier_run_is_the_comparator(app, store: Store, tmp
                                                "algorithm that reads it"]
 
 
-def test_an_api_comparator_is_configured_in_the_form_and_checked_at_its_fields(app, store: Store) -> None:
+def test_an_api_comparator_is_configured_in_the_form_and_checked_at_its_fields(app, store: Store,
+                                                                              monkeypatch) -> None:
     from tests.app.test_app_centralized_madpo import _column_errors
 
     experiment = store.create_experiment("iter-api", config=_iter_config()).id
@@ -82,6 +83,12 @@ def test_an_api_comparator_is_configured_in_the_form_and_checked_at_its_fields(a
     at.text_input(key=f"ed{gen}.trainer.comparator_api_url").input("https://api.example/v1/chat/completions").run()
     at.text_input(key=f"ed{gen}.trainer.comparator_api_key_env").input("COOPLAB_API_KEY_LAB").run()
     at.selectbox(key=f"ed{gen}.trainer.comparator_api_format").set_value("openai_chat").run()
+    # the operator has not bound that key to the host: pre-flight names the setting that would
+    assert not at.exception and at.button(key="exp_save").disabled
+    assert any("the key in COOPLAB_API_KEY_LAB is not sent to api.example" in e.value
+               and "COOPLAB_API_KEY_LAB=api.example" in e.value for e in at.error)
+    monkeypatch.setenv("COOPLAB_API_HOSTS", "COOPLAB_API_KEY_LAB=api.example")
+    at.run()
     assert not at.exception and not at.error and not at.button(key="exp_save").disabled
     at.button(key="exp_save").click().run()
     trainer = store.get_experiment(experiment).config["trainer"]
