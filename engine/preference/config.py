@@ -30,9 +30,13 @@ EXTRA_SETTINGS = (
     "reference_free", "loss_type", "max_grad_norm", "weight_decay", "lr_scheduler", "warmup_steps",
     "gradient_checkpointing", "seed", "turn_order", "items_per_step", "fast_decode", "rollout_dtype", "micro_batch_size",
     "max_steps", "eval_greedy", "eval_samples_per_item", "checkpoint_interval", "checkpoint_total_limit",
+    "best_checkpoint_metric", "best_checkpoint_mode",
     "transcripts_per_step", "model_config", "agent_names",
 )
 MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
+# the DPO trainers' own defaults: CoMLRL clips no gradient (measured: clipping at 1.0 cost about a fifth of
+# the learning on the issue-25 workload, docs/preference.md); MARLHF's RL stage keeps the MAGRPO defaults
+DPO_DEFAULTS = {**MADPO_DEFAULTS, "max_grad_norm": None}
 
 
 def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str) -> None:
@@ -44,6 +48,8 @@ def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, wha
                          "writing every role, and so is its comparator; leave it 'decentralized'")
     if config.num_turns != 1:
         raise ValueError(f"num_turns: {trainer} is single-turn ({what}); set 1")
+    if config.train_batch_size is None:  # CoMLRL resolves it when the config is made: MADPOConfig().train_batch_size == 2
+        object.__setattr__(config, "train_batch_size", config.rollout_buffer_size)
     if config.pair_selection == "comparator_reward" and not config.iterative:
         raise ValueError(f"pair_selection: 'comparator_reward' compares with a comparator policy ({iterative_config}); "
                          f"use reward_gap, all or random")
@@ -61,11 +67,12 @@ class _Preference(ConfigModel):
 
 MADPOConfig = config_class(
     "MADPOConfig", MAGRPO_COMLRL_SETTINGS + PREFERENCE_SETTINGS + EXTRA_SETTINGS, module=__name__,
-    defaults=MADPO_DEFAULTS, bases=(_Preference,), algorithm_name="madpo",
+    defaults=DPO_DEFAULTS, bases=(_Preference,), algorithm_name="madpo",
     compat_only=("num_generations", "discount", "early_termination_threshold", "advantage_normalization",
                  "advantage_mode", "reference_kl_enabled", "reference_kl_coef", "external_prompt_passthrough"),
     doc="Settings of a :class:`engine.preference.MADPOTrainer` run (CoMLRL 1.4.3's ``MADPOConfig`` names and "
-        "defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``).",
+        "defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``, "
+        "resolved when the config is made, as CoMLRL does); no gradient clipping unless ``max_grad_norm`` is set.",
 )
 
 
@@ -92,7 +99,7 @@ ITERATIVE_SETTINGS = ("num_iterations", "comparator_policy", "comparator_history
                       "log_reward_distribution")
 MADPOIterConfig = config_class(
     "MADPOIterConfig", (*MADPOConfig.field_names(), *ITERATIVE_SETTINGS), module=__name__,
-    defaults={**MADPO_DEFAULTS, "num_train_epochs": 1, "preference_num_candidates": 20,
+    defaults={**DPO_DEFAULTS, "num_train_epochs": 1, "preference_num_candidates": 20,
               "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward"},
     bases=(_Iterative, MADPOConfig), algorithm_name="madpo_iter", compat_only=MADPOConfig.compat_only,
     doc="Settings of a :class:`engine.preference.madpo_iter.MADPOIterTrainer` run (CoMLRL 1.4.3's "

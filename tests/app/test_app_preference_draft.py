@@ -15,7 +15,7 @@ def _draft(**trainer) -> dict:
 
 def test_madpo_draft_with_its_own_settings_is_valid() -> None:
     config, errors = drafts.validate(_draft(algorithm="madpo", dpo_beta=0.2, pair_selection="all",
-                                            preference_num_candidates=8))
+                                            preference_pairs_per_sample=None, preference_num_candidates=8))
     assert errors == {} and config.trainer.algorithm == "madpo" and config.trainer.dpo_beta == 0.2
 
 

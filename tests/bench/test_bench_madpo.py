@@ -65,3 +65,14 @@ def test_cli_rejects_an_unknown_algorithm() -> None:
     out = CliRunner().invoke(_app(), ["bench", "--algorithm", "ppo"])
     assert out.exit_code != 0
     assert "unknown algorithm 'ppo'" in out.output
+
+
+def test_learning_bench_reward_and_measurement() -> None:
+    from bench.training import madpo_learning as ml
+
+    assert ml.team_reward(["a1b2", "xyz"], ["ABcd", ""]) == [0.5 * 0.5 + 0.5 * 0.5, 0.0]  # hand-computed
+    models, tokenizer = ml.tiny_agents(0)
+    m = ml.measure(models, tokenizer, samples=2)
+    assert m.samples == 2 * len(ml.PROMPTS) and all(0.0 <= s <= 1.0 for s in m.shares)
+    assert m.team == pytest.approx(0.5 * m.shares[0] + 0.5 * m.shares[1])  # the reward is linear in the shares
+    assert ml.measure(models, tokenizer, samples=2) == m  # seeded: the same answers again
