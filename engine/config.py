@@ -33,8 +33,8 @@ EXTRA_SETTINGS = (
     "turn_order", "loss_type", "clip_epsilon", "num_inner_epochs", "reference_kl_mode", "max_grad_norm",
     "weight_decay", "lr_scheduler", "warmup_steps", "gradient_checkpointing", "seed", "shuffle",
     "per_agent_normalization", "items_per_step", "fast_decode", "rollout_dtype", "micro_batch_size", "max_steps", "eval_greedy",
-    "eval_samples_per_item", "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step",
-    "model_config", "agent_names",
+    "eval_samples_per_item", "checkpoint_interval", "checkpoint_total_limit", "best_checkpoint_metric",
+    "best_checkpoint_mode", "transcripts_per_step", "model_config", "agent_names",
 )
 
 MAGRPOConfig = config_class(

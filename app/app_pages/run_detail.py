@@ -1,4 +1,5 @@
-"""Run detail: live charts (a resumed run's attempts joined into one history), config, the log,
+"""Run detail: live charts (a resumed run's attempts joined into one history), the evaluations of
+record (held-out metrics per checkpoint, team analyses, per-item outcomes), config, the log,
 checkpoints and downloads of one run."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ import streamlit as st
 from app import context
 from app.components.charts import line_figure
 from app.components.downloads import exported_models, file_chunks, offer, zip_folder
+from app.components.evaluations import render_evaluations
 from app.components.run_controls import choose_run, notes_editor, run_header
+from app.escape import md_code, md_message, md_text
 from app.metricgroups import applicable_keys, default_charts, group_metrics
 from app.queries import (
     LOG_LINES,
@@ -20,6 +23,7 @@ from app.queries import (
     read_log,
 )
 from app.seedgroups import same_config_runs, seed_of
+from db.evaluation_store import EvaluationStore
 from engine.spec import ConfigError, dump_run_config, parse_run_config
 
 store = context.store()
@@ -55,7 +59,8 @@ if seed is not None:
         st.page_link("app_pages/compare.py", label="Compare the seeds (mean and band)", icon=":material/stacked_line_chart:",
                      query_params={"runs": ",".join(str(i) for i in [run_id, *siblings][:8]), "by": "seed"})
 
-charts_tab, config_tab, logs_tab, files_tab = st.tabs(["Charts", "Config", "Logs", "Checkpoints & downloads"])
+charts_tab, evals_tab, config_tab, logs_tab, files_tab = st.tabs(
+    ["Charts", "Evaluations", "Config", "Logs", "Checkpoints & downloads"])
 
 
 def _task_tags(config) -> tuple[str, ...]:
@@ -113,7 +118,7 @@ with charts_tab:
             data = chart_data(store, run_id, chart.curves, x=x_axis, max_points=max_points, x_range=x_range,
                               title=title, history=history if joined else None)
             if not any(len(s) for _, s in data.series):
-                st.caption(f"{title}: no points yet")
+                st.caption(f"{md_text(title)}: no points yet")
                 continue
             figure = line_figure(data.series, title=title, smoothing=method, amount=amount,
                                  boundaries=data.boundaries)
@@ -125,7 +130,7 @@ with config_tab:
     try:
         st.code(dump_run_config(parse_run_config(dict(run.config))), language="yaml")
     except ConfigError as exc:
-        st.error(f"The stored config no longer validates: {exc}")
+        st.error(md_message(f"The stored config no longer validates: {exc}"))
         st.json(dict(run.config))
     notes_editor(store, run, key=f"detail.{run_id}")
 
@@ -140,7 +145,7 @@ with logs_tab:
                                                           "takes the run).")
             return
         note = f"the last {tail.shown:,} lines" if tail.truncated else f"all {tail.shown:,} lines"
-        st.caption(f"`{path}` · {tail.size / 1024:,.1f} KiB · showing {note}, newest at the bottom")
+        st.caption(f"{md_code(path)} · {tail.size / 1024:,.1f} KiB · showing {note}, newest at the bottom")
         st.code(tail.text, language="text", height=480)
 
     live_log()
@@ -148,13 +153,16 @@ with logs_tab:
         offer("whole log", lambda: file_chunks(run.log_path), file_name=f"run{run_id}.log", mime="text/plain",
               key=f"dl_log_{run_id}")
 
+with evals_tab:
+    render_evaluations(EvaluationStore(store).list_evaluations(run_id), run_id=run_id, output_dir=run.output_dir)
+
 with files_tab:
     checkpoints = store.list_checkpoints(run_id)
     if not checkpoints:
         st.caption("No checkpoints yet (see the trainer's checkpoint_interval).")
     for ckpt in checkpoints:
         c1, c2 = st.columns([3, 1])
-        c1.markdown(f"step **{ckpt.step}** · `{ckpt.path}` · {ckpt.created_at:%Y-%m-%d %H:%M:%S}")
+        c1.markdown(f"step **{ckpt.step}** · {md_code(ckpt.path)} · {ckpt.created_at:%Y-%m-%d %H:%M:%S}")
         with c2:
             if Path(ckpt.path).exists():
                 offer("zip", lambda p=ckpt.path: zip_folder(p), file_name=f"run{run_id}-step{ckpt.step}.zip",
@@ -171,7 +179,7 @@ with files_tab:
                    "(`<output_dir>/model`); none yet.")
     for folder in exported:
         c1, c2 = st.columns([3, 1])
-        c1.markdown(f"`{folder}`: load it with `AutoModelForCausalLM.from_pretrained(path)` or use the path "
+        c1.markdown(f"{md_code(folder)}: load it with `AutoModelForCausalLM.from_pretrained(path)` or use the path "
                     "as an agent's model source")
         with c2:
             offer("zip", lambda p=folder: zip_folder(p), file_name=f"run{run_id}-{Path(folder).name}.zip",
@@ -185,5 +193,5 @@ with files_tab:
         offer("metrics JSONL", lambda: store.stream_metrics_jsonl(run_id), file_name=f"run{run_id}-metrics.jsonl",
               mime="application/jsonl", key=f"dl_jsonl_{run_id}")
     with d3:
-        offer("transcripts JSONL", lambda: store.export_episodes_jsonl(run_id),
+        offer("transcripts JSONL", lambda: store.stream_episodes_jsonl(run_id),
               file_name=f"run{run_id}-transcripts.jsonl", mime="application/jsonl", key=f"dl_eps_{run_id}")

@@ -31,7 +31,8 @@ COMLRL_SETTINGS = (
 EXTRA_SETTINGS = (
     "loss_type", "max_grad_norm", "weight_decay", "seed", "shuffle", "items_per_step", "max_steps", "eval_greedy",
     "rollout_dtype",
-    "checkpoint_interval", "checkpoint_total_limit", "transcripts_per_step", "gradient_checkpointing",
+    "checkpoint_interval", "checkpoint_total_limit", "best_checkpoint_metric", "best_checkpoint_mode",
+    "transcripts_per_step", "gradient_checkpointing",
     "model_config", "agent_names",
 )
 ACTOR_CRITIC_DEFAULTS = {"rollout_buffer_size": 8, "top_k": None, "num_train_epochs": 40, "num_generations": 1,

@@ -199,6 +199,11 @@ CATALOG: dict[str, Setting] = {
     "eval_samples_per_item": _s("reporting", int, 1, "Completions per eval item (>1 enables pass@k).", ge=1),
     "eval_greedy": _s("reporting", bool, False, "Greedy decoding in evaluation (CoMLRL samples).", **_BOOL),
     "checkpoint_total_limit": _s("reporting", int | None, 3, "Checkpoints kept (oldest removed).", ge=1),
+    "best_checkpoint_metric": _s("reporting", str | None, None, "Also keep the checkpoint whose evaluation is best "
+                                 "by this metric (e.g. eval/reward_mean, eval/pass@1) in checkpoints/best, never "
+                                 "pruned; needs eval_interval > 0 and an eval split.", min_length=6),
+    "best_checkpoint_mode": _s("reporting", Literal["max", "min"], "max", "max: a higher best_checkpoint_metric "
+                               "is better; min: a lower one."),
     # --- actor-critic (iac, maac) --------------------------------------------------------------
     "critic_type": _s("actor_critic", Literal["v", "q"], "v", "v: value of the history (read before the reply); "
                       "q: value of history and reply.", before=_critic_type),
@@ -321,9 +326,11 @@ CATALOG: dict[str, Setting] = {
     "comparator_api_extra_body": _s("preference", dict[str, Any] | None, None, "Fields merged into every request's "
                                     "JSON body."),
     "policy_checkpoint_dir": _s("preference", str | None, None, "Also write each iteration's policy (the comparator "
-                                "snapshots) here as model files (relative: under the run's output folder)."),
+                                "snapshots) here as model files (relative: under the run's output folder; a run config's folder must "
+                                "stay in the run's folder or the data directory)."),
     "preference_replay_dir": _s("preference", str | None, None, "Also write each iteration's pairs here as JSON "
-                                "lines (relative: under the run's output folder)."),
+                                "lines (relative: under the run's output folder; a run config's folder must stay "
+                                "in the run's folder or the data directory)."),
     "log_reward_distribution": _s("preference", bool, False, "Log each iteration's team-reward distribution of the "
                                   "current, comparator, winner and loser candidates, and write it as JSON + SVG "
                                   "under reward_distribution/ of the output folder.", **_BOOL),
