@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -224,4 +225,18 @@ def task_problems(config: RunConfig) -> list[Problem]:
                                           f"agent(s), not {len(config.agents)}; add or remove agents"))
     if info.max_turns is not None and config.trainer.num_turns > info.max_turns:
         problems.append(Problem("trainer.num_turns", f"task {name!r} supports at most {info.max_turns} turn(s)"))
+    problems += _best_metric_problems(config, info)
     return problems
+
+
+def _best_metric_problems(config: RunConfig, info: Any) -> list[Problem]:
+    """A ``best_checkpoint_metric`` the task's evaluation reports (when the task declares its metrics)."""
+    trainer = config.trainer
+    metric = trainer.best_checkpoint_metric
+    samples = 1 if trainer.eval_greedy else trainer.eval_samples_per_item
+    names = info.eval_metric_names(trainer.num_turns, samples) if metric else None
+    if names is None or metric in names:
+        return []
+    return [Problem("trainer.best_checkpoint_metric",
+                    f"task {info.name!r} does not report {metric!r} with these settings; its evaluation reports "
+                    f"{', '.join(sorted(names))}")]

@@ -90,6 +90,27 @@ class Task:
 
 
 @dataclass(frozen=True)
+class EvalMetrics:
+    """What a task's evaluation reports besides the team reward: whether it has a ``check`` (then
+    ``eval/pass@k`` for every k up to the samples per item, and ``eval/avg@K``) and the names of its
+    own per-item metrics, ``{t}`` standing for each turn (``turn_{t}/solved``)."""
+
+    has_check: bool = False
+    own: tuple[str, ...] = ()
+
+    def names(self, num_turns: int, samples_per_item: int) -> set[str]:
+        """Every ``eval/...`` key an evaluation reports (see :meth:`TaskInfo.eval_metric_names`)."""
+        turns = range(1, num_turns + 1)
+        names = {"eval/reward_mean", "eval/reward_mean_se"}
+        names |= {f"eval/turn_{t}/{k}" for t in turns for k in ("reward_mean", "expected_return")}
+        if self.has_check:
+            names |= {f"eval/pass@{k}" for k in range(1, samples_per_item + 1)} | {f"eval/avg@{samples_per_item}"}
+        for pattern in self.own:
+            names |= {f"eval/{pattern.format(t=t)}" for t in turns} if "{t}" in pattern else {f"eval/{pattern}"}
+        return names
+
+
+@dataclass(frozen=True)
 class TaskInfo:
     """Catalog entry of a task: what the dashboard shows and how to build it.
 
@@ -108,6 +129,14 @@ class TaskInfo:
     params_model: type[BaseModel]
     factory: Callable[[Any, int], Task]
     tags: tuple[str, ...] = ()
+    eval_metrics: EvalMetrics | None = None
+
+    def eval_metric_names(self, num_turns: int, samples_per_item: int) -> set[str] | None:
+        """Every ``eval/...`` metric an evaluation of this task reports with ``num_turns`` turns and
+        ``samples_per_item`` answers per item; None when the task did not declare its own metrics."""
+        if self.eval_metrics is None:
+            return None
+        return self.eval_metrics.names(num_turns, samples_per_item)
 
     def default_params(self) -> dict[str, Any]:
         """Parameter defaults as plain JSON-able values (for forms and presets)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.tasks.base import EvalMetrics
 from engine.tasks.humaneval.task import HumanEvalParams, build_humaneval
 from engine.tasks.quickstart import QuickstartParams, build_quickstart
 from engine.tasks.registry import register_task
@@ -9,7 +10,8 @@ from engine.tasks.self_play import RoleSwitchParams, SelfRefineParams, build_rol
 from engine.tasks.writing import WritingParams, build_writing
 
 # What the registry assumes unless told: teams of two, one turn. The self-play tasks differ alike.
-SELF_PLAY = {"default_num_agents": 1, "max_turns": None, "tags": ("self-play", "multi-turn")}
+SELF_PLAY = {"default_num_agents": 1, "max_turns": None, "tags": ("self-play", "multi-turn"),
+             "eval_metrics": EvalMetrics()}
 
 register_task(
     "quickstart",
@@ -23,6 +25,7 @@ register_task(
     ),
     roles=("first", "second"),
     tags=("demo", "cpu"),
+    eval_metrics=EvalMetrics(has_check=True),
 )
 register_task(
     "humaneval",
@@ -38,6 +41,7 @@ register_task(
     team_sizes=(1, 2),
     max_turns=None,
     tags=("code", "multi-turn"),
+    eval_metrics=EvalMetrics(has_check=True, own=("turn_{t}/tests_passed", "turn_{t}/solved")),
 )
 register_task(
     "writing",
@@ -51,6 +55,7 @@ register_task(
     ),
     roles=("summary", "elaboration"),
     tags=("writing",),
+    eval_metrics=EvalMetrics(),
 )
 register_task(
     "self_refine",

@@ -32,7 +32,7 @@ from engine.tasks.allowlist import (
     foreign_object_problem,
     import_path_problem,
 )
-from engine.tasks.base import Task, TaskError, TaskInfo, TaskParams
+from engine.tasks.base import EvalMetrics, Task, TaskError, TaskInfo, TaskParams
 from engine.tasks.datasets import item_key, load_items, shared_items
 
 ENTRY_POINT_GROUP = "cooplab.tasks"
@@ -54,11 +54,14 @@ def register_task(
     max_turns: int | None = 1,
     tags: tuple[str, ...] | list[str] = (),
     replace: bool = False,
+    eval_metrics: EvalMetrics | None = None,
 ) -> TaskInfo:
     """Register a task under ``name`` and return its :class:`TaskInfo`.
 
     ``factory(params, num_agents)`` receives a validated ``params_model`` instance. ``max_turns=None``
-    declares that the task has a transition and supports any number of turns.
+    declares that the task has a transition and supports any number of turns. ``eval_metrics``
+    declares what its evaluation reports (so a ``best_checkpoint_metric`` is checked when a config is
+    validated); None leaves that to the first evaluation.
     """
     if not name or ":" in name:
         raise TaskError(f"task name {name!r} is invalid: use a non-empty name without ':'")
@@ -69,7 +72,7 @@ def register_task(
         raise TaskError(f"task {name!r}: default_num_agents={default_num_agents} is not among team_sizes {sizes}")
     info = TaskInfo(name=name, title=title or name.replace("_", " ").capitalize(), description=description,
                     roles=tuple(roles), default_num_agents=default_num_agents, team_sizes=sizes, max_turns=max_turns,
-                    params_model=params_model, factory=factory, tags=tuple(tags))
+                    params_model=params_model, factory=factory, tags=tuple(tags), eval_metrics=eval_metrics)
     _REGISTRY[name] = info
     return info
 

@@ -89,3 +89,27 @@ def test_no_best_checkpoint_without_the_setting(tmp_path) -> None:
 
     with pytest.raises(EvalError, match="kept no best checkpoint; train with best_checkpoint_metric"):
         find_checkpoint(tmp_path, "best")
+
+
+def test_a_metric_a_built_in_task_does_not_report_is_refused_when_the_config_is_checked() -> None:
+    from engine.preflight import preflight_problems
+
+    def problems(**trainer) -> list[str]:
+        return [str(p) for p in preflight_problems(parse_run_config(config(**trainer)))
+                if p.field == "trainer.best_checkpoint_metric"]
+
+    [refused] = problems(best_checkpoint_metric="eval/solved")
+    assert "task 'quickstart' does not report 'eval/solved'" in refused and "eval/pass@1" in refused
+    assert problems(best_checkpoint_metric="eval/pass@1") == []
+    assert problems(best_checkpoint_metric="eval/reward_mean") == []
+    # pass@k only up to the answers per item: greedy evaluation gives one
+    assert problems(best_checkpoint_metric="eval/pass@4", eval_greedy=True)
+    assert problems(best_checkpoint_metric="eval/pass@4", eval_greedy=False, eval_samples_per_item=4) == []
+
+
+def test_humaneval_declares_its_own_metrics_per_turn() -> None:
+    from engine.tasks import get_task_info
+
+    names = get_task_info("humaneval").eval_metric_names(2, 3)
+    assert {"eval/turn_2/solved", "eval/turn_1/tests_passed", "eval/pass@3", "eval/avg@3"} <= names
+    assert "eval/turn_3/solved" not in names and "eval/pass@4" not in names
