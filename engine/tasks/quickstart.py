@@ -27,7 +27,8 @@ _TOPICS = (
     "cities", "plants", "weather", "boats", "books", "birds", "stones", "clouds",
 )
 # held out: evaluation prompts no training step ever samples
-_HELD_OUT_TOPICS = ("islands", "lamps", "bridges", "forests")
+_HELD_OUT_TOPICS = ("islands", "lamps", "bridges", "forests", "trains", "castles", "gardens", "oceans",
+                    "deserts", "markets", "valleys", "kitchens")
 
 
 class QuickstartParams(TaskParams):
@@ -35,7 +36,7 @@ class QuickstartParams(TaskParams):
     second_letters: str = Field("nopqrstuvwxyz", min_length=1, description="Characters the second agent should write.")
     num_items: int = Field(16, ge=1, le=len(_TOPICS), description="Training prompts (topics) in the dataset.")
     eval_items: int = Field(4, ge=0, le=len(_HELD_OUT_TOPICS), description="Held-out evaluation prompts (topics "
-                            "never used for training).")
+                            "never used for training; up to 12).")
     centralized_protocol: Literal["tags", "halves"] = Field(
         "tags", description="When one model writes both parts (centralized_magrpo, collaboration_mode centralized): "
         "'tags' (<agent_0>...</agent_0> sections, as CoMLRL) or 'halves' (the first half of its text is the first "

@@ -1,0 +1,139 @@
+"""Held-out learning of a real team: train, then evaluate step 0, the best and the last checkpoint on
+items no training step saw, and ask which agent mattered.
+
+Per seed: the team of ``--model`` (default two SmolLM2-135M-Instruct agents) trains on the quick
+start (``--task-params`` may change it) for ``--steps`` MAGRPO steps, evaluating every
+``--eval-interval`` steps on the first ``--select-items`` held-out items to keep the best checkpoint
+(``best_checkpoint_metric: eval/reward_mean``). Then, with ``cooplab eval``'s own code
+(:func:`engine.evaluate.evaluate_run`), the base models (step 0), the best and the last checkpoint
+are evaluated on all ``--eval-items`` held-out items with ``--samples`` answers each and one fixed
+seed, and :func:`engine.team_analysis.analyze_team` runs on the last checkpoint.
+
+The best checkpoint is chosen on held-out items that the final evaluation also uses, so its row is
+optimistic; the last checkpoint's row is the unbiased one. The table gives each metric as the mean
+over seeds ± the standard error over seeds, and each seed's gain with its own standard error over
+items, with the minutes of wall time and of CPU (this process, all threads) per seed.
+
+``python -m bench.training.heldout --seeds 0,1,2 --steps 80 [--model builtin:smollm2-135m] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+METRIC = "eval/reward_mean"
+
+
+def run_config(*, model: str, seed: int, steps: int, lr: float, samples: int, new_tokens: int, eval_interval: int,
+               select_items: int, eval_items: int, task_params: dict[str, Any]) -> dict[str, Any]:
+    """The run config of one seed: two agents of ``model`` on the quick start with held-out items."""
+    return {
+        "name": f"heldout-seed{seed}",
+        "agents": [{"name": "first", "model": model}, {"name": "second", "model": model}],
+        "task": {"name": "quickstart", "params": {"eval_items": eval_items, **task_params}},
+        "trainer": {"algorithm": "magrpo", "max_steps": steps, "num_generations": samples,
+                    "agent_learning_rate": lr, "max_new_tokens": new_tokens, "temperature": 1.0, "top_p": 1.0,
+                    "top_k": 50, "rollout_buffer_size": 1, "eval_interval": eval_interval,
+                    "eval_num_samples": select_items, "eval_samples_per_item": samples,
+                    "best_checkpoint_metric": METRIC, "checkpoint_interval": 0, "checkpoint_total_limit": 1,
+                    "transcripts_per_step": 0, "logging_steps": 10, "seed": seed},
+    }
+
+
+def one_seed(config: dict[str, Any], *, samples: int, eval_seed: int, out: Path) -> dict[str, Any]:
+    """Train one seed into ``out`` and evaluate step 0, best and last; its rows and timings."""
+    from engine.build import run_training
+    from engine.evaluate import evaluate_run, find_checkpoint
+    from engine.sinks import NullSink
+    from engine.spec import parse_run_config
+    from engine.team_analysis import analyze_team
+
+    run = parse_run_config(config)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run_training(run, output_dir=out, sink=NullSink())
+    train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    rows: dict[str, Any] = {}
+    for label, checkpoint in (("step 0", None), ("best", "best"), ("last", "last")):
+        report = evaluate_run(run, checkpoint=find_checkpoint(out, checkpoint) if checkpoint else None,
+                              samples=samples, seed=eval_seed)
+        rows[label] = {"step": report.checkpoint_step or 0, "value": report.metrics[METRIC],
+                       "se": report.standard_errors[METRIC], "items": report.items}
+    analysis = analyze_team(run, find_checkpoint(out, "last"), samples=samples, seed=eval_seed)
+    return {"status": result.status, "rows": rows, "analysis": analysis.to_json(), "table": analysis.table(),
+            "train_wall_min": train_wall / 60, "train_cpu_min": train_cpu / 60,
+            "total_wall_min": (time.perf_counter() - wall) / 60, "total_cpu_min": (time.process_time() - cpu) / 60}
+
+
+def summarize(seeds: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Per row: the mean over seeds and its standard error; per seed: the last checkpoint's gain over
+    step 0 with the standard error of that difference over items."""
+    summary: dict[str, Any] = {}
+    for label in ("step 0", "best", "last"):
+        values = [s["rows"][label]["value"] for s in seeds.values()]
+        se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+        summary[label] = {"mean": statistics.fmean(values), "se_over_seeds": se}
+    summary["gains"] = {seed: {"gain": s["rows"]["last"]["value"] - s["rows"]["step 0"]["value"],
+                               "se": math.hypot(s["rows"]["last"]["se"], s["rows"]["step 0"]["se"])}
+                        for seed, s in seeds.items()}
+    return summary
+
+
+def markdown(seeds: dict[int, dict[str, Any]], summary: dict[str, Any]) -> str:
+    lines = ["| seed | step 0 | best (step) | last | last - step 0 | minutes (wall / CPU) |", "|---|---|---|---|---|---|"]
+    for seed, s in seeds.items():
+        r = s["rows"]
+        gain = summary["gains"][seed]
+        lines.append(f"| {seed} | {r['step 0']['value']:.3f} ± {r['step 0']['se']:.3f} | {r['best']['value']:.3f} "
+                     f"± {r['best']['se']:.3f} ({r['best']['step']}) | {r['last']['value']:.3f} ± {r['last']['se']:.3f} "
+                     f"| {gain['gain']:+.3f} ± {gain['se']:.3f} | {s['total_wall_min']:.1f} / {s['total_cpu_min']:.1f} |")
+    lines.append(f"| mean ± s.e. over seeds | {summary['step 0']['mean']:.3f} ± {summary['step 0']['se_over_seeds']:.3f} "
+                 f"| {summary['best']['mean']:.3f} ± {summary['best']['se_over_seeds']:.3f} | "
+                 f"{summary['last']['mean']:.3f} ± {summary['last']['se_over_seeds']:.3f} | | |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="builtin:smollm2-135m")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--lr", type=float, default=2e-6)
+    parser.add_argument("--samples", type=int, default=4, help="K: answers per item, in training and evaluation")
+    parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--eval-interval", type=int, default=20)
+    parser.add_argument("--select-items", type=int, default=4, help="held-out items the best checkpoint is chosen on")
+    parser.add_argument("--eval-items", type=int, default=12, help="held-out items of the final evaluation")
+    parser.add_argument("--eval-seed", type=int, default=1234)
+    parser.add_argument("--task-params", default="{}", help="JSON: the quick start's other params")
+    parser.add_argument("--out", default=None, help="keep the run folders here (default: a temporary folder)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    seeds: dict[int, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.out or tmp)
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            config = run_config(model=args.model, seed=seed, steps=args.steps, lr=args.lr, samples=args.samples,
+                                new_tokens=args.new_tokens, eval_interval=args.eval_interval,
+                                select_items=args.select_items, eval_items=args.eval_items,
+                                task_params=json.loads(args.task_params))
+            seeds[seed] = one_seed(config, samples=args.samples, eval_seed=args.eval_seed, out=root / f"seed-{seed}")
+            if not args.json:
+                print(f"seed {seed}: {json.dumps(seeds[seed]['rows'])}", flush=True)
+                print(seeds[seed]["table"], flush=True)
+    summary = summarize(seeds)
+    report = {"model": args.model, "steps": args.steps, "lr": args.lr, "samples": args.samples,
+              "seeds": {str(k): {k2: v for k2, v in s.items() if k2 != "table"} for k, s in seeds.items()},
+              "summary": summary}
+    print(json.dumps(report, sort_keys=True) if args.json else markdown(seeds, summary), flush=True)
+    return report
+
+
+if __name__ == "__main__":
+    main()
