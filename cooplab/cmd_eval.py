@@ -4,6 +4,7 @@
     cooplab eval --run-config FILE [--models DIR[,DIR...]]
         [--split eval|train] [--items N] [--samples K] [--greedy] [--seed S] [--json] [--transcripts FILE]
     cooplab eval RUN --team-analysis [--metric eval/reward_mean] ...   # each agent's contribution
+    cooplab eval RUN --queue [--wait] ...   # on the run's workers (jobs.eval_queue); records stored when done
 
 ``--run-config`` alone evaluates the config's own models (the step-0 baseline); ``--models`` gives
 one model folder per agent (a run's ``model/agent_<i>``). ``--json`` prints one JSON line: metrics,
@@ -58,40 +59,51 @@ def _store():
     return get_store(settings)
 
 
-def _episodes(outcome_episodes: list, step: int | None) -> list[dict]:
-    from engine.sinks.jsonl import episode_to_dict
-
-    return [episode_to_dict(step or 0, episode) for episode in outcome_episodes]
-
-
 def _save(run_id: int, report=None, analysis=None) -> list[int]:
-    """Store the evaluation (or each variant of a team analysis) as evaluation records of ``run_id``."""
-    import uuid
-
-    from db.evaluation_records import EvaluationInput
+    """Store the evaluation (or each variant of a team analysis) as evaluation records of ``run_id``,
+    all in one transaction."""
     from db.evaluation_store import EvaluationStore
+    from jobs.eval_inputs import analysis_inputs, report_inputs
 
-    evaluations = EvaluationStore(_store())
-    if report is not None:
-        settings = {"seed": report.seed, "greedy": report.greedy, "samples": report.samples, "items": report.items}
-        stored = evaluations.add_evaluation(EvaluationInput(
-            run_id=run_id, split=report.split, settings=settings, metrics=report.metrics,
-            standard_errors=report.standard_errors, per_item=report.per_item,
-            episodes=_episodes(report.episodes, report.checkpoint_step), checkpoint_step=report.checkpoint_step,
-            checkpoint_path=report.checkpoint))
-        return [stored.id]
-    group = uuid.uuid4().hex
-    ids = []
-    for (variant, metrics, ses), outcome in zip(analysis.rows, analysis.outcomes, strict=True):
-        settings = {"samples": analysis.samples, "items": analysis.items, "metric": analysis.metric,
-                    "weights": [f"{kind}:{analysis.names[j]}" for kind, j in variant.weights]}
-        stored = evaluations.add_evaluation(EvaluationInput(
-            run_id=run_id, split=analysis.split, settings=settings, metrics=metrics, standard_errors=ses,
-            per_item=[o.to_json() for o in outcome.items],
-            episodes=_episodes(outcome.episodes, analysis.checkpoint_step),
-            checkpoint_step=analysis.checkpoint_step, kind="team_analysis", label=variant.label, analysis=group))
-        ids.append(stored.id)
-    return ids
+    inputs = report_inputs(run_id, report) if report is not None else analysis_inputs(run_id, analysis)
+    return [stored.id for stored in EvaluationStore(_store()).add_evaluations(inputs)]
+
+
+def _queue(run: str, checkpoint: str, options, *, wait: bool, as_json: bool) -> None:
+    """``--queue``: send the evaluation to the run's workers; with ``--wait`` follow it to its end."""
+    import time
+
+    from db.eval_request_store import EvalRequestStore
+    from jobs.client import BrokerUnavailable
+    from jobs.eval_queue import EvalRequestError, queue_evaluation
+
+    if not run.isdigit():
+        _fail(f"--queue needs a run id from the database (`cooplab runs`), not {run!r}")
+    store = _store()
+    try:
+        request = queue_evaluation(int(run), checkpoint=checkpoint, options=options, store=store)
+    except (EvalRequestError, BrokerUnavailable) as exc:
+        _fail(" ".join(str(exc).split()))
+    if wait:
+        requests = EvalRequestStore(store)
+        while not request.is_final:
+            time.sleep(0.5)
+            request = requests.get(request.id)
+    if as_json:
+        typer.echo(json.dumps({"request": request.id, "run": request.run_id, "status": request.status,
+                               "checkpoint": request.checkpoint, "queue": request.queue,
+                               "options": dict(request.options), "error": request.error,
+                               "evaluation_ids": list(request.evaluation_ids)}, sort_keys=True))
+        return
+    if request.status == "queued":
+        typer.echo(f"queued evaluation request {request.id} of run {request.run_id} (checkpoint {request.checkpoint}) "
+                   f"on queue {request.queue}; the run page's Evaluations tab shows its state")
+    elif request.status == "done":
+        typer.echo(f"evaluation request {request.id} done: stored as evaluation(s) "
+                   f"{', '.join(map(str, request.evaluation_ids))} of run {request.run_id}")
+    else:
+        typer.echo(f"evaluation request {request.id} failed: {request.error}", err=True)
+        raise typer.Exit(1)
 
 
 def _summary(report) -> str:
@@ -128,6 +140,9 @@ def register(app: typer.Typer) -> None:
         team_analysis: bool = typer.Option(False, "--team-analysis", help="Also evaluate the team with agents "
                                            "reset to their base models: each agent's contribution."),
         metric: str = typer.Option("eval/reward_mean", "--metric", help="The team analysis' metric."),
+        queue: bool = typer.Option(False, "--queue", help="Queue the evaluation on the run's workers instead of "
+                                   "evaluating here (a run id); the records are stored when it is done."),
+        wait: bool = typer.Option(False, "--wait", help="With --queue: wait until the workers are done."),
     ) -> None:
         """Evaluate a team on a task's held-out split: team reward, task metrics, pass@k, standard errors."""
         from engine.evaluate import EvalError, evaluate_run, find_checkpoint
@@ -140,6 +155,19 @@ def register(app: typer.Typer) -> None:
             _fail("give a run (id or folder) or --run-config FILE, one of the two")
         if run is not None and models:
             _fail("--models goes with --run-config; a run is evaluated at one of its checkpoints")
+        if wait and not queue:
+            _fail("--wait goes with --queue")
+        if queue:
+            if run is None:
+                _fail("--queue evaluates a run in the database on its workers; give a run id")
+            if transcripts is not None:
+                _fail("--transcripts goes with a local evaluation; a queued one stores its episodes in the database")
+            from jobs.eval_queue import EvalOptions
+
+            _queue(run, checkpoint, EvalOptions(split=split, items=items, samples=samples, greedy=greedy, seed=seed,
+                                                team_analysis=team_analysis, metric=metric),
+                   wait=wait, as_json=as_json)
+            return
         settings = get_settings()
         apply_engine_settings(settings)
         try:
@@ -172,8 +200,9 @@ def register(app: typer.Typer) -> None:
             _fail(" ".join(str(exc).split()))
         if transcripts is not None:
             from engine.folders import atomic_text
+            from jobs.eval_inputs import episode_dicts
 
-            lines = [json.dumps(episode) for episode in _episodes(report.episodes, report.checkpoint_step)]
+            lines = [json.dumps(episode) for episode in episode_dicts(report.episodes, report.checkpoint_step)]
             atomic_text(transcripts, "\n".join(lines) + "\n", "evaluated episodes")
         record = report.to_json()
         if run_id is not None:

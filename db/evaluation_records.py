@@ -49,3 +49,36 @@ class Evaluation:
     per_item: tuple[Mapping[str, Any], ...]
     episodes: tuple[Mapping[str, Any], ...]
     created_at: datetime
+
+
+REQUEST_QUEUED, REQUEST_RUNNING, REQUEST_DONE, REQUEST_FAILED = "queued", "running", "done", "failed"
+REQUEST_STATUSES = (REQUEST_QUEUED, REQUEST_RUNNING, REQUEST_DONE, REQUEST_FAILED)
+REQUEST_FINAL = frozenset({REQUEST_DONE, REQUEST_FAILED})
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """An evaluation of run ``run_id`` queued on the workers (``queue``, the run's): the ``checkpoint``
+    to evaluate (``last``, ``best`` or a step) with ``options`` (split, items, samples, greedy, seed,
+    team_analysis, metric), and where it stands: ``queued → running → done | failed``. A done request
+    lists the evaluation records it stored (``evaluation_ids``); a failed one says why in ``error``
+    (one line)."""
+
+    id: int
+    run_id: int
+    status: str
+    checkpoint: str
+    options: Mapping[str, Any]
+    queue: str
+    celery_task_id: str | None
+    worker: str | None
+    error: str | None
+    evaluation_ids: tuple[int, ...]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in REQUEST_FINAL

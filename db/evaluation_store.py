@@ -7,10 +7,10 @@ Stored prompts and completions of the evaluated episodes are capped like every t
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from db.engine import read_session, write_session
 from db.errors import NotFoundError
@@ -46,23 +46,33 @@ class EvaluationStore:
 
     def add_evaluation(self, evaluation: EvaluationInput) -> Evaluation:
         """Store one evaluation of an existing run (else :class:`NotFoundError`); returns it with its id."""
-        if evaluation.kind not in KINDS:
-            raise ValueError(f"evaluation kind must be one of {KINDS}, got {evaluation.kind!r}")
+        return self.add_evaluations([evaluation])[0]
+
+    def add_evaluations(self, evaluations: Sequence[EvaluationInput]) -> list[Evaluation]:
+        """Store several evaluations (the variants of a team analysis) in one transaction: all of them
+        or, when one is refused, none."""
+        for evaluation in evaluations:
+            if evaluation.kind not in KINDS:
+                raise ValueError(f"evaluation kind must be one of {KINDS}, got {evaluation.kind!r}")
         with write_session(self.engine) as s:
-            if s.get(RunRow, evaluation.run_id) is None:
-                raise NotFoundError(f"no run with id {evaluation.run_id}")
-            row = EvaluationRow(
-                run_id=evaluation.run_id, kind=evaluation.kind, label=evaluation.label, analysis=evaluation.analysis,
-                checkpoint_step=evaluation.checkpoint_step, checkpoint_path=evaluation.checkpoint_path,
-                split=evaluation.split, settings=dict(evaluation.settings),
-                metrics={k: float(v) for k, v in evaluation.metrics.items()},
-                standard_errors={k: float(v) for k, v in evaluation.standard_errors.items()},
-                per_item=[dict(item) for item in evaluation.per_item],
-                episodes=[_capped(episode) for episode in evaluation.episodes],
-            )
-            s.add(row)
-            s.flush()
-            return _record(row)
+            return [self._add(s, evaluation) for evaluation in evaluations]
+
+    @staticmethod
+    def _add(s: Any, evaluation: EvaluationInput) -> Evaluation:
+        if s.get(RunRow, evaluation.run_id) is None:
+            raise NotFoundError(f"no run with id {evaluation.run_id}")
+        row = EvaluationRow(
+            run_id=evaluation.run_id, kind=evaluation.kind, label=evaluation.label, analysis=evaluation.analysis,
+            checkpoint_step=evaluation.checkpoint_step, checkpoint_path=evaluation.checkpoint_path,
+            split=evaluation.split, settings=dict(evaluation.settings),
+            metrics={k: float(v) for k, v in evaluation.metrics.items()},
+            standard_errors={k: float(v) for k, v in evaluation.standard_errors.items()},
+            per_item=[dict(item) for item in evaluation.per_item],
+            episodes=[_capped(episode) for episode in evaluation.episodes],
+        )
+        s.add(row)
+        s.flush()
+        return _record(row)
 
     def get_evaluation(self, evaluation_id: int) -> Evaluation:
         """The evaluation with this id (else :class:`NotFoundError`)."""
@@ -77,3 +87,16 @@ class EvaluationStore:
         with read_session(self.engine) as s:
             rows = s.scalars(select(EvaluationRow).where(EvaluationRow.run_id == run_id).order_by(EvaluationRow.id))
             return [_record(row) for row in rows]
+
+    def latest_evaluations(self, run_ids: Iterable[int], *, split: str = "eval") -> dict[int, Evaluation]:
+        """Per run, its newest plain evaluation (``kind`` eval, not a team analysis) on ``split``; runs
+        without one are left out. Compare and study results read the held-out metrics from these."""
+        wanted = sorted({int(i) for i in run_ids})
+        if not wanted:
+            return {}
+        newest = (select(EvaluationRow.run_id, func.max(EvaluationRow.id).label("id"))
+                  .where(EvaluationRow.run_id.in_(wanted), EvaluationRow.kind == "eval", EvaluationRow.split == split)
+                  .group_by(EvaluationRow.run_id).subquery())
+        with read_session(self.engine) as s:
+            rows = s.scalars(select(EvaluationRow).join(newest, EvaluationRow.id == newest.c.id))
+            return {row.run_id: _record(row) for row in rows}

@@ -266,3 +266,27 @@ class EvaluationRow(Base):
     per_item: Mapped[list[Any]] = mapped_column(JSON)
     episodes: Mapped[list[Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EvalRequestRow(Base):
+    """A request to evaluate a run on a worker (the dashboard's Evaluate, ``cooplab eval RUN --queue``):
+    which checkpoint (``last``, ``best`` or a step) with which ``options``, and its state: ``queued``,
+    ``running`` (a worker holds it and refreshes ``heartbeat_at``), ``done`` (``evaluation_ids`` are the
+    records it stored) or ``failed`` (``error``: one line saying why)."""
+
+    __tablename__ = "eval_requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    checkpoint: Mapped[str] = mapped_column(String(40))
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    queue: Mapped[str] = mapped_column(String(100))
+    celery_task_id: Mapped[str | None] = mapped_column(String(200))
+    worker: Mapped[str | None] = mapped_column(String(200))
+    error: Mapped[str | None] = mapped_column(Text)
+    evaluation_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

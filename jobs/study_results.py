@@ -1,5 +1,6 @@
 """A study's results as distributions: per point, the mean and spread over its seeds of each metric's
-final and best value, computed from the stored metrics; a flat table and its CSV."""
+final and best value, computed from the stored metrics, and of each held-out metric (the newest
+evaluation of record of each child on the held-out split); a flat table and its CSV."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from db import states
+from db.evaluation_store import EvaluationStore
 from db.study_records import StudyTrial
 from db.study_store import StudyStore
 from jobs.study_rules import Spread, spread
@@ -27,18 +29,20 @@ class PointResult:
     counted_run_ids: tuple[int, ...] = ()  # the runs the spreads are computed from
     final: dict[str, Spread] = field(default_factory=dict)
     best: dict[str, Spread] = field(default_factory=dict)
+    held_out: dict[str, Spread] = field(default_factory=dict)  # from each counted child's newest evaluation
 
 
 def point_results(studies: StudyStore, study_id: int, *, keys: Iterable[str] | None = None,
                   counted: Sequence[str] = (states.SUCCEEDED,)) -> list[PointResult]:
-    """Per point of the study (in point order), from the stored metrics of its children whose runs are
-    in one of the ``counted`` states (succeeded by default: a stopped or failed run's last value is
-    not a final result)."""
+    """Per point of the study (in point order), from the stored metrics and the newest held-out
+    evaluations of its children whose runs are in one of the ``counted`` states (succeeded by default:
+    a stopped or failed run's last value is not a final result)."""
     trials = studies.trials(study_id)
     by_point: dict[int, list[StudyTrial]] = {}
     for trial in trials:
         by_point.setdefault(trial.point, []).append(trial)
     counted_runs = [t.run_id for t in trials if t.run_id is not None and t.status in counted]
+    evaluations = EvaluationStore(studies.store).latest_evaluations(counted_runs)
     summaries: dict[int, dict[str, Any]] = {}
     for summary in studies.metric_summaries(counted_runs, keys):
         summaries.setdefault(summary.run_id, {})[summary.key] = summary
@@ -51,15 +55,20 @@ def point_results(studies: StudyStore, study_id: int, *, keys: Iterable[str] | N
             statuses[child.status] = statuses.get(child.status, 0) + 1
         final = {k: spread([summaries[r][k].final for r in runs if k in summaries.get(r, {})]) for k in metric_keys}
         best = {k: spread([summaries[r][k].best for r in runs if k in summaries.get(r, {})]) for k in metric_keys}
+        evaluated = [evaluations[r] for r in runs if r in evaluations]
+        held_out = {k: spread([e.metrics.get(k) for e in evaluated])
+                    for k in sorted({k for e in evaluated for k in e.metrics})}
         results.append(PointResult(point=point, params=dict(children[0].params), statuses=statuses,
                                    run_ids=tuple(t.run_id for t in children if t.run_id is not None),
-                                   counted_run_ids=tuple(runs), final=final, best=best))
+                                   counted_run_ids=tuple(runs), final=final, best=best, held_out=held_out))
     return results
 
 
-def results_rows(results: Sequence[PointResult], keys: Sequence[str]) -> list[dict[str, Any]]:
-    """One flat row per point: ``point``, each searched path, ``children`` (states), and for each key
-    ``<key> final mean``, ``final std``, ``best mean``, ``best std``, ``n``."""
+def results_rows(results: Sequence[PointResult], keys: Sequence[str],
+                 held_out_keys: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One flat row per point: ``point``, each searched path, ``children`` (states), for each key
+    ``<key> final mean``, ``final std``, ``best mean``, ``best std``, ``n``, and for each held-out key
+    ``<key> held-out mean``, ``held-out std``, ``held-out n`` (the children evaluated)."""
     rows = []
     for result in results:
         row: dict[str, Any] = {"point": result.point, **result.params,
@@ -69,21 +78,25 @@ def results_rows(results: Sequence[PointResult], keys: Sequence[str]) -> list[di
             best = result.best.get(key, Spread(None, None, 0))
             row.update({f"{key} final mean": final.mean, f"{key} final std": final.std,
                         f"{key} best mean": best.mean, f"{key} best std": best.std, f"{key} n": final.n})
+        for key in held_out_keys:
+            held = result.held_out.get(key, Spread(None, None, 0))
+            row.update({f"{key} held-out mean": held.mean, f"{key} held-out std": held.std,
+                        f"{key} held-out n": held.n})
         rows.append(row)
     return rows
 
 
 def best_point(results: Sequence[PointResult], key: str, *, use: str = "final") -> PointResult | None:
-    """The point with the largest mean ``use`` (``final`` or ``best``) value of ``key``; None when no
-    point has one yet."""
+    """The point with the largest mean ``use`` (``final``, ``best`` or ``held_out``) value of ``key``;
+    None when no point has one yet."""
     scored = [(getattr(r, use).get(key), r) for r in results]
     scored = [(s.mean, r) for s, r in scored if s is not None and s.mean is not None]
     return max(scored, key=lambda item: item[0])[1] if scored else None
 
 
-def results_csv(results: Sequence[PointResult], keys: Sequence[str]) -> str:
+def results_csv(results: Sequence[PointResult], keys: Sequence[str], held_out_keys: Sequence[str] = ()) -> str:
     """The :func:`results_rows` table as CSV text (empty cells where there is no value)."""
-    rows = results_rows(results, keys)
+    rows = results_rows(results, keys, held_out_keys)
     if not rows:
         return ""
     columns = list(dict.fromkeys(c for row in rows for c in row))

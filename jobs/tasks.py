@@ -51,3 +51,8 @@ def _job_process_lost(sender: Any = None, exception: BaseException | None = None
     from jobs.maintenance import job_death_cause, settle_lost_job
 
     settle_lost_job(int(args[0]), job_death_cause(exception))
+
+
+# The evaluation job's task (``jobs.run_evaluation``, :mod:`jobs.eval_job`): importing it registers it
+# with the workers, which load this module.
+from jobs import eval_job  # noqa: E402,F401

@@ -1,5 +1,6 @@
 """Compare: overlaid curves of several runs per metric (or, for runs that differ only by seed, their
-mean with a min–max or standard-error band), and a config diff of only what differs."""
+mean with a min–max or standard-error band), their held-out metrics side by side (each run's newest
+evaluation of record; seed groups as mean ± spread), and a config diff of only what differs."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from app import context
 from app.components.charts import band_figure, line_figure
 from app.configdiff import diff_configs
 from app.escape import md_text
+from app.held_out import group_rows, held_out_keys, run_rows
 from app.queries import compare_series, experiment_names, run_label, shared_metric_keys, short_label
 from app.seedgroups import band, group_by_seed, seed_of
+from db.evaluation_store import EvaluationStore
 
 MAX_RUNS = 8
 
@@ -52,7 +55,7 @@ configs = {run_id: dict(runs[run_id].config) for run_id in picked}
 groups = group_by_seed(configs)
 seeded = [g for g in groups if g.size > 1]
 
-chart_tab, diff_tab = st.tabs(["Curves", "Config diff"])
+chart_tab, held_out_tab, diff_tab = st.tabs(["Curves", "Held-out", "Config diff"])
 with chart_tab:
     keys = shared_metric_keys(store, picked)
     preferred = [k for k in ("train/reward_mean",) if k in keys] or keys[:1]
@@ -99,6 +102,27 @@ with chart_tab:
             st.plotly_chart(figure, key=f"cmp.{key}", config={"displaylogo": False})
 
     live_compare()
+
+with held_out_tab:
+    evaluations = EvaluationStore(store).latest_evaluations(picked)
+    if not evaluations:
+        st.info("None of these runs has an evaluation of record yet: **Evaluate** on a run's page (Evaluations tab) "
+                "or `cooplab eval RUN` measures one on the task's held-out split.")
+    else:
+        available = held_out_keys(evaluations)
+        h1, h2 = st.columns([3, 1])
+        shown = h1.multiselect("held-out metrics", available, default=available[:2], key="cmp_held_out_keys")
+        spread = h2.radio("seed spread", ["sem", "minmax"], horizontal=True, key="cmp_held_out_spread",
+                          disabled=not (by_seed and seeded),
+                          format_func=lambda k: {"minmax": "min–max", "sem": "± standard error"}[k])
+        st.caption("Each run's newest evaluation of record on the held-out split: mean ± standard error over its "
+                   "items." + (" Runs that differ only by seed: the mean over their evaluated seeds with the "
+                               "spread chosen." if by_seed and seeded else ""))
+        if by_seed and seeded:
+            st.dataframe(group_rows(groups, evaluations, {g.run_ids[0]: group_label(g.run_ids) for g in groups},
+                                    shown, spread), hide_index=True, key="cmp_held_out_groups")
+        st.dataframe(run_rows(picked, evaluations, {i: group_label((i,)) for i in picked}, shown), hide_index=True,
+                     key="cmp_held_out_runs")
 
 with diff_tab:
     rows = diff_configs({legend[run_id]: configs[run_id] for run_id in picked})

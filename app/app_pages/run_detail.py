@@ -11,6 +11,7 @@ import streamlit as st
 from app import context
 from app.components.charts import line_figure
 from app.components.downloads import exported_models, file_chunks, offer, zip_folder
+from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_evaluations
 from app.components.run_controls import choose_run, notes_editor, run_header
 from app.escape import md_code, md_message, md_text
@@ -154,6 +155,8 @@ with logs_tab:
               key=f"dl_log_{run_id}")
 
 with evals_tab:
+    render_evaluate(store, run, keeps_best=bool((run.config.get("trainer") or {}).get("best_checkpoint_metric")),
+                    key=f"evaluate_{run_id}")
     render_evaluations(EvaluationStore(store).list_evaluations(run_id), run_id=run_id, output_dir=run.output_dir)
 
 with files_tab:

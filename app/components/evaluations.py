@@ -100,8 +100,9 @@ def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output
     command = f"cooplab eval {run_id} --checkpoint best" if best_step(output_dir) is not None else \
         f"cooplab eval {run_id} --checkpoint last"
     if not evaluations:
-        st.caption(f"No evaluations yet. {md_code(command)} evaluates a checkpoint on the task's held-out split "
-                   "and stores it here; add `--team-analysis` for each agent's contribution.")
+        st.caption(f"No evaluations yet. **Evaluate** above queues one on the run's workers; {md_code(command)} "
+                   "evaluates a checkpoint here and now. Either evaluates on the task's held-out split and stores "
+                   "it here; add `--team-analysis` for each agent's contribution.")
         return
     rows = evaluation_rows(evaluations, best_step(output_dir))
     if rows:

@@ -1,5 +1,6 @@
-"""A study's results: the table per point (mean ± std over seeds, sortable), curves of the top points
-with bands, a setting → result scatter, CSV, promote the best point, and its seeds' transcripts."""
+"""A study's results: the table per point (mean ± std over seeds, sortable; rankable by a held-out
+metric, from the children's evaluations of record), curves of the top points with bands, a setting →
+result scatter, CSV, promote the best point, and its seeds' transcripts."""
 
 from __future__ import annotations
 
@@ -29,15 +30,26 @@ def render_results(store: Store, studies: StudyStore, study: Study) -> None:
     if not keys:
         st.info("No child has succeeded yet; results appear as children finish (mean and spread over their seeds).")
         return
-    key = st.selectbox("metric", keys, index=keys.index(objective) if objective in keys else 0, key="st_metric")
-    rows = results_rows(results, [key])
+    held_keys = sorted({k for r in results for k in r.held_out}, key=lambda k: (k != "eval/reward_mean", k))
+    m1, m2 = st.columns(2)
+    key = m1.selectbox("metric", keys, index=keys.index(objective) if objective in keys else 0, key="st_metric")
+    held_key = m2.selectbox("held-out metric", held_keys, key="st_held_metric",
+                            help="From each child's newest evaluation of record on the held-out split (Evaluate "
+                                 "on a run's page, or `cooplab eval RUN`): mean and std over the point's seeds.") \
+        if held_keys else None
+    if held_key is None:
+        m2.caption("No child has a held-out evaluation yet: evaluate the children (their run pages' Evaluate, or "
+                   "`cooplab eval RUN --queue`) to rank the points by a held-out metric.")
+    rows = results_rows(results, [key], [held_key] if held_key else [])
     columns = [f"{key} final mean", f"{key} final std", f"{key} best mean", f"{key} best std"]
+    if held_key:
+        columns += [f"{held_key} held-out mean", f"{held_key} held-out std"]
     c1, c2 = st.columns([3, 1])
     order = c1.selectbox("rank by", columns, key="st_rank")
     descending = c2.toggle("largest first", value=True, key="st_desc")
     ranked = sorted(rows, key=lambda r: (r[order] is None, -(r[order] or 0.0) if descending else (r[order] or 0.0)))
     st.dataframe(ranked, hide_index=True, key="st_table")
-    st.download_button("Download CSV", results_csv(results, keys), file_name=f"study-{study.id}-results.csv",
+    st.download_button("Download CSV", results_csv(results, keys, held_keys), file_name=f"study-{study.id}-results.csv",
                        mime="text/csv", key="st_csv")
     by_point = {r.point: r for r in results}
     ranked_points = [by_point[r["point"]] for r in ranked]
@@ -56,7 +68,10 @@ def render_results(store: Store, studies: StudyStore, study: Study) -> None:
         st.plotly_chart(scatter_figure(results, path, key), key="st_scatter", config={"displaylogo": False})
     with seeds_tab:
         seed_transcripts(store, studies, study, [(r.point, _label(r)) for r in results], key="st_seed")
-    _promote(store, study, results, key)
+    if held_key and order.startswith(f"{held_key} held-out"):
+        _promote(store, study, results, held_key, use="held_out")
+    else:
+        _promote(store, study, results, key)
 
 
 def _label(result: PointResult) -> str:
@@ -80,13 +95,14 @@ def scatter_figure(results: list[PointResult], path: str, key: str) -> go.Figure
     return figure
 
 
-def _promote(store: Store, study: Study, results: list[PointResult], key: str) -> None:
-    best = best_point(results, key)
+def _promote(store: Store, study: Study, results: list[PointResult], key: str, *, use: str = "final") -> None:
+    best = best_point(results, key, use=use)
     if best is None:
         return
-    final = best.final[key]
-    st.markdown(f"**Best point** by mean final {md_text(key)}: {md_text(_label(best))} · {final.mean:.4g} ± {final.std:.3g} "
-                f"over {final.n} seeds")
+    value = getattr(best, use)[key]
+    what = "held-out" if use == "held_out" else use
+    st.markdown(f"**Best point** by mean {what} {md_text(key)}: {md_text(_label(best))} · {value.mean:.4g} ± "
+                f"{value.std:.3g} over {value.n} seeds")
     if st.button("Promote to a new experiment", key="st_promote"):
         name = f"{study.name}: point {best.point}"
         found = store.find_experiment(name)

@@ -61,3 +61,61 @@ def test_a_run_without_evaluations_says_how_to_make_one(app, store: Store, exper
     at = app("run_detail", run=run_id)
     assert not at.exception
     assert any(f"cooplab eval {run_id} --checkpoint last" in c.value for c in at.caption)
+
+
+def test_evaluate_queues_an_evaluation_and_shows_its_state(app, store: Store, experiment: int, seed, home) -> None:
+    from db.eval_request_store import EvalRequestStore
+
+    run_id = seed(experiment, status="succeeded", steps=2)
+    for step in (1, 2):
+        store.add_checkpoint(run_id, step, str(home / "runs" / f"run-{run_id}" / "checkpoints" / f"checkpoint-{step}"))
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    key = f"evaluate_{run_id}"
+    assert at.selectbox(key=f"{key}_ckpt").options == ["last", "2", "1"]  # no best_checkpoint_metric: no best
+    at.selectbox(key=f"{key}_ckpt").set_value("1")
+    at.checkbox(key=f"{key}_greedy").check()
+    at.number_input(key=f"{key}_items").set_value(2)
+    next(b for b in at.button if b.label == "Evaluate").click()
+    at.run()
+    assert not at.exception
+    (request,) = EvalRequestStore(store).list_for_run(run_id)
+    assert (request.status, request.checkpoint, request.queue) == ("queued", "1", "cpu")
+    assert request.options["greedy"] is True and request.options["items"] == 2 and request.options["samples"] is None
+    assert any(f"Queued evaluation request #{request.id} (checkpoint 1) on cpu" in s.value for s in at.success)
+    table = at.dataframe[0].value
+    assert list(table["state"]) == ["⏳ queued"] and list(table["options"]) == ["greedy · 2 items"]
+
+
+def test_requests_show_done_and_failed_with_their_reason(app, store: Store, experiment: int, seed) -> None:
+    from db.eval_request_store import EvalRequestStore
+
+    run_id = seed(experiment, status="succeeded", steps=1)
+    requests = EvalRequestStore(store)
+    options = {"split": "eval", "items": None, "samples": 4, "greedy": False, "team_analysis": True,
+               "metric": "eval/reward_mean"}
+    failed = requests.create(run_id, checkpoint="best", options=options, queue="cpu")
+    requests.claim(failed.id, worker="cooplab-cpu-1@host")
+    requests.finish(failed.id, "failed", error="run folder x kept no best checkpoint")
+    done = requests.create(run_id, checkpoint="last", options={**options, "team_analysis": False}, queue="cpu")
+    requests.claim(done.id, worker="cooplab-cpu-1@host")
+    requests.finish(done.id, "done", evaluation_ids=[3])
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table["request"]) == [done.id, failed.id]
+    assert list(table["state"]) == ["✔ done", "✖ failed"]
+    assert list(table["evaluations"]) == ["3", ""]
+    assert list(table["reason"]) == ["", "run folder x kept no best checkpoint"]
+    assert list(table["options"]) == ["4 sample(s) · all items", "4 sample(s) · all items · team analysis "
+                                                                 "(eval/reward_mean)"]
+    # no checkpoints recorded: nothing to evaluate yet
+    assert next(b for b in at.button if b.label == "Evaluate").disabled
+    assert any("no checkpoints yet" in c.value for c in at.caption)
+
+
+def test_checkpoint_choices_by_hand() -> None:
+    from app.components.evaluate_control import checkpoint_choices
+
+    assert checkpoint_choices([4, 2, 8, 4], keeps_best=True) == ["last", "best", "8", "4", "2"]
+    assert checkpoint_choices([], keeps_best=False) == ["last"]

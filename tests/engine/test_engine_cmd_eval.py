@@ -128,3 +128,36 @@ def test_a_run_in_the_database_gets_its_evaluations_stored(run_folder, monkeypat
     assert [r.id for r in rows] == analysis["evaluation_ids"] and len({r.analysis for r in rows}) == 1
     assert [r.label for r in rows] == ["trained", "base", "first reset", "second reset"]
     assert all(r.kind == "team_analysis" for r in rows)
+
+
+def test_queue_sends_the_evaluation_to_the_runs_workers(run_folder, monkeypatch) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home-queue"))
+    from db.eval_request_store import EvalRequestStore
+    from db.evaluation_store import EvaluationStore
+    from db.migrate import upgrade
+    from jobs.client import get_store
+    from jobs.eval_job import execute_evaluation
+    from jobs.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.resolved_database_url)
+    store = get_store(settings)
+    experiment = store.create_experiment("queued-evals", config=CONFIG)
+    run_id = store.create_run(experiment.id, CONFIG, "cpu", total_steps=2).id
+    store.update_run(run_id, output_dir=str(run_folder / "run"))
+    store.add_checkpoint(run_id, 2, str(run_folder / "run" / "checkpoints" / "checkpoint-2"))
+    result = _eval(str(run_id), "--queue", "--greedy", "--items", "2", "--json")
+    assert result.exit_code == 0, result.output
+    queued = json.loads(result.output)
+    assert (queued["status"], queued["run"], queued["checkpoint"], queued["queue"]) == ("queued", run_id, "last", "cpu")
+    assert queued["options"]["greedy"] is True and queued["options"]["items"] == 2
+    assert execute_evaluation(queued["request"], settings=settings) == "done"  # what a worker does with it
+    (stored,) = EvaluationStore(store).list_evaluations(run_id)
+    assert EvalRequestStore(store).get(queued["request"]).evaluation_ids == (stored.id,)
+    assert stored.checkpoint_step == 2 and stored.settings["items"] == 2
+    for args, message in ((["--queue", "--checkpoint", "5"], "run {run} has no checkpoint at that step; it has steps 2"),
+                          (["--wait"], "--wait goes with --queue")):
+        refused = _eval(str(run_id), *args)
+        assert refused.exit_code == EXIT_BAD_INPUT and message.format(run=run_id) in refused.output, refused.output
+    refused = _eval(str(run_folder / "run"), "--queue")
+    assert refused.exit_code == EXIT_BAD_INPUT and "--queue needs a run id from the database" in refused.output

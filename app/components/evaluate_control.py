@@ -1,0 +1,115 @@
+"""The run page's **Evaluate** control: queue an evaluation of the run (at its last or best checkpoint,
+or a step) on its workers (:func:`jobs.eval_queue.queue_evaluation`), and the run's evaluation
+requests with their truthful state (queued, running, done with the evaluations it stored, failed with
+its reason), refreshed live; when one ends, the page reloads so its evaluation appears in the tables.
+
+The table builders are pure functions (tested on their own); :func:`render_evaluate` lays them out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import streamlit as st
+
+from app import context
+from app.escape import md_message
+from db.eval_request_store import EvalRequestStore
+from db.evaluation_records import EvalRequest
+from db.records import Run
+from db.store import Store
+
+MAX_FORM_SAMPLES = 64
+STATE_ICONS = {"queued": "⏳ queued", "running": "▶ running", "done": "✔ done", "failed": "✖ failed"}
+
+
+def checkpoint_choices(steps: Sequence[int], *, keeps_best: bool) -> list[str]:
+    """The checkpoints the control offers: ``last``, ``best`` when the run keeps one, then every
+    recorded step, newest first."""
+    return ["last", *(["best"] if keeps_best else []), *[str(s) for s in sorted(set(steps), reverse=True)]]
+
+
+def describe_options(options: dict[str, Any]) -> str:
+    """A request's options in a few words: ``greedy · 2 items · team analysis``."""
+    parts = ["greedy" if options.get("greedy") else f"{options.get('samples') or 'default'} sample(s)",
+             f"{options.get('items')} items" if options.get("items") else "all items"]
+    if options.get("split", "eval") != "eval":
+        parts.append(f"{options['split']} split")
+    if options.get("team_analysis"):
+        parts.append(f"team analysis ({options.get('metric', 'eval/reward_mean')})")
+    return " · ".join(parts)
+
+
+def request_rows(requests: Sequence[EvalRequest]) -> list[dict[str, Any]]:
+    """One row per evaluation request, as given (newest first)."""
+    return [{"request": r.id, "checkpoint": r.checkpoint, "options": describe_options(dict(r.options)),
+             "state": STATE_ICONS.get(r.status, r.status), "worker": r.worker or "",
+             "evaluations": ", ".join(map(str, r.evaluation_ids)), "reason": r.error or "",
+             "queued at": f"{r.created_at:%Y-%m-%d %H:%M:%S}"} for r in requests]
+
+
+def _queue(run: Run, checkpoint: str, *, samples: int, items: int, greedy: bool, team_analysis: bool,
+           key: str) -> None:
+    from jobs.client import BrokerUnavailable
+    from jobs.eval_queue import EvalOptions, EvalRequestError, queue_evaluation
+
+    options = EvalOptions(samples=None if greedy else samples, items=items or None, greedy=greedy,
+                          team_analysis=team_analysis)
+    try:
+        request = queue_evaluation(run.id, checkpoint=checkpoint, options=options, settings=context.settings())
+    except (EvalRequestError, BrokerUnavailable) as exc:
+        st.session_state[f"{key}_message"] = ("error", str(exc))
+        return
+    st.session_state[f"{key}_message"] = ("success", f"Queued evaluation request #{request.id} "
+                                                     f"(checkpoint {request.checkpoint}) on {request.queue}")
+
+
+def render_evaluate(store: Store, run: Run, *, keeps_best: bool, key: str) -> None:
+    """The Evaluate form and the run's evaluation requests."""
+    steps = [c.step for c in store.list_checkpoints(run.id)]
+    trainer = dict(run.config.get("trainer") or {})
+    with st.form(f"{key}_form", border=True):
+        st.markdown("**Evaluate** on the held-out split, on this run's workers")
+        c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 1, 2])
+        checkpoint = c1.selectbox("checkpoint", checkpoint_choices(steps, keeps_best=keeps_best), key=f"{key}_ckpt",
+                                  help="last: the newest checkpoint; best: the one kept by best_checkpoint_metric.")
+        default = min(MAX_FORM_SAMPLES, max(1, int(trainer.get("eval_samples_per_item") or 1)))
+        samples = c2.number_input("samples per item", 1, MAX_FORM_SAMPLES, default, key=f"{key}_samples",
+                                  help="Joint answers per item: pass@k for every k up to it (ignored when greedy).")
+        items = c3.number_input("items (0: all)", 0, 100_000, 0, key=f"{key}_items",
+                                help="The first N items of the held-out split.")
+        greedy = c4.checkbox("greedy", key=f"{key}_greedy", help="Greedy decoding: one answer per item, reproducible.")
+        team = c5.checkbox("team analysis", key=f"{key}_team",
+                           help="Also each agent reset to its base model: what each agent contributes.")
+        submitted = st.form_submit_button("Evaluate", disabled=not steps and not keeps_best)
+    if not steps and not keeps_best:
+        st.caption("This run has no checkpoints yet; it can be evaluated once it saves one "
+                   "(trainer.checkpoint_interval).")
+    if submitted:
+        _queue(run, checkpoint, samples=int(samples), items=int(items), greedy=greedy, team_analysis=team, key=key)
+    message = st.session_state.get(f"{key}_message")
+    if message:
+        (st.error if message[0] == "error" else st.success)(md_message(message[1]))
+    _live_requests(store, run.id, key=key)
+
+
+def _live_requests(store: Store, run_id: int, *, key: str) -> None:
+    seen_key = f"{key}_finished"
+
+    @st.fragment(run_every=context.refresh_every())
+    def live() -> None:
+        requests = EvalRequestStore(store)
+        with contextlib.suppress(Exception):  # a busy database: the next refresh settles them
+            requests.reap_stale(context.settings().heartbeat_timeout_s)
+        found = requests.list_for_run(run_id)
+        finished = sorted(r.id for r in found if r.status == "done")
+        previous = st.session_state.get(seen_key)
+        st.session_state[seen_key] = finished
+        if previous is not None and finished != previous:
+            st.rerun()  # an evaluation was stored: redraw the tables below with it
+        if found:
+            st.dataframe(request_rows(found), hide_index=True, key=f"{key}_requests")
+
+    live()

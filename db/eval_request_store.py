@@ -1,0 +1,148 @@
+"""Evaluation requests in the database: :class:`EvalRequestStore` works on a :class:`db.store.Store`'s
+engine, each method one transaction returning frozen :class:`db.evaluation_records.EvalRequest` records.
+
+A request moves ``queued → running → done | failed`` (a queued one may also fail: its message could
+not be sent). Every move is a compare-and-set on the state it leaves, so a redelivered task message
+never evaluates twice and a request settled by one party (the job, the worker that saw its job
+process die, a reader that found its heartbeat stale) is never overwritten by another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, select, update
+
+from db.engine import read_session, write_session
+from db.errors import NotFoundError
+from db.evaluation_records import (
+    REQUEST_DONE,
+    REQUEST_FAILED,
+    REQUEST_QUEUED,
+    REQUEST_RUNNING,
+    EvalRequest,
+)
+from db.models import EvalRequestRow, RunRow, utcnow
+from db.ops_runs import ts
+from db.store import Store
+
+MAX_ERROR_CHARS = 500
+"""A failed request's reason is one line of at most this many characters."""
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line (whitespace runs become one space), cut to :data:`MAX_ERROR_CHARS`."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS - 1] + "…"
+
+
+def _record(row: EvalRequestRow) -> EvalRequest:
+    return EvalRequest(id=row.id, run_id=row.run_id, status=row.status, checkpoint=row.checkpoint,
+                       options=dict(row.options or {}), queue=row.queue, celery_task_id=row.celery_task_id,
+                       worker=row.worker, error=row.error, evaluation_ids=tuple(row.evaluation_ids or ()),
+                       created_at=row.created_at, started_at=row.started_at, finished_at=row.finished_at,
+                       heartbeat_at=row.heartbeat_at)
+
+
+class EvalRequestStore:
+    """Evaluation requests of runs, on the database of ``store``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.engine = store.engine
+
+    def create(self, run_id: int, *, checkpoint: str, options: Mapping[str, Any], queue: str) -> EvalRequest:
+        """A new ``queued`` request to evaluate run ``run_id`` (else :class:`NotFoundError`)."""
+        with write_session(self.engine) as s:
+            if s.get(RunRow, run_id) is None:
+                raise NotFoundError(f"no run with id {run_id}")
+            row = EvalRequestRow(run_id=run_id, status=REQUEST_QUEUED, checkpoint=str(checkpoint),
+                                 options=dict(options), queue=queue, evaluation_ids=[])
+            s.add(row)
+            s.flush()
+            return _record(row)
+
+    def set_task_id(self, request_id: int, task_id: str) -> None:
+        """Record the id of the task message sent for the request."""
+        with write_session(self.engine) as s:
+            s.execute(update(EvalRequestRow).where(EvalRequestRow.id == request_id).values(celery_task_id=task_id))
+
+    def get(self, request_id: int) -> EvalRequest:
+        """The request with this id (else :class:`NotFoundError`)."""
+        with read_session(self.engine) as s:
+            row = s.get(EvalRequestRow, request_id)
+            if row is None:
+                raise NotFoundError(f"no evaluation request with id {request_id}")
+            return _record(row)
+
+    def list_for_run(self, run_id: int, *, limit: int = 50) -> list[EvalRequest]:
+        """A run's requests, newest first."""
+        with read_session(self.engine) as s:
+            rows = s.scalars(select(EvalRequestRow).where(EvalRequestRow.run_id == run_id)
+                             .order_by(EvalRequestRow.id.desc()).limit(limit))
+            return [_record(row) for row in rows]
+
+    def claim(self, request_id: int, *, worker: str | None = None) -> EvalRequest | None:
+        """``queued → running`` for the job that will evaluate it; None (nothing changed) when the
+        request is not queued any more (another delivery took it, or it was settled)."""
+        now = utcnow()
+        with write_session(self.engine) as s:
+            result = s.execute(update(EvalRequestRow)
+                               .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_QUEUED))
+                               .values(status=REQUEST_RUNNING, worker=worker, started_at=now, heartbeat_at=now)
+                               .execution_options(synchronize_session=False))
+            if result.rowcount != 1:
+                return None
+            return _record(s.get(EvalRequestRow, request_id))
+
+    def heartbeat(self, request_id: int) -> bool:
+        """Refresh a running request's heartbeat; False when it is no longer running."""
+        with write_session(self.engine) as s:
+            result = s.execute(update(EvalRequestRow)
+                               .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_RUNNING))
+                               .values(heartbeat_at=utcnow()).execution_options(synchronize_session=False))
+            return result.rowcount == 1
+
+    def finish(self, request_id: int, status: str, *, error: str | None = None,
+               evaluation_ids: Iterable[int] = (), expected_from: Iterable[str] = (REQUEST_RUNNING,)) -> EvalRequest:
+        """Settle the request as ``done`` (with the ids of the records it stored) or ``failed`` (with a
+        reason, kept to one line) if it is in one of ``expected_from``; returns it as it is afterwards
+        (someone else's final state is kept)."""
+        if status not in (REQUEST_DONE, REQUEST_FAILED):
+            raise ValueError(f"an evaluation request ends done or failed, not {status!r}")
+        if status == REQUEST_FAILED and not error:
+            raise ValueError("a failed evaluation request needs a reason (error)")
+        with write_session(self.engine) as s:
+            s.execute(update(EvalRequestRow)
+                      .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status.in_(tuple(expected_from))))
+                      .values(status=status, error=one_line(error) if error else None,
+                              evaluation_ids=[int(i) for i in evaluation_ids], finished_at=utcnow())
+                      .execution_options(synchronize_session=False))
+            row = s.get(EvalRequestRow, request_id)
+            if row is None:
+                raise NotFoundError(f"no evaluation request with id {request_id}")
+            s.refresh(row)
+            return _record(row)
+
+    def reap_stale(self, timeout_s: float, now: datetime | None = None) -> list[int]:
+        """Fail the ``running`` requests whose job sent no heartbeat for ``timeout_s`` seconds (its worker
+        died or hung); returns their ids."""
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        now = now or utcnow()
+        stale = func.coalesce(EvalRequestRow.heartbeat_at, EvalRequestRow.created_at) < ts(now - timedelta(seconds=timeout_s))
+        with write_session(self.engine) as s:
+            ids = list(s.scalars(select(EvalRequestRow.id).where(EvalRequestRow.status == REQUEST_RUNNING, stale)))
+            changed = []
+            for request_id in ids:
+                result = s.execute(
+                    update(EvalRequestRow)
+                    .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_RUNNING, stale))
+                    .values(status=REQUEST_FAILED, finished_at=now,
+                            error=f"no heartbeat for more than {timeout_s:g} s: its worker died or hung")
+                    .execution_options(synchronize_session=False))
+                if result.rowcount == 1:
+                    changed.append(request_id)
+            return changed

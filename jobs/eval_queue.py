@@ -1,0 +1,149 @@
+"""Queue an evaluation of a run on the workers: what the dashboard's Evaluate and ``cooplab eval RUN
+--queue`` call.
+
+:func:`queue_evaluation` checks the request (a known run that has checkpoints, a checkpoint it has,
+sane options), stores it as a ``queued`` evaluation request (:mod:`db.eval_request_store`) and sends
+the evaluation task (``jobs.run_evaluation``, by name) to the run's own queue, so the run's device
+evaluates it after whatever it is running. A worker then runs :func:`jobs.eval_job.execute_evaluation`:
+the request becomes ``running``, then ``done`` with the evaluation records it stored, or ``failed``
+with one line saying why. A broker that does not take the message fails the request at once (and
+raises :class:`jobs.client.BrokerUnavailable`).
+
+Importing this module never imports torch or the task module.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from db.errors import NotFoundError
+from db.eval_request_store import EvalRequestStore
+from db.evaluation_records import REQUEST_FAILED, REQUEST_QUEUED, EvalRequest
+from db.store import Store
+from jobs.celery_app import device_queue, get_sender_app
+from jobs.datadir import redact_url
+from jobs.faults import first_line
+from jobs.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+EVAL_TASK_NAME = "jobs.run_evaluation"
+SPLITS = ("eval", "train")
+MAX_SAMPLES = 1024
+"""The most joint answers per item one queued evaluation may ask for."""
+
+
+class EvalRequestError(ValueError):
+    """An evaluation that cannot be queued as asked; the message names the input and the fix."""
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What to evaluate besides the checkpoint (``cooplab eval``'s options): ``items`` None for the
+    whole split, ``samples`` None for the run config's ``eval_samples_per_item``, ``seed`` None for the
+    run config's seed; ``team_analysis`` also evaluates the team with agents reset to their base
+    models, for ``metric``."""
+
+    split: str = "eval"
+    items: int | None = None
+    samples: int | None = None
+    greedy: bool = False
+    seed: int | None = None
+    team_analysis: bool = False
+    metric: str = "eval/reward_mean"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"split": self.split, "items": self.items, "samples": self.samples, "greedy": self.greedy,
+                "seed": self.seed, "team_analysis": self.team_analysis, "metric": self.metric}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EvalOptions:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _whole(value: Any, name: str, lowest: int, highest: int | None = None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EvalRequestError(f"{name} must be a whole number, got {value!r}")
+    if value < lowest or (highest is not None and value > highest):
+        bound = f"from {lowest} to {highest}" if highest is not None else f"at least {lowest}"
+        raise EvalRequestError(f"{name} {value}: give {bound}" + (" joint answer(s) per item" if name == "--samples"
+                                                                   else ""))
+    return value
+
+
+def check_options(options: EvalOptions) -> EvalOptions:
+    """``options`` if every value is usable, else :class:`EvalRequestError` naming the first bad one."""
+    if options.split not in SPLITS:
+        raise EvalRequestError(f"--split {options.split!r}: choose one of {', '.join(SPLITS)}")
+    _whole(options.samples, "--samples", 1, MAX_SAMPLES)
+    _whole(options.items, "--items", 1)
+    _whole(options.seed, "--seed", 0)
+    if not isinstance(options.metric, str) or not options.metric.startswith("eval/"):
+        raise EvalRequestError(f"--metric {options.metric!r}: the team analysis' metric is an eval/ metric "
+                               "(e.g. eval/reward_mean)")
+    return options
+
+
+def check_checkpoint(store: Store, run_id: int, checkpoint: str | int) -> str:
+    """The checkpoint choice as stored (``last``, ``best`` or a step) when run ``run_id`` can be
+    evaluated at it, else :class:`EvalRequestError` naming the run or the checkpoint."""
+    try:
+        run = store.get_run(run_id)
+    except NotFoundError:
+        raise EvalRequestError(f"no run {run_id} in the database; `cooplab runs` lists the runs") from None
+    which = str(checkpoint).strip()
+    if which not in ("last", "best") and not which.isdigit():
+        raise EvalRequestError(f"--checkpoint {which!r}: give 'last', 'best' or a step number")
+    if run.config.get("system") is not None:
+        raise EvalRequestError(f"run {run_id} trains a system of several trainers; evaluate each trainer's "
+                               "config with `cooplab eval --run-config`")
+    steps = sorted({c.step for c in store.list_checkpoints(run_id)})
+    if which == "best":
+        trainer = run.config.get("trainer") or {}
+        if not trainer.get("best_checkpoint_metric"):
+            raise EvalRequestError(f"run {run_id} keeps no best checkpoint (its config has no "
+                                   "best_checkpoint_metric); choose last or a step")
+        return which
+    if not steps:
+        raise EvalRequestError(f"run {run_id} has no checkpoints yet (it is {run.status}); evaluate it once it "
+                               "has saved one (trainer.checkpoint_interval)")
+    if which.isdigit() and int(which) not in steps:
+        raise EvalRequestError(f"--checkpoint {which}: run {run_id} has no checkpoint at that step; it has steps "
+                               f"{', '.join(map(str, steps))}")
+    return which
+
+
+def queue_evaluation(run_id: int, *, checkpoint: str | int = "last", options: EvalOptions | None = None,
+                     settings: Settings | None = None, store: Store | None = None) -> EvalRequest:
+    """Check, store and send an evaluation of run ``run_id`` at ``checkpoint`` (see the module
+    docstring); returns the ``queued`` request. Raises :class:`EvalRequestError` for a bad request
+    (nothing stored) and :class:`jobs.client.BrokerUnavailable` when the message cannot be sent (the
+    request is then ``failed`` with that reason)."""
+    from jobs.client import SEND_RETRY_POLICY, BrokerUnavailable, get_store
+
+    settings = settings or get_settings()
+    store = store or get_store(settings)
+    options = check_options(options or EvalOptions())
+    which = check_checkpoint(store, run_id, checkpoint)
+    run = store.get_run(run_id)
+    requests = EvalRequestStore(store)
+    request = requests.create(run_id, checkpoint=which, options=options.to_json(), queue=run.queue)
+    task_id = str(uuid.uuid4())
+    requests.set_task_id(request.id, task_id)
+    try:
+        get_sender_app(settings).send_task(EVAL_TASK_NAME, args=[request.id], task_id=task_id,
+                                           queue=device_queue(run.queue), ignore_result=True, retry=True,
+                                           retry_policy=SEND_RETRY_POLICY)
+    except Exception as exc:
+        error = (f"could not send evaluation request {request.id} to the broker "
+                 f"{redact_url(settings.resolved_broker_url)} (queue {run.queue!r}): "
+                 f"{first_line(str(exc)).rstrip('.') or type(exc).__name__}. Is the broker running?")
+        requests.finish(request.id, REQUEST_FAILED, error=error, expected_from=(REQUEST_QUEUED,))
+        raise BrokerUnavailable(error) from exc
+    log.info("evaluation request %s of run %s queued on %s", request.id, run_id, run.queue)
+    return requests.get(request.id)
