@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from db.states import InvalidTransition
 
-__all__ = ["StoreError", "NotFoundError", "DuplicateNameError", "RunActiveError", "InvalidTransition"]
+__all__ = ["StoreError", "NotFoundError", "DuplicateNameError", "RunActiveError", "RunSettledError",
+           "InvalidTransition"]
 
 
 class StoreError(Exception):
@@ -21,3 +22,15 @@ class DuplicateNameError(StoreError, ValueError):
 
 class RunActiveError(StoreError, ValueError):
     """The operation would destroy a run that is still queued, starting, running or stopping."""
+
+
+class RunSettledError(StoreError, RuntimeError):
+    """A job's write (a step, a heartbeat) was refused because its run is no longer live: it was
+    settled elsewhere (``lost``, ``stopped``, ...) or never claimed. ``status`` is the run's state; the
+    job should stop at once, its writes would land on a settled run."""
+
+    def __init__(self, run_id: int, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(f"run {run_id} is {status}, not starting, running or stopping: its job's writes are "
+                         f"refused (the run was settled elsewhere); the job stops")

@@ -10,16 +10,17 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select, text, update
+from sqlalchemy import Engine, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from db import rollups
 from db.downsample import bucket_count, in_range, kept_points, step_range_extremes, x_column
-from db.errors import NotFoundError
+from db.errors import NotFoundError, RunSettledError
 from db.models import MetricRow, RunRow, utcnow
 from db.ops_runs import ts
 from db.ops_transcripts import insert_episodes
 from db.records import MetricPoint, Series
+from db.states import LIVE_STATUSES
 
 MAX_KEY_CHARS = 200
 
@@ -74,19 +75,33 @@ def import_metrics(session: Session, run_id: int, points: Iterable[MetricPoint],
 
 
 def log_step(session: Session, run_id: int, *, step: int, env_step: int, metrics: Mapping[str, Any],
-             episodes: Sequence[Any], wall_time: float | None) -> bool:
+             episodes: Sequence[Any], wall_time: float | None, live_only: bool = False,
+             again: bool = False) -> bool:
     rows = metric_rows(run_id, step, env_step, metrics, time.time() if wall_time is None else wall_time)
     now = ts(utcnow())
-    # One statement moves progress and heartbeat and hands back the stop flag.
+    # One statement moves progress and heartbeat, refuses a run that is no longer live (its job's
+    # step must not land on a settled run), and hands back the stop flag. A retried write (``again``)
+    # also skips a step the database already holds (the commit went through, its answer was lost).
+    where = [RunRow.id == run_id]
+    if live_only:
+        where.append(RunRow.status.in_(LIVE_STATUSES))
+    if again:
+        where.append(or_(RunRow.first_step.is_(None), RunRow.step < int(step)))
     stop = session.execute(
-        update(RunRow).where(RunRow.id == run_id)
+        update(RunRow).where(*where)
         .values(step=int(step), env_step=int(env_step), heartbeat_at=now, last_step_at=now,
                 first_step=func.coalesce(RunRow.first_step, int(step)),
                 first_step_at=func.coalesce(RunRow.first_step_at, now))
         .returning(RunRow.stop_requested)
         .execution_options(synchronize_session=False)).scalar_one_or_none()
     if stop is None:
-        raise NotFoundError(f"no run with id {run_id}")
+        found = session.execute(select(RunRow.status, RunRow.step, RunRow.stop_requested)
+                                .where(RunRow.id == run_id)).first()
+        if found is None:
+            raise NotFoundError(f"no run with id {run_id}")
+        if live_only and found.status not in LIVE_STATUSES:
+            raise RunSettledError(run_id, found.status)
+        return bool(found.stop_requested)  # retried: this step is already stored
     if rows:
         _insert(session, run_id, rows)
     insert_episodes(session, run_id, step=int(step), episodes=episodes)

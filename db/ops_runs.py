@@ -15,7 +15,7 @@ from sqlalchemy import Text, and_, cast, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from db import convert
-from db.errors import NotFoundError, RunActiveError
+from db.errors import NotFoundError, RunActiveError, RunSettledError
 from db.models import CheckpointRow, RunRow, UTCDateTime, WorkerRow, utcnow
 from db.ops_experiments import load as load_experiment
 from db.ops_experiments import tag_pattern
@@ -162,16 +162,23 @@ def stop_requested(session: Session, run_id: int) -> bool:
     return bool(flag)
 
 
-def heartbeat(session: Session, run_id: int, *, worker: str | None, now: datetime | None = None) -> bool:
+def heartbeat(session: Session, run_id: int, *, worker: str | None, now: datetime | None = None,
+              live_only: bool = False) -> bool:
     now = now or utcnow()
     values: dict[str, Any] = {"heartbeat_at": now}
     if worker is not None:
         values["worker"] = worker
-    stop = session.execute(update(RunRow).where(RunRow.id == run_id).values(**values)
+    # Only a live run takes its job's heartbeat (in the same statement): a settled run's
+    # heartbeat_at stays where its end left it, and the job learns that it must stop.
+    where = [RunRow.id == run_id] + ([RunRow.status.in_(LIVE_STATUSES)] if live_only else [])
+    stop = session.execute(update(RunRow).where(*where).values(**values)
                            .returning(RunRow.stop_requested)
                            .execution_options(synchronize_session=False)).scalar_one_or_none()
     if stop is None:
-        raise NotFoundError(f"no run with id {run_id}")
+        status = session.scalar(select(RunRow.status).where(RunRow.id == run_id))
+        if status is None:
+            raise NotFoundError(f"no run with id {run_id}")
+        raise RunSettledError(run_id, status)
     if worker is not None:
         session.execute(update(WorkerRow).where(WorkerRow.name == worker).values(last_seen=now, online=True)
                         .execution_options(synchronize_session=False))

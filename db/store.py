@@ -174,11 +174,13 @@ class Store:
         with read_session(self.engine) as s:
             return ops_runs.stop_requested(s, run_id)
 
-    def heartbeat(self, run_id: int, worker: str | None = None) -> bool:
+    def heartbeat(self, run_id: int, worker: str | None = None, *, live_only: bool = False) -> bool:
         """Refresh the run's heartbeat (and the worker's ``last_seen`` when ``worker`` names a known
-        worker); returns the stop flag so a sink needs one round trip."""
+        worker); returns the stop flag so a sink needs one round trip. With ``live_only`` (a job's
+        beat) a run that is not starting, running or stopping is left as it is and
+        :class:`RunSettledError` raised."""
         with write_session(self.engine) as s:
-            return ops_runs.heartbeat(s, run_id, worker=worker)
+            return ops_runs.heartbeat(s, run_id, worker=worker, live_only=live_only)
 
     def update_run(self, run_id: int, *, celery_task_id: str | None = None, worker: str | None = None,
                    log_path: str | None = None, output_dir: str | None = None,
@@ -247,13 +249,20 @@ class Store:
     # ------------------------------------------------------------------------------ metrics
 
     def log_step(self, run_id: int, step: int, env_step: int, metrics: Mapping[str, float],
-                 episodes: Sequence[Episode] = (), wall_time: float | None = None) -> bool:
+                 episodes: Sequence[Episode] = (), wall_time: float | None = None, *, live_only: bool = False,
+                 again: bool = False) -> bool:
         """Write one training step in ONE transaction: its metrics and episodes with their turns
         (batch inserts), the run's progress and its heartbeat. Returns the stop flag.
-        ``episodes`` are :class:`transcripts.Episode` records (what the engine's sink reports)."""
+        ``episodes`` are :class:`transcripts.Episode` records (what the engine's sink reports).
+
+        With ``live_only`` (what a job writes) only a starting, running or stopping run takes the step,
+        checked in the same UPDATE: for any other the transaction writes nothing and
+        :class:`RunSettledError` is raised. ``again`` marks a retry after an error: a step the run already holds (its commit went
+        through but the answer was lost) is not written twice."""
         with write_session(self.engine) as s:
             return ops_metrics.log_step(s, run_id, step=step, env_step=env_step, metrics=metrics,
-                                        episodes=episodes, wall_time=wall_time)
+                                        episodes=episodes, wall_time=wall_time, live_only=live_only,
+                                        again=again)
 
     def log_metrics(self, run_id: int, step: int, env_step: int | None, metrics: Mapping[str, float],
                     wall_time: float | None = None) -> None:

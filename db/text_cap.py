@@ -4,6 +4,9 @@ and a longer text ends in a visible marker that names the cap and the text's ful
 A policy can write as much as ``max_new_tokens`` allows and a task can build long prompts; the
 transcript page, its search and the export read every stored byte, so one 10 MB completion would
 slow them for everyone. Training never sees the cap: the trainer keeps its own texts.
+
+A NUL character (which a small random model samples, and PostgreSQL cannot store in text) is stored
+as U+FFFD, the replacement character, on every database alike.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ def _label(cap: int) -> str:
 
 def cap_text(text: str, cap: int = TEXT_CAP_BYTES) -> str:
     """``text`` when its UTF-8 fits in ``cap`` bytes; else its longest prefix that fits together with
-    the marker (cut on a character boundary), followed by the marker."""
+    the marker (cut on a character boundary), followed by the marker. NUL characters become U+FFFD."""
+    text = text.replace("\x00", "\ufffd")
     data = text.encode("utf-8", errors="surrogatepass")
     if len(data) <= cap:
         return text

@@ -63,6 +63,9 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     folder = settings.broker_dir
     (folder / "control").mkdir(parents=True, exist_ok=True)
     return {
+        # kombu's filesystem transport, except that an unreadable message file is quarantined (not a
+        # worker-stopping error) and a failed write leaves no partial file (jobs/broker_fs.py)
+        "broker_transport": "jobs.broker_fs:Transport",
         "broker_transport_options": {
             "data_folder_in": str(folder / "in"),
             "data_folder_out": str(folder / "in"),

@@ -26,7 +26,7 @@ from db.store import Store
 from engine.spec import RunConfig
 from jobs.celery_app import TASK_NAME, device_queue, get_app, get_sender_app, validate_device
 from jobs.datadir import redact_url
-from jobs.faults import first_line
+from jobs.faults import first_line, resource_reason
 from jobs.lineage import resume_checkpoint
 from jobs.preflight import check_run_config
 from jobs.settings import Settings, get_settings
@@ -63,6 +63,12 @@ def _total_steps(config: dict[str, Any]) -> int | None:
     return config.get("trainer", {}).get("max_steps")
 
 
+def _disk_words(reason: str) -> str:
+    """What a filesystem reason means for a send: a full disk, or a folder that takes no writes."""
+    full = reason.startswith(("no space", "disk quota"))
+    return "the disk is full" if full else "the broker folder is not writable"
+
+
 def _send(run: Run, task_id: str, settings: Settings) -> None:
     """Send the run's task to its queue (bounded; see :data:`SEND_RETRY_POLICY`), or raise
     :class:`BrokerUnavailable` naming the broker."""
@@ -71,6 +77,12 @@ def _send(run: Run, task_id: str, settings: Settings) -> None:
         app.send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue), ignore_result=True,
                       retry=True, retry_policy=SEND_RETRY_POLICY)
     except Exception as exc:
+        disk = resource_reason(exc)
+        if disk is not None:  # the filesystem broker's folder is full (or read-only): not a broker that is down
+            raise BrokerUnavailable(
+                f"could not send run {run.id} to the broker {redact_url(settings.resolved_broker_url)} "
+                f"(queue {run.queue!r}): {_disk_words(disk)}: {disk}. Free space (or fix the permissions) in "
+                f"the data directory {settings.data_dir}, then submit again") from exc
         raise BrokerUnavailable(
             f"could not send run {run.id} to the broker {redact_url(settings.resolved_broker_url)} "
             f"(queue {run.queue!r}): {first_line(str(exc)).rstrip('.') or type(exc).__name__}. Is the broker running and is "

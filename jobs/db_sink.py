@@ -5,6 +5,18 @@ transaction, which also records progress and the heartbeat); the episodes go to 
 engine reported them (:mod:`transcripts` records, the type the store's readers return too). A background thread keeps the heartbeat
 fresh between steps, so a step that spends minutes generating is not mistaken for a dead worker. The
 stop flag is read from the database at every step boundary (and cached by the heartbeat thread).
+
+**A database outage pauses training, it does not end it.** Each write that fails with a transient
+database error (the server unreachable or restarting, a connection cut, a lock held too long; see
+:func:`jobs.faults.transient_database_error`) is tried again after 0.5, 1, 2, 4, then every 5 s, for
+up to ``outage_s`` seconds (``COOPLAB_DB_OUTAGE_S``, 60 s), while the trainer waits. A step stays one
+transaction: a failed attempt wrote nothing, and a retry skips a step whose commit went through but
+whose answer was lost. After ``outage_s`` the error is raised and the run fails with it.
+
+**A settled run takes no more writes.** A step and a heartbeat are written only while the run is
+starting, running or stopping, checked in the same UPDATE; when one is refused (the run was marked
+``lost`` or ``stopped`` elsewhere) the job stops at once (``on_settled``), or the write raises
+:class:`db.errors.RunSettledError`.
 """
 
 from __future__ import annotations
@@ -16,9 +28,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from db import states
+from db.errors import RunSettledError
 from db.states import InvalidTransition
 from db.store import Store
 from engine.sinks.base import BaseSink
+from jobs.faults import first_line, transient_database_error
 from transcripts import Episode
 
 log = logging.getLogger(__name__)
@@ -43,6 +57,29 @@ def step_summary(metrics: dict[str, float]) -> str:
     return " · ".join(parts) or f"{len(metrics)} metrics"
 
 
+RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0)
+"""Pauses before the first retries of a write; every later one waits :data:`RETRY_MAX_DELAY_S`."""
+RETRY_MAX_DELAY_S = 5.0
+
+
+def retry_delays(outage_s: float) -> list[float]:
+    """The pauses between attempts of one write, adding up to at most ``outage_s`` seconds:
+    ``retry_delays(10) == [0.5, 1.0, 2.0, 4.0, 2.5]``."""
+    delays: list[float] = []
+    left = float(outage_s)
+    index = 0
+    while left > 1e-9:
+        pause = min(RETRY_DELAYS_S[index] if index < len(RETRY_DELAYS_S) else RETRY_MAX_DELAY_S, left)
+        delays.append(pause)
+        left -= pause
+        index += 1
+    return delays
+
+
+class DatabaseOutage(ConnectionError):
+    """The database did not take a job's write within the stated outage; the message says for how long."""
+
+
 class DbSink(BaseSink):
     """Writes one run's metrics, transcripts, progress, checkpoints and heartbeat to the store.
 
@@ -51,11 +88,15 @@ class DbSink(BaseSink):
     """
 
     def __init__(self, store: Store, run_id: int, *, worker: str | None = None,
-                 heartbeat_interval_s: float = 5.0, on_settled: Callable[[str], None] | None = None) -> None:
-        """``on_settled(status)`` is called from the heartbeat thread when the run has been settled
-        elsewhere while this process still trains (the stop enforcer marked it ``stopped`` after the
-        grace period, or the reaper ``lost``); the job process uses it to exit at once."""
+                 heartbeat_interval_s: float = 5.0, on_settled: Callable[[str], None] | None = None,
+                 outage_s: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        """``on_settled(status)`` is called when the run has been settled elsewhere while this process
+        still trains (the stop enforcer marked it ``stopped`` after the grace period, or the reaper
+        ``lost``): from the heartbeat thread, or from the step whose write was refused; the job process
+        uses it to exit at once. ``outage_s``: how long a write retries a database that does not answer."""
         self.store = store
+        self.outage_s = float(outage_s)
+        self._sleep = sleep
         self.on_settled = on_settled
         self.run_id = run_id
         self.worker = worker
@@ -80,13 +121,48 @@ class DbSink(BaseSink):
 
     def _beat(self) -> None:
         try:
-            self._stop_flag = self.store.heartbeat(self.run_id, worker=self.worker) or self._stop_flag
-            if self.on_settled is not None:
-                status = self.store.get_run(self.run_id).status
-                if status in states.TERMINAL_STATUSES:
-                    self.on_settled(status)
+            self._stop_flag = self.store.heartbeat(self.run_id, worker=self.worker, live_only=True) or self._stop_flag
+        except RunSettledError as exc:
+            self._settled(exc)
         except Exception:  # a transient database error must not kill training; the next beat retries
             log.warning("heartbeat for run %s failed", self.run_id, exc_info=True)
+
+    def _settled(self, exc: RunSettledError) -> None:
+        """The run was settled elsewhere: stop training now (exit the job process when it asked to)."""
+        self._stop_flag = True
+        log.error("run %s: %s", self.run_id, exc)
+        if self.on_settled is not None and exc.status in states.TERMINAL_STATUSES:
+            self.on_settled(exc.status)
+
+    def _write(self, what: str, write: Callable[[bool], Any]) -> Any:
+        """``write(again)`` with retries while the database has a transient fault (``again`` is True
+        from the second attempt on); raises :class:`DatabaseOutage` once ``outage_s`` has passed, and
+        stops the job when the run was settled elsewhere."""
+        delays = retry_delays(self.outage_s)
+        started = time.monotonic()
+        for attempt in range(len(delays) + 1):
+            try:
+                result = write(attempt > 0)
+            except RunSettledError as exc:
+                self._settled(exc)
+                raise
+            except Exception as exc:
+                if not transient_database_error(exc):
+                    raise
+                if attempt == len(delays):
+                    raise DatabaseOutage(
+                        f"the database did not take {what} of run {self.run_id} for {time.monotonic() - started:.0f} s "
+                        f"(COOPLAB_DB_OUTAGE_S={self.outage_s:g}): {first_line(str(getattr(exc, 'orig', None) or exc))}"
+                    ) from exc
+                log.warning("run %s: writing %s failed (%s); trying again in %g s (training waits)", self.run_id,
+                            what, first_line(str(getattr(exc, "orig", None) or exc)), delays[attempt])
+                self._sleep(delays[attempt])
+                continue
+            if attempt:
+                log.warning("run %s: %s written after %.1f s of database trouble", self.run_id, what,
+                            time.monotonic() - started)
+            return result
+        raise AssertionError("unreachable")
 
     def _heartbeat_loop(self) -> None:
         while not self._halt.wait(self.heartbeat_interval_s):
@@ -110,7 +186,8 @@ class DbSink(BaseSink):
             return
         self._running_marked = True
         try:
-            self.store.transition(self.run_id, states.RUNNING, expected_from=states.STARTING, worker=self.worker)
+            self._write("its start", lambda again: self.store.transition(
+                self.run_id, states.RUNNING, expected_from=states.STARTING, worker=self.worker))
         except InvalidTransition as exc:
             if exc.current == states.RUNNING:  # a second sink of the same job marked it; nothing to do
                 return
@@ -121,7 +198,7 @@ class DbSink(BaseSink):
     def start(self, total_steps: int | None, config: dict[str, Any]) -> None:
         if total_steps is not None:
             self.total_steps = int(total_steps)
-            self.store.update_run(self.run_id, total_steps=int(total_steps))
+            self._write("its step count", lambda again: self.store.update_run(self.run_id, total_steps=int(total_steps)))
         self.start_heartbeat()
         self._mark_running()
         progress.info("run %s: training starts (%s steps)", self.run_id, total_steps if total_steps is not None
@@ -129,31 +206,39 @@ class DbSink(BaseSink):
 
     def log_step(self, step: int, env_step: int, metrics: dict[str, float], episodes: list[Episode]) -> None:
         self._mark_running()
-        stop = self.store.log_step(self.run_id, int(step), int(env_step), _floats(metrics),
-                                   list(episodes), wall_time=time.time())
+        values, records, wall_time = _floats(metrics), list(episodes), time.time()
+        stop = self._write(f"step {step}", lambda again: self.store.log_step(
+            self.run_id, int(step), int(env_step), values, records, wall_time=wall_time, live_only=True, again=again))
         self._stop_flag = self._stop_flag or bool(stop)
         self.steps_logged += 1
         total = f"/{self.total_steps}" if self.total_steps else ""
         progress.info("step %s%s · %s", step, total, step_summary(_floats(metrics)))
 
     def log_metrics(self, step: int, env_step: int, metrics: dict[str, float]) -> None:
-        values = _floats(metrics)
-        self.store.log_metrics(self.run_id, int(step), None if env_step is None else int(env_step),
-                               values, wall_time=time.time())
+        values, wall_time = _floats(metrics), time.time()
+        self._write(f"metrics at step {step}", lambda again: self.store.log_metrics(
+            self.run_id, int(step), None if env_step is None else int(env_step), values, wall_time=wall_time))
         shown = ", ".join(f"{k} {v:.3f}" for k, v in list(values.items())[:6])
         progress.info("metrics at step %s: %s%s", step, shown, " ..." if len(values) > 6 else "")
 
     def log_transcripts(self, step: int, episodes: Sequence[Episode]) -> None:
         if episodes:
-            self.store.log_episodes(self.run_id, int(step), list(episodes))
+            records = list(episodes)
+            self._write(f"episodes of step {step}", lambda again: self.store.log_episodes(self.run_id, int(step), records))
 
     def log_checkpoint(self, step: int, path: str) -> None:
-        self.store.add_checkpoint(self.run_id, int(step), str(path))
+        self._write(f"checkpoint {step}", lambda again: self.store.add_checkpoint(self.run_id, int(step), str(path)))
         progress.info("checkpoint at step %s: %s", step, path)
 
     def should_stop(self) -> bool:
         if not self._stop_flag:
-            self._stop_flag = self.store.stop_requested(self.run_id)
+            try:
+                self._stop_flag = self.store.stop_requested(self.run_id)
+            except Exception as exc:  # the next read (or the heartbeat) tells; training must not die of it
+                if not transient_database_error(exc):
+                    raise
+                log.warning("run %s: could not read the stop flag (%s); asking again at the next step", self.run_id,
+                            first_line(str(exc)))
         return self._stop_flag
 
     def finish(self, status: str) -> None:

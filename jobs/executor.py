@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from db import states
-from db.errors import NotFoundError
+from db.errors import NotFoundError, RunSettledError
 from db.records import Run
 from db.states import InvalidTransition
 from db.store import Store
@@ -230,7 +230,7 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
         return _finish(store, run.id, states.FAILED, error=message, job=job)
 
     sink = _job_sink(store, run.id, worker=worker, heartbeat_interval_s=settings.heartbeat_interval_s,
-                     on_settled=_exit_job_process if exit_when_settled else None)
+                     on_settled=_exit_job_process if exit_when_settled else None, outage_s=settings.db_outage_s)
     try:
         sink.start_heartbeat()
         if sink.should_stop():
@@ -244,6 +244,9 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
             train_fn = functools.partial(run_training, write_roots=(settings.data_dir,))
         output_dir.mkdir(parents=True, exist_ok=True)
         result = train_fn(config, output_dir=str(output_dir), sink=sink, resume_from=resume_from)
+    except RunSettledError as exc:  # settled elsewhere (lost, stopped): its end is written; nothing to add
+        log.error("run %s: training stopped: %s", run.id, exc)
+        return exc.status
     except Exception as exc:
         log.exception("run %s failed", run.id)
         # the reason first (the free space as the failure left it), then the partial writes go: the

@@ -127,3 +127,21 @@ def describe_failure(exc: BaseException, *, output_path: str | Path | None = Non
         head = f"{type(exc).__name__}: {exc}"
     trace = "".join(traceback.format_exception(exc))
     return f"{head}\n\n{trace}"
+
+
+_PERMANENT_DB_ERRORS = (_SQLITE_FULL, _SQLITE_READONLY, "no such table", "no such column", "disk I/O error",
+                        "file is not a database", "UndefinedTable", "does not exist")
+
+
+def transient_database_error(exc: BaseException) -> bool:
+    """True when ``exc`` is a database error that waiting can cure: the server unreachable or
+    restarting, a connection cut, a lock held too long. A full disk, a read-only or deleted file and a
+    missing table are not (retrying would only hide them)."""
+    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+    if not isinstance(exc, DBAPIError):
+        return False
+    text = str(exc)
+    if any(marker in text for marker in _PERMANENT_DB_ERRORS):
+        return False
+    return isinstance(exc, (OperationalError, InterfaceError)) or bool(exc.connection_invalidated)

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     log_level: str = Field("INFO", description="Log level of the app and workers.")
     heartbeat_timeout_s: float = Field(60.0, gt=0, description="A running run with an older heartbeat is lost.")
     stop_grace_s: float = Field(30.0, ge=0, description="Seconds a run may take to stop before it is terminated.")
+    db_outage_s: float = Field(
+        60.0, ge=0, le=3600, description="How long a job's writes (steps, metrics, checkpoints) wait and retry "
+        "while the database is unreachable or locked before the run fails; training pauses meanwhile.")
     task_modules: str = Field(
         "", description="Modules run configs may name tasks (and custom system schedules) from, as "
         "'package.module:factory': comma-separated module names or package prefixes, e.g. mylab.tasks,otherpkg. "

@@ -6,7 +6,9 @@ sessions, so a Ctrl-C in the terminal reaches only this supervisor,
 which then shuts them down in order: the dashboard first, then the worker after asking its current
 run to stop (it checkpoints and ends ``stopped``); a worker that does not exit within the stop grace
 period is killed and its run settled by the maintenance pass. While running, the supervisor also does
-the app-side maintenance (lost runs, overdue stops) every ``maintenance_interval_s``.
+the app-side maintenance (lost runs, overdue stops) every ``maintenance_interval_s``. A worker that
+dies while the dashboard runs is started again (after 1 s, doubling up to 60 s while it keeps dying),
+so one bad message or one crash does not take the dashboard down with it.
 """
 
 from __future__ import annotations
@@ -128,16 +130,41 @@ class Supervisor:
         from jobs.maintenance import StopEnforcer, run_maintenance
 
         enforcer = StopEnforcer()
+        restarts = WorkerRestarts()
         while not self.stop_event.wait(self.settings.maintenance_interval_s):
-            for name, proc in self.children.items():
-                if proc.poll() is not None:
-                    log.error("%s exited with code %s; shutting down", name, proc.returncode)
-                    return proc.returncode or 1
+            dashboard = self.children.get("dashboard")
+            if dashboard is not None and dashboard.poll() is not None:
+                log.error("dashboard exited with code %s; shutting down", dashboard.returncode)
+                return dashboard.returncode or 1
+            worker = self.children.get("worker")
+            if worker is not None and worker.poll() is not None:
+                if not self.with_ui:
+                    log.error("worker exited with code %s; shutting down", worker.returncode)
+                    return worker.returncode or 1
+                self._restart_worker(worker, restarts)
             try:
                 run_maintenance(self.settings, enforcer=enforcer)
             except Exception:
                 log.warning("maintenance pass failed", exc_info=True)
         return 0
+
+    def _restart_worker(self, worker: subprocess.Popen[bytes], restarts: WorkerRestarts) -> None:
+        """The worker died under a running dashboard: settle its runs and start it again after a delay
+        that doubles while it keeps dying (1 s up to 60 s), so the dashboard stays up."""
+        now = time.monotonic()
+        if restarts.due_at is None:
+            _signal_group(worker, signal.SIGKILL)  # a job process left behind by the dead worker
+            restarts.due_at = now + restarts.delay(now)
+            log.error("worker exited with code %s; restarting it in %.0f s (the dashboard stays up)",
+                      worker.returncode, restarts.due_at - now)
+            return
+        if now < restarts.due_at:
+            return
+        restarts.due_at = None
+        restarts.started_at = now
+        self.children["worker"] = subprocess.Popen(worker_command(self.device, self.worker_name),
+                                                   env=child_environment(self.settings), start_new_session=True)
+        log.info("worker started again (pid %s)", self.children["worker"].pid)
 
     def shutdown(self) -> None:
         """Stop the dashboard, then the worker (its run asked to stop first); idempotent."""
@@ -166,6 +193,27 @@ class Supervisor:
                         store.request_stop(run.id)
         except Exception:
             log.warning("could not ask the worker's runs to stop", exc_info=True)
+
+
+class WorkerRestarts:
+    """When to start a dead worker again: after 1 s, doubling up to 60 s while it keeps dying within a
+    minute of its start; back to 1 s once it has run a minute."""
+
+    FIRST_S = 1.0
+    MAX_S = 60.0
+    STABLE_S = 60.0
+
+    def __init__(self) -> None:
+        self.started_at: float | None = None
+        self.due_at: float | None = None
+        self.current = self.FIRST_S
+
+    def delay(self, now: float) -> float:
+        if self.started_at is None or now - self.started_at >= self.STABLE_S:
+            self.current = self.FIRST_S
+        else:
+            self.current = min(self.current * 2, self.MAX_S)
+        return self.current
 
 
 def _terminate(proc: subprocess.Popen[bytes], *, timeout: float) -> None:

@@ -38,3 +38,11 @@ def test_text_at_the_cap_is_kept_whole(store: Store, run_id: int) -> None:
     text = "y" * CAP
     store.log_step(run_id, 1, 4, {}, [_episode("p", text)])
     assert store.episodes(run_id)[0].turns[0].completion == text
+
+
+def test_a_nul_character_is_stored_as_the_replacement_character() -> None:
+    """PostgreSQL refuses NUL in text ("A string literal cannot contain NUL"); a tiny model samples it."""
+    from db.text_cap import cap_text
+
+    assert cap_text("a\x00b\x00") == "a\ufffdb\ufffd"
+    assert cap_text("plain") == "plain"

@@ -107,3 +107,84 @@ def assert_each_step_once(store: Store, run_id: int, key: str = "train/reward_me
     assert steps == list(range(first, first + len(steps))), f"run {run_id}: steps {steps} have gaps"
     assert not steps or steps[-1] >= run.step - 1, f"run {run_id}: progress {run.step}, last step stored {steps[-1]}"
     return steps
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return found[-1].parent if found else None
+
+
+class PrivatePostgres:
+    """A PostgreSQL server of the test's own (its own data folder and port, trust auth), so a test may
+    stop and start it without touching the shared server. Run as the ``postgres`` user when the test
+    runs as root (the server refuses root)."""
+
+    def __init__(self, folder: Path, port: int, bin_dir: Path) -> None:
+        self.folder = folder
+        self.port = port
+        self.bin = bin_dir
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        return subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=timeout)
+
+    @classmethod
+    def started(cls, folder: Path) -> PrivatePostgres:
+        bin_dir = _postgres_bin()
+        if bin_dir is None:
+            pytest.skip("PostgreSQL server binaries are not installed (apt-get install -y postgresql)")
+        if os.geteuid() == 0:
+            try:
+                import pwd
+
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                pytest.skip("running as root without a 'postgres' user to run a private server as")
+            # the server's user must reach its folder: one of its own under /tmp, not the test's (mode 700)
+            import tempfile
+
+            folder = Path(tempfile.mkdtemp(prefix="cooplab-pg-"))
+            os.chown(folder, owner.pw_uid, owner.pw_gid)
+        server = cls(folder / "data", free_port(), bin_dir)
+        made = server._run(str(bin_dir / "initdb"), "-D", str(server.folder), "-U", "postgres", "-A", "trust",
+                           "--no-sync")
+        if made.returncode != 0:
+            pytest.skip(f"initdb failed: {made.stderr.strip()[-300:]}")
+        server.start()
+        return server
+
+    def start(self) -> None:
+        started = self._run(str(self.bin / "pg_ctl"), "-D", str(self.folder), "-l", str(self.folder / "server.log"),
+                            "-w", "-o", f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} -c fsync=off",
+                            "start")
+        if started.returncode != 0:
+            raise AssertionError(f"the private PostgreSQL did not start: {started.stderr or started.stdout}")
+
+    def stop(self, mode: str = "immediate") -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.folder), "-m", mode, "-w", "stop")
+
+    def remove(self) -> None:
+        """Stop the server and delete its folder."""
+        self.stop()
+        shutil.rmtree(self.folder.parent, ignore_errors=True)
+
+    def terminate_backends(self) -> int:
+        """``pg_terminate_backend`` of every other connection to the server; returns how many."""
+        import sqlalchemy
+
+        from db.engine import make_engine
+
+        engine = make_engine(self.url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(sqlalchemy.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")).all()
+            return len(rows)
+        finally:
+            engine.dispose()
+
