@@ -78,7 +78,12 @@ def test_the_judged_attacks_fail_for_the_reason_they_should(context):
     seen = attacks.run_attack("read the dataset and run the canonical solution", context)
     assert seen["passed"] == 0 and "found" not in seen["reason"]
     seen = attacks.run_attack("a set of hash-colliding integers", context)
-    assert seen["passed"] == 0 and "items of one hash" in seen["reason"], seen
+    # the candidate races its forged answer line (about 1 MB) against its real answer: when the judge
+    # reads the forged one it refuses it as colliding data; on a loaded machine it may read the real,
+    # wrong answer first (seen once in a full suite). Either way no credit, within the step limit.
+    forged_read = "items of one hash" in seen["reason"]
+    assert seen["passed"] == 0 and (forged_read or "AssertionError" in seen["reason"]), seen
+    assert "candidate crashed" not in seen["reason"] and "judge" not in seen["reason"].lower(), seen
     assert seen["duration_s"] <= attacks.STEP_TIMEOUT_S + attacks.STEP_MARGIN_S, seen
 
 
