@@ -1,5 +1,6 @@
-"""A run's output folder: the config it ran, its checkpoints, and its final models, each written
-atomically (:mod:`engine.folders`)."""
+"""A run's output folder: the config it ran, its checkpoints, its final models and, when the run kept
+a best checkpoint (``best_checkpoint_metric``), the best models too, each written atomically
+(:mod:`engine.folders`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ from typing import Any
 from engine.folders import atomic_folder, atomic_text
 from engine.sinks.base import Sink
 from engine.spec import RunConfig, dump_run_config
+from engine.trainer.best_checkpoint import BEST_FOLDER, read_record
 from engine.trainer.loop import TrainResult
 
 
 def train_into_folder(config: RunConfig, build: Callable[..., Any], *, output_dir: str | Path, sink: Sink,
                       resume_from: str | Path | None = None) -> TrainResult:
     """Write ``config.yaml``, build with ``build(config, output_dir=, sink=)``, train with checkpoints in
-    ``checkpoints/``, and on completion export the models to ``model/``."""
+    ``checkpoints/``, and on completion export the models to ``model/`` and, when a best checkpoint
+    was kept (``checkpoints/best``), its models to ``model_best/`` (the same layout: ``agent_<i>/``)."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_text(out / "config.yaml", dump_run_config(config), "run config")
@@ -26,6 +29,13 @@ def train_into_folder(config: RunConfig, build: Callable[..., Any], *, output_di
         if result.status == "completed":
             with atomic_folder(out / "model", "model export") as folder:  # never a half-written model/
                 trainer.save_model(folder)
+            best = out / "checkpoints" / BEST_FOLDER
+            if read_record(out / "checkpoints") is not None and hasattr(trainer, "agents"):
+                from engine.evaluate import load_checkpoint_into
+
+                load_checkpoint_into(trainer, best)  # training is over: the trainer's weights become the best
+                with atomic_folder(out / "model_best", "best model export") as folder:
+                    trainer.save_model(folder)
     finally:
         close = getattr(trainer, "close", None)
         if close is not None:

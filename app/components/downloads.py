@@ -309,15 +309,16 @@ def file_chunks(path: str | Path, size: int = 1 << 16) -> Iterator[bytes]:
             yield chunk
 
 
-def exported_models(output_dir: str | None) -> list[str]:
-    """The Hugging Face model folders a completed run exported under ``<output_dir>/model``.
+def exported_models(output_dir: str | None, folder: str = "model") -> list[str]:
+    """The Hugging Face model folders a completed run exported under ``<output_dir>/<folder>``
+    (``model``: the last weights; ``model_best``: the best checkpoint's, when the run kept one).
 
     One folder per distinct model (``config.json`` inside); a single-model export is the folder
     itself.
     """
     if not output_dir:
         return []
-    root = Path(output_dir) / "model"
+    root = Path(output_dir) / folder
     if not root.is_dir():
         return []
     if (root / "config.json").is_file():

@@ -23,6 +23,21 @@ from transcripts import TurnRecord
 BEST_MARK = "★ best"
 
 
+def promoted_config(config: dict[str, Any], folders: Sequence[str]) -> dict[str, Any]:
+    """``config`` with agent i's model read from ``folders[i]`` (a run's ``model_best/agent_<i>``): each
+    folder is a whole model, so the agents keep their names and settings but no weight sharing or
+    LoRA adapter (the export holds the merged weights)."""
+    agents = config.get("agents") or []
+    if len(folders) != len(agents):
+        raise ValueError(f"{len(folders)} exported model folder(s) for {len(agents)} agents; promote needs one each")
+    promoted = json.loads(json.dumps(config))
+    for agent, folder in zip(promoted["agents"], folders, strict=True):
+        agent.update(model=str(folder), tokenizer=None, share_weights_with=None)
+        for key in [k for k in agent if k.startswith("lora_")]:
+            del agent[key]
+    return promoted
+
+
 def best_step(output_dir: str | None) -> int | None:
     """The step of the run's best checkpoint (``checkpoints/best.json``), None when it kept none."""
     if not output_dir:
@@ -93,6 +108,28 @@ def episode_view(evaluation: Evaluation, index: int) -> EpisodeView | None:
                        split=str(data.get("split", evaluation.split)), sample_index=int(data.get("sample_index", 0)),
                        item_index=data.get("item_index"), reward=float(data.get("reward") or 0.0),
                        ret=float(data.get("ret") or 0.0), turns=turns)
+
+
+def render_best_models(store: Any, *, experiment_id: int, output_dir: str | None, key: str) -> None:
+    """The best checkpoint's exported models (``model_best/``), and promoting them to the experiment's
+    model sources (the experiment's config then names these folders; runs already made are unchanged)."""
+    from app.components.downloads import exported_models
+
+    folders = exported_models(output_dir, "model_best")
+    if not folders:
+        return
+    step = best_step(output_dir)
+    st.markdown(f"**Best models** (checkpoint step {step}): " + ", ".join(md_code(f) for f in folders))
+    if st.button("Use the best models as this experiment's model sources", key=f"{key}.promote",
+                 help="The experiment's agents then load these folders; its other settings stay as they are."):
+        experiment = store.get_experiment(experiment_id)
+        try:
+            config = promoted_config(dict(experiment.config), folders)
+        except ValueError as exc:
+            st.error(str(exc))
+            return
+        store.update_experiment(experiment_id, config=config)
+        st.success(f"The experiment's agents now start from the best models of step {step}.")
 
 
 def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output_dir: str | None) -> None:

@@ -119,3 +119,41 @@ def test_checkpoint_choices_by_hand() -> None:
 
     assert checkpoint_choices([4, 2, 8, 4], keeps_best=True) == ["last", "best", "8", "4", "2"]
     assert checkpoint_choices([], keeps_best=False) == ["last"]
+
+
+def test_promoted_config_by_hand() -> None:
+    from app.components.evaluations import promoted_config
+
+    config = {"name": "x", "agents": [{"name": "a", "model": "builtin:tiny-llama", "lora_rank": 8, "lora_alpha": 16.0},
+                                      {"name": "b", "model": "builtin:tiny-llama", "share_weights_with": "a"}],
+              "trainer": {"seed": 3}}
+    promoted = promoted_config(config, ["/r/model_best/agent_0", "/r/model_best/agent_1"])
+    assert promoted["agents"] == [{"name": "a", "model": "/r/model_best/agent_0", "tokenizer": None,
+                                   "share_weights_with": None},
+                                  {"name": "b", "model": "/r/model_best/agent_1", "tokenizer": None,
+                                   "share_weights_with": None}]
+    assert promoted["trainer"] == {"seed": 3} and config["agents"][0]["lora_rank"] == 8  # the input is left alone
+    import pytest
+
+    with pytest.raises(ValueError, match="1 exported model folder"):
+        promoted_config(config, ["/r/model_best/agent_0"])
+
+
+def test_the_best_models_are_promoted_to_the_experiments_model_sources(
+        app, store: Store, experiment: int, seed, tmp_path) -> None:
+    run_id = seed(experiment, status="succeeded", steps=1)
+    out = tmp_path / "run"
+    (out / "checkpoints" / "best").mkdir(parents=True)
+    (out / "checkpoints" / "best.json").write_text(json.dumps({"step": 3, "metric": "eval/reward_mean",
+                                                               "value": 0.5, "mode": "max"}))
+    for i in range(2):
+        (out / "model_best" / f"agent_{i}").mkdir(parents=True)
+        (out / "model_best" / f"agent_{i}" / "config.json").write_text("{}")
+    store.update_run(run_id, output_dir=str(out))
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    at.button(key=f"best_{run_id}.promote").click().run()
+    assert not at.exception
+    models = [a["model"] for a in store.get_experiment(experiment).config["agents"]]
+    assert models == [str(out / "model_best" / "agent_0"), str(out / "model_best" / "agent_1")]
+    assert any("start from the best models of step 3" in s.value for s in at.success)

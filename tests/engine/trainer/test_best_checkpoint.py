@@ -113,3 +113,14 @@ def test_humaneval_declares_its_own_metrics_per_turn() -> None:
     names = get_task_info("humaneval").eval_metric_names(2, 3)
     assert {"eval/turn_2/solved", "eval/turn_1/tests_passed", "eval/pass@3", "eval/avg@3"} <= names
     assert "eval/turn_3/solved" not in names and "eval/pass@4" not in names
+
+
+def test_a_completed_run_exports_the_best_models_beside_the_last(tmp_path) -> None:
+    run = parse_run_config(config(max_steps=4))
+    assert run_training(run, output_dir=tmp_path, sink=MemorySink()).status == "completed"
+    record = json.loads((tmp_path / "checkpoints" / "best.json").read_text())
+    for i in range(2):
+        assert (tmp_path / "model_best" / f"agent_{i}" / "config.json").is_file()
+    exported = evaluate_run(run, models=[tmp_path / "model_best" / f"agent_{i}" for i in range(2)], greedy=True)
+    from_best = evaluate_run(run, checkpoint=find_checkpoint(tmp_path, "best"), greedy=True)
+    assert exported.metrics == from_best.metrics and from_best.checkpoint_step == record["step"]
