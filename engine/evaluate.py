@@ -14,7 +14,6 @@ Every refusal is an :class:`EvalError` whose one-line message names the bad inpu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,25 +114,12 @@ def with_model_folders(config: RunConfig, folders: list[str | Path]) -> RunConfi
 
 def load_checkpoint_into(trainer: Any, folder: Path) -> int:
     """The model weights of a checkpoint folder into ``trainer`` (no optimizer or RNG state); its step."""
-    from engine.lora.weights import load_weights_file
-    from engine.preference.comparator_checkpoint import META_FILE
-    from engine.trainer.checkpoint import model_groups
+    from engine.trainer.checkpoint import CheckpointMismatch, load_team_weights
 
     try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EvalError(f"checkpoint {folder}: cannot read {META_FILE} ({exc}); is it a checkpoint folder?") from None
-    saved = list(meta.get("model_of_agent") or [])
-    models, which = model_groups([agent.model for agent in trainer.agents])
-    if len(saved) != len(which):
-        raise EvalError(f"checkpoint {folder} holds a team of {len(saved)} agents, the run config {len(which)}; "
-                        "evaluate it with the run config it was trained with")
-    if saved != which:
-        raise EvalError(f"checkpoint {folder}: its weight sharing {saved} differs from the run config's {which}; "
-                        "evaluate it with the run config it was trained with")
-    for u, model in enumerate(models):
-        load_weights_file(model, folder / f"model_{u}.safetensors")
-    return int(meta.get("step", 0))
+        return load_team_weights(trainer.agents, Path(folder))
+    except CheckpointMismatch as exc:
+        raise EvalError(str(exc)) from None
 
 
 def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,

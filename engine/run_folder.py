@@ -12,6 +12,7 @@ from engine.folders import atomic_folder, atomic_text
 from engine.sinks.base import Sink
 from engine.spec import RunConfig, dump_run_config
 from engine.trainer.best_checkpoint import BEST_FOLDER, read_record
+from engine.trainer.checkpoint import load_team_weights
 from engine.trainer.loop import TrainResult
 
 
@@ -31,9 +32,7 @@ def train_into_folder(config: RunConfig, build: Callable[..., Any], *, output_di
                 trainer.save_model(folder)
             best = out / "checkpoints" / BEST_FOLDER
             if read_record(out / "checkpoints") is not None and hasattr(trainer, "agents"):
-                from engine.evaluate import load_checkpoint_into
-
-                load_checkpoint_into(trainer, best)  # training is over: the trainer's weights become the best
+                load_team_weights(trainer.agents, best)  # training is over: the trainer's weights become the best
                 with atomic_folder(out / "model_best", "best model export") as folder:
                     trainer.save_model(folder)
     finally:

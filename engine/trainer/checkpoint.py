@@ -60,6 +60,31 @@ def model_groups(models: list[Any]) -> tuple[list[Any], list[int]]:
     return distinct, which
 
 
+class CheckpointMismatch(ValueError):
+    """A checkpoint folder that does not fit a team: unreadable, another team size or weight sharing."""
+
+
+def load_team_weights(agents: list[Any], folder: Path) -> int:
+    """The model weights of a checkpoint folder into the agents' models (no optimizer or RNG state);
+    the checkpoint's step. :class:`CheckpointMismatch` names what does not fit."""
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointMismatch(f"checkpoint {folder}: cannot read {META_FILE} ({exc}); is it a checkpoint "
+                                 "folder?") from None
+    saved = list(meta.get("model_of_agent") or [])
+    models, which = model_groups([agent.model for agent in agents])
+    if len(saved) != len(which):
+        raise CheckpointMismatch(f"checkpoint {folder} holds a team of {len(saved)} agents, the run config "
+                                 f"{len(which)}; evaluate it with the run config it was trained with")
+    if saved != which:
+        raise CheckpointMismatch(f"checkpoint {folder}: its weight sharing {saved} differs from the run config's "
+                                 f"{which}; evaluate it with the run config it was trained with")
+    for u, model in enumerate(models):
+        load_weights_file(model, folder / f"model_{u}.safetensors")
+    return int(meta.get("step", 0))
+
+
 class CheckpointMixin:
     """``state_dict``/``load_state_dict`` and ``save_checkpoint``/``load_checkpoint``."""
 
