@@ -1,5 +1,6 @@
 # CoopLab: two commands on a fresh machine.
 #   make run   - install what is missing, then the dashboard on http://127.0.0.1:8501 + one worker
+#                (PORT=8642 make run, HOST=0.0.0.0 make run: another port or address)
 #   make test  - install the dev tools, prepare Redis/Chromium/PostgreSQL when present, run the suite
 SHELL := /bin/bash
 VENV ?= .venv
@@ -8,6 +9,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.cooplab-installed
 DEV_STAMP := $(VENV)/.cooplab-dev-installed
+PORT ?= 8501
+HOST ?= 127.0.0.1
 
 .PHONY: run test install install-dev lint bench clean
 
@@ -34,7 +37,7 @@ install-dev: $(DEV_STAMP)
 run: $(STAMP)
 	@bash scripts/ensure-bubblewrap.sh
 	@mkdir -p .cooplab
-	$(VENV)/bin/cooplab up
+	$(VENV)/bin/cooplab up --port $(PORT) --host $(HOST)
 
 test: $(DEV_STAMP)
 	bash scripts/test.sh $(ARGS)

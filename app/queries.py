@@ -52,6 +52,13 @@ def experiments_table(experiments: list[Experiment]) -> list[dict[str, Any]]:
     ]
 
 
+def study_experiment_ids(store: Store) -> set[int]:
+    """The experiments that studies made to hold their runs (``study: <name>``)."""
+    from db.study_store import StudyStore
+
+    return {study.experiment_id for study in StudyStore(store).list_studies(limit=10_000)}
+
+
 def run_label(run: Run, names: dict[int, str]) -> str:
     """``#12 quickstart (attempt 2) · 2026-11-30 14:05``: how a run is named in pickers.
 
@@ -227,12 +234,19 @@ def episodes_by_item(episodes: list[EpisodeView]) -> dict[int | None, EpisodeVie
 
 def compare_series(
     store: Store, run_ids: list[int], key: str, *, x: str = "step", max_points: int = 1000,
-    labels: dict[int, str] | None = None,
+    labels: dict[int, str] | None = None, histories: dict[int, Lineage] | None = None,
 ) -> tuple[tuple[str, Series], ...]:
-    """The same metric of several runs (labelled by ``labels``, else ``#id``), for one overlaid chart."""
+    """The same metric of several runs (labelled by ``labels``, else ``#id``), for one overlaid chart.
+    A run with a resumed history in ``histories`` is drawn along the whole history (its attempts joined)."""
     labels = labels or {}
-    return tuple((labels.get(run_id, f"#{run_id}"), store.series(run_id, key, x=x, max_points=max_points))
-                 for run_id in run_ids)
+    histories = histories or {}
+
+    def series(run_id: int) -> Series:
+        if run_id in histories and histories[run_id].joined:
+            return store.joined_series(histories[run_id], key, x=x, max_points=max_points).series
+        return store.series(run_id, key, x=x, max_points=max_points)
+
+    return tuple((labels.get(run_id, f"#{run_id}"), series(run_id)) for run_id in run_ids)
 
 
 def shared_metric_keys(store: Store, run_ids: list[int]) -> list[str]:

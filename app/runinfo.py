@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from db.states import (
     ALL_STATUSES,
@@ -13,6 +14,9 @@ from db.states import (
     STOPPING,
     TERMINAL_STATUSES,
 )
+
+if TYPE_CHECKING:
+    from db.records import Run
 
 __all__ = ["ALL_STATUSES", "LIVE_STATUSES", "TERMINAL_STATUSES", "actions_for", "badge", "format_duration",
            "status_markdown"]
@@ -88,3 +92,12 @@ def format_duration(seconds: float | None) -> str:
     if minutes:
         return f"{minutes}m {secs:02d}s"
     return f"{secs}s"
+
+
+def header_step(run: Run, resumed_at: int | None) -> int:
+    """The step a run's header shows: its own last logged step, or, for a resumed attempt that has not
+    logged one yet, ``resumed_at`` (the step of the checkpoint it continues from), so its progress goes
+    on from there instead of starting at 0."""
+    if run.resumed_from is not None and run.step == 0 and resumed_at:
+        return resumed_at
+    return run.step

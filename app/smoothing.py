@@ -52,12 +52,23 @@ def rolling_mean(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def within_range(smoothed: Sequence[float], values: Sequence[float]) -> list[float]:
+    """``smoothed`` clipped to the range of the finite ``values``: an average never leaves it, so this
+    only removes floating-point rounding (a constant 1.0 stays exactly 1.0, never 1.0000000000000002,
+    which the chart would blow up into spikes)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return list(smoothed)
+    lo, hi = min(finite), max(finite)
+    return [min(hi, max(lo, s)) if math.isfinite(s) else s for s in smoothed]
+
+
 def smooth(values: Sequence[float], method: str, amount: float) -> list[float]:
     """Dispatch on the chart's smoothing control: ``none``, ``ema`` (weight) or ``window`` (points)."""
     if method == "none":
         return list(values)
     if method == "ema":
-        return ema(values, amount)
+        return within_range(ema(values, amount), values)
     if method == "window":
-        return rolling_mean(values, max(1, int(amount)))
+        return within_range(rolling_mean(values, max(1, int(amount))), values)
     raise ValueError(f"unknown smoothing method {method!r}; use 'none', 'ema' or 'window'")

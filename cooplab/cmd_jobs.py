@@ -36,6 +36,14 @@ def _check_host(host: str) -> str:
     return host
 
 
+def _check_port(host: str, port: int) -> None:
+    """Refuse a busy or invalid port before anything starts or is printed (see :mod:`cooplab.ports`)."""
+    from cooplab.ports import port_problem
+
+    if problem := port_problem(host, port):
+        _fail(problem)
+
+
 def _is_ipv6(host: str) -> bool:
     import ipaddress
 
@@ -79,17 +87,25 @@ def _one_line(exc: BaseException) -> str:
     """What an exception says in one line: the filesystem reason when that is the cause, the database
     named when it is unreachable, else its first line."""
     from jobs.faults import first_line, resource_reason
+    from jobs.settings import get_settings
 
-    reason = resource_reason(exc)
+    try:
+        database_url: str | None = get_settings().resolved_database_url
+    except Exception:  # the settings themselves are what is wrong: the message says so below
+        database_url = None
+    reason = resource_reason(exc, database_url=database_url)
     if reason:
         return reason
     module = type(exc).__module__ or ""
     if module.startswith("sqlalchemy"):
         from jobs.datadir import redact_url
-        from jobs.settings import get_settings
 
         url = redact_url(get_settings().resolved_database_url)
-        return f"the database {url} cannot be used: {first_line(str(getattr(exc, 'orig', None) or exc))}"
+        said = first_line(str(getattr(exc, 'orig', None) or exc))
+        if "no such table" in said:
+            return (f"the database {url} has no CoopLab tables ({said}): its file was deleted or replaced, or it "
+                    "was never set up. Restore it from a backup, or run `cooplab db upgrade` to start an empty one")
+        return f"the database {url} cannot be used: {said}"
     return first_line(str(exc)) or type(exc).__name__
 
 
@@ -145,6 +161,7 @@ def up(
     from jobs.supervisor import Supervisor
 
     host = _check_host(host)
+    _check_port(host, port)
     announce_signin(host)
     supervisor = Supervisor(port=port, host=host, device=_check_device(device), with_worker=not no_worker)
     typer.echo(f"CoopLab dashboard: http://{_url_host(host)}:{port}  (Ctrl-C stops everything)")
@@ -160,6 +177,7 @@ def ui(
     from jobs.supervisor import Supervisor
 
     host = _check_host(host)
+    _check_port(host, port)
     announce_signin(host)
     typer.echo(f"CoopLab dashboard: http://{_url_host(host)}:{port}")
     raise typer.Exit(Supervisor(port=port, host=host, with_worker=False).run())
@@ -169,14 +187,23 @@ def ui(
 @one_line_errors
 def db_upgrade() -> None:
     """Create or migrate the database schema to the newest version."""
-    from db.migrate import upgrade
+    from db.migrate import current_revision, revisions_between, upgrade
     from db.urls import redact_url
     from jobs.settings import get_settings
 
     settings = get_settings()
     settings.ensure_dirs()
-    upgrade(settings.resolved_database_url)
-    typer.echo(f"database up to date: {redact_url(settings.resolved_database_url)}")  # never the password
+    url = settings.resolved_database_url
+    before = current_revision(url)
+    upgrade(url)
+    after = current_revision(url) or "?"
+    ran = revisions_between(before, after) if before != after else []
+    if ran:
+        start = before or "an empty database"
+        done = f"migrated from {start} to {after}: ran {', '.join(ran)}"
+    else:
+        done = f"at {after}; nothing to run"
+    typer.echo(f"database up to date: {redact_url(url)} ({done})")  # never the password
 
 
 @one_line_errors
@@ -283,10 +310,11 @@ def runs(
     except ValueError as exc:
         _fail(str(exc))
     rows = store.list_runs(experiment_id, statuses=status or None, limit=limit)
+    now = store.server_now()  # heartbeats are stamped with the database server's clock
     typer.echo(f"{'id':>5}  {'exp':>4}  {'try':>3}  {'status':<10} {'queue':<7} {'progress':>11}  {'beat':>5}  worker")
     for r in rows:
         progress = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        beat = _age(heartbeat_age(r)) if r.is_active and r.status != "queued" else "-"
+        beat = _age(heartbeat_age(r, now)) if r.is_active and r.status != "queued" else "-"
         typer.echo(f"{r.id:>5}  {r.experiment_id:>4}  {r.attempt:>3}  {r.status:<10} {r.queue:<7} "
                    f"{progress:>11}  {beat:>5}  {r.worker or ''}")
 

@@ -1,6 +1,8 @@
 """Compare: overlaid curves of several runs per metric (or, for runs that differ only by seed, their
 mean with a min–max or standard-error band), their held-out metrics side by side (each run's newest
-evaluation of record; seed groups as mean ± spread), and a config diff of only what differs."""
+evaluation of record; seed groups as mean ± spread), and a config diff of only what differs (defaults
+filled in first). A resumed run is one history: its attempts are never taken for seeds, and its curves
+join them (each step once, the later attempt winning)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ import streamlit as st
 from app import context
 from app.components.charts import band_figure, line_figure
 from app.configdiff import diff_configs
+from app.editor_state import effective_config
 from app.escape import md_text
 from app.held_out import group_rows, held_out_keys, run_rows
+from app.lineages import one_per_history
 from app.queries import compare_series, experiment_names, run_label, shared_metric_keys, short_label
 from app.seedgroups import band, group_by_seed, seed_of
 from db.evaluation_store import EvaluationStore
+from db.records import Lineage
 
 MAX_RUNS = 8
 
@@ -43,12 +48,31 @@ if linked and st.session_state.get("cmp_from_link") != linked:
     st.session_state["cmp_runs"] = linked
     st.session_state["cmp_from_link"] = linked
 current = context.selected_run()
-default = [current] if current in ids else []
-default += [i for i in ids if i not in default][: 2 - len(default)]
-picked = st.multiselect("runs", ids, default=None if "cmp_runs" in st.session_state else default, key="cmp_runs",
+parents = {i: r.resumed_from for i, r in runs.items()}
+# two runs of different histories: a resumed attempt is its run, not another run (nor another seed)
+default = one_per_history(ids, parents, wanted=2, first=current if current in ids else None)
+chosen = st.multiselect("runs", ids, default=None if "cmp_runs" in st.session_state else default, key="cmp_runs",
                         format_func=lambda i: labels[i], max_selections=MAX_RUNS)
+
+# each history once, its newest attempt standing for it, its curves joined over its attempts
+histories: dict[int, Lineage] = {}
+for run_id in chosen:
+    history = store.lineage(run_id)
+    histories.setdefault(history.root, history)
+for history in histories.values():
+    shared = [i for i in chosen if i in history.run_ids]
+    if len(shared) > 1:
+        st.caption(f"{' and '.join(f'#{i}' for i in shared)} are attempts of one run: compared as one history.")
+picked = [h.latest for h in histories.values()]
+lineages = {h.latest: h for h in histories.values() if h.joined}
+for run_id in picked:
+    if run_id not in runs:
+        runs[run_id] = store.get_run(run_id)
+    legend[run_id] = short_label(runs[run_id], names)
+    if run_id in lineages:
+        legend[run_id] += " (attempts " + " → ".join(f"#{i}" for i in lineages[run_id].run_ids) + ")"
 if len(picked) < 2:
-    st.info("Pick at least two runs.")
+    st.info("Pick at least two runs (the attempts of one resumed run count as one).")
     st.stop()
 
 configs = {run_id: dict(runs[run_id].config) for run_id in picked}
@@ -91,13 +115,13 @@ with chart_tab:
             if by_seed and seeded:
                 bands = []
                 for group in groups:
-                    curves = compare_series(store, list(group.run_ids), key, x=x_axis)
+                    curves = compare_series(store, list(group.run_ids), key, x=x_axis, histories=lineages)
                     bands.append((group_label(group.run_ids),
                                   band([(s.xs, s.ys) for _, s in curves if len(s)], kind)))
                 figure = band_figure([(label, b) for label, b in bands if b.xs], title=key, x_name=x_axis)
             else:
                 curves = compare_series(store, picked, key, x=x_axis,
-                                        labels={i: group_label((i,)) for i in picked})
+                                        labels={i: group_label((i,)) for i in picked}, histories=lineages)
                 figure = line_figure(curves, title=key, smoothing="ema" if weight > 0 else "none", amount=weight)
             st.plotly_chart(figure, key=f"cmp.{key}", config={"displaylogo": False})
 
@@ -125,7 +149,8 @@ with held_out_tab:
                      key="cmp_held_out_runs")
 
 with diff_tab:
-    rows = diff_configs({legend[run_id]: configs[run_id] for run_id in picked})
+    catalog = context.task_catalog()  # defaults filled in on every side: a default is not a difference
+    rows = diff_configs({legend[run_id]: effective_config(configs[run_id], catalog) for run_id in picked})
     if rows:
         st.caption(f"{len(rows)} setting(s) differ; identical settings are hidden.")
         st.dataframe(rows, hide_index=True)

@@ -13,12 +13,12 @@ import streamlit as st
 from app import context, editor_state
 from app import draft as drafts
 from app.components.comparator_choice import experiment_checkpoints
-from app.components.experiment_form import render_editor
+from app.components.experiment_form import name_problem, render_editor
 from app.components.launch import launch_options, launch_runs, launched_message
 from app.configdiff import changed_fields
 from app.control import ControlError
 from app.escape import md_code, md_message, md_text
-from app.queries import experiment_or_none, experiments_table
+from app.queries import experiment_or_none, experiments_table, study_experiment_ids
 from db.errors import DuplicateNameError, RunActiveError
 from db.records import Experiment
 
@@ -28,6 +28,12 @@ FORM_CSS = """<style>
 [data-testid="stLayoutWrapper"]:has(> .st-key-exp_action_bar), .st-key-exp_action_bar {
   position: sticky; top: 3.75rem; z-index: 99; background-color: rgb(255 255 255);}
 .st-key-exp_action_bar {padding: 0.4rem 0 0.2rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.15);}
+/* a field the browser scrolls to (Tab, Shift-Tab, focus) lands below the bar, never under it */
+html, [data-testid="stAppViewContainer"], [data-testid="stMain"] {scroll-padding-top: 12rem;}
+/* a small window stacks the bar's buttons: the bar then scrolls with the form instead of covering it */
+@media (max-width: 640px), (max-height: 560px) {
+  [data-testid="stLayoutWrapper"]:has(> .st-key-exp_action_bar), .st-key-exp_action_bar {position: static;}
+}
 /* learning rates: no +/- steppers (a step of 0.01 means nothing at 1e-3), so the box shows the whole number */
 [class*="learning_rate"] [data-testid="stNumberInputStepUp"],
 [class*="learning_rate"] [data-testid="stNumberInputStepDown"] {display: none;}
@@ -124,6 +130,15 @@ else:
         tag = c2.selectbox("tag", [None, *store.experiment_tags()], key="exp_tag",
                            format_func=lambda t: "(any tag)" if t is None else t)
         listed = store.list_experiments(search=search or None, tag=tag)
+        of_studies = study_experiment_ids(store)
+        hidden = [e for e in listed if e.id in of_studies]
+        if hidden:  # a study's own experiment holds its runs: listed only when asked for
+            h1, h2 = st.columns([3, 1])
+            if not h2.toggle("show study experiments", key="exp_show_studies",
+                             help="Each study keeps its runs in an experiment of its own, named 'study: …'."):
+                listed = [e for e in listed if e.id not in of_studies]
+                h1.caption(f"{len(hidden)} study experiment{'' if len(hidden) == 1 else 's'} hidden "
+                           "(the Studies page shows their runs).")
         if listed:
             st.dataframe(experiments_table(listed), hide_index=True, height=min(300, 38 + 35 * len(listed)))
         else:
@@ -188,6 +203,10 @@ if result.add_agent or result.remove_agent is not None:
     editor_state.load({**result.draft, "agents": agents}, open_id)
     st.rerun()
 
+if result.reload is not None:  # the new task's defaults taken
+    editor_state.load(result.reload, open_id)
+    st.rerun()
+
 saved_config = dict(store.get_experiment(open_id).config) if open_id is not None else None
 changes = (changed_fields(editor_state.effective_config(saved_config, catalog),
                           editor_state.effective_config(result.draft, catalog))
@@ -223,8 +242,10 @@ with bar:
             choice = launch_options(store, open_id, saved_config, key="exp_launch_opts")
         with a4.popover("Clone", icon=":material/content_copy:"):
             clone_name = st.text_input("clone as", value=f"{result.draft.get('name', 'experiment')}-copy",
-                                       key=f"exp_clone_name_{open_id}")
-            if st.button("Clone", key="exp_clone", type="primary"):
+                                       key=f"exp_clone_name_{open_id}").strip()
+            if clone_problem := name_problem(clone_name):
+                st.error(md_message(clone_problem))
+            if st.button("Clone", key="exp_clone", type="primary", disabled=clone_problem is not None):
                 try:
                     clone = store.clone_experiment(open_id, clone_name)
                 except DuplicateNameError:

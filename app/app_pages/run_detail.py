@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+import yaml
 
 from app import context
 from app.components.charts import line_figure
 from app.components.downloads import exported_models, file_chunks, offer, zip_folder
 from app.components.evaluate_control import render_evaluate
-from app.components.evaluations import render_evaluations
+from app.components.evaluations import render_best_models, render_evaluations
 from app.components.run_controls import choose_run, notes_editor, run_header
 from app.escape import md_code, md_message, md_text
 from app.metricgroups import applicable_keys, default_charts, group_metrics
@@ -24,6 +25,7 @@ from app.queries import (
     read_log,
 )
 from app.seedgroups import same_config_runs, seed_of
+from app.unused_settings import split_by_use, unread_label
 from db.evaluation_store import EvaluationStore
 from engine.spec import ConfigError, dump_run_config, parse_run_config
 
@@ -129,10 +131,18 @@ with charts_tab:
 
 with config_tab:
     try:
-        st.code(dump_run_config(parse_run_config(dict(run.config))), language="yaml")
+        stored = yaml.safe_load(dump_run_config(parse_run_config(dict(run.config))))
     except ConfigError as exc:
         st.error(md_message(f"The stored config no longer validates: {exc}"))
         st.json(dict(run.config))
+    else:
+        read, unread = split_by_use(stored)
+        st.code(yaml.safe_dump(read, sort_keys=False), language="yaml")
+        if unread:
+            with st.expander(unread_label(stored, unread)):
+                st.caption("Settings of other algorithms (preference pairs, reward models, comparators); "
+                           "this run's algorithm never reads them.")
+                st.code(yaml.safe_dump(unread, sort_keys=False), language="yaml")
     notes_editor(store, run, key=f"detail.{run_id}")
 
 with logs_tab:
@@ -158,6 +168,7 @@ with evals_tab:
     render_evaluate(store, run, keeps_best=bool((run.config.get("trainer") or {}).get("best_checkpoint_metric")),
                     key=f"evaluate_{run_id}")
     render_evaluations(EvaluationStore(store).list_evaluations(run_id), run_id=run_id, output_dir=run.output_dir)
+    render_best_models(store, experiment_id=run.experiment_id, output_dir=run.output_dir, key=f"best_{run_id}")
 
 with files_tab:
     checkpoints = store.list_checkpoints(run_id)

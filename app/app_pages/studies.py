@@ -1,7 +1,8 @@
 """Studies: define one (a base experiment, fields and values from the run-config schema, grid or
 random, seeds per point, a concurrency cap, early stopping), watch its children, and read its results
 as distributions over seeds: a sortable table, curves of the top points with bands, setting → result
-scatter, CSV, and promote the best point to a new experiment."""
+scatter, CSV, and promote the best point to a new experiment. The page is drawn again whenever a child
+or the study changes state (``app.study_watch``), so the results follow the children live."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import streamlit as st
 from app import context
 from app.components.study_results import render_results
 from app.escape import md_code, md_message, md_text
+from app.queries import study_experiment_ids
 from app.study_form import searchable_paths, space_from_rows
+from app.study_watch import can_resume, can_stop, watch_state
 from db.study_records import ACTIVE
 from db.study_store import StudyStore
 from jobs.study_space import StudySpaceError
@@ -28,7 +31,8 @@ st.title("Studies")
 define_tab, watch_tab = st.tabs(["Define", "Watch and results"])
 
 with define_tab:
-    experiments = store.list_experiments(limit=500)
+    of_studies = study_experiment_ids(store)  # a study starts from a real experiment, not another study's
+    experiments = [e for e in store.list_experiments(limit=500) if e.id not in of_studies]
     if not experiments:
         st.info("A study starts from an experiment's config. Create an experiment first on the Experiments page.")
     else:
@@ -79,6 +83,9 @@ with define_tab:
                 st.error(md_message(exc))
             else:
                 st.session_state["st_open"] = created.id
+                st.session_state["st_pick"] = created.id  # the Watch tab follows the study just queued
+                if "study" in st.query_params:
+                    st.query_params["study"] = str(created.id)
                 st.success(f"Study {md_text(repr(created.name))} queued: {count} runs, at most {created.max_concurrent} at once. "
                            "Open “Watch and results”.")
 
@@ -91,8 +98,15 @@ with watch_tab:
     linked = st.query_params.get("study")
     opened = int(linked) if linked and linked.isdigit() and int(linked) in by_study else st.session_state.get("st_open")
     ids = list(by_study)
-    study_id = st.selectbox("study", ids, index=ids.index(opened) if opened in ids else 0, key="st_pick",
-                            format_func=lambda i: f"{by_study[i].name} ({by_study[i].status})")
+    if linked and opened in ids and st.session_state.get("st_linked") != opened:
+        st.session_state["st_linked"] = opened
+        st.session_state["st_pick"] = opened  # a link (?study=N) opens its study once
+    if st.session_state.get("st_pick") not in ids:
+        st.session_state["st_pick"] = opened if opened in ids else ids[0]
+    # named without its state: a browser keeps a picker's labels while its value stays, so a state in
+    # them went stale ("(active)" after the study finished); the live line below says the state
+    study_id = st.selectbox("study", ids, key="st_pick", format_func=lambda i: f"#{i} {by_study[i].name}")
+    drawn = watch_state(by_study[study_id], studies.trials(study_id))  # what the page below shows
 
     @st.fragment(run_every=context.refresh_every())
     def live_children() -> None:
@@ -102,6 +116,8 @@ with watch_tab:
             schedule_study(study_id, settings=context.settings(), store=store)  # watching also drives it
         study = studies.get_study(study_id)
         trials = studies.trials(study_id)
+        if watch_state(study, trials) != drawn:
+            st.rerun()  # a child or the study changed state: results, picker and buttons follow
         counts: dict[str, int] = {}
         for t in trials:
             counts[t.status] = counts.get(t.status, 0) + 1
@@ -113,12 +129,15 @@ with watch_tab:
                      hide_index=True, key="st_children")
 
     live_children()
+    study_now, trials_now = studies.get_study(study_id), studies.trials(study_id)
     b1, b2, _ = st.columns([1, 1, 4])
-    if b1.button("Stop all", key="st_stop"):
+    if b1.button("Stop all", key="st_stop", disabled=not can_stop(study_now, trials_now),
+                 help="Cancel the waiting children and stop the running ones (each keeps a checkpoint)."):
         from jobs.studies import stop_study
 
         st.toast(f"{stop_study(study_id, settings=context.settings())} runs asked to stop")
-    if b2.button("Resume all", key="st_resume"):
+    if b2.button("Resume all", key="st_resume", disabled=not can_resume(study_now, trials_now),
+                 help="Run again the children that ended stopped, cancelled or lost, each from its checkpoint."):
         from jobs.studies import resume_study
 
         st.toast(f"{resume_study(study_id, settings=context.settings())} children queued again")

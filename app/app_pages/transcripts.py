@@ -11,6 +11,7 @@ from app.components.study_seeds import study_point_seeds
 from app.components.transcript_view import render_episode, render_episodes
 from app.pairs import stores_pairs
 from app.queries import episodes_by_item, history_caption
+from app.reply_text import is_code_task
 
 store = context.store()
 st.title("Transcripts")
@@ -35,6 +36,7 @@ max_reward = r2.number_input("max reward", value=None, format="%g", key="tr_max"
 limit = f4.selectbox("episodes", [5, 10, 20, 50], index=1, key="tr_limit")
 t1, t2 = st.columns(2)
 show_prompts = t1.toggle("show every prompt", key="tr_prompts")
+code = is_code_task(store.get_run(run_id).config, context.task_catalog())  # replies shown as code
 as_pairs = stores_pairs(store.get_run(run_id).config) and t2.toggle(
     "show as preference pairs", value=True, key="tr_pairs",
     help="This run trains on preference pairs: each pair's winner and loser side by side, with the reward gap.")
@@ -61,7 +63,7 @@ def episodes_at(step: int, owners: dict[int, int]):
 
 
 def show(episodes) -> None:
-    render_episodes(episodes, key="tr", show_prompts=show_prompts, as_pairs=as_pairs, gap=gap,
+    render_episodes(episodes, key="tr", show_prompts=show_prompts, code=code, as_pairs=as_pairs, gap=gap,
                     max_pairs=max(1, limit // 2) if gap != (None, None) else None)
 
 
@@ -110,6 +112,6 @@ else:
                     f"({b.reward - a.reward:+.3f})")
         col_a, col_b = st.columns(2)
         with col_a:
-            render_episode(a, key=f"tra.{a.id}", show_prompts=show_prompts)
+            render_episode(a, key=f"tra.{a.id}", show_prompts=show_prompts, code=code)
         with col_b:
-            render_episode(b, key=f"trb.{b.id}", show_prompts=show_prompts)
+            render_episode(b, key=f"trb.{b.id}", show_prompts=show_prompts, code=code)

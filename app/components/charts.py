@@ -1,7 +1,9 @@
-"""Plotly figures for metric curves: smoothed line over the faint raw line, downsampled by the store."""
+"""Plotly figures for metric curves: smoothed line over the faint raw line, downsampled by the store; a
+constant curve is drawn flat on a y axis around its value."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -44,6 +46,21 @@ def _layout(figure: go.Figure, curves_x: str, title: str, subtitle: str, height:
         legend={"orientation": "h", "y": -0.2},
         uirevision=title,  # keep the user's zoom across live refreshes
     )
+
+
+FLAT_PAD = 0.05
+
+
+def flat_range(ys: Sequence[float]) -> list[float] | None:
+    """A y range for values that are all the same (an epoch counter, a converged metric): the value ±
+    5 % (± 0.05 around 0), so the line is drawn flat in the middle with labelled ticks; None when the
+    values vary (Plotly's own range) or there are none."""
+    finite = [y for y in ys if isinstance(y, int | float) and math.isfinite(y)]
+    if not finite or max(finite) != min(finite):
+        return None
+    value = finite[0]
+    pad = abs(value) * FLAT_PAD or FLAT_PAD
+    return [round(value - pad, 12), round(value + pad, 12)]
 
 
 def mark_attempts(figure: go.Figure, boundaries: Sequence[tuple[float, str]], x_name: str) -> None:
@@ -91,6 +108,8 @@ def line_figure(
     sampled = [f"{s.total_points:,}→{len(s):,}" for _, s in curves if s.downsampled]
     subtitle = f" · downsampled {', '.join(sampled)} (min/max kept)" if sampled else ""
     _layout(figure, x_name, title, subtitle, height)
+    if (flat := flat_range([y for _, series in curves for y in series.ys])) is not None:
+        figure.update_yaxes(range=flat)
     mark_attempts(figure, boundaries, x_name)
     return figure
 

@@ -5,7 +5,8 @@ Everything is generated from the schemas (``AgentSpec``, ``TrainerSpec``, the ta
 laid out as they say (the settings catalog's ``form="main"`` trainer settings first, the agent fields
 by their ``form`` place), edited as a plain draft dict, validated on every rerun (with the pre-flight checks: model sources,
 context lengths, task parameters; a custom task path must be in an allowed module), and each problem
-is printed next to the field it concerns before anything can be saved.
+is printed next to the field it concerns before anything can be saved. A changed task names the role
+names and lengths kept from the previous one and offers its own (``app.task_switch``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,26 @@ from app import draft as drafts
 from app.components.comparator_choice import CheckpointOption, render_comparator
 from app.components.model_form import place_errors, render_fields, show_errors
 from app.components.trainer_extras import render_actor_critic, render_system
-from app.escape import md_code
+from app.escape import md_code, md_text
 from app.fields import FieldForm, model_forms, named_forms, placed_forms
+from app.task_switch import carried_over, task_defaults, task_preset, with_task_defaults
 from app.unused_settings import shown_for
 from engine.settings.catalog import FORM_MAIN
 from engine.spec import AgentSpec, RunConfig, TrainerSpec
 
 BUILTIN_MODELS = ("builtin:tiny-llama", "builtin:tiny-qwen2", "builtin:smollm2-135m")
+BLANK_NAME = "the experiment name is empty (or only spaces); type a name"
+MAX_NAME = 200  # what the store keeps
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` (already trimmed) cannot name an experiment, or None: said at the field instead of
+    failing in the store on Save."""
+    if not name:
+        return BLANK_NAME
+    if len(name) > MAX_NAME:
+        return f"the experiment name is {len(name)} characters long; keep it within {MAX_NAME}"
+    return None
 
 
 @dataclass
@@ -38,6 +52,7 @@ class EditorResult:
     errors: dict[str, list[str]]
     add_agent: bool = False
     remove_agent: int | None = None
+    reload: dict[str, Any] | None = None  # a draft to load instead (the new task's defaults taken)
 
 
 def _agent_row(index: int, agent: dict[str, Any], earlier: list[str], key: str, slots: dict,
@@ -115,9 +130,12 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
     top = st.empty()
 
     c1, c2, c3 = st.columns([2, 3, 2])
-    out["name"] = c1.text_input("experiment name", value=str(draft.get("name") or ""), key=f"{key}.name")
+    typed_name = c1.text_input("experiment name", value=str(draft.get("name") or ""), key=f"{key}.name")
+    out["name"] = typed_name.strip()  # stored trimmed, as the store keeps names
     with c1:
         slots["name"] = st.empty()
+    if problem := name_problem(out["name"]):
+        input_errors["name"] = [problem]
     out["description"] = c2.text_input("description", value=str(draft.get("description") or ""),
                                        key=f"{key}.description")
     tags_text = c3.text_input("tags (comma-separated)", value=", ".join(draft.get("tags") or []),
@@ -175,6 +193,7 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
         input_errors.update(errs)
     out["task"] = {**task, "name": chosen or "", "params": params}
     slots["task.params"] = st.empty()
+    switched = st.empty()  # filled once the trainer is read: what the previous task left behind
 
     # ---- trainer
     st.subheader("Trainer")
@@ -204,11 +223,25 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
     else:
         out["system"] = system
 
+    reload = None
+    if info is not None and chosen != current:
+        defaults = task_defaults(info, task_preset(chosen, context.presets()))
+        left = carried_over(out, defaults)
+        if left:
+            with switched.container():
+                shown = "; ".join(f"{md_code(path)} {md_text(now)} → {md_text(new)}" for path, now, new in left)
+                st.info(f"Kept from the previous task ({md_text(current or 'none')}), with {md_text(chosen)}'s "
+                        f"default after the arrow: {shown}.", icon=":material/swap_horiz:")
+                if st.button(f"Use {chosen}'s defaults (roles, lengths)", key=f"{key}.task_defaults"):
+                    reload = with_task_defaults(out, defaults)
+
     config, errors = drafts.validate(out, info, preflight=context.preflight_problems)
     if any(path.endswith(".name") and path.startswith("agents.") for path in input_errors):
         # said beside each repeated role name instead of once at the top
         errors = {p: [m for m in ms if not m.startswith("agent names must be unique")] for p, ms in errors.items()}
         errors = {p: ms for p, ms in errors.items() if ms}
+    if "name" in input_errors:
+        errors.pop("name", None)  # the schema's "at least 1 character" says less than the field's message
     for path, messages in input_errors.items():
         errors[path] = messages + [m for m in errors.get(path, []) if m not in messages]
     if input_errors:
@@ -218,4 +251,4 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
         with top.container():
             show_errors([f"{len(errors)} field(s) need attention before this experiment can be saved; "
                          "see the messages next to the fields.", *leftovers])
-    return EditorResult(out, config, errors, add_agent=add_agent, remove_agent=remove_index)
+    return EditorResult(out, config, errors, add_agent=add_agent, remove_agent=remove_index, reload=reload)

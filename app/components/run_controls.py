@@ -8,7 +8,7 @@ import streamlit as st
 from app import context, control
 from app.escape import md_code, md_message
 from app.queries import experiment_names, heartbeat_age, run_label
-from app.runinfo import actions_for, format_duration, status_markdown
+from app.runinfo import actions_for, format_duration, header_step, status_markdown
 from db.errors import NotFoundError, RunActiveError
 from db.records import Run
 from db.store import Store
@@ -22,23 +22,43 @@ def status_line(store: Store, run_id: int) -> Run | None:
         st.warning(f"Run #{run_id} no longer exists.")
         return None
     rate = store.run_rate(run_id)
+    resumed = resume_point(store, run) if run.resumed_from is not None and run.step == 0 else None
+    step = header_step(run, resumed[0] if resumed else None)
     c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 1, 1])
     c1.metric("status", status_markdown(run.status))
-    c2.metric("step", f"{run.step}/{run.total_steps}" if run.total_steps else str(run.step))
+    c2.metric("step", f"{step}/{run.total_steps}" if run.total_steps else str(step))
     c3.metric("steps/s", f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—")
     c4.metric("ETA", format_duration(rate.eta_s) if run.status in ("starting", "running") else "—")
     c5.metric("heartbeat", heartbeat_age(run.heartbeat_at))
-    if run.progress is not None:
-        st.progress(run.progress)
+    if run.total_steps:
+        st.progress(min(1.0, step / run.total_steps))
     st.caption(f"device {md_code(run.device or run.queue)} · worker {md_code(run.worker) if run.worker else '—'} · "
                f"attempt {run.attempt}"
-               + (f" · resumed from #{run.resumed_from}" if run.resumed_from else ""))
+               + (f" · resumed from #{run.resumed_from}" if run.resumed_from else "")
+               + (f" · continues from step {resumed[0]} (the checkpoint of #{resumed[1]})" if resumed else ""))
     if run.status == "stopping":
         st.info("Stopping: the worker saves a checkpoint and ends the run; the final state appears here.")
     if run.error:
         with st.expander("error", expanded=run.status == "failed"):
             st.code(run.error, language="text")
     return run
+
+
+def resume_point(store: Store, run: Run) -> tuple[int, int] | None:
+    """``(step, run id)`` of the checkpoint a resumed attempt continues from: the newest checkpoint
+    along its ``resumed_from`` chain (an attempt that saved none passes on the one it started from)."""
+    seen: set[int] = set()
+    source = run.resumed_from
+    while source is not None and source not in seen:
+        seen.add(source)
+        checkpoint = store.latest_checkpoint(source)
+        if checkpoint is not None:
+            return checkpoint.step, source
+        try:
+            source = store.get_run(source).resumed_from
+        except NotFoundError:
+            return None
+    return None
 
 
 def action_buttons(store: Store, run: Run, key: str) -> None:

@@ -1,6 +1,7 @@
 """Dialogue rendering of stored episodes: turn by turn, one chat bubble per agent with its role name,
 the prompt it saw (collapsible, "view as agent"), its reply, and reward/return/advantage beside it;
-preference pairs (winner and loser side by side with the reward gap)."""
+preference pairs (winner and loser side by side with the reward gap). Replies are shown by
+``app.reply_text``: whole characters, code highlighted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import streamlit as st
 
 from app.escape import md_text
 from app.pairs import pair_title, pairs_by_gap, preference_pairs
+from app.reply_text import reply_parts, whole_characters
 from db.records import EpisodeView
 from transcripts import TurnRecord
 
@@ -28,8 +30,24 @@ def episode_title(episode: EpisodeView) -> str:
             f"team reward {episode.reward:.3f} · return {episode.ret:.3f}")
 
 
-def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False) -> None:
-    """One episode as a dialogue."""
+def render_reply(completion: str, *, code: bool = False) -> None:
+    """A reply as the agent wrote it: whole characters (a character the token limit cut is left out, and
+    said so), prose as plain text, code (fenced, or all of a coding task's reply) highlighted."""
+    text, cut = whole_characters(completion or "")
+    parts = reply_parts(text, code=code)
+    if not parts:
+        st.text("(empty reply)")
+    for part in parts:
+        if part.language is None:
+            st.text(part.text)
+        else:
+            st.code(part.text, language=part.language, wrap_lines=True)
+    if cut:
+        st.caption("The last character was cut by the token limit (max_new_tokens) and is left out.")
+
+
+def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False, code: bool = False) -> None:
+    """One episode as a dialogue (``code``: a coding task, its replies shown as code)."""
     with st.container(border=True):
         st.markdown(f"**{episode_title(episode)}**")
         for turn_index, turns in groupby(episode.turns, key=lambda t: t.turn):
@@ -40,10 +58,10 @@ def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False
                     st.markdown(f"**{name}** · {turn_caption(turn)}")
                     with st.expander(f"view as {name}: the prompt it saw", expanded=show_prompts):
                         st.code(turn.prompt, language="text", wrap_lines=True)
-                    st.text(turn.completion if turn.completion else "(empty reply)")
+                    render_reply(turn.completion, code=code)
 
 
-def render_episodes(episodes: list[EpisodeView], *, key: str, show_prompts: bool = False,
+def render_episodes(episodes: list[EpisodeView], *, key: str, show_prompts: bool = False, code: bool = False,
                     as_pairs: bool = False, gap: tuple[float | None, float | None] = (None, None),
                     max_pairs: int | None = None) -> None:
     """Episodes one after the other, or (``as_pairs``) preference pairs: winner and loser side by
@@ -51,18 +69,18 @@ def render_episodes(episodes: list[EpisodeView], *, key: str, show_prompts: bool
     ``gap`` (min, max; None = unbounded), at most ``max_pairs`` of them."""
     if not as_pairs:
         for episode in episodes:
-            render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts)
+            render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts, code=code)
         return
     pairs = pairs_by_gap(preference_pairs(episodes), *gap)[:max_pairs]
     if not pairs and episodes:
         st.info("No pair at this step has a reward gap in the chosen range.")
     for index, (winner, loser) in enumerate(pairs, start=1):
         if loser is None:
-            render_episode(winner, key=f"{key}.{winner.id}", show_prompts=show_prompts)
+            render_episode(winner, key=f"{key}.{winner.id}", show_prompts=show_prompts, code=code)
             continue
         st.markdown(f"#### {pair_title(index, winner, loser)}")
         left, right = st.columns(2)
         for column, side, episode in ((left, "winner", winner), (right, "loser", loser)):
             with column:
                 st.caption(side)
-                render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts)
+                render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts, code=code)

@@ -2,7 +2,8 @@
 experiment through the form, reload it from the URL, launch it, watch the team-reward curve appear on
 its own, keep the run across a refresh, a page switch and Back, get "not found" for an unknown run,
 download two files in quick succession, read both agents' turns in a transcript, stop the run, resume
-it and see one joined curve, open a run from the runs table with a click on its row; every request
+it (its header continuing from the checkpoint's step) and see one joined curve, find Compare taking its
+two attempts for one run (never two seeds), open a run from the runs table with a click on its row; every request
 the page makes goes to the dashboard's own server.
 Screenshots go to the folder printed at the start."""
 
@@ -206,6 +207,10 @@ def test_the_researchers_loop_in_a_browser(cooplab_up: str, browser_page, artifa
     expect(page).not_to_have_url(re.compile(rf"\?run={run_id}$"))  # the page follows the new attempt
     resumed = int(re.search(r"run=(\d+)", page.url).group(1))
     assert resumed != run_id
+    # while the new attempt starts, its header continues from the checkpoint's step, never "0/3000"
+    expect(page.get_by_text(f"attempt 2 · resumed from #{run_id}")).to_be_visible()
+    resumed_at = int(page.locator('[data-testid="stMetricValue"]').nth(1).inner_text().split("/")[0])
+    assert 0 < resumed_at <= stopped_at + 1, resumed_at
 
     def joined() -> bool:
         for chart in _charts(page):
@@ -219,6 +224,12 @@ def test_the_researchers_loop_in_a_browser(cooplab_up: str, browser_page, artifa
     shot("8-resumed-joined")
     _click_when_steady(page.get_by_test_id("stButton").get_by_role("button", name="Stop"), timeout=60)
     expect(page.locator('[data-testid="stMetricValue"]').first).to_contain_text("stopp", timeout=15_000)
+
+    # 9b. Compare: the two attempts are one run, not two seeds of it (nothing else to compare yet)
+    page.goto(f"{url}/compare")
+    expect(page.get_by_text("the attempts of one resumed run count as one")).to_be_visible()
+    expect(page.get_by_text("2 seeds")).to_have_count(0)
+    shot("8b-compare-one-history")
 
     # 10. the runs table: both attempts listed; a click on a cell of a row opens that run
     page.goto(f"{url}/runs")

@@ -52,12 +52,14 @@ def test_define_watch_and_promote_a_study(cooplab_up: str, browser_page, artifac
     page.get_by_role("button", name="Queue the study").click()
     expect(page.get_by_text("Study 'quickstart sweep' queued: 2 runs")).to_be_visible()
 
-    # watch until every child ended; the results table and the charts follow
+    # watch until every child ended; the results table and the charts follow live, without a reload
     page.get_by_role("tab", name="Watch and results").click()
     expect(page.get_by_text(re.compile(r"quickstart sweep · finished · 2 succeeded"))).to_be_visible(timeout=300_000)
-    page.reload()  # the results section is drawn once the children have metrics
-    page.get_by_role("tab", name="Watch and results").click()
     expect(page.get_by_text(re.compile(r"Best point by mean final train/reward_mean: point \d"))).to_be_visible()
+    expect(page.get_by_text("No child has succeeded yet")).to_have_count(0)
+    expect(page.get_by_text(re.compile(r"\(active\)"))).to_have_count(0)  # no stale state left anywhere
+    expect(page.get_by_role("button", name="Stop all")).to_be_disabled()
+    expect(page.get_by_role("button", name="Resume all")).to_be_disabled()
     expect(page.locator(".js-plotly-plot").first).to_be_visible()
     shot("2-results")
 
