@@ -65,7 +65,7 @@ def checkpoint(row: CheckpointRow) -> Checkpoint:
 def worker(row: WorkerRow) -> Worker:
     return Worker(name=row.name, host=row.host, devices=tuple(row.devices or ()), queues=tuple(row.queues or ()),
                   pid=row.pid, online=bool(row.online), last_seen=row.last_seen,
-                  current_run_id=row.current_run_id)
+                  current_run_id=row.current_run_id, clock_skew_s=row.clock_skew_s)
 
 
 def json_config(config: Any) -> dict[str, Any]:

@@ -5,6 +5,16 @@ timeout, and write transactions that start with ``BEGIN IMMEDIATE`` so a writer 
 lock up front instead of failing halfway through (a deferred transaction that reads first and then
 writes cannot wait for the lock; SQLite answers "database is locked" at once). Readers use plain
 deferred transactions and never block the writer. Other URLs (PostgreSQL) get a pre-pinged pool.
+
+Write transactions are short and bounded. On PostgreSQL each one sets, for itself only
+(``set_config(..., true)``): ``lock_timeout`` (:data:`WRITE_LOCK_TIMEOUT_S`: a write that waits longer
+for a row lock fails with a transient error its caller retries, instead of hanging its thread),
+``statement_timeout`` (:data:`WRITE_STATEMENT_TIMEOUT_S`) and ``idle_in_transaction_session_timeout``
+(:data:`WRITE_IDLE_TIMEOUT_S`: a process hung or stopped inside a write transaction has its session
+ended by the server, which releases its locks; no CoopLab write transaction waits on its client that
+long). Readers are left unbounded (an export streams for as long as it takes) and are never blocked by
+a writer's lock (MVCC). On SQLite a writer waits for the write lock at most
+:data:`SQLITE_BUSY_TIMEOUT_MS`.
 """
 
 from __future__ import annotations
@@ -24,7 +34,17 @@ from sqlalchemy.pool import StaticPool
 from db.urls import redact_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_LOCK_TIMEOUT_S = 5
+"""PostgreSQL: the longest a write waits for a lock another transaction holds."""
+WRITE_STATEMENT_TIMEOUT_S = 300
+"""PostgreSQL: the longest one statement of a write transaction may run (deleting a run of millions of
+metric rows included)."""
+WRITE_IDLE_TIMEOUT_S = 10
+"""PostgreSQL: a write transaction idle this long (its process hung or stopped) is ended by the server.
+Keep it below the heartbeat timeout, so a run whose job hung holding its row is reaped in time."""
 _WRITE_OPTION = "cooplab_write"
+_LOCK_WAIT_OPTION = "cooplab_lock_wait_ms"
+_UNBOUNDED_OPTION = "cooplab_unbounded"
 
 
 def resolve_url(url: str) -> URL:
@@ -52,7 +72,10 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_ms: int = SQLITE_B
     """
     parsed = resolve_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed, echo=echo, pool_pre_ping=True, future=True)
+        engine = create_engine(parsed, echo=echo, pool_pre_ping=True, future=True)
+        if engine.dialect.name == "postgresql":
+            _bound_postgresql_writes(engine)
+        return engine
 
     database = parsed.database or ""
     in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
@@ -83,19 +106,46 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool, busy_timeout_ms: int) 
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        options = conn.get_execution_options()
+        write = options.get(_WRITE_OPTION, False)
+        if write:  # this transaction's wait for the write lock: its own bound, else the engine's
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={int(options.get(_LOCK_WAIT_OPTION, busy_timeout_ms))}")
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def writer(engine: Engine) -> Engine:
-    """A view of ``engine`` whose transactions take SQLite's write lock at BEGIN (same pool)."""
-    return engine.execution_options(**{_WRITE_OPTION: True})
+_BOUND_WRITE = (f"SELECT set_config('lock_timeout', '{WRITE_LOCK_TIMEOUT_S}s', true), "
+                f"set_config('statement_timeout', '{WRITE_STATEMENT_TIMEOUT_S}s', true), "
+                f"set_config('idle_in_transaction_session_timeout', '{WRITE_IDLE_TIMEOUT_S}s', true)")
+
+
+def _bound_postgresql_writes(engine: Engine) -> None:
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        options = conn.get_execution_options()
+        if options.get(_WRITE_OPTION, False) and not options.get(_UNBOUNDED_OPTION, False):
+            conn.exec_driver_sql(_BOUND_WRITE)  # local to this transaction (see the module docstring)
+            if _LOCK_WAIT_OPTION in options:
+                conn.exec_driver_sql(f"SELECT set_config('lock_timeout', '{int(options[_LOCK_WAIT_OPTION])}ms', true)")
+
+
+def writer(engine: Engine, *, lock_wait_s: float | None = None, bounded: bool = True) -> Engine:
+    """A view of ``engine`` whose transactions take SQLite's write lock at BEGIN (same pool). With
+    ``lock_wait_s`` a transaction waits at most that long for a lock (SQLite's write lock, a
+    PostgreSQL row lock), then fails with "database is locked" / ``LockNotAvailable``.
+    ``bounded=False`` drops PostgreSQL's write timeouts (a migration may run for minutes)."""
+    options: dict[str, Any] = {_WRITE_OPTION: True, _UNBOUNDED_OPTION: not bounded}
+    if lock_wait_s is not None:
+        if lock_wait_s <= 0:
+            raise ValueError(f"lock_wait_s must be > 0 seconds, got {lock_wait_s}")
+        options[_LOCK_WAIT_OPTION] = max(1, int(lock_wait_s * 1000))
+    return engine.execution_options(**options)
 
 
 @contextmanager
-def write_session(engine: Engine) -> Iterator[Session]:
-    """One write transaction: commits when the block ends, rolls back if it raises."""
-    with Session(writer(engine), expire_on_commit=False) as session, session.begin():
+def write_session(engine: Engine, *, lock_wait_s: float | None = None) -> Iterator[Session]:
+    """One write transaction: commits when the block ends, rolls back if it raises. ``lock_wait_s``
+    bounds its wait for a lock (see :func:`writer`)."""
+    with Session(writer(engine, lock_wait_s=lock_wait_s), expire_on_commit=False) as session, session.begin():
         yield session
 
 

@@ -42,7 +42,7 @@ def upgrade(url: str, revision: str = "head") -> None:
 def upgrade_engine(engine: Engine, revision: str = "head") -> None:
     """Like :func:`upgrade` for an existing engine (e.g. an in-memory SQLite database)."""
     config = alembic_config()
-    with writer(engine).begin() as conn:
+    with writer(engine, bounded=False).begin() as conn:  # a migration may run long (0002 fills rollups)
         _serialise(conn)
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
@@ -61,7 +61,7 @@ def downgrade(url: str, revision: str) -> None:
     engine = make_engine(url)
     try:
         config = alembic_config()
-        with writer(engine).begin() as conn:
+        with writer(engine, bounded=False).begin() as conn:
             _serialise(conn)
             config.attributes["connection"] = conn
             command.downgrade(config, revision)
@@ -77,6 +77,13 @@ def current_revision(url: str) -> str | None:
             return MigrationContext.configure(conn).get_current_revision()
     finally:
         engine.dispose()
+
+
+def revisions_between(before: str | None, after: str) -> list[str]:
+    """The revisions an upgrade from ``before`` (None: an empty database) to ``after`` ran, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    ran = [r.revision for r in script.iterate_revisions(after, before or "base")]
+    return [r for r in reversed(ran) if r != before]
 
 
 def head_revision() -> str:

@@ -194,6 +194,8 @@ class WorkerRow(Base):
     online: Mapped[bool] = mapped_column(Boolean, default=True)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     current_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    clock_skew_s: Mapped[float | None] = mapped_column(Float)
+    """Seconds the worker's clock was ahead of the database server's at its last registration."""
 
 
 class MetaRow(Base):

@@ -14,10 +14,10 @@ from sqlalchemy import Engine, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from db import rollups
+from db.clock import db_now
 from db.downsample import bucket_count, in_range, kept_points, step_range_extremes, x_column
 from db.errors import NotFoundError, RunSettledError
-from db.models import MetricRow, RunRow, utcnow
-from db.ops_runs import ts
+from db.models import MetricRow, RunRow
 from db.ops_transcripts import insert_episodes
 from db.records import MetricPoint, Series
 from db.states import LIVE_STATUSES
@@ -78,7 +78,7 @@ def log_step(session: Session, run_id: int, *, step: int, env_step: int, metrics
              episodes: Sequence[Any], wall_time: float | None, live_only: bool = False,
              again: bool = False) -> bool:
     rows = metric_rows(run_id, step, env_step, metrics, time.time() if wall_time is None else wall_time)
-    now = ts(utcnow())
+    now = db_now()  # liveness times are the database server's (db.clock)
     # One statement moves progress and heartbeat, refuses a run that is no longer live (its job's
     # step must not land on a settled run), and hands back the stop flag. A retried write (``again``)
     # also skips a step the database already holds (the commit went through, its answer was lost).

@@ -15,6 +15,7 @@ from sqlalchemy import Text, and_, cast, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from db import convert
+from db.clock import db_now, server_now
 from db.errors import NotFoundError, RunActiveError, RunSettledError
 from db.models import CheckpointRow, RunRow, UTCDateTime, WorkerRow, utcnow
 from db.ops_experiments import load as load_experiment
@@ -52,6 +53,12 @@ def ts(moment: datetime) -> Any:
     return literal(moment, UTCDateTime())
 
 
+def stamp(now: datetime | None) -> Any:
+    """The time to write: ``now`` when a caller gives one, else the database server's clock
+    (:mod:`db.clock`), never this process's."""
+    return ts(now) if now is not None else db_now()
+
+
 def create_run(session: Session, *, experiment_id: int, config: Mapping[str, Any], queue: str,
                total_steps: int | None, resumed_from: int | None, device: str | None, tags: Iterable[str],
                notes: str) -> Run:
@@ -69,7 +76,7 @@ def create_run(session: Session, *, experiment_id: int, config: Mapping[str, Any
         attempt = previous.attempt + 1
     row = RunRow(experiment_id=experiment_id, attempt=attempt, status=QUEUED, config=convert.json_config(config),
                  queue=queue.strip(), device=device, total_steps=total_steps, resumed_from=resumed_from,
-                 stop_requested=False, tags=convert.clean_tags(tags), notes=notes or "", created_at=utcnow(),
+                 stop_requested=False, tags=convert.clean_tags(tags), notes=notes or "", created_at=server_now(session),
                  step=0, env_step=0)
     session.add(row)
     session.flush()
@@ -107,21 +114,21 @@ def transition(session: Session, run_id: int, to: str, *, error: str | None, exp
     if expected_from is not None:
         check_status(expected_from)
         sources = sources & {expected_from}
-    now = now or utcnow()
+    at = stamp(now)
     values: dict[str, Any] = {"status": to}
     if error is not None:
         values["error"] = error[-MAX_ERROR_CHARS:]
     if worker is not None:
         values["worker"] = worker
     if to in (STARTING, RUNNING):
-        values["heartbeat_at"] = now
+        values["heartbeat_at"] = at
     if to == RUNNING:
-        values["started_at"] = func.coalesce(RunRow.started_at, ts(now))
+        values["started_at"] = func.coalesce(RunRow.started_at, at)
     if to == STOPPING:
         values["stop_requested"] = True
-        values["stop_requested_at"] = func.coalesce(RunRow.stop_requested_at, ts(now))
+        values["stop_requested_at"] = func.coalesce(RunRow.stop_requested_at, at)
     if to in TERMINAL_STATUSES:
-        values["finished_at"] = now
+        values["finished_at"] = at
     result = session.execute(
         update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(sources)).values(**values)
         .execution_options(synchronize_session=False)
@@ -133,7 +140,7 @@ def transition(session: Session, run_id: int, to: str, *, error: str | None, exp
 
 
 def request_stop(session: Session, run_id: int) -> Run:
-    now = utcnow()
+    now = db_now()  # the grace period counts on the server's clock, whoever enforces it
     row = load(session, run_id)
     if row.status == QUEUED:
         changed = session.execute(
@@ -164,8 +171,8 @@ def stop_requested(session: Session, run_id: int) -> bool:
 
 def heartbeat(session: Session, run_id: int, *, worker: str | None, now: datetime | None = None,
               live_only: bool = False) -> bool:
-    now = now or utcnow()
-    values: dict[str, Any] = {"heartbeat_at": now}
+    at = stamp(now)
+    values: dict[str, Any] = {"heartbeat_at": at}
     if worker is not None:
         values["worker"] = worker
     # Only a live run takes its job's heartbeat (in the same statement): a settled run's
@@ -180,7 +187,7 @@ def heartbeat(session: Session, run_id: int, *, worker: str | None, now: datetim
             raise NotFoundError(f"no run with id {run_id}")
         raise RunSettledError(run_id, status)
     if worker is not None:
-        session.execute(update(WorkerRow).where(WorkerRow.name == worker).values(last_seen=now, online=True)
+        session.execute(update(WorkerRow).where(WorkerRow.name == worker).values(last_seen=at, online=True)
                         .execution_options(synchronize_session=False))
     return bool(stop)
 
@@ -248,15 +255,20 @@ def run_rate(session: Session, run_id: int) -> RunRate:
                    first_step_at=row.first_step_at, last_step_at=row.last_step_at, steps_per_s=rate, eta_s=eta)
 
 
-def reap_lost(session: Session, *, timeout_s: float, now: datetime | None) -> list[int]:
+def reap_lost(session: Session, *, timeout_s: float, now: datetime | None, spare: Iterable[int] = ()) -> list[int]:
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
-    now = now or utcnow()
+    now = now or server_now(session)  # heartbeats were stamped with the server's clock too
     cutoff = now - timedelta(seconds=timeout_s)
     # A run that never sent a heartbeat counts from when it was created.
     stale = func.coalesce(RunRow.heartbeat_at, RunRow.created_at) < ts(cutoff)
+    # Rows another transaction holds locked are passed by, not waited for (PostgreSQL; SQLite has one
+    # writer at a time): a job hung inside a write transaction must not hang its reaper. The server ends
+    # that transaction (db.engine.WRITE_IDLE_TIMEOUT_S), and a later pass reaps the run.
     candidates = session.execute(
-        select(RunRow.id, RunRow.status, RunRow.stop_requested).where(RunRow.status.in_(LIVE_STATUSES), stale)
+        select(RunRow.id, RunRow.status, RunRow.stop_requested).where(RunRow.status.in_(LIVE_STATUSES), stale,
+                                                                      RunRow.id.not_in([int(i) for i in spare]))
+        .with_for_update(skip_locked=True)
     ).all()
     changed: list[int] = []
     for run_id, status, asked in candidates:

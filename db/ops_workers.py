@@ -1,4 +1,7 @@
-"""Worker rows: each worker process registers itself, reports its current run, and goes offline."""
+"""Worker rows: each worker process registers itself, reports its current run, and goes offline.
+
+Sightings (``last_seen``) are stamped and judged with the database server's clock (:mod:`db.clock`);
+each registration also records how far the worker's own clock is from it (``clock_skew_s``)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from db import convert
+from db.clock import db_now, measure_skew, server_now
 from db.errors import NotFoundError
-from db.models import WorkerRow, utcnow
+from db.models import WorkerRow
 from db.ops_runs import ts
 from db.records import Worker
 
@@ -34,7 +38,8 @@ def upsert_worker(session: Session, *, name: str, host: str, devices: Iterable[s
     row.queues = _strings(queues, "queues")
     row.pid = pid
     row.online = True
-    row.last_seen = utcnow()
+    row.clock_skew_s = measure_skew(session)
+    row.last_seen = server_now(session)
     row.current_run_id = current_run_id
     session.flush()
     return convert.worker(row)
@@ -42,7 +47,7 @@ def upsert_worker(session: Session, *, name: str, host: str, devices: Iterable[s
 
 def set_worker_run(session: Session, name: str, run_id: int | None) -> None:
     result = session.execute(update(WorkerRow).where(WorkerRow.name == name)
-                             .values(current_run_id=run_id, last_seen=ts(utcnow()), online=True)
+                             .values(current_run_id=run_id, last_seen=db_now(), online=True)
                              .execution_options(synchronize_session=False))
     if result.rowcount != 1:
         raise NotFoundError(f"no worker named {name!r}; register it with upsert_worker first")
@@ -66,7 +71,7 @@ def mark_worker_offline(session: Session, name: str) -> None:
 def mark_stale_workers_offline(session: Session, *, timeout_s: float, now: datetime | None) -> list[str]:
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
-    cutoff = (now or utcnow()) - timedelta(seconds=timeout_s)
+    cutoff = (now or server_now(session)) - timedelta(seconds=timeout_s)
     stale = list(session.scalars(select(WorkerRow.name).where(WorkerRow.online.is_(True),
                                                                 WorkerRow.last_seen < ts(cutoff))))
     if stale:

@@ -146,6 +146,8 @@ class Worker:
     online: bool
     last_seen: datetime
     current_run_id: int | None
+    clock_skew_s: float | None = None
+    """Seconds the worker's clock is ahead of the database server's (negative: behind); None if unknown."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from db import ops_experiments, ops_lineage, ops_meta, ops_metrics, ops_runs, ops_transcripts, ops_workers
+from db.clock import server_now
 from db.engine import make_engine, read_session, write_session
 from db.errors import DuplicateNameError, NotFoundError, RunActiveError
 from db.records import (
@@ -217,12 +218,22 @@ class Store:
         with read_session(self.engine) as s:
             return ops_runs.run_rate(s, run_id)
 
-    def reap_lost(self, timeout_s: float, now: datetime | None = None) -> list[int]:
+    def server_now(self) -> datetime:
+        """The database server's current time (timezone-aware UTC): the clock every liveness time is
+        stamped with (:mod:`db.clock`), so compare them with this, never with this process's clock."""
+        with read_session(self.engine) as s:
+            return server_now(s)
+
+    def reap_lost(self, timeout_s: float, now: datetime | None = None, *, lock_wait_s: float | None = None,
+                  spare: Iterable[int] = ()) -> list[int]:
         """Settle runs whose worker stopped sending heartbeats for ``timeout_s`` seconds: a
         ``stopping`` run that was asked to stop becomes ``stopped``, any other starting/running/
-        stopping run ``lost``. Returns the ids it changed. ``now`` defaults to the current UTC time."""
-        with write_session(self.engine) as s:
-            return ops_runs.reap_lost(s, timeout_s=timeout_s, now=now)
+        stopping run ``lost``. Returns the ids it changed. ``now`` defaults to the database server's time.
+        ``lock_wait_s`` bounds the wait for the write lock (a reader's look must not hang behind a hung
+        writer; it raises the database's "locked" error instead, and the next look tries again).
+        Runs in ``spare`` are left alone (their job is known to be alive by other means)."""
+        with write_session(self.engine, lock_wait_s=lock_wait_s) as s:
+            return ops_runs.reap_lost(s, timeout_s=timeout_s, now=now, spare=spare)
 
     def lineage(self, run_id: int) -> Lineage:
         """The run's whole history, oldest attempt first: the runs it was resumed from, itself, and the
@@ -397,9 +408,11 @@ class Store:
         with write_session(self.engine) as s:
             ops_workers.mark_worker_offline(s, name)
 
-    def mark_stale_workers_offline(self, timeout_s: float, now: datetime | None = None) -> list[str]:
-        """Mark online workers not seen for ``timeout_s`` seconds offline; returns their names."""
-        with write_session(self.engine) as s:
+    def mark_stale_workers_offline(self, timeout_s: float, now: datetime | None = None, *,
+                                   lock_wait_s: float | None = None) -> list[str]:
+        """Mark online workers not seen for ``timeout_s`` seconds offline; returns their names.
+        ``lock_wait_s`` bounds the wait for the write lock (see :meth:`reap_lost`)."""
+        with write_session(self.engine, lock_wait_s=lock_wait_s) as s:
             return ops_workers.mark_stale_workers_offline(s, timeout_s=timeout_s, now=now)
 
     # ----------------------------------------------------------------------------- database

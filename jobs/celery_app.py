@@ -55,8 +55,8 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     if is_redis_url(url):
         # A run can train for hours; the message stays unacked until it ends (late acks). Redelivery
         # after the visibility timeout is harmless (the executor only starts queued runs), but a long
-        # timeout avoids pointless duplicate deliveries.
-        return {"broker_transport_options": {"visibility_timeout": 24 * 3600}}
+        # timeout avoids pointless duplicate deliveries (COOPLAB_VISIBILITY_TIMEOUT_S, docs/jobs.md).
+        return {"broker_transport_options": {"visibility_timeout": settings.visibility_timeout_s}}
     if not url.startswith("filesystem://"):
         return {}
     settings.ensure_dirs()

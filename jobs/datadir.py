@@ -53,8 +53,10 @@ def claim_data_dir(settings: Settings, store: Store) -> str:
                                    "claimed_at": datetime.now(UTC).isoformat(timespec="seconds")})
     if owner.get("database_id") != database_id:
         raise DataDirOwnedError(
-            f"data directory {settings.data_dir} belongs to another database ({owner.get('database', '?')}), "
-            f"not {redact_url(store.url)}: two databases sharing one data directory overwrite and prune each "
+            f"data directory {settings.data_dir} belongs to another database (database id "
+            f"{owner.get('database_id', '?')} at {owner.get('database', '?')}), not this one (database id "
+            f"{database_id} at {redact_url(store.url)}; the same place with another id means the database there "
+            f"was deleted or replaced): two databases sharing one data directory overwrite and prune each "
             f"other's run folders. Point COOPLAB_HOME at a data directory of this database's own, or "
             f"COOPLAB_DATABASE_URL back at its database")
     return database_id

@@ -32,6 +32,7 @@ from db.errors import RunSettledError
 from db.states import InvalidTransition
 from db.store import Store
 from engine.sinks.base import BaseSink
+from jobs.db_identity import DatabaseFile, DatabaseFileGone
 from jobs.faults import first_line, transient_database_error
 from transcripts import Episode
 
@@ -89,11 +90,17 @@ class DbSink(BaseSink):
 
     def __init__(self, store: Store, run_id: int, *, worker: str | None = None,
                  heartbeat_interval_s: float = 5.0, on_settled: Callable[[str], None] | None = None,
-                 outage_s: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
+                 outage_s: float = 60.0, sleep: Callable[[float], None] = time.sleep,
+                 database_file: DatabaseFile | None = None) -> None:
         """``on_settled(status)`` is called when the run has been settled elsewhere while this process
         still trains (the stop enforcer marked it ``stopped`` after the grace period, or the reaper
         ``lost``): from the heartbeat thread, or from the step whose write was refused; the job process
-        uses it to exit at once. ``outage_s``: how long a write retries a database that does not answer."""
+        uses it to exit at once. ``outage_s``: how long a write retries a database that does not answer.
+        ``database_file``: the SQLite file the job opened; every write and heartbeat first checks that its
+        path still leads to it (:mod:`jobs.db_identity`), and a write raises
+        :class:`~jobs.db_identity.DatabaseFileGone` once it does not."""
+        self.database_file = database_file
+        self._database_gone: str | None = None
         self.store = store
         self.outage_s = float(outage_s)
         self._sleep = sleep
@@ -119,7 +126,21 @@ class DbSink(BaseSink):
                                         daemon=True)
         self._thread.start()
 
+    def _check_database_file(self) -> None:
+        """Raise :class:`DatabaseFileGone` once the job's SQLite file is no longer at its path."""
+        if self._database_gone is None and self.database_file is not None:
+            self._database_gone = self.database_file.problem()
+            if self._database_gone is not None:
+                self._stop_flag = True
+                log.error("run %s: %s", self.run_id, self._database_gone)
+        if self._database_gone is not None:
+            raise DatabaseFileGone(self._database_gone)
+
     def _beat(self) -> None:
+        try:
+            self._check_database_file()
+        except DatabaseFileGone:
+            return  # nothing written to a deleted file; the next step's write fails the run
         try:
             self._stop_flag = self.store.heartbeat(self.run_id, worker=self.worker, live_only=True) or self._stop_flag
         except RunSettledError as exc:
@@ -141,6 +162,7 @@ class DbSink(BaseSink):
         delays = retry_delays(self.outage_s)
         started = time.monotonic()
         for attempt in range(len(delays) + 1):
+            self._check_database_file()
             try:
                 result = write(attempt > 0)
             except RunSettledError as exc:

@@ -41,6 +41,7 @@ from db.states import InvalidTransition
 from db.store import Store
 from jobs import jobfile
 from jobs.datadir import DataDirOwnedError, claim_data_dir
+from jobs.db_identity import DatabaseFileGone
 from jobs.faults import describe_failure, resource_reason
 from jobs.lineage import resume_checkpoint
 from jobs.liveness import cleanup_partial_writes, finish_run
@@ -169,6 +170,7 @@ def _execute(store: Store, settings: Settings, run_id: int, *, worker: str | Non
     if job is None:
         log.warning("run %s is being executed by another process on this machine: not running it again", run_id)
         return store.get_run(run_id).status
+    job.start_pulse(settings.heartbeat_interval_s)  # alive, whether or not the database takes its heartbeat
     try:
         return _claimed(store, settings, run, job=job, worker=worker, train_fn=train_fn,
                         exit_when_settled=exit_when_settled)
@@ -230,7 +232,8 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
         return _finish(store, run.id, states.FAILED, error=message, job=job)
 
     sink = _job_sink(store, run.id, worker=worker, heartbeat_interval_s=settings.heartbeat_interval_s,
-                     on_settled=_exit_job_process if exit_when_settled else None, outage_s=settings.db_outage_s)
+                     on_settled=_exit_job_process if exit_when_settled else None, outage_s=settings.db_outage_s,
+                     database_file=_database_file(store))
     try:
         sink.start_heartbeat()
         if sink.should_stop():
@@ -247,6 +250,11 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
     except RunSettledError as exc:  # settled elsewhere (lost, stopped): its end is written; nothing to add
         log.error("run %s: training stopped: %s", run.id, exc)
         return exc.status
+    except DatabaseFileGone as exc:  # writing the end into the deleted file would only lose it too
+        log.error("run %s failed: %s", run.id, exc)
+        if job is not None and job.last_words(states.FAILED, str(exc)):
+            log.error("run %s: its end (failed) is left in %s", run.id, job.path)
+        return states.FAILED
     except Exception as exc:
         log.exception("run %s failed", run.id)
         # the reason first (the free space as the failure left it), then the partial writes go: the
@@ -311,6 +319,18 @@ def _resume_from(store: Store, run: Run) -> str | None:
                                 "machine's worker, or share the data directory)")
     log.info("run %s resumes run %s from %s", run.id, run.resumed_from, path)
     return path
+
+
+def _database_file(store: Store) -> Any:
+    """The identity of the job's SQLite file (:mod:`jobs.db_identity`), None for PostgreSQL or when it
+    cannot be read now."""
+    from jobs.db_identity import DatabaseFile
+
+    try:
+        return DatabaseFile.of(store)
+    except Exception:  # the check is a safeguard; it never fails a run by itself
+        log.warning("run database file identity not recorded", exc_info=True)
+        return None
 
 
 def _exit_job_process(status: str) -> None:

@@ -70,6 +70,29 @@ def sqlite_path(database_url: str | None) -> str | None:
     return path or None
 
 
+_SQLITE_VAGUE = ("disk I/O error", "unable to open database file")
+"""What SQLite says when its file cannot be written for a reason it does not name."""
+
+
+def sqlite_file_cause(path: str | Path) -> str | None:
+    """Why the SQLite file at ``path`` (or its -wal/-shm files) cannot be written, read from its
+    filesystem: read-only, full, or its folder gone; None when none of these holds."""
+    folder = Path(path).parent
+    try:
+        found = os.statvfs(folder)
+    except FileNotFoundError:
+        return f"the folder {folder} is gone"
+    except OSError:
+        return None
+    if found.f_flag & os.ST_RDONLY:
+        return FILESYSTEM_ERRNOS[errno.EROFS]
+    if found.f_bavail * found.f_frsize < _NEARLY_FULL_BYTES:
+        return FILESYSTEM_ERRNOS[errno.ENOSPC]
+    if not os.access(folder, os.W_OK) or (Path(path).exists() and not os.access(path, os.W_OK)):
+        return "permission denied (read-only)"
+    return None
+
+
 def resource_reason(exc: BaseException, *, output_path: str | Path | None = None,
                     database_url: str | None = None) -> str | None:
     """A one-line reason when ``exc`` (or an exception it came from) is a filesystem fault, else None.
@@ -87,6 +110,11 @@ def resource_reason(exc: BaseException, *, output_path: str | Path | None = None
             path = sqlite_path(database_url) or "the database"
             what = "no space left on device" if _SQLITE_FULL in text else "permission denied (read-only)"
             return _line(what, path, prefix="the database ")
+        if any(words in text for words in _SQLITE_VAGUE):
+            path = sqlite_path(database_url)
+            cause = sqlite_file_cause(path) if path else None
+            if cause is not None:
+                return _line(cause, path, prefix="the database ")
         found = _WRITE_FAILURE.search(text)
         if found and output_path is not None:
             code = int(found.group(1)) if found.group(1) else None

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,28 @@ class JobFile:
         self.run_id = run_id
         self.host = socket.gethostname()
         self.keep = False  # True once last words are written: the file stays for whoever settles the run
+        self._pulse_stop = threading.Event()
+
+    def touch(self) -> None:
+        """Mark the job alive now (the file's modification time): a pulse that needs no database."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.utime(self.fd)
+
+    def start_pulse(self, interval_s: float) -> None:
+        """Touch the file every ``interval_s`` seconds on a daemon thread until :meth:`release`. A job
+        stopped or frozen (SIGSTOP, swapped out) stops pulsing; one whose database writes merely wait
+        for a lock keeps pulsing, so the reaper of this machine can tell the two apart
+        (:func:`jobs.liveness.alive_here`)."""
+        if self.fd is None:
+            return
+        self.touch()
+
+        def pulse() -> None:
+            while not self._pulse_stop.wait(interval_s):
+                self.touch()
+
+        threading.Thread(target=pulse, name=f"job-pulse-run-{self.run_id}", daemon=True).start()
 
     @classmethod
     def acquire(cls, data_dir: Path, run_id: int, *, wait_s: float = 2.0) -> JobFile | None:
@@ -116,6 +139,7 @@ class JobFile:
     def release(self, *, remove: bool) -> None:
         """Unlock (and with ``remove`` delete) the file; ``remove=False`` keeps the last words for the
         process that settles the run."""
+        self._pulse_stop.set()
         if self.fd is None:
             return
         if remove:
@@ -135,6 +159,8 @@ class JobState:
     pid: int | None
     status: str | None
     reason: str | None
+    touched_at: float | None = None
+    """When its job last pulsed (:meth:`JobFile.start_pulse`; epoch seconds of this machine's clock)."""
 
 
 def probe(data_dir: Path, run_id: int) -> JobState | None:
@@ -152,11 +178,12 @@ def probe(data_dir: Path, run_id: int) -> JobState | None:
         except BlockingIOError:
             held = True
         record = _decode(os.pread(fd, JOB_FILE_BYTES, 0))
+        touched_at = os.fstat(fd).st_mtime
     finally:
         os.close(fd)
     pid = record.get("pid")
     return JobState(held=held, host=record.get("host"), pid=int(pid) if isinstance(pid, int) else None,
-                    status=record.get("status"), reason=record.get("reason"))
+                    status=record.get("status"), reason=record.get("reason"), touched_at=touched_at)
 
 
 def remove(data_dir: Path, run_id: int) -> None:

@@ -6,7 +6,10 @@ Two ways to know a run's job is gone:
   process holds its job file (:mod:`jobs.jobfile`); the kernel released the lock when the job died.
   A job that could not write its final state left it (and the reason) in that file: the run ends in
   that state with that reason. Otherwise it becomes ``lost`` (``stopped`` when it was being stopped).
-- **Anywhere, after the heartbeat timeout**: :meth:`db.store.Store.reap_lost`.
+- **Anywhere, after the heartbeat timeout**: :meth:`db.store.Store.reap_lost`, on the database
+  server's clock (:mod:`db.clock`). The reaper of a machine spares the runs whose job there still
+  pulses its job file (:func:`alive_here`): their heartbeat was held up (another job's lock), not
+  their job; and it waits for the write lock at most :data:`LIVENESS_LOCK_WAIT_S`.
 
 :func:`look` does both; ``cooplab runs``, ``cooplab stop``, the dashboard's reads (throttled, see
 :func:`look_now`) and every maintenance pass call it, so a run whose worker died is settled even when no
@@ -94,7 +97,8 @@ def settle_dead_job(store: Store, settings: Settings, run: Run, cause: str,
                     state: jobfile.JobState | None = None) -> str:
     """Settle live ``run`` whose job process is known to be gone (compare-and-set on the state it was
     seen in); removes its partial writes and job file. Returns the state the run is in afterwards."""
-    to, error = dead_job_end(run, state, cause, grace_s=settings.stop_grace_s)
+    now = store.server_now() if run.status == states.STOPPING else None
+    to, error = dead_job_end(run, state, cause, grace_s=settings.stop_grace_s, now=now)
     status = finish_run(store, run.id, to, error=error, expected_from=run.status)
     if status in states.TERMINAL_STATUSES:
         if status == to:
@@ -134,11 +138,50 @@ def dead_job_cause(state: jobfile.JobState) -> str:
             f"or its worker was killed)")
 
 
+LIVENESS_LOCK_WAIT_S = 2.0
+"""How long a look (a reader's, a maintenance pass's) waits for the database's write lock to mark runs
+lost or workers offline. A job hung inside a write transaction holds that lock (all of SQLite, or its
+run's row on PostgreSQL); the look leaves its verdicts to the next one instead of hanging behind it."""
+
+
+def alive_here(store: Store, settings: Settings) -> set[int]:
+    """Live runs whose job runs on this machine and pulsed within the heartbeat timeout (its job file is
+    held and was touched, :meth:`jobs.jobfile.JobFile.start_pulse`): alive, even when the database did
+    not take its heartbeat (a lock held by another, hung, job). The reaper spares them, so such a run
+    ends the way its job ends it (the first true cause), not with the reaper's guess. A job that is
+    stopped or frozen stops pulsing, and is judged by its heartbeat as before."""
+    host = socket.gethostname()
+    now = time.time()  # the job file's time is this machine's clock, like this
+    alive = set()
+    for run in store.list_runs(statuses=states.LIVE_STATUSES, limit=10_000):
+        state = jobfile.probe(settings.data_dir, run.id)
+        if (state is not None and state.held and state.host == host and state.touched_at is not None
+                and now - state.touched_at < settings.heartbeat_timeout_s):
+            alive.add(run.id)
+    return alive
+
+
+def reap_lost_briefly(store: Store, settings: Settings, now: datetime | None = None) -> list[int]:
+    """:meth:`db.store.Store.reap_lost` with the write lock waited for at most :data:`LIVENESS_LOCK_WAIT_S`;
+    a locked or unreachable database reaps nothing this time (logged) instead of raising."""
+    from jobs.faults import first_line, transient_database_error
+
+    try:
+        return store.reap_lost(settings.heartbeat_timeout_s, now=now, lock_wait_s=LIVENESS_LOCK_WAIT_S,
+                               spare=alive_here(store, settings))
+    except Exception as exc:
+        if not transient_database_error(exc):
+            raise
+        log.warning("runs not checked for lost heartbeats: the database is locked or unreachable (%s); "
+                    "the next look tries again", first_line(str(exc)))
+        return []
+
+
 def look(store: Store, settings: Settings) -> list[int]:
     """Settle every run whose job is gone: at once for jobs of this machine (job files), after the
     heartbeat timeout for the others. Returns the ids it settled."""
     settled = settle_local_dead_jobs(store, settings)
-    for run_id in store.reap_lost(settings.heartbeat_timeout_s):
+    for run_id in reap_lost_briefly(store, settings):
         log.warning("run %s lost: no heartbeat for %g s", run_id, settings.heartbeat_timeout_s)
         settled.append(run_id)
     return settled
@@ -158,13 +201,17 @@ def look_now(store: Store, settings: Settings, *, min_interval_s: float = 2.0) -
         _LAST_LOOK[store.url] = now
     try:
         return look(store, settings)
-    except Exception:  # a read-only or unreachable database: the reader goes on
-        log.warning("could not look for dead runs", exc_info=True)
+    except Exception as exc:  # a read-only, unreachable or emptied database: the reader goes on
+        from jobs.faults import first_line
+
+        log.warning("could not look for dead runs: %s", first_line(str(getattr(exc, "orig", None) or exc)))
+        log.debug("looking for dead runs failed", exc_info=True)
         return []
 
 
 def heartbeat_age(run: Run, now: datetime | None = None) -> float | None:
-    """Seconds since the run's last heartbeat (None when it never sent one)."""
+    """Seconds since the run's last heartbeat (None when it never sent one). Pass the database
+    server's time as ``now`` (:meth:`db.store.Store.server_now`): the heartbeat is on its clock."""
     if run.heartbeat_at is None:
         return None
     return max(0.0, ((now or datetime.now(UTC)) - run.heartbeat_at).total_seconds())

@@ -9,7 +9,10 @@ marked offline; and queued runs the broker has lost are sent again (:mod:`jobs.r
 step is a compare-and-set in the database, so several workers and the dashboard may run it
 concurrently.
 
-Workers run it from a timer in the worker parent (:class:`MaintenanceStep`, a Celery bootstep), where
+Workers run it on a thread of its own in the worker parent (:class:`MaintenanceStep`, a Celery
+bootstep; :class:`Repeater`), apart from Celery's timer thread, which watches the job processes every
+second (:meth:`WorkerMaintenance.watch_jobs`, job files only): a pass slowed by the database (a lock
+held by a hung job waits at most its write timeouts, see :mod:`db.engine`) never delays that watch. There
 it also settles the run of a job process the worker no longer holds (:meth:`WorkerMaintenance.settle_orphans`;
 Celery's ``WorkerLostError`` settles it at once, see :func:`settle_lost_job`); ``cooplab up`` calls
 :func:`run_maintenance` on its own schedule.
@@ -21,8 +24,10 @@ import logging
 import os
 import re
 import socket
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery, bootsteps
@@ -31,7 +36,14 @@ from db import states
 from db.states import InvalidTransition
 from db.store import Store
 from jobs import jobfile
-from jobs.liveness import dead_job_cause, job_is_gone, settle_dead_job, settle_local_dead_jobs
+from jobs.liveness import (
+    LIVENESS_LOCK_WAIT_S,
+    dead_job_cause,
+    job_is_gone,
+    reap_lost_briefly,
+    settle_dead_job,
+    settle_local_dead_jobs,
+)
 from jobs.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -58,7 +70,9 @@ class MaintenanceReport:
 class StopEnforcer:
     """Terminates runs that stay ``stopping`` past the grace period and marks them ``stopped``.
 
-    The grace period counts from the moment the stop was requested (the run's ``stop_requested_at``),
+    The grace period counts from the moment the stop was requested (the run's ``stop_requested_at``,
+    stamped and judged with the database server's clock, so a requester's or enforcer's clock being
+    off neither shortens nor extends it),
     so an enforcer that starts late, or runs in another process than the one that asked, does not
     extend it. A ``stopping`` run without that time (moved there directly, never flagged) counts from
     the first time this enforcer saw it stopping.
@@ -68,7 +82,7 @@ class StopEnforcer:
         self._first_seen: dict[int, datetime] = {}
 
     def enforce(self, store: Store, app: Celery | None, grace_s: float, now: datetime | None = None) -> list[int]:
-        now = now or datetime.now(UTC)
+        now = now or store.server_now()  # stop_requested_at is on the server's clock too
         stopping = store.list_runs(statuses=[states.STOPPING], limit=10_000)
         self._first_seen = {r.id: self._first_seen.get(r.id, now) for r in stopping}
         settled: list[int] = []
@@ -107,14 +121,13 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
         app = get_app(settings)
     try:
         settled = settle_local_dead_jobs(store, settings)
-        reaped = store.reap_lost(settings.heartbeat_timeout_s, now=now)
+        reaped = reap_lost_briefly(store, settings, now=now)
         ended = {i: store.get_run(i).status for i in (*settled, *reaped)}
         for run_id in reaped:
             if ended[run_id] == states.LOST:
                 log.warning("run %s lost: no heartbeat for %g s", run_id, settings.heartbeat_timeout_s)
         terminated = (enforcer or _DEFAULT_ENFORCER).enforce(store, app, settings.stop_grace_s, now=now)
-        offline = store.mark_stale_workers_offline(max(3 * settings.maintenance_interval_s,
-                                                       settings.heartbeat_timeout_s), now=now)
+        offline = _mark_stale_workers_offline(store, settings, now)
         requeued: list[int] = []
         if reconcile:
             from jobs.reconcile import BrokerUnreadable
@@ -133,6 +146,21 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
     finally:
         if own_store:
             store.close()
+
+
+def _mark_stale_workers_offline(store: Store, settings: Settings, now: datetime | None) -> list[str]:
+    """Workers that stopped reporting go offline; like the reaper, waiting for the write lock at most
+    :data:`jobs.liveness.LIVENESS_LOCK_WAIT_S` (a locked database leaves it to the next pass)."""
+    from jobs.faults import first_line, transient_database_error
+
+    try:
+        return store.mark_stale_workers_offline(max(3 * settings.maintenance_interval_s, settings.heartbeat_timeout_s),
+                                                now=now, lock_wait_s=LIVENESS_LOCK_WAIT_S)
+    except Exception as exc:
+        if not transient_database_error(exc):
+            raise
+        log.warning("workers not checked: the database is locked or unreachable (%s)", first_line(str(exc)))
+        return []
 
 
 def _schedule_studies(settings: Settings, store: Store) -> None:
@@ -278,6 +306,30 @@ def active_run_id() -> int | None:
     return found[0] if found else None
 
 
+class Repeater:
+    """Calls ``work`` every ``interval_s`` seconds on a daemon thread of its own (the next call is
+    ``interval_s`` after the previous one ended), until :meth:`stop`. ``work`` must not raise."""
+
+    def __init__(self, name: str, interval_s: float, work: Callable[[], object]) -> None:
+        self.interval_s = interval_s
+        self.work = work
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.interval_s):
+            self.work()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stop calling ``work``; waits up to ``timeout`` s for a call in progress to end."""
+        self._stopped.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+
 class MaintenanceStep(bootsteps.StartStopStep):
     """Celery worker bootstep: registers the worker and runs :class:`WorkerMaintenance` on the timer."""
 
@@ -292,7 +344,7 @@ class MaintenanceStep(bootsteps.StartStopStep):
         import jobs.studies  # noqa: F401
 
         self.maintenance: WorkerMaintenance | None = None
-        self.tref: Any = None
+        self.passes: Repeater | None = None
         self.watch_tref: Any = None
 
     def start(self, worker: Any) -> None:
@@ -300,14 +352,17 @@ class MaintenanceStep(bootsteps.StartStopStep):
         queues = sorted(worker.app.amqp.queues.consume_from or worker.app.amqp.queues)
         self.maintenance = WorkerMaintenance(settings, worker.app, name=worker.hostname, queues=queues)
         self.maintenance.register()
-        self.tref = worker.timer.call_repeatedly(settings.maintenance_interval_s, self.maintenance.tick)
+        self.passes = Repeater("cooplab-maintenance", settings.maintenance_interval_s, self.maintenance.tick)
+        self.passes.start()
         self.watch_tref = worker.timer.call_repeatedly(JOB_WATCH_INTERVAL_S, self.maintenance.watch_jobs)
 
     def stop(self, worker: Any) -> None:
-        for tref in (self.tref, self.watch_tref):
-            if tref is not None:
-                tref.cancel()
-        self.tref = self.watch_tref = None
+        if self.watch_tref is not None:
+            self.watch_tref.cancel()
+        self.watch_tref = None
+        if self.passes is not None:
+            self.passes.stop(timeout=10.0)  # a pass stuck on the database must not hold up shutdown
+            self.passes = None
         if self.maintenance is not None:
             self.maintenance.unregister()
             self.maintenance = None

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +108,7 @@ class Reconciler:
                 confirm_s: float = 1.0, now: datetime | None = None) -> list[Run]:
         """Queued runs older than ``min_age_s`` absent from the broker at two looks ``confirm_s`` apart
         (this look and an earlier one)."""
-        now = now or datetime.now(UTC)
-        queued = [r for r in store.list_runs(statuses=[states.QUEUED], limit=10_000)
-                  if now - r.created_at >= timedelta(seconds=min_age_s)]
+        queued = self.queued_old_enough(store, min_age_s=min_age_s, now=now)
         with self.lock:
             if not queued:
                 self.missing_since.clear()
@@ -120,6 +118,14 @@ class Reconciler:
             absent = [r for r in queued if not r.celery_task_id or r.celery_task_id not in present]
             self.missing_since = {r.id: self.missing_since.get(r.id, clock) for r in absent}
             return [r for r in absent if clock - self.missing_since[r.id] >= confirm_s]
+
+    @staticmethod
+    def queued_old_enough(store: Store, *, min_age_s: float, now: datetime | None = None) -> list[Run]:
+        """Queued runs created at least ``min_age_s`` ago, on the database server's clock (the one
+        ``created_at`` was stamped with; ``now`` overrides it)."""
+        now = now or store.server_now()
+        return [r for r in store.list_runs(statuses=[states.QUEUED], limit=10_000)
+                if now - r.created_at >= timedelta(seconds=min_age_s)]
 
     def resend(self, store: Store, settings: Settings, runs: list[Run]) -> list[int]:
         """Send ``runs`` again (each with a new task id); returns the ids sent. A run that stopped

@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     db_outage_s: float = Field(
         60.0, ge=0, le=3600, description="How long a job's writes (steps, metrics, checkpoints) wait and retry "
         "while the database is unreachable or locked before the run fails; training pauses meanwhile.")
+    visibility_timeout_s: float = Field(
+        24 * 3600.0, ge=60, description="Redis broker: seconds a delivered, unacknowledged run message stays "
+        "reserved before Redis hands it to another worker. Long: a run trains for hours with its message "
+        "unacknowledged, and each redelivery is only refused. Short: the message of a worker that died unseen "
+        "is redelivered sooner.")
     task_modules: str = Field(
         "", description="Modules run configs may name tasks (and custom system schedules) from, as "
         "'package.module:factory': comma-separated module names or package prefixes, e.g. mylab.tasks,otherpkg. "

@@ -3,6 +3,9 @@
 Registered under the name ``jobs.run_training``; senders use that name (``send_task``) and never
 import this module. The executor imports torch and the engine inside the job process only.
 
+A message whose run was cancelled while it waited is dropped in the worker parent, before a job
+process is forked for it (:class:`jobs.consume.RunRequest`).
+
 The worker parent imports this module too: when Celery reports that a job process died under a task
 (``WorkerLostError``: killed, out of memory), :func:`_job_process_lost` settles its run at once (the
 state its job left in its job file, else ``lost`` naming the signal), instead of waiting for the
@@ -20,7 +23,7 @@ from celery.signals import task_failure
 from jobs.celery_app import TASK_NAME
 
 
-@shared_task(name=TASK_NAME, bind=True, acks_late=True, ignore_result=True)
+@shared_task(name=TASK_NAME, bind=True, acks_late=True, ignore_result=True, Request="jobs.consume:RunRequest")
 def run_training(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
     """Execute stored run ``run_id``; returns the state it ended in."""
     from jobs.executor import execute_run

@@ -61,7 +61,6 @@ def _pid_alive(pid: int) -> bool:
 def check_worker_name(store: Any, name: str, settings: Settings) -> None:
     """Refuse a name that a live worker uses: same host and its pid alive, or another host that reported
     within the heartbeat timeout. A name left behind by a dead worker may be taken over."""
-    from datetime import UTC, datetime
 
     host = socket.gethostname()
     for worker in store.list_workers(online_only=True):
@@ -70,7 +69,7 @@ def check_worker_name(store: Any, name: str, settings: Settings) -> None:
         if worker.host == host:
             alive = worker.pid is not None and worker.pid != os.getpid() and _pid_alive(worker.pid)
         else:
-            alive = (datetime.now(UTC) - worker.last_seen).total_seconds() < settings.heartbeat_timeout_s
+            alive = (store.server_now() - worker.last_seen).total_seconds() < settings.heartbeat_timeout_s
         if alive:
             raise WorkerNameTaken(f"a worker named {name!r} is already running (pid {worker.pid} on {worker.host}); "
                                   "give this one another --name, or leave --name out for a unique one")

@@ -27,6 +27,7 @@ def live_workers() -> None:
                     "worker": w.name,
                     "online": "● online" if w.online else "○ offline",
                     "last heartbeat": heartbeat_age(w.last_seen),
+                    "clock skew": "?" if w.clock_skew_s is None else f"{w.clock_skew_s:+.1f} s vs database",
                     "devices": ", ".join(w.devices),
                     "queues": ", ".join(w.queues),
                     "current run": f"#{w.current_run_id}" if w.current_run_id else "idle",

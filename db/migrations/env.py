@@ -34,7 +34,7 @@ def run_migrations_online() -> None:
         raise RuntimeError("no database: call db.migrate.upgrade(url), or set sqlalchemy.url")
     engine = make_engine(url)
     try:
-        with writer(engine).begin() as conn:
+        with writer(engine, bounded=False).begin() as conn:
             _run(conn)
     finally:
         engine.dispose()

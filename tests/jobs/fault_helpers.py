@@ -188,3 +188,16 @@ class PrivatePostgres:
         finally:
             engine.dispose()
 
+
+
+SKEWED_CLOCK = Path(__file__).resolve().parent / "skewed_clock"
+
+
+def skewed_clock_env(shift_s: float, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) for a Python subprocess whose clock reads ``shift_s`` seconds
+    ahead (negative: behind) of the system's: :func:`db.models.utcnow` is shifted in that process (and
+    its children) only (``tests/jobs/skewed_clock/sitecustomize.py``)."""
+    env = dict(env or os.environ)
+    env["COOPLAB_TEST_CLOCK_SHIFT_S"] = str(shift_s)
+    env["PYTHONPATH"] = os.pathsep.join([str(SKEWED_CLOCK), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env

@@ -75,3 +75,16 @@ def test_slots_pack_several_jobs_on_one_device_within_bounds():
     for bad in (0, 9, True, 1.5):
         with pytest.raises(ValueError, match="--slots must be a whole number from 1 to 8"):
             check_slots(bad)
+
+
+def test_the_redis_visibility_timeout_is_a_setting(tmp_path):
+    """It was hard-coded to 24 h: a message of a worker that died unseen waited that long for redelivery."""
+    from jobs.celery_app import broker_options
+    from jobs.settings import Settings
+
+    base = {"home": tmp_path, "broker_url": "redis://127.0.0.1:6379/0"}
+    assert broker_options(Settings(**base))["broker_transport_options"]["visibility_timeout"] == 24 * 3600
+    assert broker_options(Settings(**base, visibility_timeout_s=7200))["broker_transport_options"] == {
+        "visibility_timeout": 7200}
+    with pytest.raises(ValueError, match="visibility_timeout_s"):
+        Settings(**base, visibility_timeout_s=10)

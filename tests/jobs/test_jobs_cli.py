@@ -91,3 +91,20 @@ def test_ui_and_up_refuse_a_host_that_is_not_an_address(jobs_env):
         result = runner.invoke(app, [command, "--host", "http://0.0.0.0:8501"])
         assert result.exit_code == 2, result.output
         assert "--host 'http://0.0.0.0:8501' is not an address" in result.output and "--port" in result.output
+
+
+def test_db_upgrade_says_which_migrations_ran(tmp_path, monkeypatch):
+    """It printed "database up to date" whether it had migrated 0001 to the newest or done nothing."""
+    from db.migrate import head_revision, upgrade
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade(url, "0001")
+    monkeypatch.setenv("COOPLAB_DATABASE_URL", url)
+    monkeypatch.setenv("COOPLAB_HOME", str(tmp_path / "home"))
+    head = head_revision()
+    migrated = runner.invoke(app, ["db", "upgrade"])
+    assert migrated.exit_code == 0, migrated.output
+    ran = ", ".join(f"{n:04d}" for n in range(2, int(head) + 1))
+    assert f"(migrated from 0001 to {head}: ran {ran})" in migrated.output
+    again = runner.invoke(app, ["db", "upgrade"])
+    assert f"database up to date: sqlite:///{tmp_path / 'old.db'} (at {head}; nothing to run)" in again.output

@@ -181,7 +181,8 @@ def test_a_disk_that_fills_during_a_checkpoint_fails_the_run_with_the_reason_and
             worker = spawn()
             for attempt in (1, 2):  # the second run finds the disk as free as the first did
                 run_id = submit_run(tiny_config(max_steps=2), experiment_id=experiment_id, settings=settings)
-                wait_for(lambda run_id=run_id: store.get_run(run_id).status == states.RUNNING,
+                # running, or already past it: the run may fail within one poll of starting to train
+                wait_for(lambda run_id=run_id: store.get_run(run_id).status not in (states.QUEUED, states.STARTING),
                          START_TIMEOUT_S, "the run to start")
                 t0 = time.monotonic()
                 wait_until_final(store, run_id, 60)
@@ -474,7 +475,10 @@ def test_two_databases_on_one_data_directory_are_refused(jobs_env, store, experi
         assert clash == first  # the same run id: the same run folder
         assert execute_run(clash, settings=other_settings, store=other, train_fn=train) == states.FAILED
         error = other.get_run(clash).error
-    assert error.startswith(f"data directory {jobs_env.data_dir} belongs to another database (sqlite:///")
+    with Store(other_url) as other:  # both ids are named, so two databases at one URL are told apart
+        assert error.startswith(f"data directory {jobs_env.data_dir} belongs to another database (database id "
+                                f"{store.database_id()} at sqlite:///")
+        assert f"not this one (database id {other.database_id()} at sqlite:///" in error
     assert "Point COOPLAB_HOME at a data directory of this database's own" in error
     assert Path(checkpoint.path).is_dir()  # the first database's run folder is untouched
     result, _ = cli("worker")
