@@ -5,9 +5,12 @@
   errors and the worker exits. Here a message that cannot be read or parsed is moved to
   ``broker/quarantine/`` (kept for a person to look at, logged as ``quarantined``) and the next one is
   read; a missing folder is made again.
-- **Writing.** kombu's ``_put`` leaves the file it was writing when the write fails (on a full disk,
-  a 0-byte ``.msg`` that the worker then chokes on). Here the partial file is removed and the error
-  keeps the ``OSError`` (errno, path) as its cause, so the sender can say that the disk is full.
+- **Writing.** kombu's ``_put`` creates the ``.msg`` file, then locks and fills it: a reader can take
+  it while it is still empty, and it leaves the file behind when the write fails (on a full disk, a
+  0-byte ``.msg`` that the worker then chokes on). Here a message is written under a name no reader
+  takes (``.msg.part``), synced, then renamed into place, so readers see whole messages only; a
+  failed write removes its partial file and the error keeps the ``OSError`` (errno, path) as its
+  cause, so the sender can say that the disk is full.
 
 Selected with Celery's ``broker_transport`` setting (``jobs.broker_fs:Transport``) for
 ``filesystem://`` brokers (:func:`jobs.celery_app.broker_options`).
@@ -34,6 +37,7 @@ from kombu.utils.json import dumps, loads
 log = logging.getLogger(__name__)
 
 QUARANTINE = "quarantine"
+PARTIAL_SUFFIX = ".part"
 """The folder, beside ``in``, that unreadable message files are moved to."""
 
 
@@ -103,18 +107,16 @@ class Channel(filesystem.Channel):
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
         path = os.path.join(self.data_folder_out, name)
+        partial = path + PARTIAL_SUFFIX  # no reader takes it: its name does not end in .<queue>.msg
         data = str_to_bytes(dumps(payload))
         try:
-            with open(path, "wb", buffering=0) as f:
-                filesystem.lock(f, filesystem.LOCK_EX)
-                try:
-                    f.write(data)
-                    os.fsync(f.fileno())
-                finally:
-                    filesystem.unlock(f)
+            with open(partial, "wb", buffering=0) as f:
+                f.write(data)
+                os.fsync(f.fileno())
+            os.replace(partial, path)  # whole or not at all: a reader never sees a file being written
         except OSError as exc:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(partial)
             raise ChannelError(f"cannot write the message {path}: {exc}") from exc
 
     def _size(self, queue: str) -> int:

@@ -145,3 +145,36 @@ def test_an_empty_broker_file_under_cooplab_up_is_quarantined_and_a_dead_worker_
             with contextlib.suppress(psutil.Error):
                 if (child.info["environ"] or {}).get("COOPLAB_HOME") == str(jobs_env.data_dir):
                     child.kill()
+
+
+def test_a_message_being_written_is_never_taken_by_a_reader(jobs_env, monkeypatch):
+    """A reader that looks while the sender has created the message file but not yet written it finds
+    nothing to take (the file is not named as a message until it is whole), and the message arrives
+    whole afterwards; nothing is quarantined."""
+    from queue import Empty
+
+    from jobs import broker_fs
+
+    conn, channel = _channel(jobs_env)
+    real_open = open
+    seen = {}
+
+    def open_then_look(path, *args, **kwargs):
+        f = real_open(path, *args, **kwargs)
+        if str(path).startswith(str(jobs_env.broker_dir)) and "wb" in args:
+            try:  # the file exists now, empty: another consumer reads the inbox at this moment
+                seen["read"] = channel._get("cpu")
+            except Empty:
+                seen["read"] = None
+        return f
+
+    monkeypatch.setattr(broker_fs, "open", open_then_look, raising=False)
+    try:
+        channel._put("cpu", {"body": "whole"})
+        monkeypatch.undo()
+        assert seen == {"read": None}
+        assert channel._get("cpu") == {"body": "whole"}
+        quarantine = jobs_env.broker_dir / "quarantine"
+        assert not quarantine.exists() or list(quarantine.iterdir()) == []
+    finally:
+        conn.release()
