@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,27 @@ def evaluate_request(store: Store, request: Any) -> list[int]:
     return [e.id for e in EvaluationStore(store).add_evaluations(inputs)]
 
 
+def _claim_through_outage(requests: EvalRequestStore, request_id: int, worker: str | None, outage_s: float,
+                          sleep: Any = time.sleep) -> Any:
+    """``requests.claim``, tried again through a database that is briefly unavailable or locked (up to
+    ``outage_s`` seconds, the pauses of :func:`jobs.db_sink.retry_delays`): a lock held by another
+    writer must not leave the request queued for ever with no one working on it."""
+    from jobs.db_sink import retry_delays
+    from jobs.faults import transient_database_error
+
+    delays = retry_delays(outage_s)
+    for attempt in range(len(delays) + 1):
+        try:
+            return requests.claim(request_id, worker=worker)
+        except Exception as exc:
+            if attempt == len(delays) or not transient_database_error(exc):
+                raise
+            log.warning("evaluation request %s: the database is busy (%s); trying again in %.1f s", request_id,
+                        str(exc).splitlines()[0], delays[attempt])
+            sleep(delays[attempt])
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def execute_evaluation(request_id: int, *, settings: Settings | None = None, store: Store | None = None,
                        worker: str | None = None) -> str:
     """Run evaluation request ``request_id`` to ``done`` or ``failed`` (see the module docstring);
@@ -111,7 +133,7 @@ def execute_evaluation(request_id: int, *, settings: Settings | None = None, sto
     requests = EvalRequestStore(store)
     try:
         try:
-            request = requests.claim(request_id, worker=worker)
+            request = _claim_through_outage(requests, request_id, worker, settings.db_outage_s)
         except NotFoundError:
             return "missing"
         if request is None:

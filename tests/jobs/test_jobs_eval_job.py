@@ -146,3 +146,29 @@ def test_an_evaluation_runs_on_a_real_worker(jobs_env: Settings, store, experime
     (stored,) = EvaluationStore(store).list_evaluations(run_id)
     assert stored.id == done.evaluation_ids[0] and stored.checkpoint_step == 2 and stored.split == "eval"
     assert "eval/reward_mean" in stored.metrics and len(stored.per_item) == 2
+
+
+def test_a_claim_is_tried_again_while_the_database_is_locked() -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from jobs.eval_job import _claim_through_outage
+
+    class Locked:
+        def __init__(self, failures: int) -> None:
+            self.failures, self.calls = failures, 0
+
+        def claim(self, request_id, *, worker=None):
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
+            return ("claimed", request_id, worker)
+
+    pauses: list[float] = []
+    requests = Locked(failures=3)
+    assert _claim_through_outage(requests, 7, "w", 60.0, sleep=pauses.append) == ("claimed", 7, "w")
+    assert requests.calls == 4 and pauses == [0.5, 1.0, 2.0]
+    always = Locked(failures=10_000)
+    import pytest
+
+    with pytest.raises(OperationalError):
+        _claim_through_outage(always, 7, "w", 2.0, sleep=pauses.append)
