@@ -3,8 +3,8 @@
 Streamlit renders the body of ``st.markdown``, ``st.caption``, ``st.info``/``st.error``/...,
 ``st.toast`` and the labels of expanders, page links and metrics as GitHub-flavoured markdown with
 Streamlit's own additions (``:red[...]`` directives, ``:material/icon:`` and ``:emoji:`` shortcodes,
-``$...$`` maths). A name such as ``![x](http://evil.test/p.png)`` would make the browser fetch an
-image from another host, and ``[Session expired: sign in again](http://evil.test)`` would show a
+``$...$`` maths). A name such as ``![x](<another host>/p.png)`` would make the browser fetch an
+image from another host, and ``[Session expired: sign in again](<another host>)`` would show a
 link the dashboard never meant to offer. Every value the dashboard did not write itself goes through
 one of these functions before it reaches markdown:
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.spec import RunConfig
+from engine.spec import RunConfig, agents_from_folders
 
 SPLITS = ("eval", "train")
 CHECKPOINTS_DIR = "checkpoints"
@@ -100,15 +100,11 @@ def with_model_folders(config: RunConfig, folders: list[str | Path]) -> RunConfi
     if len(folders) != len(config.agents):
         raise EvalError(f"--models: {len(folders)} folder(s) for a team of {len(config.agents)} agents "
                         f"({', '.join(a.name for a in config.agents)}); give one folder per agent, in order")
-    data = config.model_dump(mode="json")
-    for agent, folder in zip(data["agents"], folders, strict=True):
-        path = Path(folder)
-        if not (path / "config.json").is_file():
-            raise EvalError(f"--models: {path} is not a model folder (no config.json); give a folder written by "
+    for folder in folders:
+        if not (Path(folder) / "config.json").is_file():
+            raise EvalError(f"--models: {folder} is not a model folder (no config.json); give a folder written by "
                             "save_pretrained, such as a run's model/agent_<i>")
-        agent.update(model=str(path.resolve()), tokenizer=None, share_weights_with=None)
-        for key in [k for k in agent if k.startswith("lora_")]:
-            del agent[key]  # the defaults: no adapter
+    data = agents_from_folders(config.model_dump(mode="json"), [Path(f).resolve() for f in folders])
     return RunConfig.model_validate(data)
 
 

@@ -8,6 +8,7 @@ The engine turns a validated :class:`RunConfig` into agents, a task and a traine
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -308,3 +309,14 @@ def load_run_config(path: str | Path) -> RunConfig:
 def dump_run_config(config: RunConfig) -> str:
     """YAML text of a config, the format `cooplab train` and the dashboard import/export use."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def agents_from_folders(data: dict[str, Any], folders: list[str | Path]) -> dict[str, Any]:
+    """A copy of a run config's plain form with agent i's model (and tokenizer) read from ``folders[i]``:
+    each folder is a whole model, so weight sharing and LoRA adapters are dropped from the agents."""
+    out = copy.deepcopy(data)
+    for agent, folder in zip(out["agents"], folders, strict=True):
+        agent.update(model=str(folder), tokenizer=None, share_weights_with=None)
+        for key in [k for k in agent if k.startswith("lora_")]:
+            del agent[key]  # the defaults: no adapter
+    return out

@@ -18,6 +18,7 @@ from app.components.transcript_view import render_episode
 from app.escape import md_code
 from db.evaluation_records import Evaluation
 from db.records import EpisodeView
+from engine.spec import agents_from_folders
 from transcripts import TurnRecord
 
 BEST_MARK = "★ best"
@@ -30,12 +31,7 @@ def promoted_config(config: dict[str, Any], folders: Sequence[str]) -> dict[str,
     agents = config.get("agents") or []
     if len(folders) != len(agents):
         raise ValueError(f"{len(folders)} exported model folder(s) for {len(agents)} agents; promote needs one each")
-    promoted = json.loads(json.dumps(config))
-    for agent, folder in zip(promoted["agents"], folders, strict=True):
-        agent.update(model=str(folder), tokenizer=None, share_weights_with=None)
-        for key in [k for k in agent if k.startswith("lora_")]:
-            del agent[key]
-    return promoted
+    return agents_from_folders(config, list(folders))
 
 
 def best_step(output_dir: str | None) -> int | None:
