@@ -1,9 +1,9 @@
 """The ``trainer.actor_critic`` settings of IAC/MAAC runs (and of MARLHF with an IAC/MAAC stage) for the
 form: fields, defaults, validation.
 
-The widgets come from the run config's typed section (``engine.spec.ActorCriticSection``), the
+The widgets come from the run config's typed section (``engine.schema.run_config.ActorCriticSection``), the
 defaults from the trainers' own config classes (``IACConfig``/``MAACConfig``, CoMLRL's names and
-defaults), and which trainer settings an algorithm ignores from ``engine.algorithms``: all of them
+defaults), and which trainer settings an algorithm ignores from ``engine.schema.algorithms``: all of them
 read the one settings catalog, so the form always shows what a run would use. None of these
 modules imports torch.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 from app.fields import FieldForm, field_form
 from app.unused_settings import unused_setting_errors
-from engine.algorithms import CONFIG_CLASSES, unused_settings
-from engine.settings.catalog import ACTOR_CRITIC
-from engine.spec import ActorCriticSection, has_critics
+from engine.schema.algorithms import CONFIG_CLASSES, unused_settings
+from engine.schema.catalog import ACTOR_CRITIC
+from engine.schema.run_config import ActorCriticSection, has_critics
 
 ACTOR_CRITIC_ALGORITHMS = (*ACTOR_CRITIC, "marlhf")  # marlhf: with rl_algorithm iac/maac
 SETTINGS = tuple(ActorCriticSection.model_fields)

@@ -87,7 +87,7 @@ def _preset_entry(name: str) -> dict[str, Any]:
 
 def preset_config(name: str) -> dict[str, Any]:
     """The run-config dict of a preset (entries may wrap it as ``{"title", "description", "config"}``)."""
-    from engine.spec import RunConfig
+    from engine.schema.run_config import RunConfig
 
     entry = _preset_entry(name)
     if isinstance(entry.get("config"), dict):

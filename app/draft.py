@@ -1,6 +1,6 @@
 """The experiment being edited ("draft"): a plain run-config dict, and its validation by field.
 
-The form keeps the draft as the same nested dict ``engine.spec`` reads (``agents``, ``task``,
+The form keeps the draft as the same nested dict ``engine.schema.run_config`` reads (``agents``, ``task``,
 ``trainer``), so YAML import/export, presets and stored experiments all load into it unchanged.
 Validation returns errors keyed by dotted field path, so each one can be printed next to its field
 before anything is saved.
@@ -19,8 +19,8 @@ from app import actor_critic_settings
 from app.fields import error_paths
 from app.system_draft import system_errors
 from app.unused_settings import unused_setting_errors
-from engine.safe_yaml import YamlLimitError, load_yaml
-from engine.spec import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
+from engine.schema.run_config import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
+from engine.schema.safe_yaml import YamlLimitError, load_yaml
 
 
 def new_agent(existing: list[dict[str, Any]]) -> dict[str, Any]:
@@ -63,10 +63,10 @@ def validate(draft: dict[str, Any], task_info: Any = None, *,
     With the task's catalog entry (``engine.tasks.base.TaskInfo``), task parameters are checked
     against the task's own params model (``task.params.<field>``), the team size against the sizes
     the task supports (``agents``) and the number of turns against its maximum
-    (``trainer.num_turns``); the rest is checked by :class:`engine.spec.RunConfig`. IAC/MAAC
+    (``trainer.num_turns``); the rest is checked by :class:`engine.schema.run_config.RunConfig`. IAC/MAAC
     settings are checked as the actor-critic trainers check them (``trainer.actor_critic.<key>``),
     settings the algorithm does not read are refused at their field (``trainer.<name>``), and a
-    ``system`` section by :func:`engine.systems.spec.parse_system_spec`, its problems under ``system``.
+    ``system`` section by :func:`engine.schema.system_spec.parse_system_spec`, its problems under ``system``.
     ``preflight(config)`` (the dashboard passes ``app.context.preflight_problems``) adds the
     pre-flight problems of an otherwise valid config (model sources, ``max_new_tokens`` against each
     model's context, task parameters) at their fields, unless a field already has its own errors.
@@ -125,7 +125,7 @@ class DraftImportError(ValueError):
 
 def from_yaml(text: str) -> dict[str, Any]:
     """Read uploaded YAML into a draft (not yet validated: the form shows the problems by field).
-    The file is read within :mod:`engine.safe_yaml`'s size and alias limits."""
+    The file is read within :mod:`engine.schema.safe_yaml`'s size and alias limits."""
     try:
         data = load_yaml(text, source="the file")
     except YamlLimitError as exc:

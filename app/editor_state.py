@@ -60,7 +60,7 @@ def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[st
     form shows it: comparing two effective configs finds real changes only."""
     from pydantic import ValidationError
 
-    from engine.spec import RunConfig
+    from engine.schema.run_config import RunConfig
 
     filled = drafts.normalise(config)
     task = dict(filled.get("task") or {})

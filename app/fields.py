@@ -1,6 +1,6 @@
 """Turn pydantic fields into form widgets and back (pure logic; the widgets live in components).
 
-The experiment form is generated from the schemas themselves (``engine.spec.TrainerSpec``,
+The experiment form is generated from the schemas themselves (``engine.schema.run_config.TrainerSpec``,
 ``AgentSpec`` and each task's params model), so a field added there shows up in the form with its
 description as help text. This module decides which widget a field gets, converts values to and
 from what the widget shows, and maps validation errors to dotted field paths

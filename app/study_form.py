@@ -12,8 +12,8 @@ import yaml
 from pydantic.fields import FieldInfo
 
 from app.fields import field_form
-from engine.safe_yaml import YamlLimitError, load_yaml
-from engine.spec import AgentSpec, TrainerSpec
+from engine.schema.run_config import AgentSpec, TrainerSpec
+from engine.schema.safe_yaml import YamlLimitError, load_yaml
 from jobs.study_space import SEED_PATH, StudySpaceError, point_config
 
 AGENT_SKIPPED = ("name", "share_weights_with")
@@ -47,7 +47,7 @@ def parse_values(text: str) -> list[Any]:
         if not item:
             raise StudySpaceError(f"an empty value in {text!r}; remove the extra comma")
         try:
-            values.append(load_yaml(item, source=f"the value {item[:40]!r}"))  # within engine.safe_yaml's limits
+            values.append(load_yaml(item, source=f"the value {item[:40]!r}"))  # within engine.schema.safe_yaml's limits
         except YamlLimitError as exc:
             raise StudySpaceError(str(exc)) from None
         except yaml.YAMLError:

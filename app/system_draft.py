@@ -2,7 +2,7 @@
 
 The form edits the section as YAML text. :func:`example_system` fills a new section with a valid
 system for the current team (one trainer per agent, alternating for two trainers), and
-:func:`system_errors` runs the engine's own check (:func:`engine.systems.spec.parse_system_spec`,
+:func:`system_errors` runs the engine's own check (:func:`engine.schema.system_spec.parse_system_spec`,
 torch-free) so every problem is named before the experiment is saved.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from engine.safe_yaml import YamlLimitError, load_yaml
-from engine.spec import ConfigError, RunConfig
-from engine.systems.spec import parse_system_spec
+from engine.schema.run_config import ConfigError, RunConfig
+from engine.schema.safe_yaml import YamlLimitError, load_yaml
+from engine.schema.system_spec import parse_system_spec
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -60,7 +60,7 @@ def from_text(text: str) -> dict[str, Any]:
         raise SystemTextError("the system section is empty; write its trainers and schedule "
                               "(see docs/systems.md) or switch 'System of trainers' off")
     try:
-        data = load_yaml(text, source="the system section")  # within engine.safe_yaml's limits
+        data = load_yaml(text, source="the system section")  # within engine.schema.safe_yaml's limits
     except YamlLimitError as exc:
         raise SystemTextError(str(exc)) from None
     except yaml.YAMLError as exc:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.spec import TrainerSpec
+from engine.schema.run_config import TrainerSpec
 
 TASK_BOUND = ("max_new_tokens", "num_turns")
 

@@ -1,6 +1,6 @@
 """Trainer settings an algorithm does not read, refused in the form as the run would refuse them.
 
-Every algorithm's config class reads the one settings catalog (``engine.algorithms`` says which
+Every algorithm's config class reads the one settings catalog (``engine.schema.algorithms`` says which
 run-config settings it lacks): a MAGRPO-only setting changed for ``iac`` or ``madpo``, or a
 preference setting changed for ``magrpo``, is named next to its field before the draft is saved.
 Torch-free.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.algorithms import CONFIG_CLASSES, unused_settings
-from engine.spec import TrainerSpec
+from engine.schema.algorithms import CONFIG_CLASSES, unused_settings
+from engine.schema.run_config import TrainerSpec
 
 
 def unused_setting_errors(trainer: dict[str, Any]) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@
 ``--run-config`` alone evaluates the config's own models (the step-0 baseline); ``--models`` gives
 one model folder per agent (a run's ``model/agent_<i>``). ``--json`` prints one JSON line: metrics,
 standard errors, per-item outcomes, checkpoint step, split, seed. A bad input prints one line that
-names it and exits with status 2 (:class:`engine.evaluate.EvalError`); nothing is written unless
+names it and exits with status 2 (:class:`engine.evaluation.evaluate.EvalError`); nothing is written unless
 ``--transcripts`` is given, and that file only once the evaluation has finished. A run given by its
 id in the database gets the evaluation stored as an evaluation record (each variant of a team
 analysis as one, sharing an analysis id): :class:`db.evaluation_store.EvaluationStore`.
@@ -145,8 +145,8 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(False, "--wait", help="With --queue: wait until the workers are done."),
     ) -> None:
         """Evaluate a team on a task's held-out split: team reward, task metrics, pass@k, standard errors."""
-        from engine.evaluate import EvalError, evaluate_run, find_checkpoint
-        from engine.spec import ConfigError, load_run_config
+        from engine.evaluation.evaluate import EvalError, evaluate_run, find_checkpoint
+        from engine.schema.run_config import ConfigError, load_run_config
         from engine.tasks import TaskError
         from jobs.preflight import check_run_config
         from jobs.settings import apply_engine_settings, get_settings
@@ -183,7 +183,7 @@ def register(app: typer.Typer) -> None:
             if team_analysis:
                 if chosen is None:
                     _fail("--team-analysis compares a run's checkpoint with its base models; give a run")
-                from engine.team_analysis import analyze_team
+                from engine.evaluation.team_analysis import analyze_team
 
                 analysis = analyze_team(config, chosen, metric=metric, split=split, items=items, samples=samples,
                                         greedy=greedy, seed=seed)
@@ -199,7 +199,7 @@ def register(app: typer.Typer) -> None:
         except (EvalError, ConfigError, TaskError) as exc:
             _fail(" ".join(str(exc).split()))
         if transcripts is not None:
-            from engine.folders import atomic_text
+            from engine.schema.folders import atomic_text
             from jobs.eval_inputs import episode_dicts
 
             lines = [json.dumps(episode) for episode in episode_dicts(report.episodes, report.checkpoint_step)]

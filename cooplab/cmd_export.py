@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         AutoModelForCausalLM.from_pretrained loads (the adapter alone goes under adapter/)."""
         from engine.lora.adapters import PeftMissingError
         from engine.lora.export import export_merged
-        from engine.spec import ConfigError
+        from engine.schema.run_config import ConfigError
 
         try:
             written = export_merged(checkpoint, out, config=config)

@@ -214,7 +214,7 @@ def submit(
 ) -> None:
     """Queue a run of CONFIG_PATH for a worker; prints the run id."""
     from db.migrate import upgrade
-    from engine.spec import ConfigError, load_run_config
+    from engine.schema.run_config import ConfigError, load_run_config
     from jobs.client import submit_to_experiment
     from jobs.preflight import check_run_config
     from jobs.settings import apply_engine_settings, get_settings

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Stop after this many steps."),
     ) -> None:
         """Train a team of agents from a run config."""
-        from engine.spec import ConfigError, load_run_config
+        from engine.schema.run_config import ConfigError, load_run_config
         from jobs.preflight import check_run_config
         from jobs.settings import apply_engine_settings, get_settings
 
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         out = output or Path("runs") / f"{run_config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         out.mkdir(parents=True, exist_ok=True)
 
-        from engine.build import run_training
+        from engine.build.run import run_training
         from engine.sinks import ConsoleSink, JsonlSink, MultiSink
         from engine.tasks import TaskError
 

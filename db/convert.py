@@ -78,5 +78,5 @@ def json_config(config: Any) -> dict[str, Any]:
     try:
         return json.loads(json.dumps(dict(config), allow_nan=False))
     except (TypeError, ValueError) as err:
-        raise ValueError(f"config is not JSON-serialisable ({err}); dump it with engine.spec.dump_run_config "
+        raise ValueError(f"config is not JSON-serialisable ({err}); dump it with engine.schema.run_config.dump_run_config "
                          f"or keep to dicts, lists, strings, finite numbers, booleans and None") from err

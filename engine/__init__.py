@@ -1,6 +1,6 @@
 """CoopLab's training library: cooperative multi-LLM reinforcement learning (MAGRPO family).
 
-The public names load lazily, so ``import engine.spec`` (the run-config schema) does not import
+The public names load lazily, so ``import engine.schema.run_config`` (the run-config schema) does not import
 torch. ``from engine import MAGRPOConfig, MAGRPOTrainer`` works as in CoMLRL.
 """
 
@@ -10,16 +10,16 @@ from engine.lazy import lazy_exports
 
 # module -> the public names it defines
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "engine.spec": ("RunConfig", "AgentSpec", "TaskSpec", "TrainerSpec", "ConfigError", "load_run_config",
+    "engine.schema.run_config": ("RunConfig", "AgentSpec", "TaskSpec", "TrainerSpec", "ConfigError", "load_run_config",
         "parse_run_config"),
     "engine.sinks.base": ("Sink", "BaseSink", "Episode", "TurnRecord"),
-    "engine.config": ("MAGRPOConfig", "MAREINFORCEConfig", "MAReMaxConfig", "MARLOOConfig"),
+    "engine.schema.configs": ("MAGRPOConfig", "MAREINFORCEConfig", "MAReMaxConfig", "MARLOOConfig"),
     "engine.trainer": ("MAGRPOTrainer", "MAREINFORCETrainer", "MAReMaxTrainer", "MARLOOTrainer",
         "TrainResult"),
-    "engine.team_reward": ("RewardProcessors",),
-    "engine.build": ("build_trainer", "run_training"),
+    "engine.rewards.team_reward": ("RewardProcessors",),
+    "engine.build.run": ("build_trainer", "run_training"),
     "engine.actor_critic": ("IACConfig", "IACTrainer", "MAACConfig", "MAACTrainer"),
-    "engine.preference.config": ("MADPOConfig", "CentralizedMAGRPOConfig", "MARLHFConfig", "MADPOIterConfig",
+    "engine.schema.preference_configs": ("MADPOConfig", "CentralizedMAGRPOConfig", "MARLHFConfig", "MADPOIterConfig",
         "MARLHFIterConfig"),
     "engine.preference.madpo": ("MADPOTrainer",),
     "engine.preference.pairs": ("PreferencePair",),

@@ -1,4 +1,4 @@
-"""Lazy public names for packages whose modules load torch: ``import engine.spec`` stays light."""
+"""Lazy public names for packages whose modules load torch: ``import engine.schema.run_config`` stays light."""
 
 from __future__ import annotations
 

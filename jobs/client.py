@@ -4,7 +4,7 @@ Sending is bounded: a broker that does not answer fails the call within a few se
 that names the broker (:class:`BrokerUnavailable`); no result backend is involved in sending.
 
 Importing this module never imports torch or the task module: configs are validated with the
-torch-free :mod:`engine.spec` and pre-flight checked (:mod:`jobs.preflight`) before anything is
+torch-free :mod:`engine.schema.run_config` and pre-flight checked (:mod:`jobs.preflight`) before anything is
 stored, and the task is sent by name (``jobs.run_training``) to the queue of
 the chosen device. Calls return as soon as the database and the broker have the request; stopping
 a run that ignores its stop flag is finished later by the stop enforcer (see :mod:`jobs.maintenance`).
@@ -23,7 +23,7 @@ from db import states
 from db.records import Run
 from db.states import InvalidTransition
 from db.store import Store
-from engine.spec import RunConfig
+from engine.schema.run_config import RunConfig
 from jobs.celery_app import TASK_NAME, device_queue, get_app, get_sender_app, validate_device
 from jobs.datadir import redact_url
 from jobs.faults import first_line, resource_reason
@@ -134,7 +134,7 @@ def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, dev
     """Validate and pre-flight check ``config`` (:func:`jobs.preflight.check_run_config`), store a
     ``queued`` run of ``experiment_id`` and enqueue it on ``device``'s queue.
 
-    Raises :class:`engine.spec.ConfigError` (one line per bad field: a task off the allowlist, a
+    Raises :class:`engine.schema.run_config.ConfigError` (one line per bad field: a task off the allowlist, a
     missing model, ``max_new_tokens`` beyond a model's context, bad task parameters, a size over the
     budget, a CUDA device the job on ``device``'s queue will not have...) before anything is stored,
     and ``ValueError`` for an unknown device. Returns the new run's id.

@@ -1,5 +1,5 @@
 """What an evaluation stores: :func:`report_inputs` and :func:`analysis_inputs` turn the engine's
-:class:`~engine.evaluate.EvalReport` and :class:`~engine.team_analysis.TeamAnalysis` into the
+:class:`~engine.evaluation.evaluate.EvalReport` and :class:`~engine.evaluation.team_analysis.TeamAnalysis` into the
 :class:`db.evaluation_records.EvaluationInput` records of a run (a team analysis: one per variant,
 sharing one analysis id). ``cooplab eval`` of a database run and the evaluation job both store these.
 
@@ -22,7 +22,7 @@ def episode_dicts(episodes: list[Any], step: int | None) -> list[dict[str, Any]]
 
 
 def report_inputs(run_id: int, report: Any) -> list[EvaluationInput]:
-    """One evaluation (``engine.evaluate.evaluate_run``'s report) as the record to store for ``run_id``."""
+    """One evaluation (``engine.evaluation.evaluate.evaluate_run``'s report) as the record to store for ``run_id``."""
     settings = {"seed": report.seed, "greedy": report.greedy, "samples": report.samples, "items": report.items}
     return [EvaluationInput(
         run_id=run_id, split=report.split, settings=settings, metrics=report.metrics,
@@ -32,7 +32,7 @@ def report_inputs(run_id: int, report: Any) -> list[EvaluationInput]:
 
 
 def analysis_inputs(run_id: int, analysis: Any, *, checkpoint_path: str | None = None) -> list[EvaluationInput]:
-    """A team analysis (``engine.team_analysis.analyze_team``) as one record per variant of ``run_id``
+    """A team analysis (``engine.evaluation.team_analysis.analyze_team``) as one record per variant of ``run_id``
     (``kind`` team_analysis, ``label`` the variant), all sharing a new analysis id."""
     group = uuid.uuid4().hex
     inputs = []

@@ -9,8 +9,8 @@ queue, registered in the workers through :mod:`jobs.tasks`) hands the request id
 2. refreshes the request's heartbeat from a thread while it works, so a reader can tell a job that
    died (:meth:`db.eval_request_store.EvalRequestStore.reap_stale`);
 3. evaluates with the engine's own code, the same as ``cooplab eval``: the run folder's
-   ``config.yaml`` on this worker's device, the chosen checkpoint, :func:`engine.evaluate.evaluate_run`
-   or, for a team analysis, :func:`engine.team_analysis.analyze_team`;
+   ``config.yaml`` on this worker's device, the chosen checkpoint, :func:`engine.evaluation.evaluate.evaluate_run`
+   or, for a team analysis, :func:`engine.evaluation.team_analysis.analyze_team`;
 4. stores every record in one transaction (:meth:`db.evaluation_store.EvaluationStore.add_evaluations`)
    and ends the request ``done`` with their ids; anything that goes wrong ends it ``failed`` with one
    line that names the problem, and nothing half-written.
@@ -76,8 +76,8 @@ def evaluate_request(store: Store, request: Any) -> list[int]:
     """Evaluate what ``request`` asks for and store the records (one transaction); their ids. Raises
     with a message naming the problem when it cannot."""
     from db.evaluation_store import EvaluationStore
-    from engine.evaluate import evaluate_run, find_checkpoint
-    from engine.spec import RunConfig, load_run_config
+    from engine.evaluation.evaluate import evaluate_run, find_checkpoint
+    from engine.schema.run_config import RunConfig, load_run_config
     from jobs.eval_inputs import analysis_inputs, report_inputs
 
     run = store.get_run(request.run_id)
@@ -93,7 +93,7 @@ def evaluate_request(store: Store, request: Any) -> list[int]:
     common = {"split": options.split, "items": options.items, "samples": options.samples,
               "greedy": options.greedy, "seed": options.seed}
     if options.team_analysis:
-        from engine.team_analysis import analyze_team
+        from engine.evaluation.team_analysis import analyze_team
 
         analysis = analyze_team(config, chosen, metric=options.metric, **common)
         inputs = analysis_inputs(run.id, analysis, checkpoint_path=str(chosen))
@@ -166,8 +166,8 @@ def execute_evaluation(request_id: int, *, settings: Settings | None = None, sto
 
 def _named(exc: BaseException) -> bool:
     """Errors whose message already names the problem and the fix (no type name needed)."""
-    from engine.evaluate import EvalError
-    from engine.spec import ConfigError
+    from engine.evaluation.evaluate import EvalError
+    from engine.schema.run_config import ConfigError
     from engine.tasks import TaskError
 
     return isinstance(exc, (EvalError, ConfigError, TaskError, FileNotFoundError, NotFoundError))

@@ -3,7 +3,7 @@
 :func:`execute_run` is the plain function behind the Celery task (the task only passes the run id).
 It claims the run with a compare-and-set ``queued → starting`` (so a redelivered message never runs a
 finished, stopped or lost run again), validates the stored config, trains through
-``engine.build.run_training`` with a :class:`~jobs.db_sink.DbSink`, and ends in ``succeeded``,
+``engine.build.run.run_training`` with a :class:`~jobs.db_sink.DbSink`, and ends in ``succeeded``,
 ``stopped`` or ``failed`` (with the error and traceback). torch and the engine are imported inside the
 function, so the worker parent that forks job processes never loads them (nor initialises CUDA).
 
@@ -14,9 +14,9 @@ or permissions), the stored error's first line says so, naming the path and the 
 state is written with retries; if the database still cannot take it, the job leaves the state and the
 reason in its job file, where whoever settles the run next finds them. The data directory must belong
 to the run's database (:mod:`jobs.datadir`), or the run fails before it writes anything there.
-The stored config is checked again against the operator's budget (:mod:`engine.budget`), and the
+The stored config is checked again against the operator's budget (:mod:`engine.schema.budget`), and the
 engine gets the data directory as the only place besides the run's folder that the config's folders
-may name (:mod:`engine.write_paths`); it checks that the devices the config names exist in this job.
+may name (:mod:`engine.policy.write_paths`); it checks that the devices the config names exist in this job.
 
 A stop requested while the run is ``starting`` moves it to ``stopping``; the job then never trains:
 before building it ends the run ``stopped`` at once, and when the stop arrives while agents and task
@@ -131,7 +131,7 @@ def execute_run(run_id: int, *, settings: Settings | None = None, store: Store |
                 exit_when_settled: bool = False) -> str:
     """Run stored run ``run_id`` to completion and return the state it ended in.
 
-    ``train_fn`` defaults to ``engine.build.run_training``. A run that is not ``queued`` is left
+    ``train_fn`` defaults to ``engine.build.run.run_training``. A run that is not ``queued`` is left
     alone (its state is returned), which makes redelivered task messages harmless. With
     ``exit_when_settled`` (job processes) the process exits at once if the run is marked ``stopped``
     by the stop enforcer while it still trains, so a terminated run never keeps computing.
@@ -214,8 +214,8 @@ def _claimed(store: Store, settings: Settings, run: Run, *, job: jobfile.JobFile
 def _train(store: Store, settings: Settings, run: Run, *, device: str, output_dir: Path,
            worker: str | None, train_fn: TrainFn | None, exit_when_settled: bool,
            job: jobfile.JobFile | None = None) -> str:
-    from engine.budget import budget_problems
-    from engine.spec import ConfigError, parse_run_config
+    from engine.schema.budget import budget_problems
+    from engine.schema.run_config import ConfigError, parse_run_config
     from jobs.preflight import run_budget
 
     apply_engine_settings(settings)  # the operator's task module allowlist, for parsing and building
@@ -242,7 +242,7 @@ def _train(store: Store, settings: Settings, run: Run, *, device: str, output_di
             return _finish(store, run.id, states.STOPPED, job=job)
         resume_from = _resume_from(store, run)
         if train_fn is None:  # the run's folders for writing: its own and the data directory
-            from engine.build import run_training
+            from engine.build.run import run_training
 
             train_fn = functools.partial(run_training, write_roots=(settings.data_dir,))
         output_dir.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.folders import human_bytes
+from engine.schema.folders import human_bytes
 
 FILESYSTEM_ERRNOS: dict[int, str] = {
     errno.ENOSPC: "no space left on device",

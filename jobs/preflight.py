@@ -2,13 +2,13 @@
 
 ``cooplab train``, ``cooplab submit``, :func:`jobs.client.submit_run` and the dashboard all call
 :func:`check_run_config`: it applies the operator's settings to the engine (the task module
-allowlist), validates the config (:func:`engine.spec.parse_run_config`) and runs the pre-flight
-checks (:mod:`engine.preflight`: model sources, ``max_new_tokens`` against each model's context,
+allowlist), validates the config (:func:`engine.schema.run_config.parse_run_config`) and runs the pre-flight
+checks (:mod:`engine.schema.preflight`: model sources, ``max_new_tokens`` against each model's context,
 task parameters), looking for hub models in this machine's Hugging Face cache unless
 ``COOPLAB_REQUIRE_CACHED_MODELS=false``, and the operator's resource budget (``COOPLAB_MAX_*``,
-:mod:`engine.budget`) and write area (a folder the config names must lie in the run's folder or the
-data directory, :mod:`engine.write_paths`), and what only the operator allows
-(``COOPLAB_API_HOSTS``, ``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.run_permissions`). Torch-free and
+:mod:`engine.schema.budget`) and write area (a folder the config names must lie in the run's folder or the
+data directory, :mod:`engine.policy.write_paths`), and what only the operator allows
+(``COOPLAB_API_HOSTS``, ``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.policy.run_permissions`). Torch-free and
 Celery-free.
 
 Whether a CUDA device exists is known here only when the run's queue is: a job on a ``cuda:N`` queue
@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.budget import Budget, RunLimits
-from engine.outbound import parse_api_hosts
-from engine.preflight import Problem, preflight_problems
-from engine.spec import ConfigError, RunConfig, parse_run_config
-from engine.write_paths import WriteArea
+from engine.policy.outbound import parse_api_hosts
+from engine.policy.write_paths import WriteArea
+from engine.schema.budget import Budget, RunLimits
+from engine.schema.preflight import Problem, preflight_problems
+from engine.schema.run_config import ConfigError, RunConfig, parse_run_config
 from jobs.settings import Settings, apply_engine_settings, get_settings
 
 
@@ -62,7 +62,7 @@ def check_run_config(config: RunConfig | Mapping[str, Any], *, settings: Setting
     """Validate ``config`` and run the pre-flight checks for a run on ``device``'s queue (None: not
     known yet; the worker then checks that its devices exist); return the validated config.
 
-    Raises :class:`engine.spec.ConfigError` with one ``field: message`` line per problem.
+    Raises :class:`engine.schema.run_config.ConfigError` with one ``field: message`` line per problem.
     """
     settings = settings or get_settings()
     apply_engine_settings(settings)

@@ -48,7 +48,7 @@ class Settings(BaseSettings):
         "resource limits and an in-interpreter guard only (bypassable: it may read this user's files and reach "
         "local services). Off by default: such code is then refused.")
     api_hosts: str = Field(
-        "", description="Where a run config's API comparator may send requests and keys (engine.outbound): "
+        "", description="Where a run config's API comparator may send requests and keys (engine.policy.outbound): "
         "comma-separated entries, COOPLAB_API_KEY_NAME=host[:port] to let that key go to the host (repeat the "
         "variable for more hosts), host[:port] alone for a host reachable without a key. No key goes to an "
         "unlisted host; plain http and private, loopback or link-local addresses only to listed ones. E.g. "
@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         "hub kernels): its Python then runs in the trainer. Off by default: such configs are refused, and a "
         "folder's auto_map never runs.")
 
-    # The resource budget of a run config (engine.budget), checked before a run is stored and again
+    # The resource budget of a run config (engine.schema.budget), checked before a run is stored and again
     # by the worker. Generous for real research; raise one where the machines can take more.
     max_tokens_per_step: int = Field(
         100_000_000, ge=1, description="Tokens one training step (or one preference collection call, or one "
@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     @field_validator("api_hosts")
     @classmethod
     def _api_hosts(cls, value: str) -> str:
-        from engine.outbound import parse_api_hosts  # torch-free
+        from engine.policy.outbound import parse_api_hosts  # torch-free
 
         return str(parse_api_hosts(value))
 
@@ -196,8 +196,8 @@ def hf_hub_cache_dirs(env: HubCacheEnv | None = None) -> list[Path]:
 def apply_engine_settings(settings: Settings) -> None:
     """Hand the engine this process's operator settings: the task module allowlist, whether the code
     sandbox may run without OS isolation (UNSAFE), the API hosts and whether models may bring code."""
-    from engine.outbound import set_api_hosts  # torch-free
-    from engine.remote_code import allow_remote_code  # torch-free
+    from engine.policy.outbound import set_api_hosts  # torch-free
+    from engine.policy.remote_code import allow_remote_code  # torch-free
     from engine.sandbox.boundary import allow_unisolated_sandbox  # torch-free
     from engine.tasks.allowlist import set_allowed_task_modules  # torch-free
 

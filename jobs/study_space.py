@@ -6,7 +6,7 @@ a dimension: a list of values (grid and random both draw from it), or for random
 search takes every combination, the first path varying slowest; random search draws ``samples``
 points with ``random.Random(study seed)``, so the same study seed gives the same points. Each point
 is run once per seed (``trainer.seed``). Every generated config is validated through the one schema
-(:func:`engine.spec.parse_run_config`) before anything is stored: a bad point raises
+(:func:`engine.schema.run_config.parse_run_config`) before anything is stored: a bad point raises
 :class:`StudySpaceError` naming the point, its values and the field.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from db.study_records import TrialInput
-from engine.spec import ConfigError, RunConfig, parse_run_config
+from engine.schema.run_config import ConfigError, RunConfig, parse_run_config
 
 RANGE_KINDS = ("uniform", "loguniform", "int")
 SEED_PATH = "trainer.seed"

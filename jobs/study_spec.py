@@ -27,9 +27,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from db.study_records import TrialInput
-from engine.errors import format_validation_error
-from engine.safe_yaml import YamlLimitError, load_yaml_file
-from engine.spec import ConfigError, RunConfig, load_run_config, parse_run_config
+from engine.schema.errors import format_validation_error
+from engine.schema.run_config import ConfigError, RunConfig, load_run_config, parse_run_config
+from engine.schema.safe_yaml import YamlLimitError, load_yaml_file
 from jobs.study_space import StudySpaceError, generate, parse_space
 
 DEFAULT_OBJECTIVE = "train/reward_mean"
@@ -78,10 +78,10 @@ def parse_study_spec(data: Mapping[str, Any]) -> StudySpec:
 
 def load_study_file(path: str | Path) -> StudySpec:
     """Read a study YAML; a ``base`` given as a path is a run-config file relative to the study file
-    (read and validated by :func:`engine.spec.load_run_config`)."""
+    (read and validated by :func:`engine.schema.run_config.load_run_config`)."""
     path = Path(path)
     try:
-        data = load_yaml_file(path) or {}  # within the size and alias limits of engine.safe_yaml
+        data = load_yaml_file(path) or {}  # within the size and alias limits of engine.schema.safe_yaml
     except OSError as exc:
         raise StudySpaceError(f"study file {path} cannot be read: {exc.strerror or exc}") from None
     except YamlLimitError as exc:

@@ -30,8 +30,8 @@ def allow_task_modules() -> Iterator[Callable[..., tuple[str, ...]]]:
 def _operator_permissions_restored() -> Iterator[None]:
     """The engine's API hosts and remote-code permission as they were before each test: a test (or the
     pre-flight it calls) applies operator settings process-wide, which must not reach the next test."""
-    from engine.outbound import api_hosts, set_api_hosts
-    from engine.remote_code import allow_remote_code, remote_code_allowed
+    from engine.policy.outbound import api_hosts, set_api_hosts
+    from engine.policy.remote_code import allow_remote_code, remote_code_allowed
 
     hosts, remote = api_hosts(), remote_code_allowed()
     yield

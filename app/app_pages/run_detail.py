@@ -27,7 +27,7 @@ from app.queries import (
 from app.seedgroups import same_config_runs, seed_of
 from app.unused_settings import split_by_use, unread_label
 from db.evaluation_store import EvaluationStore
-from engine.spec import ConfigError, dump_run_config, parse_run_config
+from engine.schema.run_config import ConfigError, dump_run_config, parse_run_config
 
 store = context.store()
 st.title("Run detail")

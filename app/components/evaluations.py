@@ -18,7 +18,7 @@ from app.components.transcript_view import render_episode
 from app.escape import md_code
 from db.evaluation_records import Evaluation
 from db.records import EpisodeView
-from engine.spec import agents_from_folders
+from engine.schema.run_config import agents_from_folders
 from transcripts import TurnRecord
 
 BEST_MARK = "★ best"

@@ -25,8 +25,8 @@ from app.escape import md_code, md_text
 from app.fields import FieldForm, model_forms, named_forms, placed_forms
 from app.task_switch import carried_over, task_defaults, task_preset, with_task_defaults
 from app.unused_settings import shown_for
-from engine.settings.catalog import FORM_MAIN
-from engine.spec import AgentSpec, RunConfig, TrainerSpec
+from engine.schema.catalog import FORM_MAIN
+from engine.schema.run_config import AgentSpec, RunConfig, TrainerSpec
 
 BUILTIN_MODELS = ("builtin:tiny-llama", "builtin:tiny-qwen2", "builtin:smollm2-135m")
 BLANK_NAME = "the experiment name is empty (or only spaces); type a name"

@@ -1,6 +1,6 @@
 """Form sections shown beside the trainer settings: IAC/MAAC critic settings and a system of trainers.
 
-Both write into the draft the shape ``engine.spec`` reads (``trainer.actor_critic`` and
+Both write into the draft the shape ``engine.schema.run_config`` reads (``trainer.actor_critic`` and
 ``system``), register an error slot under each widget, and report input they cannot read, so the
 experiment form prints every problem next to its widget before saving.
 """

@@ -5,9 +5,9 @@ Per seed: the team of ``--model`` (default two SmolLM2-135M-Instruct agents) tra
 start (``--task-params`` may change it) for ``--steps`` MAGRPO steps, evaluating every
 ``--eval-interval`` steps on the first ``--select-items`` held-out items to keep the best checkpoint
 (``best_checkpoint_metric: eval/reward_mean``). Then, with ``cooplab eval``'s own code
-(:func:`engine.evaluate.evaluate_run`), the base models (step 0), the best and the last checkpoint
+(:func:`engine.evaluation.evaluate.evaluate_run`), the base models (step 0), the best and the last checkpoint
 are evaluated on all ``--eval-items`` held-out items with ``--samples`` answers each and one fixed
-seed, and :func:`engine.team_analysis.analyze_team` runs on the last checkpoint.
+seed, and :func:`engine.evaluation.team_analysis.analyze_team` runs on the last checkpoint.
 
 The best checkpoint is chosen on held-out items that the final evaluation also uses, so its row is
 optimistic; the last checkpoint's row is the unbiased one. The table gives each metric as the mean
@@ -49,11 +49,11 @@ def run_config(*, model: str, seed: int, steps: int, lr: float, samples: int, ne
 
 def one_seed(config: dict[str, Any], *, samples: int, eval_seed: int, out: Path) -> dict[str, Any]:
     """Train one seed into ``out`` and evaluate step 0, best and last; its rows and timings."""
-    from engine.build import run_training
-    from engine.evaluate import evaluate_run, find_checkpoint
+    from engine.build.run import run_training
+    from engine.evaluation.evaluate import evaluate_run, find_checkpoint
+    from engine.evaluation.team_analysis import analyze_team
+    from engine.schema.run_config import parse_run_config
     from engine.sinks import NullSink
-    from engine.spec import parse_run_config
-    from engine.team_analysis import analyze_team
 
     run = parse_run_config(config)
     wall, cpu = time.perf_counter(), time.process_time()

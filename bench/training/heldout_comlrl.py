@@ -4,7 +4,7 @@ CoMLRL's ``MAGRPOTrainer`` trains the same two models (loaded by CoopLab's loade
 match) on the quick start's training items with the same K, lengths, sampling and learning rate for
 ``--epochs`` passes over the 16 training topics (CoMLRL counts epochs, not steps: 4 epochs are 64
 updates of one item each). Its saved models are then evaluated by CoopLab's own evaluation
-(:func:`engine.evaluate.evaluate_run` with ``models=``) on the same held-out items, answers per item
+(:func:`engine.evaluation.evaluate.evaluate_run` with ``models=``) on the same held-out items, answers per item
 and seed as the CoopLab rows, next to the untrained models' evaluation. CoMLRL is an optional
 benchmark extra (``pip install --no-deps comlrl==1.4.3 && pip install wandb openai``).
 
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--eval-seed", type=int, default=1234)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    from engine.evaluate import evaluate_run
-    from engine.spec import parse_run_config
+    from engine.evaluation.evaluate import evaluate_run
+    from engine.schema.run_config import parse_run_config
 
     results: dict[str, Any] = {}
     for seed in [int(s) for s in args.seeds.split(",")]:

@@ -45,9 +45,9 @@ def arm_config(base: dict[str, Any], *, lora: bool, seed: int, steps: int, rank:
 
 def run_arm(config: dict[str, Any]) -> dict[str, Any]:
     """Train one run config in memory; its per-step team rewards and seconds per step."""
-    from engine.build import build_trainer
+    from engine.build.run import build_trainer
+    from engine.schema.run_config import parse_run_config
     from engine.sinks import MemorySink
-    from engine.spec import parse_run_config
 
     trainer = build_trainer(parse_run_config(config), output_dir=None)
     sink = MemorySink()
@@ -97,7 +97,7 @@ def format_learning_report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.safe_yaml import load_yaml_file
+    from engine.schema.safe_yaml import load_yaml_file
 
     parser = argparse.ArgumentParser(prog="python -m bench.training.lora_learning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(QUICKSTART), help="run config with a two-agent team")

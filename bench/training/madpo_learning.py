@@ -244,7 +244,7 @@ def run_other(side: str, seed: int, samples: int = 16) -> Result:
     current policy), ``marlhf`` / ``marlhf_iter`` (MAGRPO stage against the learned reward) and
     ``centralized`` (one joint model, halves protocol)."""
     from engine import MADPOConfig, MADPOTrainer
-    from engine.preference.config import MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
+    from engine.schema.preference_configs import MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
 
     base = {**MADPO_SETTINGS, "seed": seed, "transcripts_per_step": 0}
     if side == "centralized":

@@ -149,7 +149,7 @@ def run_decoders(w: Workload, repeats: int = 6) -> dict[str, Any]:
     item-by-item calls) and for all of a step's prompts at once (batched items)."""
     import torch
 
-    from engine.sampling import generate_completions
+    from engine.sampling.sampler import generate_completions
 
     models, tokenizers = setup_agents(w)
     prompts = [fmt(item) for fmt in formatters(1) for item in dataset(w)[: w.items_per_update]]

@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
-from engine.actor_critic.config import ActorCriticConfig
 from engine.actor_critic.critics import ValueHead
 from engine.actor_critic.rollout import ACRollout, AgentRewards, Chain, ChainSettings, run_chains
 from engine.actor_critic.targets import discounted_returns, normalize, td_targets
 from engine.actor_critic.update import StepSettings, update_actor
+from engine.schema.actor_critic_configs import ActorCriticConfig
 from engine.sinks.base import Episode, Sink, TurnRecord
 from engine.trainer.core import TrainerCore, step_timing
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from engine.sampling import left_pad
+from engine.sampling.sampler import left_pad
 
 
 class ValueHead(nn.Module):

@@ -11,10 +11,10 @@ from typing import Any
 import torch
 
 from engine.actor_critic.base import ActorCriticTrainerBase
-from engine.actor_critic.config import IACConfig
 from engine.actor_critic.critics import ValueCritic, ValueHead, agent_critic_text, hidden_size_of
 from engine.actor_critic.rollout import ACRollout, TurnSample
 from engine.actor_critic.update import critic_stats, head_old_values, update_critic
+from engine.schema.actor_critic_configs import IACConfig
 
 VALUE_CHUNK = 64
 

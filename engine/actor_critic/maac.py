@@ -14,11 +14,11 @@ from typing import Any
 import torch
 
 from engine.actor_critic.base import ActorCriticTrainerBase
-from engine.actor_critic.config import MAACConfig
 from engine.actor_critic.critics import ValueCritic, joint_critic_text
 from engine.actor_critic.iac import VALUE_CHUNK, critic_device, load_critic_source
 from engine.actor_critic.rollout import ACRollout, Chain
 from engine.actor_critic.update import critic_stats, update_critic
+from engine.schema.actor_critic_configs import MAACConfig
 
 
 class MAACTrainer(ActorCriticTrainerBase):

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.formatting import call_formatter, render_prompt
-from engine.team_reward import RewardError, TeamReward, call_reward_function, check_values
+from engine.rewards.team_reward import RewardError, TeamReward, call_reward_function, check_values
 from engine.trainer.agents import AgentRuntime
+from engine.trainer.formatting import call_formatter, render_prompt
 from engine.trainer.losses import k3_kl
 from engine.trainer.update import TrainSample, score_logprobs
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.folders import atomic_folder
 from engine.lora.weights import load_weights_file, save_agent_export
-from engine.preference.comparator_checkpoint import META_FILE
+from engine.schema.comparator_checkpoint import META_FILE
+from engine.schema.folders import atomic_folder
 
 
 def _config_path(checkpoint: Path, config: str | Path | None) -> Path:
@@ -30,8 +30,8 @@ def _config_path(checkpoint: Path, config: str | Path | None) -> Path:
 def export_merged(checkpoint: str | Path, out: str | Path, *, config: str | Path | None = None,
                   device: str = "cpu") -> list[Path]:
     """Write merged per-agent folders from ``checkpoint`` into ``out`` (see the module doc); returns them."""
-    from engine.spec import load_run_config
-    from engine.team import load_team
+    from engine.build.team import load_team
+    from engine.schema.run_config import load_run_config
     from engine.trainer.checkpoint import model_groups
 
     folder = Path(checkpoint)

@@ -14,7 +14,7 @@ Every tokenizer comes back with a pad token (falling back to eos) and left paddi
 generation needs. Failures raise ``ModelLoadError`` naming the source and what to do.
 
 Loading passes ``trust_remote_code=False`` unless ``model_kwargs`` ask for it and remote code is allowed
-(:mod:`engine.remote_code`), so a folder's ``auto_map`` never runs on its own; asking where it is not
+(:mod:`engine.policy.remote_code`), so a folder's ``auto_map`` never runs on its own; asking where it is not
 allowed raises ``ModelLoadError`` before anything is read.
 """
 
@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from engine.models.errors import ModelLoadError
 from engine.models.smollm2 import load_smollm2
 from engine.models.tiny import ARCHS, SIZES, build_tiny_model
-from engine.remote_code import RemoteCodeRefused, remote_code_allowed, trust_remote_code
+from engine.policy.remote_code import RemoteCodeRefused, remote_code_allowed, trust_remote_code
 
 BUILTIN_PREFIX = "builtin:"
 SMOLLM2_NAME = "smollm2-135m"
@@ -154,7 +154,7 @@ def load_agent(
     ``model_kwargs`` go to ``from_pretrained`` (tiny built-ins take ``size`` and ``seed``).
     ``cache_dir`` is where SmolLM2's plain copy lives (default ``~/.cache/cooplab/models``).
     ``allow_remote_code``: whether ``model_kwargs`` may ask for code that comes with the model
-    (``trust_remote_code``); None takes this process's permission (:mod:`engine.remote_code`).
+    (``trust_remote_code``); None takes this process's permission (:mod:`engine.policy.remote_code`).
     """
     torch_dtype = resolve_dtype(dtype)
     kwargs = dict(model_kwargs or {})

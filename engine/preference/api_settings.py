@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from engine.preference.api_responses import normalize_api_format
-from engine.settings.secrets import is_sensitive_header
+from engine.schema.secrets import is_sensitive_header
 
 ONE_PER_REQUEST_FORMATS = frozenset({"anthropic_messages", "openai_responses"})
 ANTHROPIC_VERSION = "2023-06-01"

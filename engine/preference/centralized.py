@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.formatting import call_formatter
-from engine.team_reward import TeamReward
+from engine.rewards.team_reward import TeamReward
+from engine.trainer.formatting import call_formatter
 
 
 class CentralizedComparatorParseError(ValueError):
@@ -83,7 +83,7 @@ def prompt_text(value: Any) -> str:
 class CentralizedCollaboration:
     """Joint prompts from the roles' formatters, and the task reward on the split roles.
 
-    It is a reward-term object for :class:`engine.team_reward.TeamReward` (``score``/``term_names``):
+    It is a reward-term object for :class:`engine.rewards.team_reward.TeamReward` (``score``/``term_names``):
     the role reward's own terms pass through, and ``unparsed`` counts completions without any
     tagged section (their roles get empty answers, as in CoMLRL, and the count is reported).
     """

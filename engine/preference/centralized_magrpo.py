@@ -12,8 +12,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from engine.preference.config import CentralizedMAGRPOConfig
 from engine.preference.joint_policy import CentralizedRoles, centralize
+from engine.schema.preference_configs import CentralizedMAGRPOConfig
 from engine.sinks.base import Episode
 from engine.trainer.trainer import MAGRPOTrainer
 

@@ -10,7 +10,7 @@ A mixin of :class:`engine.preference.iterations.ComparatorIterations`; it reads 
 * ``comparator_policy="api"``: :class:`engine.preference.api_client.ApiClient`; the key is
   ``comparator_api_key`` or the environment variable ``comparator_api_key_env`` names (read by the
   training process when the trainer is built: the only variable the engine reads, and only because
-  the config names it). Where operator settings were applied (:func:`engine.outbound.api_hosts`), the
+  the config names it). Where operator settings were applied (:func:`engine.policy.outbound.api_hosts`), the
   URL is checked against the operator's API hosts before the key is read, and every request again.
 * ``comparator_generation_mode="centralized"``: whichever comparator the policy picks, agent
   ``comparator_centralized_agent_index``'s model (or that ``comparator_agents`` entry) answers one
@@ -26,12 +26,12 @@ from typing import Any
 
 import torch
 
-from engine.outbound import api_hosts, url_problem
+from engine.policy.outbound import api_hosts, url_problem
 from engine.preference.api_client import ApiClient
 from engine.preference.api_settings import ApiSettings
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
 from engine.preference.comparators import TextComparator, api_texts, centralized_texts, team_texts
-from engine.team_reward import TeamReward
+from engine.rewards.team_reward import TeamReward
 from engine.trainer.agents import AgentRuntime
 from engine.trainer.rollout import TreeBuilder
 

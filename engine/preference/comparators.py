@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from engine.formatting import call_formatter, render_prompt
 from engine.preference.centralized import CentralizedCollaboration, prompt_text
 from engine.trainer.agents import AgentRuntime
+from engine.trainer.formatting import call_formatter, render_prompt
 from engine.trainer.rollout import TreeBuilder
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 

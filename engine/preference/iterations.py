@@ -18,16 +18,16 @@ from typing import Any
 import torch
 
 from engine.lora.weights import load_weights_file
-from engine.preference.comparator_checkpoint import comparator_checkpoint_problem
+from engine.policy.write_paths import WriteArea
 from engine.preference.comparator_sources import ComparatorSources
 from engine.preference.iteration_files import IterationFiles
 from engine.preference.pairs import PreferencePair
 from engine.preference.replay import replay_pairs, shards_kept
+from engine.schema.comparator_checkpoint import comparator_checkpoint_problem
 from engine.sinks.base import Sink
 from engine.trainer.loop import TrainLoopMixin, TrainResult
 from engine.trainer.rollout import TreeBuilder
 from engine.trainer.trainer import MAGRPOTrainer
-from engine.write_paths import WriteArea
 
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)  # every preference trainer takes MAGRPO's arguments
 
@@ -37,7 +37,7 @@ class ComparatorIterations(ComparatorSources):
     constructor is the trainer's (MAGRPO's arguments) with an iterative config. The comparators that
     write text (another model, a centralized writer, an API) come from
     :class:`engine.preference.comparator_sources.ComparatorSources`. ``write_area`` confines the
-    folders the config names for writing (:mod:`engine.write_paths`; the run-config build passes it)."""
+    folders the config names for writing (:mod:`engine.policy.write_paths`; the run-config build passes it)."""
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, centralized_comparator_adapter: Any = None,
                  write_area: WriteArea | None = None, **kwargs: Any) -> None:

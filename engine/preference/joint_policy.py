@@ -10,9 +10,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine.formatting import normalize_formatters
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
-from engine.team_reward import TeamReward
+from engine.rewards.team_reward import TeamReward
+from engine.trainer.formatting import normalize_formatters
 from transcripts import TurnRecord
 
 JOINT_NAME = "joint"  # the one actor's name in metrics and transcripts

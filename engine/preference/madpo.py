@@ -26,12 +26,12 @@ from typing import Any
 import torch
 
 from engine.preference.collect import PairCollector
-from engine.preference.config import MADPOConfig
 from engine.preference.joint_policy import CentralizedRoles, centralize, unread_adapter_problem
 from engine.preference.loss import agent_dpo_loss, pair_statistics
 from engine.preference.pairs import PreferencePair
+from engine.rewards.team_reward import TeamReward
+from engine.schema.preference_configs import MADPOConfig
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
-from engine.team_reward import TeamReward
 from engine.trainer.core import TrainerCore, step_timing
 from engine.trainer.evaluation import EvaluationMixin
 from engine.trainer.loop import TrainLoopMixin, TrainResult

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 
-from engine.preference.config import MADPOIterConfig
 from engine.preference.iterations import ComparatorIterations
 from engine.preference.madpo import MADPOTrainer
 from engine.preference.pairs import PreferencePair
+from engine.schema.preference_configs import MADPOIterConfig
 from engine.sinks.base import Episode
 
 

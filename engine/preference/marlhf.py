@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.preference.collect import PairCollector
-from engine.preference.config import MARLHFConfig
 from engine.preference.joint_policy import CentralizedRoles, centralize, unread_adapter_problem
 from engine.preference.reward_model import LearnedReward, build_reward_model, fit_reward_model
+from engine.rewards.team_reward import TeamReward
+from engine.schema.preference_configs import MARLHFConfig
 from engine.sinks.base import BaseSink, Episode, Sink
-from engine.team_reward import TeamReward
 from engine.trainer.loop import TrainResult
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.trainer import MAGRPOTrainer

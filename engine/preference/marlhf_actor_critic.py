@@ -19,9 +19,9 @@ from engine.actor_critic.base import ActorCriticTrainerBase
 from engine.actor_critic.iac import IACTrainer
 from engine.actor_critic.maac import MAACTrainer
 from engine.actor_critic.rollout import AgentRewards
-from engine.preference.config import MARLHFConfig
 from engine.preference.marlhf import LearnedRewardStage
-from engine.team_reward import TeamReward
+from engine.rewards.team_reward import TeamReward
+from engine.schema.preference_configs import MARLHFConfig
 from engine.trainer.trainer import MAGRPOTrainer
 
 _MARLHF = inspect.signature(MAGRPOTrainer.__init__)

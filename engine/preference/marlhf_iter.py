@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.preference.config import MARLHFIterConfig
 from engine.preference.iterations import ComparatorIterations
 from engine.preference.marlhf import MARLHFTrainer
+from engine.rewards.team_reward import TeamReward
+from engine.schema.preference_configs import MARLHFIterConfig
 from engine.sinks.base import Episode
-from engine.team_reward import TeamReward
 
 
 class MARLHFIterTrainer(ComparatorIterations, MARLHFTrainer):

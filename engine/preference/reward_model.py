@@ -101,7 +101,7 @@ def build_reward_model(source: str | None, agent: Any, *, device: str | None, ma
     if source is not None:
         from transformers import AutoModel, AutoTokenizer
 
-        # a run config names the source: code that comes with it never runs (engine.remote_code)
+        # a run config names the source: code that comes with it never runs (engine.policy.remote_code)
         backbone = AutoModel.from_pretrained(source, trust_remote_code=False)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     else:
@@ -142,7 +142,7 @@ def fit_reward_model(model: JointRewardModel, pairs: Sequence[PreferencePair], *
 
 
 class LearnedReward:
-    """The reward model as a team reward (a reward-term object for :class:`engine.team_reward.TeamReward`)."""
+    """The reward model as a team reward (a reward-term object for :class:`engine.rewards.team_reward.TeamReward`)."""
 
     term_names: list[str] = []
 

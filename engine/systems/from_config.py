@@ -9,10 +9,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.configure import trainer_config
-from engine.run_folder import train_into_folder
+from engine.build.run_folder import train_into_folder
+from engine.build.team import load_team, team_arguments
+from engine.schema.configure import trainer_config
+from engine.schema.run_config import ConfigError, RunConfig
+from engine.schema.system_spec import (
+    AlternatingSpec,
+    CustomSpec,
+    EveryKSpec,
+    RoundRobinSpec,
+    SystemSpec,
+    group_trainer_spec,
+    parse_system_spec,
+)
 from engine.sinks.base import Sink
-from engine.spec import ConfigError, RunConfig
 from engine.systems.schedule import (
     AllTogether,
     Alternating,
@@ -22,17 +32,7 @@ from engine.systems.schedule import (
     Schedule,
     load_callable,
 )
-from engine.systems.spec import (
-    AlternatingSpec,
-    CustomSpec,
-    EveryKSpec,
-    RoundRobinSpec,
-    SystemSpec,
-    group_trainer_spec,
-    parse_system_spec,
-)
 from engine.systems.system import System, deferred_reward
-from engine.team import load_team, team_arguments
 from engine.trainer import MAGRPOTrainer, TrainResult
 
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from engine.folders import atomic_folder, written_folder
+from engine.rewards.team_reward import TeamReward
+from engine.schema.folders import atomic_folder, written_folder
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
-from engine.team_reward import TeamReward
 from engine.trainer.core import step_items
 from engine.trainer.loop import LoopSchedule, run_loop
 from engine.trainer.trainer import MAGRPOTrainer, TrainResult, dataset_length

@@ -4,6 +4,7 @@ Importing this package is light (no torch, no ``datasets``): the dashboard reads
 ``build_task`` loads datasets when a task is actually built.
 """
 
+from engine.rewards.reward_terms import RewardError, RewardGroup, RewardTerm, RewardTerms, check_reward_values
 from engine.tasks.allowlist import allowed_task_modules, set_allowed_task_modules
 from engine.tasks.base import Task, TaskError, TaskInfo, TaskParams
 from engine.tasks.registry import (
@@ -16,7 +17,6 @@ from engine.tasks.registry import (
     unregister_task,
     validate_params,
 )
-from engine.tasks.reward_terms import RewardError, RewardGroup, RewardTerm, RewardTerms, check_reward_values
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -33,7 +33,7 @@ class Task:
     """Everything the trainer needs to train a team on one environment.
 
     ``formatters[i]`` builds agent ``i``'s prompt from a dataset item (``fmt(item) -> str``).
-    ``reward_func`` is a :class:`engine.tasks.reward_terms.RewardTerms` object or a plain CoMLRL reward
+    ``reward_func`` is a :class:`engine.rewards.reward_terms.RewardTerms` object or a plain CoMLRL reward
     function. ``external_transition`` (CoMLRL's keyword-only signature) maps a joint action and the
     histories to each agent's next prompt; ``None`` means single-turn only. ``check(item,
     agent_completions)`` says whether one joint answer solves the item (used for pass@k).

@@ -1,7 +1,7 @@
 """Ready-made run configs for the built-in tasks (the dashboard's presets and the README's examples).
 
 Each entry of :data:`PRESETS` has a ``title``, a ``description`` and a ``config``: a plain dict
-that :func:`engine.spec.parse_run_config` accepts. The quick start is measured to learn on a
+that :func:`engine.schema.run_config.parse_run_config` accepts. The quick start is measured to learn on a
 2-core CPU in about a minute; the others use SmolLM2-135M-Instruct (offline) and want a GPU for
 real training, though they run on a CPU too.
 """

@@ -16,9 +16,9 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from engine.preference.centralized import EqualPartsCentralizedAdapter
+from engine.rewards.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.base import Task, TaskParams
 from engine.tasks.datasets import task_from_items
-from engine.tasks.reward_terms import RewardTerm, RewardTerms
 
 ROLES = ("first", "second")
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import Field
 
+from engine.rewards.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.base import Task, TaskParams
 from engine.tasks.datasets import split_items, task_from_items
-from engine.tasks.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.text_metrics import content_words, overlap_score, relevance_score, word_range_score, words
 from engine.tasks.transitions import alternate_roles, revise_with_feedback, role_for_turn
 from engine.tasks.writing import WritingParams, writing_items

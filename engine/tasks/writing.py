@@ -18,9 +18,9 @@ from importlib import resources
 
 from pydantic import Field, model_validator
 
+from engine.rewards.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.base import Task, TaskError, TaskParams
 from engine.tasks.datasets import load_items, split_items, task_from_items
-from engine.tasks.reward_terms import RewardTerm, RewardTerms
 from engine.tasks.text_metrics import (
     diversity_score,
     length_ratio_score,

@@ -24,7 +24,7 @@ class GenerationSettings:
     temperature: float
     top_p: float
     top_k: int | None
-    fast_decode: bool = True  # Llama-family tokens through engine.fast_decode (identical logits)
+    fast_decode: bool = True  # Llama-family tokens through engine.sampling.fast_decode (identical logits)
 
 
 @dataclass
@@ -101,7 +101,7 @@ class AgentRuntime:
     def sample(self, prompts: list[str], num_samples: int, *, greedy: bool = False) -> tuple[list[SampledPrompt], int]:
         """One batched sampling call over all prompts and all K samples. Returns per-prompt samples
         and the number of generated completion tokens."""
-        from engine.sampling import generate_completions
+        from engine.sampling.sampler import generate_completions
 
         gen = generate_completions(
             self.sampling_model(),
@@ -246,7 +246,7 @@ def _checkpointed(model: Any) -> bool:
 def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompts, t: int) -> torch.Tensor | None:
     """None when the model's forward does not take and return a ``transformers`` layered cache
     (checkpointed training runs without one); the caller then uses the packed forward."""
-    from engine.sampling import forward_cache_argument
+    from engine.sampling.sampler import forward_cache_argument
 
     signature = forward_cache_argument(model)
     if signature is None:

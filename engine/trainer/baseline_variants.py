@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.config import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
+from engine.schema.configs import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 from engine.trainer.trainer import MAGRPOTrainer
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.folders import atomic_folder, atomic_text
+from engine.schema.folders import atomic_folder, atomic_text
 
 BEST_FOLDER = "best"
 RECORD_FILE = "best.json"

@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.folders import CheckpointWriteError, atomic_folder, written_folder  # noqa: F401  (the error is re-exported)
 from engine.lora.weights import (
     checkpoint_weights,
     load_checkpoint_weights,
     load_weights_file,
     save_weights_file,
 )
-from engine.preference.comparator_checkpoint import META_FILE, STATE_FILE  # noqa: F401 (re-exported)
+from engine.schema.comparator_checkpoint import META_FILE, STATE_FILE  # noqa: F401 (re-exported)
+from engine.schema.folders import CheckpointWriteError, atomic_folder, written_folder  # noqa: F401  (the error is re-exported)
 
 
 def _numpy_state() -> list[Any]:

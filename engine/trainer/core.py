@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.host_memory import keep_freed_memory
 from engine.sinks.base import Sink
 from engine.trainer.checkpoint import CheckpointMixin
+from engine.trainer.host_memory import keep_freed_memory
 from engine.trainer.loop import TrainLoopMixin
 from engine.trainer.setup import agent_names_for, build_team, check_datasets, resolve_sources
 

@@ -1,7 +1,7 @@
 """Evaluation: one path per eval item (greedy or sampled), per-turn reward and expected return,
 CoMLRL's ``eval_logger``/``eval_aggregator`` hooks, and unbiased pass@k for every k up to the samples
 per item when a ``check`` is given. The trainer's ``evaluate()`` during training and ``cooplab eval``
-(:mod:`engine.evaluate`) share :meth:`EvaluationMixin.evaluate_items`: every item's outcome, the
+(:mod:`engine.evaluation.evaluate`) share :meth:`EvaluationMixin.evaluate_items`: every item's outcome, the
 metrics and their standard errors over items."""
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.formatting import call_formatter, render_prompt, with_peer_replies
-from engine.team_reward import TeamReward
+from engine.rewards.team_reward import TeamReward
 from engine.trainer.agents import AgentRuntime, SampledPrompt
+from engine.trainer.formatting import call_formatter, render_prompt, with_peer_replies
 from engine.trainer.parallel import map_agents
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from engine.config import MAGRPOConfig
-from engine.formatting import normalize_formatters
 from engine.lora.adapters import frozen_base
+from engine.schema.configs import MAGRPOConfig
 from engine.trainer.agents import AgentRuntime, GenerationSettings
+from engine.trainer.formatting import normalize_formatters
 from engine.trainer.optimizer_state import allocate_adam_state
 from engine.trainer.rollout_copy import rollout_copy_for
 

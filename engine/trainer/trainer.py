@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.config import MAGRPOConfig
+from engine.rewards.team_reward import TeamReward
+from engine.schema.configs import MAGRPOConfig
 from engine.sinks.base import Episode, Sink
-from engine.team_reward import TeamReward
 from engine.trainer.core import TrainerCore, step_timing
 from engine.trainer.credit import agent_batch, assign_returns, batch_advantages, record_on_tree, sample_values
 from engine.trainer.evaluation import EvaluationMixin

@@ -13,7 +13,7 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 from db.store import Store
-from engine.spec import RunConfig
+from engine.schema.run_config import RunConfig
 from transcripts import Episode, TurnRecord
 
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")

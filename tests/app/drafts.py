@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app import draft as drafts
-from engine.spec import TaskSpec, TrainerSpec
+from engine.schema.run_config import TaskSpec, TrainerSpec
 
 
 def blank_draft() -> dict:

@@ -5,7 +5,7 @@ train one joint model says which can; a valid centralized draft is saved and que
 from __future__ import annotations
 
 from db.store import Store
-from engine.spec import RunConfig
+from engine.schema.run_config import RunConfig
 
 
 def _madpo_config() -> dict:

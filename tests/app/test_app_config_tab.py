@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from db.store import Store
-from engine.algorithms import unused_settings
+from engine.schema.algorithms import unused_settings
 
 
 def test_config_tab_shows_what_the_algorithm_reads_and_folds_the_rest(app, store: Store, experiment: int,

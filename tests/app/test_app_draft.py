@@ -9,8 +9,8 @@ from pydantic import Field
 
 from app import draft as drafts
 from app.fields import FieldInputError, field_form, from_text, model_forms, named_forms, placed_forms, to_text
-from engine.settings.catalog import CATALOG, FORM_MAIN
-from engine.spec import AgentSpec, TrainerSpec, parse_run_config
+from engine.schema.catalog import CATALOG, FORM_MAIN
+from engine.schema.run_config import AgentSpec, TrainerSpec, parse_run_config
 from engine.tasks import register_task, unregister_task
 from engine.tasks.base import TaskInfo, TaskParams
 from tests.app.drafts import blank_draft

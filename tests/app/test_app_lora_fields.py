@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app import draft as drafts
 from app.fields import field_form, from_text, placed_forms
-from engine.spec import LORA_SETTINGS, AgentSpec
+from engine.schema.run_config import LORA_SETTINGS, AgentSpec
 from tests.app.drafts import blank_draft
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 from db.store import Store
-from engine.spec import RunConfig
+from engine.schema.run_config import RunConfig
 from tests.engine.preference.pref_helpers import fast_config, make_trainer
 
 

@@ -9,7 +9,7 @@ from app import actor_critic_settings as ac
 from app import draft as drafts
 from app.system_draft import example_system, system_errors
 from db.store import Store
-from engine.spec import RunConfig
+from engine.schema.run_config import RunConfig
 
 
 def _create_quickstart(app):

@@ -12,7 +12,7 @@ TINY = Workload(model="builtin:tiny-llama", steps=1, warmup_steps=0, max_new_tok
 
 
 def test_full_length_makes_every_completion_run_to_its_cap() -> None:
-    from engine.sampling import generate_completions
+    from engine.sampling.sampler import generate_completions
 
     models, tokenizers = setup_agents(Workload(model="builtin:tiny-llama", num_agents=1, full_length=True))
     pad = tokenizers[0].pad_token

@@ -1,13 +1,13 @@
-"""The resource budget (:mod:`engine.budget`): sizes computed by hand, each refusal naming the field,
+"""The resource budget (:mod:`engine.schema.budget`): sizes computed by hand, each refusal naming the field,
 the size, the limit and the setting; devices checked against a known count, or only by name."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.budget import Budget, RunLimits, budget_problems, device_problems, limit_problems
-from engine.preflight import check_preflight, preflight_problems
-from engine.spec import ConfigError, parse_run_config
+from engine.schema.budget import Budget, RunLimits, budget_problems, device_problems, limit_problems
+from engine.schema.preflight import check_preflight, preflight_problems
+from engine.schema.run_config import ConfigError, parse_run_config
 
 
 def config(agents: list[dict] | None = None, **trainer: object):

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from engine.build import build_trainer, run_training
-from engine.config import MAGRPOConfig
-from engine.configure import trainer_config
+from engine.build.run import build_trainer, run_training
 from engine.examples import example_names, example_path
+from engine.schema.configs import MAGRPOConfig
+from engine.schema.configure import trainer_config
+from engine.schema.run_config import ConfigError, TrainerSpec, load_run_config, parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import ConfigError, TrainerSpec, load_run_config, parse_run_config
 
 
 def _config(**trainer) -> dict:
@@ -29,7 +29,7 @@ def _config(**trainer) -> dict:
 
 
 def test_every_trainer_spec_field_is_described_and_reaches_the_config() -> None:
-    from engine.preference.config import MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
+    from engine.schema.preference_configs import MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
 
     config_fields = {f.name for cls in (MAGRPOConfig, MADPOIterConfig, MARLHFConfig, MARLHFIterConfig)
                      for f in dataclasses.fields(cls)}
@@ -54,8 +54,8 @@ def test_unsupported_algorithm_choices_name_the_field() -> None:
 
 
 def test_one_build_path_gives_each_algorithm_its_config_class() -> None:
-    from engine.actor_critic.config import IACConfig, MAACConfig
-    from engine.config import MAGRPOConfig
+    from engine.schema.actor_critic_configs import IACConfig, MAACConfig
+    from engine.schema.configs import MAGRPOConfig
 
     for algorithm, cls, mode in (("magrpo", MAGRPOConfig, "mean"), ("marloo", MAGRPOConfig, "rloo"),
                                  ("iac", IACConfig, None), ("maac", MAACConfig, None)):

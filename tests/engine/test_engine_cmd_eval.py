@@ -11,9 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from cooplab.cmd_eval import EXIT_BAD_INPUT, register
-from engine.build import run_training
+from engine.build.run import run_training
+from engine.schema.run_config import parse_run_config
 from engine.sinks import NullSink
-from engine.spec import parse_run_config
 
 
 def _app() -> typer.Typer:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.formatting import (
+from engine.models.tiny import build_tiny_model
+from engine.trainer.formatting import (
     call_formatter,
     default_formatter,
     normalize_formatters,
@@ -12,7 +13,6 @@ from engine.formatting import (
     template_formatter,
     with_peer_replies,
 )
-from engine.models.tiny import build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.preflight import check_preflight, preflight_problems
-from engine.settings.catalog import MAX_NEW_TOKENS_LIMIT
-from engine.sources import SMOLLM2_CONTEXT, TINY_CONTEXT, TINY_SIZES, builtin_names, inspect_source
-from engine.spec import ConfigError, parse_run_config
+from engine.schema.catalog import MAX_NEW_TOKENS_LIMIT
+from engine.schema.preflight import check_preflight, preflight_problems
+from engine.schema.run_config import ConfigError, parse_run_config
+from engine.schema.sources import SMOLLM2_CONTEXT, TINY_CONTEXT, TINY_SIZES, builtin_names, inspect_source
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +148,8 @@ def test_the_builtin_contexts_match_the_models_the_engine_builds():
 
 def test_preflight_imports_no_torch():
     code = ("import sys\n"
-            "from engine.preflight import preflight_problems\n"
-            "from engine.spec import parse_run_config\n"
+            "from engine.schema.preflight import preflight_problems\n"
+            "from engine.schema.run_config import parse_run_config\n"
             "c = parse_run_config({'agents': [{'name': 'a'}, {'name': 'b'}], 'trainer': {'num_generations': 2}})\n"
             "print(preflight_problems(c, hub_cache_dirs=[]), 'torch' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

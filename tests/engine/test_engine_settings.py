@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.actor_critic.config import IACConfig, MAACConfig
-from engine.algorithms import RUN_LEVEL, unused_settings
-from engine.config import MAGRPOConfig, MARLOOConfig
-from engine.preference.config import (
+from engine.schema.actor_critic_configs import IACConfig, MAACConfig
+from engine.schema.algorithms import RUN_LEVEL, unused_settings
+from engine.schema.catalog import CATALOG
+from engine.schema.configs import MAGRPOConfig, MARLOOConfig
+from engine.schema.preference_configs import (
     ITERATIVE_SETTINGS,
     PREFERENCE_SETTINGS,
     REWARD_MODEL_SETTINGS,
@@ -21,10 +22,15 @@ from engine.preference.config import (
     MARLHFConfig,
     MARLHFIterConfig,
 )
-from engine.settings.catalog import CATALOG
-from engine.settings.rules import combination_problems, group_size_problem
-from engine.settings.table import settings_table
-from engine.spec import LORA_SETTINGS, ActorCriticSection, AgentSpec, TrainerSpec, parse_run_config
+from engine.schema.rules import combination_problems, group_size_problem
+from engine.schema.run_config import (
+    LORA_SETTINGS,
+    ActorCriticSection,
+    AgentSpec,
+    TrainerSpec,
+    parse_run_config,
+)
+from engine.schema.settings_table import settings_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,7 +131,7 @@ def test_group_size_rule_by_hand() -> None:
 
 def test_the_docs_settings_table_is_current() -> None:
     written = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
-    assert written.strip() == settings_table().strip(), "run: python -m engine.settings.table > docs/settings.md"
+    assert written.strip() == settings_table().strip(), "run: python -m engine.schema.settings_table > docs/settings.md"
 
 
 def test_the_actor_critic_section_stores_only_what_was_given() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spec import ConfigError, load_run_config, parse_run_config
+from engine.schema.run_config import ConfigError, load_run_config, parse_run_config
 
 
 def test_unknown_field_names_its_section_and_suggests_the_closest_name():

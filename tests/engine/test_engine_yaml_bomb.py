@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cooplab.cli import app
-from engine.spec import ConfigError, load_run_config
+from engine.schema.run_config import ConfigError, load_run_config
 from tests.yaml_bomb import bomb_run_config, refused_quickly
 
 

@@ -1,4 +1,4 @@
-"""Evaluation of record (engine.evaluate): the same numbers as the in-training evaluation, repeatable,
+"""Evaluation of record (engine.evaluation.evaluate): the same numbers as the in-training evaluation, repeatable,
 on held-out items only, and a one-line refusal for each bad input."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from engine.build import run_training
-from engine.evaluate import EvalError, evaluate_run, find_checkpoint, run_checkpoints
+from engine.build.run import run_training
+from engine.evaluation.evaluate import EvalError, evaluate_run, find_checkpoint, run_checkpoints
+from engine.schema.run_config import parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import parse_run_config
 from engine.tasks import TaskError, build_task
 from engine.tasks.datasets import shared_items
 

@@ -1,4 +1,4 @@
-"""Freed host memory is reused, not faulted in again (engine.host_memory).
+"""Freed host memory is reused, not faulted in again (engine.trainer.host_memory).
 
 Each case runs in a fresh interpreter: the policy is process-wide, and the page-fault counts must
 not depend on what the test process allocated before.
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallo
 PROBE = textwrap.dedent("""
     import json, resource, sys
     import torch
-    from engine import host_memory
+    from engine.trainer import host_memory
 
     def faults_of_round():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -1,4 +1,4 @@
-"""engine.safe_yaml: YAML from outside is refused before it is built when it is too large, stands
+"""engine.schema.safe_yaml: YAML from outside is refused before it is built when it is too large, stands
 for too many values or levels once its aliases are expanded, or holds a recursive alias; ordinary
 documents (anchors within the limits included) load exactly as ``yaml.safe_load`` loads them."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.safe_yaml import (
+from engine.schema.safe_yaml import (
     MAX_YAML_BYTES,
     MAX_YAML_DEPTH,
     MAX_YAML_VALUES,

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from engine.build import run_training
-from engine.evaluate import EvalError, find_checkpoint
+from engine.build.run import run_training
+from engine.evaluation.evaluate import EvalError, find_checkpoint
+from engine.evaluation.team_analysis import analysis_variants, analyze_team, contributions
+from engine.schema.run_config import parse_run_config
 from engine.sinks import NullSink
-from engine.spec import parse_run_config
-from engine.team_analysis import analysis_variants, analyze_team, contributions
 
 
 def test_the_variants_of_two_and_three_agents() -> None:

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from engine.team_reward import RewardError, RewardProcessors, TeamReward, call_reward_function
+from engine.rewards.team_reward import RewardError, RewardProcessors, TeamReward, call_reward_function
 
 COMPLETIONS = [["a", "bb"], ["ccc", "dddd"]]  # agent 0 and agent 1, two joint actions
 ITEMS = [{"prompt": "p", "target": 3}] * 2

@@ -68,7 +68,7 @@ def test_package_imports_never_load_torch(package):
 
 def test_client_and_spec_do_not_load_torch():
     code = (
-        "import sys, engine.spec, jobs.settings\n"
+        "import sys, engine.schema.run_config, jobs.settings\n"
         "import importlib.util\n"
         "if importlib.util.find_spec('jobs.client'):\n"
         "    import jobs.client\n"

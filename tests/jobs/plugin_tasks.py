@@ -11,9 +11,9 @@ import dataclasses
 import time
 from pathlib import Path
 
+from engine.rewards.reward_terms import RewardTerm, RewardTerms
 from engine.tasks import build_task
 from engine.tasks.base import Task
-from engine.tasks.reward_terms import RewardTerm, RewardTerms
 
 
 def slow_quickstart(sleep_s: float = 60.0, gate_file: str = "", num_agents: int = 2) -> Task:

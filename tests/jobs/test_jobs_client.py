@@ -14,7 +14,7 @@ import pytest
 from db import states
 from db.states import InvalidTransition
 from db.store import Store
-from engine.spec import ConfigError
+from engine.schema.run_config import ConfigError
 from jobs.celery_app import TASK_NAME
 from jobs.client import ResumeError, cancel_queued, enqueue_run, resume_run, stop_run, submit_run
 from jobs.maintenance import StopEnforcer, run_maintenance

@@ -14,10 +14,10 @@ import pytest
 
 from db.eval_request_store import EvalRequestStore
 from db.evaluation_store import EvaluationStore
-from engine.build import run_training
-from engine.evaluate import evaluate_run, find_checkpoint
+from engine.build.run import run_training
+from engine.evaluation.evaluate import evaluate_run, find_checkpoint
+from engine.schema.run_config import parse_run_config
 from engine.sinks import NullSink
-from engine.spec import parse_run_config
 from jobs.client import BrokerUnavailable, submit_run
 from jobs.eval_job import execute_evaluation
 from jobs.eval_queue import EvalOptions, EvalRequestError, queue_evaluation

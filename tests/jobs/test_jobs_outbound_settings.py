@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from db import states
-from engine.outbound import api_hosts, set_api_hosts
-from engine.remote_code import allow_remote_code, remote_code_allowed
-from engine.spec import ConfigError
+from engine.policy.outbound import api_hosts, set_api_hosts
+from engine.policy.remote_code import allow_remote_code, remote_code_allowed
+from engine.schema.run_config import ConfigError
 from jobs.executor import execute_run
 from jobs.preflight import check_run_config
 from jobs.settings import Settings, apply_engine_settings

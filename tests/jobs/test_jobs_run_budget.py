@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from db import states
-from engine.spec import ConfigError
+from engine.schema.run_config import ConfigError
 from jobs.client import submit_run
 from jobs.executor import execute_run
 from jobs.preflight import check_run_config

@@ -47,7 +47,7 @@ def test_a_stop_during_the_claim_ends_the_run_stopped_without_building_anything(
 def test_a_stop_while_the_trainer_is_built_stops_before_the_first_step(jobs_env, store, experiment_id):
     """The stop lands after the executor's own check, while agents and task are being built: the
     sink's ``starting → running`` is refused with ``current == "stopping"``, which means "stop now"."""
-    from engine.build import run_training
+    from engine.build.run import run_training
 
     run = store.create_run(experiment_id, tiny_config(max_steps=5), "cpu")
     results: list[Any] = []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.spec import parse_run_config
+from engine.schema.run_config import parse_run_config
 from jobs.study_space import (
     Dimension,
     StudySpaceError,

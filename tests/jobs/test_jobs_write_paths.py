@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from db import states
-from engine.spec import ConfigError
+from engine.schema.run_config import ConfigError
 from jobs.executor import execute_run
 from jobs.preflight import check_run_config
 from jobs.settings import Settings

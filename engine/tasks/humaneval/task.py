@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 from pydantic import Field, field_validator
 
+from engine.rewards.reward_terms import RewardGroup, RewardTerms
 from engine.sandbox import SandboxPool, SandboxUnavailable, default_workers, require_isolation
 from engine.tasks.base import Task, TaskError, TaskParams
 from engine.tasks.datasets import items_to_dataset
 from engine.tasks.humaneval.execution import default_limits
 from engine.tasks.humaneval.problems import load_problems
 from engine.tasks.humaneval.scoring import CodeScorer
-from engine.tasks.reward_terms import RewardGroup, RewardTerms
 from engine.tasks.transitions import revise_with_feedback
 
 _SLICE = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")

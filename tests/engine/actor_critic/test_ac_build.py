@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from engine.actor_critic import IACTrainer, MAACTrainer
-from engine.build import build_trainer, run_training
-from engine.configure import trainer_config
+from engine.build.run import build_trainer, run_training
 from engine.examples import example_path
+from engine.schema.configure import trainer_config
+from engine.schema.run_config import ConfigError, load_run_config, parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import ConfigError, load_run_config, parse_run_config
 
 
 def _example(name: str, **trainer):

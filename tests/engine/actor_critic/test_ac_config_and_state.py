@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from engine.actor_critic import IACConfig, MAACConfig
+from engine.rewards.team_reward import RewardError
 from engine.sinks import MemorySink
-from engine.team_reward import RewardError
 from tests.engine.actor_critic.ac_helpers import ac_config, make_ac
 
 

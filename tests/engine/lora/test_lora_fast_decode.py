@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.fast_decode import FastDecoder
 from engine.lora import LoraSettings, attach_lora
 from engine.models.tiny import build_tiny_model
-from engine.sampling import generate_completions
+from engine.sampling.fast_decode import FastDecoder
+from engine.sampling.sampler import generate_completions
 
 
 def _trained_looking(agent) -> None:

@@ -11,10 +11,10 @@ import torch
 from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
-from engine.build import run_training
+from engine.build.run import run_training
 from engine.lora import PeftMissingError, frozen_base, is_lora, peft_model_of, require_peft
+from engine.schema.run_config import ConfigError, parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import ConfigError, parse_run_config
 
 
 def _config(agent0: dict, agent1: dict, **trainer) -> dict:
@@ -42,7 +42,7 @@ def test_lora_settings_are_validated_per_agent() -> None:
 
 
 def test_actor_critic_with_lora_is_refused_by_name() -> None:
-    from engine.configure import trainer_config
+    from engine.schema.configure import trainer_config
 
     run = parse_run_config(_config({"lora_rank": 4}, {}, algorithm="iac"))
     with pytest.raises(ConfigError, match="agents: LoRA .* iac"):
@@ -58,12 +58,12 @@ def test_a_lora_team_on_one_base_runs_end_to_end_and_exports_merged_models(tmp_p
     captured = {}
 
     def build(config, **kwargs):
-        from engine.build import build_trainer
+        from engine.build.run import build_trainer
 
         captured["trainer"] = build_trainer(config, **kwargs)
         return captured["trainer"]
 
-    from engine.run_folder import train_into_folder
+    from engine.build.run_folder import train_into_folder
 
     result = train_into_folder(run, build, output_dir=out, sink=MemorySink())
     assert result.status == "completed"

@@ -1,4 +1,4 @@
-"""Code that comes with a model runs only when the operator allows it (:mod:`engine.remote_code`): a
+"""Code that comes with a model runs only when the operator allows it (:mod:`engine.policy.remote_code`): a
 real local model folder whose ``config.json`` has an ``auto_map`` pointing at a Python file that writes
 a marker file when imported, loaded through the real loading path."""
 
@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.preflight import preflight_problems
-from engine.remote_code import (
+from engine.policy.remote_code import (
     RemoteCodeRefused,
     allow_remote_code,
     asked_for,
     remote_code_problem,
     trust_remote_code,
 )
-from engine.spec import ConfigError, parse_run_config
+from engine.schema.preflight import preflight_problems
+from engine.schema.run_config import ConfigError, parse_run_config
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -122,7 +122,7 @@ def test_an_auto_map_alone_never_runs(code_folder: tuple[Path, Path]) -> None:
 
 def test_run_training_refuses_it_before_loading_anything(code_folder: tuple[Path, Path], tmp_path: Path) -> None:
     """A worker runs what is stored: the engine checks again, whatever pre-flight said."""
-    from engine.build import run_training
+    from engine.build.run import run_training
     from engine.sinks import MemorySink
 
     folder, marker = code_folder
@@ -138,7 +138,7 @@ def test_with_the_operators_permission_the_models_code_loads(code_folder: tuple[
     folder, marker = code_folder
     script = textwrap.dedent(f"""
         from engine.models import load_agent
-        from engine.remote_code import allow_remote_code
+        from engine.policy.remote_code import allow_remote_code
 
         allow_remote_code(True)
         model, _ = load_agent({str(folder)!r}, model_kwargs={{"trust_remote_code": True}})

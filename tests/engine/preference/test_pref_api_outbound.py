@@ -1,5 +1,5 @@
 """Where a run config may send the API comparator's requests and the operator's keys
-(:mod:`engine.outbound`): real HTTP listeners on 127.0.0.1, a run config checked in pre-flight and
+(:mod:`engine.policy.outbound`): real HTTP listeners on 127.0.0.1, a run config checked in pre-flight and
 built and trained by the engine; nothing leaves the machine."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.outbound import (
+from engine.policy.outbound import (
     ApiHosts,
     Endpoint,
     OutboundRefused,
@@ -23,8 +23,8 @@ from engine.outbound import (
 )
 from engine.preference.api_client import ApiClient, ComparatorApiError
 from engine.preference.api_settings import ApiSettings
-from engine.preflight import preflight_problems
-from engine.spec import ConfigError, parse_run_config
+from engine.schema.preflight import preflight_problems
+from engine.schema.run_config import ConfigError, parse_run_config
 from tests.engine.preference.api_listener import Listener
 
 KEY = "sk-live-OPERATOR-0123456789"
@@ -223,7 +223,7 @@ def test_preflight_accepts_a_listed_host_and_a_public_https_one(listener: Listen
 
 def test_run_training_refuses_the_key_to_an_unlisted_listener(listener: Listener, tmp_path: Path) -> None:
     """The worker runs what is stored, pre-flight or not: the engine checks again before building anything."""
-    from engine.build import run_training
+    from engine.build.run import run_training
     from engine.sinks import MemorySink
 
     with pytest.raises(ConfigError, match=f"trainer.comparator_api_url: the key in {VARIABLE} is not sent"):
@@ -232,7 +232,7 @@ def test_run_training_refuses_the_key_to_an_unlisted_listener(listener: Listener
 
 
 def test_the_comparator_refuses_an_unlisted_host_before_any_request(listener: Listener, tmp_path: Path) -> None:
-    from engine.build import build_trainer
+    from engine.build.run import build_trainer
 
     with pytest.raises(ValueError, match=f"comparator_api_url: the key in {VARIABLE} is not sent"):
         build_trainer(parse_run_config(run_config(listener.url)), output_dir=tmp_path)
@@ -240,7 +240,7 @@ def test_the_comparator_refuses_an_unlisted_host_before_any_request(listener: Li
 
 
 def test_a_keyless_request_to_loopback_is_refused_at_run_time(listener: Listener, tmp_path: Path) -> None:
-    from engine.build import build_trainer
+    from engine.build.run import build_trainer
 
     config = run_config(listener.url)
     del config["trainer"]["comparator_api_key_env"]
@@ -255,7 +255,7 @@ def test_a_keyless_request_to_loopback_is_refused_at_run_time(listener: Listener
 
 
 def test_a_listed_host_receives_the_key(listener: Listener, tmp_path: Path) -> None:
-    from engine.build import build_trainer
+    from engine.build.run import build_trainer
 
     set_api_hosts(f"{VARIABLE}=127.0.0.1:{listener.port}")
     trainer = build_trainer(parse_run_config(run_config(listener.url)), output_dir=tmp_path)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.algorithms import trainer_class
-from engine.configure import trainer_config
 from engine.examples import example_path
-from engine.preference.config import MADPOConfig
-from engine.spec import ConfigError, load_run_config, parse_run_config
+from engine.schema.algorithms import trainer_class
+from engine.schema.configure import trainer_config
+from engine.schema.preference_configs import MADPOConfig
+from engine.schema.run_config import ConfigError, load_run_config, parse_run_config
 
 
 def _run(**trainer) -> dict:

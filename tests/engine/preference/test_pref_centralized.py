@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 
 from engine import CentralizedMAGRPOConfig, CentralizedMAGRPOTrainer, MAGRPOConfig, RewardProcessors
-from engine.configure import trainer_config
 from engine.models.tiny import build_tiny_model
 from engine.preference.centralized import (
     CentralizedCollaboration,
     CentralizedComparatorParseError,
     TaggedCentralizedComparatorAdapter,
 )
+from engine.rewards.team_reward import TeamReward
+from engine.schema.configure import trainer_config
+from engine.schema.run_config import ConfigError, parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import ConfigError, parse_run_config
-from engine.team_reward import TeamReward
 
 TAGS = TaggedCentralizedComparatorAdapter()
 

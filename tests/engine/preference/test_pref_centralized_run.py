@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from engine.build import build_trainer
-from engine.configure import trainer_config
+from engine.build.run import build_trainer
+from engine.build.run_folder import train_into_folder
 from engine.examples import example_path
 from engine.preference.centralized import EqualPartsCentralizedAdapter, TaggedCentralizedComparatorAdapter
-from engine.preference.config import CentralizedMAGRPOConfig, MADPOConfig
 from engine.preference.madpo import MADPOTrainer
-from engine.preflight import preflight_problems
-from engine.run_folder import train_into_folder
+from engine.schema.configure import trainer_config
+from engine.schema.preference_configs import CentralizedMAGRPOConfig, MADPOConfig
+from engine.schema.preflight import preflight_problems
+from engine.schema.run_config import ConfigError, load_run_config, parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import ConfigError, load_run_config, parse_run_config
 from jobs.preflight import check_run_config
 
 SHARED = {"share_weights_with": "first"}
@@ -136,7 +136,7 @@ def test_every_preference_trainer_trains_one_joint_model_from_a_run_config(tmp_p
 
 
 def test_a_centralized_team_has_no_centralized_comparator() -> None:
-    from engine.preference.config import MADPOIterConfig
+    from engine.schema.preference_configs import MADPOIterConfig
 
     with pytest.raises(ValueError, match="comparator_generation_mode: with collaboration_mode='centralized' the team"):
         MADPOIterConfig(collaboration_mode="centralized", comparator_generation_mode="centralized")
@@ -182,7 +182,7 @@ def test_equal_parts_protocol_by_hand() -> None:
 
 
 def test_preflight_counts_one_joint_model_for_a_centralized_run() -> None:
-    from engine.preflight import trained_agents
+    from engine.schema.preflight import trained_agents
 
     run = parse_run_config(_run("madpo_iter", comparator_policy="model",
                                 comparator_agents=["builtin:tiny-llama", "builtin:tiny-llama"]))

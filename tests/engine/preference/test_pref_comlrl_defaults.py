@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine import MADPOConfig
-from engine.preference.config import MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
+from engine.schema.preference_configs import MADPOIterConfig, MARLHFConfig, MARLHFIterConfig
 
 
 def test_train_batch_size_is_resolved_as_comlrl_does() -> None:

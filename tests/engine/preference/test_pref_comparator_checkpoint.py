@@ -8,8 +8,8 @@ import torch
 
 from engine import MADPOIterConfig, MADPOIterTrainer, MARLHFIterConfig
 from engine.examples import example_path
-from engine.preflight import preflight_problems
-from engine.spec import load_run_config
+from engine.schema.preflight import preflight_problems
+from engine.schema.run_config import load_run_config
 from tests.engine.preference.pref_helpers import PROMPTS, digit_share, fast_config, make_trainer, tiny_team
 
 

@@ -13,8 +13,8 @@ from safetensors.torch import load_file
 
 from engine import MADPOIterConfig, MADPOIterTrainer, MARLHFIterConfig, MARLHFIterTrainer
 from engine.preference.comparators import encode_answer
+from engine.schema.run_config import ConfigError, parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import ConfigError, parse_run_config
 from tests.engine.preference.api_server import ApiServer
 from tests.engine.preference.pref_helpers import PROMPTS, digit_share, tiny_team, weights
 
@@ -255,7 +255,7 @@ def test_a_library_key_and_credential_headers_never_reach_the_checkpoint(api_ser
 
 
 def test_preflight_names_a_missing_comparator_model_and_a_wrong_list_length(tmp_path) -> None:
-    from engine.preflight import preflight_problems
+    from engine.schema.preflight import preflight_problems
 
     base = {"agents": [{"name": "a", "model": "builtin:tiny-llama-xs"}, {"name": "b", "model": "builtin:tiny-qwen2-xs"}],
             "task": {"name": "quickstart"}}

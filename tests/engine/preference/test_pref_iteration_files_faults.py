@@ -8,7 +8,7 @@ import errno
 import pytest
 
 from engine import MADPOIterConfig, MADPOIterTrainer
-from engine.folders import WriteError
+from engine.schema.folders import WriteError
 from tests.engine.preference.pref_helpers import PROMPTS, digit_share, tiny_team
 
 

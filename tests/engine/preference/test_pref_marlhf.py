@@ -12,9 +12,9 @@ import torch
 from engine import MAGRPOConfig
 from engine.models.tiny import build_tiny_model
 from engine.preference.collect import PairCollector
-from engine.preference.config import MARLHFConfig
 from engine.preference.marlhf import MARLHFTrainer
 from engine.preference.reward_model import bradley_terry_loss, joint_text
+from engine.schema.preference_configs import MARLHFConfig
 from engine.sinks import MemorySink
 
 TRAIN = [{"prompt": f"Item {i}:"} for i in range(8)]

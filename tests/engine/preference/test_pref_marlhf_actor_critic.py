@@ -10,10 +10,10 @@ import torch
 from engine import MARLHFConfig, MARLHFTrainer
 from engine.actor_critic.iac import IACTrainer
 from engine.actor_critic.maac import MAACTrainer
-from engine.build import build_trainer
+from engine.build.run import build_trainer
 from engine.preference.marlhf_actor_critic import MARLHFIACTrainer, MARLHFMAACTrainer
+from engine.schema.run_config import ConfigError, parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import ConfigError, parse_run_config
 from tests.engine.preference.pref_helpers import PROMPTS, digit_share, tiny_team, weights
 
 

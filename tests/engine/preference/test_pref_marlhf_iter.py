@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from engine import MARLHFConfig, MARLHFIterConfig, MARLHFIterTrainer
-from engine.configure import trainer_config
 from engine.examples import example_path
+from engine.schema.configure import trainer_config
+from engine.schema.run_config import load_run_config
 from engine.sinks import MemorySink
-from engine.spec import load_run_config
 from tests.engine.preference.pref_helpers import PROMPTS, digit_share, tiny_team, weights
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.config import MAGRPOConfig
-from engine.preference.config import MADPOConfig
+from engine.schema.configs import MAGRPOConfig
+from engine.schema.preference_configs import MADPOConfig
 from engine.sinks import MemorySink
 from engine.sinks.base import BaseSink
 from tests.engine.preference.pref_helpers import fast_config, make_trainer, weights

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from engine.fast_decode import FastDecoder
 from engine.lora import LoraSettings, attach_lora
-from engine.sampling import generate_completions
+from engine.sampling.fast_decode import FastDecoder
+from engine.sampling.sampler import generate_completions
 from tests.engine.sampling.arch_models import build_arch_model
 from tests.engine.sampling.sampling_fixtures import PROMPTS
 from tests.engine.sampling.test_fast_decode import _step_by_step

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.sampling import Generation, generate_completions
+from engine.sampling.sampler import Generation, generate_completions
 from tests.engine.sampling.sampling_fixtures import PROMPTS
 
 SAMPLED = {"temperature": 1.0, "top_p": 1.0, "top_k": None}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.sampling import generate_completions
+from engine.sampling.sampler import generate_completions
 from tests.engine.sampling.sampling_fixtures import PROMPTS, eos_prone
 
 SETTINGS = {

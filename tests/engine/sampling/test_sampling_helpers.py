@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from engine.sampling import completion_mask_from_eos, filter_logits, left_pad
+from engine.sampling.sampler import completion_mask_from_eos, filter_logits, left_pad
 
 NEG_INF = float("-inf")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import engine.sampling
+import engine.sampling.sampler
 from engine.models.tiny import build_tiny_model
-from engine.sampling import generate_completions
+from engine.sampling.sampler import generate_completions
 from engine.sinks import MemorySink
 from tests.engine.sampling.sampling_fixtures import PROMPTS, eos_prone
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
@@ -78,7 +78,7 @@ def _train_two_turns(share: bool, monkeypatch: pytest.MonkeyPatch):
         calls.append(generate_completions(*args, **kwargs, share_prompt_cache=share))
         return calls[-1]
 
-    monkeypatch.setattr(engine.sampling, "generate_completions", sample)
+    monkeypatch.setattr(engine.sampling.sampler, "generate_completions", sample)
     team = [build_tiny_model("llama", "xs", seed=0), build_tiny_model("gpt2", "xs", seed=1)]
     trainer = make_trainer(([m for m, _ in team], [t for _, t in team]),
                            fast_config(num_turns=2, num_generations=3, max_new_tokens=6, items_per_step=2,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-import engine.sampling
-from engine.sampling import generate_completions
+import engine.sampling.sampler
+from engine.sampling.sampler import generate_completions
 from engine.sinks import MemorySink
 from tests.engine.sampling.arch_models import build_arch_model
 from tests.engine.sampling.sampling_fixtures import PROMPTS
@@ -83,7 +83,7 @@ def _train_two_turns(share: bool, monkeypatch: pytest.MonkeyPatch):
         calls.append(generate_completions(*args, **kwargs, share_prompt_cache=share))
         return calls[-1]
 
-    monkeypatch.setattr(engine.sampling, "generate_completions", sample)
+    monkeypatch.setattr(engine.sampling.sampler, "generate_completions", sample)
     team = [build_arch_model("qwen3", seed=0), build_arch_model("mistral", seed=1, sliding_window=WINDOW)]
     trainer = make_trainer(([m for m, _ in team], [t for _, t in team]),
                            fast_config(num_turns=2, num_generations=3, max_new_tokens=6, items_per_step=2,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spec import ConfigError, parse_run_config
+from engine.schema.run_config import ConfigError, parse_run_config
+from engine.schema.system_spec import parse_system_spec
 from engine.systems.schedule import (
     AllTogether,
     Alternating,
@@ -14,7 +15,6 @@ from engine.systems.schedule import (
     ScheduleError,
     check_schedule,
 )
-from engine.systems.spec import parse_system_spec
 
 NAMES = ["a", "b", "c"]
 

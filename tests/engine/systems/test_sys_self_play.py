@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from engine.build import build_trainer
+from engine.build.run import build_trainer
+from engine.schema.run_config import parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import parse_run_config
 
 
 def _config(task: str, algorithm: str = "grpo"):

@@ -28,9 +28,9 @@ def test_docs_example_builds_scores_and_trains(tmp_path, monkeypatch, allow_task
         exec(compile(usage_code, "docs/tasks.md", "exec"), namespace)  # its asserts check the scores
         assert namespace["totals"] == [1.5, 0.0, 0.25]
 
-        from engine.build import run_training
+        from engine.build.run import run_training
+        from engine.schema.run_config import parse_run_config
         from engine.sinks import MemorySink
-        from engine.spec import parse_run_config
 
         config = parse_run_config(yaml.safe_load(blocks("yaml")[0]))
         sink = MemorySink()

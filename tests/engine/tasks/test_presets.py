@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.spec import parse_run_config
+from engine.schema.run_config import parse_run_config
 from engine.tasks import get_task_info, validate_params
 from engine.tasks.presets import PRESETS, preset_config
 

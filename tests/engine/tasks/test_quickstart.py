@@ -44,9 +44,9 @@ def test_overlapping_halves_are_rejected():
 @pytest.mark.slow
 def test_two_tiny_models_learn_the_quickstart(tmp_path):
     """Averaged over two seeds, the team reward rises from about chance to clearly above it."""
-    from engine.build import run_training
+    from engine.build.run import run_training
+    from engine.schema.run_config import parse_run_config
     from engine.sinks import MemorySink
-    from engine.spec import parse_run_config
     from engine.tasks.presets import preset_config
 
     starts, ends = [], []

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from engine.spec import ConfigError, parse_run_config
+from engine.schema.run_config import ConfigError, parse_run_config
 from engine.tasks import Task, TaskError, build_task, check_task_name, get_task_info, task_catalog
 from engine.tasks.allowlist import import_path_problem, module_allowed, normalise_modules
 

@@ -85,7 +85,7 @@ def test_configuration_errors():
 
 def test_engine_team_reward_logs_every_term():
     """The engine's reward adapter accepts the object and reports each term separately."""
-    from engine.team_reward import TeamReward
+    from engine.rewards.team_reward import TeamReward
 
     team = TeamReward(make_reward())
     assert team.term_names == ["length", "match"]

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from engine.build import run_training
+from engine.build.run import run_training
+from engine.schema.run_config import parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import parse_run_config
 
 TINY_TRAINER = {
     "max_steps": 2,

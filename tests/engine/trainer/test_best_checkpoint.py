@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from engine.build import run_training
-from engine.evaluate import evaluate_run, find_checkpoint, run_checkpoints
+from engine.build.run import run_training
+from engine.evaluation.evaluate import evaluate_run, find_checkpoint, run_checkpoints
+from engine.schema.run_config import parse_run_config
 from engine.sinks import MemorySink
-from engine.spec import parse_run_config
 from engine.trainer.best_checkpoint import BestMetricMissing, improves
 
 
@@ -85,14 +85,14 @@ def test_a_metric_the_task_does_not_report_fails_the_run_naming_the_ones_it_does
 def test_no_best_checkpoint_without_the_setting(tmp_path) -> None:
     run = parse_run_config(config(best_checkpoint_metric=None, max_steps=1))
     assert run_training(run, output_dir=tmp_path, sink=MemorySink()).status == "completed"
-    from engine.evaluate import EvalError
+    from engine.evaluation.evaluate import EvalError
 
     with pytest.raises(EvalError, match="kept no best checkpoint; train with best_checkpoint_metric"):
         find_checkpoint(tmp_path, "best")
 
 
 def test_a_metric_a_built_in_task_does_not_report_is_refused_when_the_config_is_checked() -> None:
-    from engine.preflight import preflight_problems
+    from engine.schema.preflight import preflight_problems
 
     def problems(**trainer) -> list[str]:
         return [str(p) for p in preflight_problems(parse_run_config(config(**trainer)))

@@ -10,7 +10,7 @@ import torch
 
 from engine import MAGRPOConfig
 from engine.models.tiny import build_tiny_model
-from engine.sampling import generate_completions
+from engine.sampling.sampler import generate_completions
 from engine.trainer.rollout_copy import RolloutCopy, rollout_copy_for
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
 
@@ -132,10 +132,10 @@ def test_an_unknown_dtype_is_a_clear_config_error() -> None:
 def test_actor_critic_and_preference_trainers_sample_from_the_copy(example) -> None:
     import yaml
 
-    from engine.build import build_trainer
+    from engine.build.run import build_trainer
     from engine.examples import example_path
+    from engine.schema.run_config import parse_run_config
     from engine.sinks import MemorySink
-    from engine.spec import parse_run_config
 
     config = yaml.safe_load(example_path(example).read_text(encoding="utf-8"))
     config["trainer"].update(rollout_dtype="bfloat16", max_steps=2, eval_interval=0, checkpoint_interval=0)
@@ -163,9 +163,9 @@ def test_the_reference_kl_compares_the_trained_weights_not_the_copy(team) -> Non
 def test_a_comparator_samples_its_own_weights_not_the_agents_copy() -> None:
     import yaml
 
-    from engine.build import build_trainer
+    from engine.build.run import build_trainer
     from engine.examples import example_path
-    from engine.spec import parse_run_config
+    from engine.schema.run_config import parse_run_config
 
     config = yaml.safe_load(example_path("madpo_iter").read_text(encoding="utf-8"))
     config["trainer"].update(rollout_dtype="bfloat16")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import folders
 from engine.lora import weights as lora_weights
+from engine.schema import folders
 from engine.trainer import checkpoint as ckpt
 from engine.trainer.checkpoint import CheckpointWriteError
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import engine.sampling
+import engine.sampling.sampler
 from engine.models.tiny import build_tiny_model
 from engine.sinks import MemorySink
 from engine.trainer.core import items_per_call
@@ -26,13 +26,13 @@ def test_items_per_call(items_per_step: int | None, buffer: int, samples_per_ite
 
 def _sampling_calls(monkeypatch: pytest.MonkeyPatch, **overrides) -> tuple[list[int], int]:
     prompts_per_call: list[int] = []
-    original = engine.sampling.generate_completions
+    original = engine.sampling.sampler.generate_completions
 
     def sample(model, tokenizer, prompts, *args, **kwargs):
         prompts_per_call.append(len(prompts))
         return original(model, tokenizer, prompts, *args, **kwargs)
 
-    monkeypatch.setattr(engine.sampling, "generate_completions", sample)
+    monkeypatch.setattr(engine.sampling.sampler, "generate_completions", sample)
     team = [build_tiny_model("llama", "xs", seed=0), build_tiny_model("llama", "xs", seed=1)]
     trainer = make_trainer(([m for m, _ in team], [t for _, t in team]),
                            fast_config(max_steps=2, rollout_buffer_size=3, parallel_training="none", **overrides))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.sampling import generate_completions
+from engine.sampling.sampler import generate_completions
 from engine.trainer.agents import AgentRuntime, GenerationSettings, unpack_generation
 
 

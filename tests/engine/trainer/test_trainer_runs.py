@@ -11,8 +11,8 @@ import torch
 
 from engine import MAGRPOTrainer
 from engine.models.tiny import build_tiny_model
+from engine.rewards.team_reward import RewardError
 from engine.sinks import MemorySink
-from engine.team_reward import RewardError
 from tests.engine.trainer.trainer_helpers import DATA, changed, fast_config, make_trainer, snapshot
 
 AGENT_KEYS = ("loss", "grad_norm", "entropy", "response_len")

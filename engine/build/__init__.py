@@ -1,0 +1,1 @@
+"""From a run config to a team and its trainer: configuration, models and the run folder."""

@@ -1,0 +1,67 @@
+"""The team of a run config, built once for every algorithm and for systems of trainers.
+
+``load_team`` loads each agent's model and tokenizer (``share_weights_with`` reuses an earlier
+agent's objects, so they share weights while keeping their own optimizer state; with LoRA they
+share one frozen base and train an adapter each);
+``team_arguments`` gives the per-agent constructor arguments every trainer takes (names, learning
+rates, generation overrides, system prompts, formatters); Where agents go is decided with their config (:func:`engine.schema.configure.team_devices`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.schema.run_config import AgentSpec
+from engine.trainer.formatting import template_formatter
+
+
+@dataclass
+class Team:
+    """Loaded models and tokenizers, one per agent (shared objects where weights are shared)."""
+
+    agents: list[AgentSpec]
+    models: list[Any]
+    tokenizers: list[Any]
+
+
+def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *, seed: int = 0) -> Team:
+    """Load every agent (see the module docstring); one device is used for all, else one per agent.
+    Agents with ``lora_rank`` get a LoRA adapter (seeded by ``seed``) on their frozen base, which
+    agents sharing weights share (:mod:`engine.lora`)."""
+    from engine.lora import lora_settings_of, lora_team
+    from engine.models import load_agent
+
+    models: list[Any] = []
+    tokenizers: list[Any] = []
+    by_name: dict[str, int] = {}
+    for i, agent in enumerate(agents):
+        if agent.share_weights_with is not None:
+            j = by_name[agent.share_weights_with]
+            models.append(models[j])
+            tokenizers.append(tokenizers[j])
+        else:
+            model, tokenizer = load_agent(agent.model, tokenizer=agent.tokenizer,
+                                          device=devices[i if len(devices) > 1 else 0], dtype=dtype,
+                                          model_kwargs=dict(agent.model_kwargs))
+            models.append(model)
+            tokenizers.append(tokenizer)
+        by_name[agent.name] = i
+    settings = [lora_settings_of(a) for a in agents]
+    if any(settings):
+        models = lora_team(models, settings, seed=seed)
+    return Team(list(agents), models, tokenizers)
+
+
+def team_arguments(agents: Sequence[AgentSpec], task_formatters: Sequence[Any]) -> dict[str, Any]:
+    """Per-agent trainer arguments; ``task_formatters[i]`` is agent i's formatter unless it has a template."""
+    return {
+        "agent_names": [a.name for a in agents],
+        "agent_learning_rates": [a.learning_rate for a in agents],
+        "agent_generation": [{"max_new_tokens": a.max_new_tokens, "temperature": a.temperature, "top_p": a.top_p,
+                              "top_k": a.top_k} for a in agents],
+        "system_prompts": [a.system_prompt for a in agents],
+        "formatters": [template_formatter(a.prompt_template) if a.prompt_template else task_formatters[i]
+                       for i, a in enumerate(agents)],
+    }

@@ -1,0 +1,1 @@
+"""Held-out evaluation of a saved team, and the team analysis (base, reset and swapped agents)."""

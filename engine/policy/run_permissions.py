@@ -1,0 +1,62 @@
+"""What a run config may do on this machine that only the operator can allow: send a key or a request
+to a host (:mod:`engine.policy.outbound`), run code that comes with a model (:mod:`engine.policy.remote_code`).
+
+:func:`permission_problems` is part of pre-flight (:mod:`engine.schema.preflight`, before a run is stored or
+queued); :func:`check_permissions` runs again when a run starts (:func:`engine.build.run.run_training`),
+since a worker runs whatever was stored, and the operator's settings may have changed in between.
+Both take the operator's listing and permission as arguments; None means this process's own
+(applied by ``jobs.settings.apply_engine_settings``), and where none was applied, nothing is listed
+and nothing allowed. Torch-free.
+"""
+
+from __future__ import annotations
+
+from engine.policy.outbound import ApiHosts, OutboundRefused, Resolver, api_hosts, checked_target, resolve
+from engine.policy.remote_code import remote_code_allowed, remote_code_problem
+from engine.schema.errors import ConfigError
+from engine.schema.run_config import RunConfig
+
+
+def permission_problems(config: RunConfig, *, hosts: ApiHosts | None = None, allow_remote_code: bool | None = None,
+                        resolver: Resolver = resolve) -> list[tuple[str, str]]:
+    """``(field, message)`` for each thing ``config`` asks that the operator does not allow.
+
+    The API comparator's URL against ``hosts`` (its key's binding, the scheme, and every address its
+    host resolves to: a name this machine cannot resolve is left to the run, which checks again), and
+    every agent's ``model_kwargs`` against ``allow_remote_code``.
+    """
+    hosts = hosts if hosts is not None else (api_hosts() or ApiHosts())
+    allowed = allow_remote_code if allow_remote_code is not None else bool(remote_code_allowed())
+    problems: list[tuple[str, str]] = []
+    trainer = config.trainer
+    if trainer.comparator_policy == "api" and trainer.comparator_api_url:
+        problem = _url_problem(trainer.comparator_api_url, hosts, trainer.comparator_api_key_env, resolver)
+        if problem:
+            problems.append(("trainer.comparator_api_url", problem))
+    for i, agent in enumerate(config.agents):
+        problem = remote_code_problem(agent.model_kwargs, allowed)
+        if problem:
+            problems.append((f"agents.{i}.model_kwargs", problem))
+    return problems
+
+
+def _url_problem(url: str, hosts: ApiHosts, variable: str | None, resolver: Resolver) -> str | None:
+    try:
+        checked_target(url, hosts, key_variable=variable, has_key=variable is not None, resolver=resolver)
+    except OutboundRefused as exc:
+        return str(exc)
+    except OSError:
+        return None  # not resolvable here: the run resolves and checks it again before connecting
+    return None
+
+
+def check_permissions(config: RunConfig, *, hosts: ApiHosts | None = None,
+                      allow_remote_code: bool | None = None) -> None:
+    """Raise :class:`ConfigError` (one ``field: message`` line each) when ``config`` asks for something the
+    operator does not allow (see :func:`permission_problems`)."""
+    problems = permission_problems(config, hosts=hosts, allow_remote_code=allow_remote_code)
+    if problems:
+        raise ConfigError("\n".join(f"{field}: {message}" for field, message in problems))
+
+
+__all__ = ["check_permissions", "permission_problems"]

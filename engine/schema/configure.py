@@ -1,0 +1,83 @@
+"""From a run config's sections to what a trainer is built from: its config object and its task.
+
+``trainer_config`` maps a ``TrainerSpec`` onto the algorithm's config class (``MAGRPOConfig`` for
+the MAGRPO family, ``IACConfig``/``MAACConfig`` for actor-critic) by name: both sides read the same
+catalog, so only what one side lacks needs a decision here. Settings of the run config that the
+algorithm does not read are refused when changed from their defaults, so a form never silently
+ignores a choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.schema.algorithms import CONFIG_CLASSES, unused_settings
+from engine.schema.catalog import ALGORITHM_BASELINES
+from engine.schema.collaboration import centralized_team_problems, is_centralized
+from engine.schema.run_config import AgentSpec, ConfigError, RunConfig, TrainerSpec, has_critics
+
+
+def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:
+    """Agent devices for a trainer spec: ``mp`` uses ``agent_devices``; otherwise the first agent's own
+    device, else the run's ``device`` (one device for the whole team)."""
+    if spec.parallel_training == "mp":
+        return list(spec.agent_devices)
+    first = next((a.device for a in agents if a.device), None)
+    return [first or spec.device]
+
+
+def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
+    """The algorithm's config object for a trainer spec (see the module docstring)."""
+    algorithm = spec.algorithm
+    if algorithm == "grpo" and len(agents) != 1:
+        raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
+                          f"(use 'magrpo')")
+    problems = centralized_team_problems(agents, algorithm) if is_centralized(algorithm, spec.collaboration_mode) else []
+    if problems:
+        raise ConfigError(problems[0])
+    critics = has_critics(algorithm, spec.rl_algorithm)
+    if critics and any(a.lora_rank is not None for a in agents):
+        raise ConfigError(f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
+                          f"models: remove lora_rank or use magrpo")
+    cls = CONFIG_CLASSES[algorithm]
+    fields = set(cls.field_names())
+    defaults = TrainerSpec()
+    for name in unused_settings(algorithm):
+        if getattr(spec, name) != getattr(defaults, name):
+            raise ConfigError(f"trainer.{name}: not used by {algorithm}; leave it at its default "
+                              f"({getattr(defaults, name)!r}) or use a MAGRPO-family algorithm")
+    values: dict[str, Any] = {name: getattr(spec, name) for name in TrainerSpec.model_fields
+                              if name in fields}
+    if values.get("collaboration_mode", "") is None:
+        del values["collaboration_mode"]  # empty: the config class's own (centralized for centralized_magrpo)
+    if critics:
+        given = spec.actor_critic.given()
+        unknown = sorted(set(given) - fields)
+        if unknown:
+            known = [n for n in type(spec.actor_critic).model_fields if n in fields]
+            raise ConfigError(f"trainer.actor_critic: unknown settings {unknown} for {algorithm}; known: "
+                              f"{', '.join(known)}")
+        values.update(given)
+    elif algorithm in ALGORITHM_BASELINES:
+        values["advantage_mode"] = spec.advantage_mode or ALGORITHM_BASELINES[algorithm]
+    values["num_agents"] = len(agents)
+    values["agent_names"] = [a.name for a in agents]
+    values["agent_devices"] = team_devices(spec, agents)
+    values["model_config"] = {"torch_dtype": None if spec.torch_dtype == "auto" else spec.torch_dtype}
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise ConfigError(f"trainer.{exc}") from None
+
+
+def build_task_for(config: RunConfig, num_turns: int) -> Any:
+    """The run's task, checked against the number of turns the trainer plays."""
+    from engine.tasks import build_task
+
+    task = build_task(config.task.name, dict(config.task.params), len(config.agents))
+    if num_turns > 1 and task.external_transition is None:
+        raise ConfigError(f"trainer.num_turns: task {config.task.name!r} is single-turn (no transition); set 1")
+    if task.max_turns is not None and num_turns > task.max_turns:
+        raise ConfigError(f"trainer.num_turns: task {config.task.name!r} supports at most {task.max_turns} turns")
+    return task

@@ -1,0 +1,322 @@
+"""The run config: the one schema shared by `cooplab train`, the dashboard form and the job executor.
+
+It is plain pydantic (no torch), so the dashboard and the job client can validate a config without
+loading the training stack. Validation errors name the offending field (``agents.1.learning_rate``).
+The engine turns a validated :class:`RunConfig` into agents, a task and a trainer in
+:mod:`engine.build.run`.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+
+from engine.schema.catalog import ACTOR_CRITIC, CATALOG
+from engine.schema.collaboration import collaboration_problem
+from engine.schema.derive import agent_override, schema_fields
+from engine.schema.errors import ConfigError, format_validation_error
+from engine.schema.rules import combination_problems, group_size_problem
+from engine.schema.safe_yaml import YamlLimitError, load_yaml_file
+from engine.schema.secrets import (
+    key_variable_problem,
+    run_config_body_problem,
+    run_config_header_problem,
+    run_config_url_problem,
+)
+from engine.schema.system_spec import SystemSpec, parse_system_spec
+
+ACTOR_CRITIC_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "actor_critic")
+LORA_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "lora")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+_MORE = {"form": "more"}  # under "More agent settings" (the other fields have widgets of their own)
+
+
+class _CombinationRules(_Strict):
+    """A section checked by the catalog's cross-setting rules (:mod:`engine.schema.rules`)."""
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> _CombinationRules:
+        problems = combination_problems(self)
+        if problems:
+            raise ValueError(problems[0])
+        return self
+
+
+class _AgentIdentity(_CombinationRules):
+    name: str = Field("agent", min_length=1, description="Role name shown in transcripts and metrics.")
+    model: str = Field(
+        "builtin:tiny-llama",
+        min_length=1,
+        description="Hugging Face id, local folder, or a built-in offline model "
+        "(builtin:tiny-llama, builtin:tiny-qwen2, builtin:smollm2-135m).",
+    )
+    tokenizer: str | None = Field(None, description="Tokenizer source; defaults to the model's own.",
+                                  json_schema_extra=_MORE)
+    share_weights_with: str | None = Field(
+        None, description="Name of an earlier agent whose weights this agent shares (own optimizer state)."
+    )
+    system_prompt: str | None = Field(None, description="System message when the tokenizer has a chat template.")
+    prompt_template: str | None = Field(
+        None, description="Python format string over the dataset item, e.g. 'Write a helper for: {prompt}'."
+    )
+
+
+# An agent's own value of a trainer setting (shown in the grid of its row in the experiment form):
+# field -> (catalog setting: its type and bounds, help). Empty means the trainer's value.
+AGENT_OVERRIDES = {
+    "device": ("device", "Device for this agent (cpu, cuda:0, ...); defaults to the run's."),
+    "learning_rate": ("agent_learning_rate", "AdamW learning rate; defaults to the trainer's."),
+    "temperature": ("temperature", "Sampling temperature; defaults to the trainer's."),
+    "top_p": ("top_p", "Nucleus sampling; defaults to the trainer's."),
+    "top_k": ("top_k", "Top-k sampling (0 = off); defaults to the trainer's."),
+    "max_new_tokens": ("max_new_tokens", "Completion length cap; defaults to the trainer's."),
+}
+
+AgentSpec = create_model(
+    "AgentSpec",
+    __base__=_AgentIdentity,
+    __module__=__name__,
+    __doc__="One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings, and "
+            "optionally a LoRA adapter (lora_* settings, declared in engine.schema.catalog).",
+    **{name: (agent_override(setting), Field(None, description=text, json_schema_extra={"form": "main"}))
+       for name, (setting, text) in AGENT_OVERRIDES.items()},
+    model_kwargs=(dict[str, Any], Field(
+        default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
+        json_schema_extra=_MORE,
+    )),
+    **{name: (annotation, FieldInfo.merge_field_infos(info, json_schema_extra=_MORE))
+       for name, (annotation, info) in schema_fields(LORA_SETTINGS).items()},
+)
+
+
+class TaskSpec(_Strict):
+    """Which task to train on: a registered name, an installed plugin (``cooplab.tasks`` entry point) or
+    ``package.module:factory`` in a module on the operator's allowlist, with its parameters."""
+
+    name: str = Field(
+        "quickstart", min_length=1,
+        description="Built-in task name, installed plugin task, or 'package.module:factory' from an allowed module.",
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Task parameters (validated by the task).")
+
+    @field_validator("name")
+    @classmethod
+    def _allowed_task(cls, value: str) -> str:
+        from engine.tasks.registry import task_name_problem  # torch-free; imports no user code
+
+        problem = task_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+class _GivenOnly(_Strict):
+    """A section that stores only the settings given (the others keep the algorithm's defaults)."""
+
+    @model_serializer(mode="wrap")
+    def _only_given(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+    def given(self) -> dict[str, Any]:
+        """The settings this config sets explicitly."""
+        return {name: getattr(self, name) for name in type(self).model_fields if name in self.model_fields_set}
+
+
+ActorCriticSection = create_model(
+    "ActorCriticSection",
+    __base__=_GivenOnly,
+    __module__=__name__,
+    __doc__="The iac/maac-only settings (also marlhf's with rl_algorithm iac/maac); unset ones keep the "
+            "algorithm's own defaults (IACConfig/MAACConfig/MARLHFConfig).",
+    **schema_fields(ACTOR_CRITIC_SETTINGS),
+)
+
+
+class _TrainerRules(_CombinationRules):
+    """The cross-setting rules of the catalog, applied to the run config's trainer section."""
+
+    @field_validator("num_generations", check_fields=False)
+    @classmethod
+    def _siblings_for_group_baselines(cls, value: int, info: ValidationInfo) -> int:
+        problem = group_size_problem(info.data.get("algorithm", "magrpo"), value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("comparator_api_headers", "comparator_api_key_env", "comparator_api_url",
+                     "comparator_api_extra_body", check_fields=False)
+    @classmethod
+    def _no_credentials(cls, value: Any, info: ValidationInfo) -> Any:
+        """A run config is stored: no credential in a header, the URL or the extra body, and only
+        COOPLAB_API_KEY_* variables for a key."""
+        check = {"comparator_api_headers": run_config_header_problem, "comparator_api_key_env": key_variable_problem,
+                 "comparator_api_url": run_config_url_problem,
+                 "comparator_api_extra_body": run_config_body_problem}[info.field_name]
+        problem = check(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("collaboration_mode", check_fields=False)
+    @classmethod
+    def _collaboration_of_the_algorithm(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = collaboration_problem(info.data.get("algorithm", "magrpo"), value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("actor_critic", check_fields=False)
+    @classmethod
+    def _actor_critic_only(cls, value: ActorCriticSection, info: ValidationInfo) -> ActorCriticSection:
+        algorithm = info.data.get("algorithm", "magrpo")
+        if value.model_fields_set and not has_critics(algorithm, info.data.get("rl_algorithm")):
+            what = f"marlhf with rl_algorithm {info.data.get('rl_algorithm')!r}" if algorithm == "marlhf" else algorithm
+            raise ValueError(f"applies to iac/maac (and marlhf with rl_algorithm iac/maac) only, not to {what}")
+        return value
+
+
+def has_critics(algorithm: str, rl_algorithm: str | None) -> bool:
+    """Whether a run of ``algorithm`` trains critics: iac/maac, or marlhf whose RL stage is one of them."""
+    return algorithm in ACTOR_CRITIC or (algorithm == "marlhf" and rl_algorithm in ACTOR_CRITIC)
+
+
+# The run config's trainer section: the catalog's settings in the form's order. Names and defaults
+# follow CoMLRL's MAGRPOConfig except num_turns 1 and logging_steps 1 (friendlier for a form) and
+# advantage_mode and collaboration_mode empty (the algorithm's: its baseline; centralized for
+# centralized_magrpo, decentralized otherwise, see engine.schema.collaboration).
+TRAINER_SETTINGS = (
+    "algorithm", "num_train_epochs", "max_steps", "agent_learning_rate", "weight_decay", "num_generations",
+    "max_new_tokens", "temperature", "top_p", "top_k", "num_turns", "discount", "joint_mode", "turn_order",
+    "collaboration_mode", "early_termination_threshold", "external_prompt_passthrough", "advantage_mode",
+    "advantage_normalization", "per_agent_normalization", "loss_type", "clip_epsilon", "num_inner_epochs", "reference_kl_enabled",
+    "reference_kl_coef", "reference_kl_mode", "max_grad_norm", "lr_scheduler", "warmup_steps",
+    "rollout_buffer_size", "train_batch_size", "items_per_step", "micro_batch_size", "shuffle",
+    "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
+    "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
+    "checkpoint_interval", "checkpoint_total_limit", "best_checkpoint_metric", "best_checkpoint_mode",
+    "transcripts_per_step", "seed", "fast_decode", "rollout_dtype",
+    # the preference algorithms only (other algorithms refuse them when changed)
+    "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta", "reference_free",
+    "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",
+    "reward_learning_rate", "reward_num_train_epochs", "reward_train_batch_size", "reward_max_length",
+    "reward_freeze_backbone", "num_iterations", "comparator_policy", "comparator_history_k",
+    "comparator_checkpoint", "preference_replay_mode", "preference_replay_k", "preference_replay_lambda",
+    "preference_replay_sample_size", "comparator_generation_mode", "comparator_centralized_agent_index",
+    "comparator_model_name", "comparator_agents", "comparator_devices", "comparator_num_candidates",
+    "comparator_api_url", "comparator_api_format", "comparator_api_model", "comparator_api_max_n_per_request",
+    "comparator_api_timeout", "comparator_api_retries", "comparator_api_headers", "comparator_api_key_env",
+    "comparator_api_key_header", "comparator_api_key_prefix", "comparator_api_response_field",
+    "comparator_api_extra_body",
+    "policy_checkpoint_dir", "preference_replay_dir", "log_reward_distribution", "preference_scoring_reward",
+)
+TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None, "collaboration_mode": None}
+TRAINER_OPTIONAL = ("collaboration_mode",)  # None is the algorithm's value (advantage_mode's type has None already)
+
+TrainerSpec = create_model(
+    "TrainerSpec",
+    __base__=_TrainerRules,
+    __module__=__name__,
+    __doc__="Trainer settings of a run config (each declared once in engine.schema.catalog).",
+    **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS, TRAINER_OPTIONAL),
+    actor_critic=(ActorCriticSection, Field(default_factory=ActorCriticSection,
+                                            description="iac/maac (and marlhf with rl_algorithm iac/maac) only: the "
+                                                        "critic's settings.")),
+)
+
+
+class RunConfig(_Strict):
+    """A whole experiment: the team, the task and the trainer."""
+
+    name: str = Field("experiment", min_length=1)
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    agents: list[AgentSpec] = Field(min_length=1)  # type: ignore[valid-type]
+    task: TaskSpec = Field(default_factory=TaskSpec)
+    trainer: TrainerSpec = Field(default_factory=TrainerSpec)
+    system: SystemSpec | None = Field(None, description="Several coordinated trainers (see docs/systems.md).")
+
+    @model_validator(mode="after")
+    def _check_team(self) -> RunConfig:
+        names = [a.name for a in self.agents]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"agent names must be unique; repeated: {', '.join(dupes)}")
+        for i, agent in enumerate(self.agents):
+            target = agent.share_weights_with
+            if target is not None and target not in names[:i]:
+                raise ValueError(
+                    f"agents.{i}.share_weights_with={target!r} must name an earlier agent ({names[:i] or 'none'})"
+                )
+            if target is not None and (agent.lora_rank is None) != (self.agents[names.index(target)].lora_rank is None):
+                raise ValueError(
+                    f"agents.{i}.lora_rank: agents sharing weights must all use LoRA (one frozen base, an adapter "
+                    f"each) or none; set lora_rank on both {agent.name!r} and {target!r}, or on neither"
+                )
+        lora = [a.name for a in self.agents if a.lora_rank is not None]
+        if self.trainer.rollout_dtype is not None and lora:
+            raise ValueError(f"trainer.rollout_dtype: LoRA agents ({', '.join(lora)}) sample from their adapters on "
+                             f"the frozen base and have no sampling copy; leave rollout_dtype empty, or set "
+                             f"torch_dtype for the whole model")
+        if self.system is not None:
+            parse_system_spec(self)
+        return self
+
+
+def parse_run_config(data: dict[str, Any]) -> RunConfig:
+    """Validate a plain dict into a :class:`RunConfig`, raising :class:`ConfigError` naming the fields."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"a run config must be a mapping of sections, got {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, RunConfig)) from None
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read a YAML or JSON run config file (at most 1 MiB, aliases within :mod:`engine.schema.safe_yaml`'s limits)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = load_yaml_file(path)  # within the size and alias limits of engine.schema.safe_yaml
+    except YamlLimitError as exc:
+        raise ConfigError(str(exc)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML/JSON: {exc}") from None
+    return parse_run_config(data or {})
+
+
+def dump_run_config(config: RunConfig) -> str:
+    """YAML text of a config, the format `cooplab train` and the dashboard import/export use."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+def agents_from_folders(data: dict[str, Any], folders: list[str | Path]) -> dict[str, Any]:
+    """A copy of a run config's plain form with agent i's model (and tokenizer) read from ``folders[i]``:
+    each folder is a whole model, so weight sharing and LoRA adapters are dropped from the agents."""
+    out = copy.deepcopy(data)
+    for agent, folder in zip(out["agents"], folders, strict=True):
+        agent.update(model=str(folder), tokenizer=None, share_weights_with=None)
+        for key in [k for k in agent if k.startswith("lora_")]:
+            del agent[key]  # the defaults: no adapter
+    return out
