@@ -105,9 +105,16 @@ def _unprivileged_copy(tmp: Path) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__"))
     (package / "engine" / "__init__.py").write_text("", encoding="utf-8")
     for source in (ROOT / "engine" / "sandbox").glob("*.py"):  # engine modules the sandbox imports
-        for module in re.findall(r"^from engine\.(\w+) import", source.read_text(encoding="utf-8"), re.MULTILINE):
-            if module != "sandbox" and (ROOT / "engine" / f"{module}.py").is_file():
-                shutil.copy(ROOT / "engine" / f"{module}.py", package / "engine" / f"{module}.py")
+        for module in re.findall(r"^from engine\.([\w.]+) import", source.read_text(encoding="utf-8"), re.MULTILINE):
+            parts = module.split(".")
+            if parts[0] != "sandbox" and (ROOT / "engine" / Path(*parts)).with_suffix(".py").is_file():
+                target = (package / "engine" / Path(*parts)).with_suffix(".py")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                for folder in target.parents:  # each package on the way gets an empty __init__
+                    if folder == package:
+                        break
+                    (folder / "__init__.py").touch()
+                shutil.copy((ROOT / "engine" / Path(*parts)).with_suffix(".py"), target)
     shutil.copy(HERE / "attacks.py", package / "attacks.py")
     for path in [tmp, *tmp.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
