@@ -20,6 +20,7 @@ a writer's lock (MVCC). On SQLite a writer waits for the write lock at most
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +32,10 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
+from db.sqlite_locks import describe_write_lock_holders
 from db.urls import redact_url
+
+log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_LOCK_TIMEOUT_S = 5
@@ -88,7 +92,19 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_ms: int = SQLITE_B
         kwargs.update(connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000})
     engine = create_engine(parsed, **kwargs)
     _configure_sqlite(engine, in_memory=in_memory, busy_timeout_ms=busy_timeout_ms)
+    if not in_memory:
+        _name_lock_holders(engine, Path(database).expanduser())
     return engine
+
+
+def _name_lock_holders(engine: Engine, path: Path) -> None:
+    """Log which process holds the write lock when a statement on ``path`` fails with "database is
+    locked" (see :mod:`db.sqlite_locks`), so a lock held too long points at its holder."""
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        if "database is locked" in str(context.original_exception):
+            holders = describe_write_lock_holders(path)
+            log.warning("%s: database is locked%s", path, f"; {holders}" if holders else "")
 
 
 def _configure_sqlite(engine: Engine, *, in_memory: bool, busy_timeout_ms: int) -> None:
