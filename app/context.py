@@ -40,7 +40,7 @@ def store() -> Store:
 
 @st.cache_resource(show_spinner=False)
 def _catalog() -> dict[str, Any]:
-    from engine.tasks import task_catalog as catalog
+    from engine.schema.task_registry import task_catalog as catalog
 
     entries = catalog()
     if isinstance(entries, dict):
@@ -50,7 +50,7 @@ def _catalog() -> dict[str, Any]:
 
 def task_catalog() -> dict[str, Any]:
     """The tasks a config may name by name: built-ins and installed ``cooplab.tasks`` entry points
-    (``engine.tasks.task_catalog()``, torch-free). Applies the operator's settings to the engine
+    (``engine.schema.task_registry.task_catalog()``, torch-free). Applies the operator's settings to the engine
     first, so the form's validation uses the ``COOPLAB_TASK_MODULES`` allowlist."""
     apply_engine_settings(get_settings())
     return _catalog()
@@ -71,8 +71,8 @@ def preflight_problems(config: Any) -> list[Any]:
 
 @st.cache_resource(show_spinner=False)
 def presets() -> dict[str, dict[str, Any]]:
-    """Ready-made run configs by name (``engine.tasks.presets.PRESETS``)."""
-    from engine.tasks.presets import PRESETS
+    """Ready-made run configs by name (``engine.schema.presets.PRESETS``)."""
+    from engine.schema.presets import PRESETS
 
     return dict(PRESETS)
 

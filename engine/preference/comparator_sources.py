@@ -8,9 +8,10 @@ A mixin of :class:`engine.preference.iterations.ComparatorIterations`; it reads 
   once) or ``comparator_agents`` (one per agent, or one for all): frozen models on
   ``comparator_devices`` (default: each agent's device), seeded generators of their own.
 * ``comparator_policy="api"``: :class:`engine.preference.api_client.ApiClient`; the key is
-  ``comparator_api_key`` or the environment variable ``comparator_api_key_env`` names (read by the
-  training process when the trainer is built: the only variable the engine reads, and only because
-  the config names it). Where operator settings were applied (:func:`engine.policy.outbound.api_hosts`), the
+  ``comparator_api_key`` or the one the variable ``comparator_api_key_env`` names holds, looked up
+  when the trainer is built among the keys the process's owner handed over
+  (:mod:`engine.policy.api_keys`; a script that handed none: its own environment, as in CoMLRL).
+  Where operator settings were applied (:func:`engine.policy.outbound.api_hosts`), the
   URL is checked against the operator's API hosts before the key is read, and every request again.
 * ``comparator_generation_mode="centralized"``: whichever comparator the policy picks, agent
   ``comparator_centralized_agent_index``'s model (or that ``comparator_agents`` entry) answers one
@@ -20,12 +21,12 @@ A mixin of :class:`engine.preference.iterations.ComparatorIterations`; it reads 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from engine.policy.api_keys import api_key
 from engine.policy.outbound import api_hosts, url_problem
 from engine.preference.api_client import ApiClient
 from engine.preference.api_settings import ApiSettings
@@ -145,7 +146,7 @@ class ComparatorSources:
         cfg = self.args
         if cfg.comparator_api_key or not cfg.comparator_api_key_env:
             return cfg.comparator_api_key
-        key = os.environ.get(cfg.comparator_api_key_env)
+        key = api_key(cfg.comparator_api_key_env)
         if not key:
             raise ValueError(f"comparator_api_key_env: the variable {cfg.comparator_api_key_env!r} is not set (or "
                              f"empty) in the training process's environment (a queued run's: the worker's); set it "

@@ -1,4 +1,5 @@
-"""The algorithm table: for each ``trainer.algorithm``, its config class and its trainer class.
+"""The algorithm table: for each ``trainer.algorithm``, its config class and its trainer class, and
+which run-config settings it reads (from the catalog's ``reads``, as its config class).
 
 Torch-free (trainer classes are named, not imported), so the dashboard can ask which run-config
 settings an algorithm reads.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 from engine.schema.actor_critic_configs import IACConfig, MAACConfig
-from engine.schema.catalog import ALGORITHM_BASELINES
+from engine.schema.catalog import ALGORITHM_BASELINES, CATALOG
 from engine.schema.configs import MAGRPOConfig
 from engine.schema.preference_configs import (
     CentralizedMAGRPOConfig,
@@ -34,21 +35,25 @@ TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is
     "madpo_iter": "engine.preference.madpo_iter:MADPOIterTrainer",
     "marlhf_iter": "engine.preference.marlhf_iter:MARLHFIterTrainer",
 }
-# Run-config trainer settings that the build reads itself (no config class has them).
-RUN_LEVEL = tuple(name for name in TrainerSpec.model_fields
-                  if not any(name in cls.field_names() for cls in CONFIG_CLASSES.values()))
-# Run-config trainer settings with a rule of their own for every algorithm (engine.schema.collaboration),
-# so never "not used": a decentralized magrpo team is what collaboration_mode 'decentralized' says.
-OWN_RULE = ("collaboration_mode",)
+# Run-config trainer settings that the build reads itself for every algorithm and no config class has
+# (the catalog's run_config "build" with no readers), and the actor-critic section.
+RUN_LEVEL = (*(name for name, s in CATALOG.items() if s.run_config == "build" and not s.reads),
+             "actor_critic")
 
 
 def unused_settings(algorithm: str) -> list[str]:
-    """Run-config trainer settings that ``algorithm`` does not read (e.g. ``clip_epsilon`` for iac); a
-    config class's ``compat_only`` fields are accepted from CoMLRL scripts but not read."""
-    cls = CONFIG_CLASSES[algorithm]
-    fields = [name for name in cls.field_names() if name not in getattr(cls, "compat_only", ())]
-    return [name for name in TrainerSpec.model_fields
-            if name not in fields and name not in RUN_LEVEL and name not in OWN_RULE]
+    """Run-config trainer settings that ``algorithm`` does not read (e.g. ``clip_epsilon`` for iac), in the
+    run config's order: the catalog's ``run_config="trainer"`` settings whose ``reads`` leave it out (a
+    config class's ``compat_only`` fields are accepted from CoMLRL scripts but not read). A ``"build"``
+    setting is never unused: the build reads it for every algorithm (``collaboration_mode`` decides
+    whether the team is one model, engine.schema.collaboration)."""
+    return [name for name in TrainerSpec.model_fields if name in CATALOG
+            and CATALOG[name].run_config == "trainer" and algorithm not in CATALOG[name].reads]
+
+
+def read_settings(algorithm: str) -> list[str]:
+    """Run-config trainer settings that ``algorithm``'s config class reads, copied to it by name."""
+    return [name for name in TrainerSpec.model_fields if name in CATALOG and algorithm in CATALOG[name].reads]
 
 
 def trainer_class(algorithm: str) -> type:

@@ -1,15 +1,21 @@
-"""The catalog: each trainer setting's name, type, default, bounds and description, written once.
+"""The catalog: each trainer setting's name, type, default, bounds, description and readers, written once.
 
 A class that uses a setting may give it another default (CoMLRL's actor-critic configs default
 ``top_k`` to ``None``, the run config defaults ``num_turns`` to 1); everything else about the
-setting comes from here. ``group`` sorts the settings into the docs' tables; ``form="main"`` puts a
-run-config setting in the experiment form's first grid, in catalog order (the others the run config
-has are under "Advanced trainer settings"), so the catalog lists those settings first.
+setting comes from here. ``reads`` names the algorithms whose trainer reads the setting (their
+config classes have it), ``compat_only`` those whose config class accepts it from CoMLRL scripts
+without reading it, and ``run_config`` where a run config holds it; the config classes, the run
+config's sections and the "not used by this algorithm" lists derive from these
+(:mod:`engine.schema.derive`, :mod:`engine.schema.algorithms`). ``group`` sorts the settings into
+the docs' tables; ``form="main"`` puts a run-config setting in the experiment form's first grid, in
+catalog order (the others the run config has are under "Advanced trainer settings"), so the
+catalog lists those settings first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,20 +28,36 @@ MAX_NEW_TOKENS_LIMIT = 131_072
 
 Algorithm = Literal["magrpo", "grpo", "mareinforce", "maremax", "marloo", "iac", "maac", "madpo",
                     "centralized_magrpo", "marlhf", "madpo_iter", "marlhf_iter"]
+ALGORITHMS: tuple[str, ...] = typing.get_args(Algorithm)
+# The algorithms whose baseline compares the siblings of a node (its K samples), with that baseline.
 ALGORITHM_BASELINES = {"magrpo": "mean", "grpo": "mean", "mareinforce": "raw", "maremax": "max", "marloo": "rloo",
                        "centralized_magrpo": "mean"}
+GROUP_BASELINE = tuple(ALGORITHM_BASELINES)
 ACTOR_CRITIC = ("iac", "maac")
-PREFERENCE = ("madpo",)
+DPO = ("madpo", "madpo_iter")  # preference pairs, trained by DPO
+LEARNED_REWARD = ("marlhf", "marlhf_iter")  # a reward model learned from pairs, then an RL stage
+ITERATIVE = ("madpo_iter", "marlhf_iter")  # rounds of pairs against a comparator policy
+PAIRS = (*DPO, *LEARNED_REWARD)
+
+# Where a run config holds a setting: "trainer" (its trainer section; an algorithm that does not read it
+# refuses a changed value), "build" (its trainer section, read by the build for every algorithm),
+# "actor_critic" (the trainer.actor_critic section), "agent" (each agents entry), or None (not in a run
+# config: filled from the team, or for library use only).
+Placement = Literal["trainer", "build", "actor_critic", "agent"] | None
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One trainer setting: its type and pydantic field (default, bounds, description), its group, how
-    a value is read before validation (aliases, one device for all) and where the form shows it."""
+    """One trainer setting: its type and pydantic field (default, bounds, description), its group, the
+    algorithms that read it (and those that only accept it), where a run config holds it, how a value
+    is read before validation (aliases, one device for all) and where the form shows it."""
 
     annotation: Any
     field: FieldInfo
     group: str
+    reads: frozenset[str]
+    compat_only: frozenset[str] = frozenset()
+    run_config: Placement = "trainer"
     before: Callable[[Any], Any] | None = None
     form: Literal["main", "advanced"] = "advanced"
 
@@ -44,9 +66,22 @@ class Setting:
         return self.field.default
 
 
-def _s(group: str, annotation: Any, default: Any, description: str, *, before: Callable[[Any], Any] | None = None,
-       form: Literal["main", "advanced"] = "advanced", **bounds: Any) -> Setting:
-    return Setting(annotation, Field(default, description=description, **bounds), group, before, form)
+_RUN_CONFIG_OF_GROUP: dict[str, Placement] = {"actor_critic": "actor_critic", "lora": "agent"}
+
+
+def _s(group: str, annotation: Any, default: Any, description: str, *, reads: Iterable[str] = ALGORITHMS,
+       compat_only: Iterable[str] = (), run_config: Placement | Literal["group"] = "group",
+       before: Callable[[Any], Any] | None = None, form: Literal["main", "advanced"] = "advanced",
+       **bounds: Any) -> Setting:
+    place = _RUN_CONFIG_OF_GROUP.get(group, "trainer") if run_config == "group" else run_config
+    return Setting(annotation, Field(default, description=description, **bounds), group, frozenset(reads),
+                   frozenset(compat_only), place, before, form)
+
+
+def _but(*families: tuple[str, ...]) -> tuple[str, ...]:
+    """Every algorithm except those of ``families``."""
+    left_out = {name for family in families for name in family}
+    return tuple(name for name in ALGORITHMS if name not in left_out)
 
 
 def _aliases(table: dict[str, str]) -> Callable[[Any], Any]:
@@ -78,17 +113,19 @@ CATALOG: dict[str, Setting] = {
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
                     "marloo (rloo), iac, maac, madpo (preference pairs, DPO), centralized_magrpo (one "
                     "model writes every role), marlhf (a reward model learned from pairs, then RL), madpo_iter "
-                    "and marlhf_iter (rounds of them against a comparator policy).", form="main"),
+                    "and marlhf_iter (rounds of them against a comparator policy).", form="main",
+                    reads=(), run_config="build"),
     "num_generations": _s("rollout", int, 4, "K: samples per agent per node of the rollout tree (>= 2 for the "
-                          "MAGRPO family).", ge=1, form="main"),
+                          "MAGRPO family).", ge=1, form="main", reads=_but(DPO), compat_only=DPO),
     "num_turns": _s("rollout", int, 2, "Turns per episode; >1 needs a task with a transition.", ge=1,
                     form="main"),
     "joint_mode": _s("rollout", Literal["aligned", "cross"], "aligned", "K joint actions (sample j of every "
                      "agent) or all K^N combinations.",
                      before=_aliases({"aligned": "aligned", "align": "aligned", "cross": "cross", "crossed": "cross"}),
-                     form="main"),
+                     form="main", reads=_but(ACTOR_CRITIC)),
     "turn_order": _s("rollout", Literal["simultaneous", "sequential"], "simultaneous",
-                     "sequential: agent i also sees the same-turn replies of agents < i.", form="main"),
+                     "sequential: agent i also sees the same-turn replies of agents < i.", form="main",
+                     reads=_but(ACTOR_CRITIC)),
     "loss_type": _s("optimisation", Literal["seq_sum", "token_mean"], "seq_sum",
                     "seq_sum: sum of token log-probs (CoMLRL); token_mean: average per completion token.",
                     form="main"),
@@ -108,7 +145,8 @@ CATALOG: dict[str, Setting] = {
                 gt=0, le=1, form="main"),
     "top_k": _s("sampling", int | None, 50, "Top-k sampling (0 or empty = off). Tiny models learn only with it on.",
                 ge=0, form="main"),
-    "device": _s("devices", str, "cpu", "Default device for every agent.", form="main"),
+    "device": _s("devices", str, "cpu", "Default device for every agent.", form="main",
+                 reads=(), run_config="build"),
     "seed": _s("run", int, 0, "Seeds everything; a seeded CPU run reproduces.", form="main"),
     "eval_interval": _s("reporting", int, 16, "Evaluate every N steps, step 0 included (0 = never).", ge=0,
                         form="main"),
@@ -117,51 +155,58 @@ CATALOG: dict[str, Setting] = {
     "transcripts_per_step": _s("reporting", int, 2, "Sampled episodes recorded per step.", ge=0, form="main"),
     # --- what to train, and for how long ------------------------------------------------------
     "num_agents": _s("run", int, 2, "Team size, kept for compatibility: like CoMLRL, the team comes from the "
-                     "trainer's agents/num_agents.", ge=1),
+                     "trainer's agents/num_agents.", ge=1, run_config=None),
     "agent_names": _s("run", list[str] | None, None, "Names used in metric keys and transcripts; default "
-                      "agent_0, agent_1, ..."),
+                      "agent_0, agent_1, ...", run_config=None),
     "shuffle": _s("run", bool, False, "Shuffle the training set each epoch (seeded). CoMLRL never shuffles.",
-                  **_BOOL),
+                  **_BOOL, reads=_but(DPO)),
     # --- optimisation -------------------------------------------------------------------------
     "weight_decay": _s("optimisation", float, 0.01, "AdamW weight decay.", ge=0),
     "max_grad_norm": _s("optimisation", float | None, 1.0, "Clip each agent's gradient norm (off when empty; "
                         "CoMLRL never clips).", gt=0),
     "lr_scheduler": _s("optimisation", Literal["constant", "linear", "cosine"], "constant",
-                       "Learning-rate schedule after warmup."),
-    "warmup_steps": _s("optimisation", int, 0, "Linear warmup steps.", ge=0),
-    "clip_epsilon": _s("optimisation", float | None, None, "PPO-style ratio clipping (off when empty).", gt=0),
-    "num_inner_epochs": _s("optimisation", int, 1, "Updates over the same rollouts (needs clipping).", ge=1),
+                       "Learning-rate schedule after warmup.", reads=_but(ACTOR_CRITIC)),
+    "warmup_steps": _s("optimisation", int, 0, "Linear warmup steps.", ge=0, reads=_but(ACTOR_CRITIC)),
+    "clip_epsilon": _s("optimisation", float | None, None, "PPO-style ratio clipping (off when empty).", gt=0,
+                       reads=_but(ACTOR_CRITIC, DPO)),
+    "num_inner_epochs": _s("optimisation", int, 1, "Updates over the same rollouts (needs clipping).", ge=1,
+                           reads=_but(ACTOR_CRITIC, DPO)),
     "rollout_buffer_size": _s("optimisation", int, 2, "Node samples per agent collected before an update.", ge=1),
     "train_batch_size": _s("optimisation", int | None, None, "Nodes per optimizer step (empty = buffer size).",
                            ge=1),
     "micro_batch_size": _s("optimisation", int | None, None, "Sequences per training forward pass (empty = whole "
-                           "mini-batch).", ge=1),
+                           "mini-batch).", ge=1, reads=_but(ACTOR_CRITIC)),
     "gradient_checkpointing": _s("optimisation", bool, False, "Trade compute for memory in the update.", **_BOOL),
     # --- rollout and credit -------------------------------------------------------------------
     "discount": _s("rollout", float, 1.0, "Discount of later-turn rewards in returns: R_t = r_t + discount * "
-                   "mean(children's R).", ge=0, le=1),
+                   "mean(children's R).", ge=0, le=1, reads=_but(PAIRS), compat_only=PAIRS),
     "collaboration_mode": _s("rollout", Literal["decentralized", "centralized"], "decentralized",
                              "decentralized: one model per agent; centralized: one model writes every role's "
                              "answer in one completion (tagged sections).",
-                             before=_aliases({"decentralized": "decentralized", "centralized": "centralized"})),
+                             before=_aliases({"decentralized": "decentralized", "centralized": "centralized"}),
+                             reads=("centralized_magrpo", *PAIRS), run_config="build"),
     "early_termination_threshold": _s("rollout", float | None, None, "Stop expanding a branch when its node's "
-                                      "mean reward exceeds this (off when empty; CoMLRL: -0.2)."),
+                                      "mean reward exceeds this (off when empty; CoMLRL: -0.2).",
+                                      reads=_but(PAIRS), compat_only=PAIRS),
     "external_prompt_passthrough": _s("rollout", bool, False, "Use the transition's prompts as they are instead "
-                                      "of re-applying the formatters.", **_BOOL),
+                                      "of re-applying the formatters.", **_BOOL,
+                                      reads=_but(PAIRS), compat_only=PAIRS),
     "advantage_mode": _s("rollout", Literal["mean", "raw", "max", "rloo"] | None, "mean",
-                         "Baseline among siblings; empty = the algorithm's (mean for MAGRPO)."),
+                         "Baseline among siblings; empty = the algorithm's (mean for MAGRPO).",
+                         reads=GROUP_BASELINE, compat_only=PAIRS),
     "advantage_normalization": _s("rollout", bool, True, "z-normalise advantages within each node's group.",
-                                  **_BOOL),
+                                  **_BOOL, reads=_but(DPO), compat_only=DPO),
     "per_agent_normalization": _s("rollout", bool, False, "Also z-normalise each agent's advantages over its "
-                                  "whole update batch.", **_BOOL),
+                                  "whole update batch.", **_BOOL, reads=_but(ACTOR_CRITIC, DPO)),
     "reference_kl_enabled": _s("rollout", bool, False, "Penalise divergence from the initial model (k3 KL).",
-                               **_BOOL),
-    "reference_kl_coef": _s("rollout", float, 0.1, "Weight of the reference KL.", ge=0),
+                               **_BOOL, reads=_but(DPO), compat_only=DPO),
+    "reference_kl_coef": _s("rollout", float, 0.1, "Weight of the reference KL.", ge=0,
+                            reads=_but(DPO), compat_only=DPO),
     "reference_kl_mode": _s("rollout", Literal["reward", "loss"], "reward", "reward: subtract the KL from "
-                            "returns (CoMLRL); loss: add it to the loss."),
+                            "returns (CoMLRL); loss: add it to the loss.", reads=_but(ACTOR_CRITIC, DPO)),
     # --- sampling ------------------------------------------------------------------------------
     "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
-                      "token step (falls back by itself).", **_BOOL),
+                      "token step (falls back by itself).", **_BOOL, reads=_but(ACTOR_CRITIC)),
     "rollout_dtype": _s("sampling", Literal["float32", "bfloat16", "float16"] | None, None,
                         "Sample from a copy of each agent's weights in this dtype, refreshed before every "
                         "sampling call; training stays in the model's dtype. bfloat16 samples faster on CPUs "
@@ -179,24 +224,27 @@ CATALOG: dict[str, Setting] = {
     "reference_devices": _s("devices", list[str] | None, None, "Devices of the reference models.",
                             before=_device_list),
     "torch_dtype": _s("devices", Literal["auto", "float32", "bfloat16", "float16"], "float32",
-                      "Model dtype (bfloat16 on GPU halves memory)."),
+                      "Model dtype (bfloat16 on GPU halves memory).", reads=(), run_config="build"),
     "model_config": _s("devices", dict[str, Any] | None, None, "CoMLRL's model settings: torch_dtype/dtype, "
-                       "model_kwargs, special_tokens."),
+                       "model_kwargs, special_tokens.", run_config=None),
     # --- LoRA adapters (per agent, in the run config's agents; needs the peft extra) -------------
     "lora_rank": _s("lora", int | None, None, "LoRA rank r: train a low-rank adapter on a frozen base instead of "
                     "every weight (empty = full fine-tuning). Agents sharing weights then share one frozen base.",
-                    ge=1),
+                    ge=1, reads=()),
     "lora_alpha": _s("lora", float, 16.0, "LoRA scaling numerator: the adapter's update is scaled by alpha / r.",
-                     gt=0),
-    "lora_dropout": _s("lora", float, 0.0, "Dropout on the adapter's input while training.", ge=0, lt=1),
+                     gt=0, reads=()),
+    "lora_dropout": _s("lora", float, 0.0, "Dropout on the adapter's input while training.", ge=0, lt=1,
+                       reads=()),
     "lora_target_modules": _s("lora", list[str] | None, None, "Module names that get adapters, e.g. ['q_proj', "
                               "'v_proj'], or ['all-linear']; empty = peft's default for the architecture.",
-                              before=_device_list),
+                              before=_device_list, reads=()),
     # --- evaluation, checkpoints, reporting ----------------------------------------------------
     "logging_steps": _s("reporting", int, 50, "Report metrics every N steps.", ge=1),
     "eval_num_samples": _s("reporting", int, 4, "Evaluation items per evaluation.", ge=0),
-    "eval_batch_size": _s("reporting", int, 1, "Evaluation items per generation call.", ge=1),
-    "eval_samples_per_item": _s("reporting", int, 1, "Completions per eval item (>1 enables pass@k).", ge=1),
+    "eval_batch_size": _s("reporting", int, 1, "Evaluation items per generation call.", ge=1,
+                          run_config=None),
+    "eval_samples_per_item": _s("reporting", int, 1, "Completions per eval item (>1 enables pass@k).", ge=1,
+                                reads=_but(ACTOR_CRITIC)),
     "eval_greedy": _s("reporting", bool, False, "Greedy decoding in evaluation (CoMLRL samples).", **_BOOL),
     "checkpoint_total_limit": _s("reporting", int | None, 3, "Checkpoints kept (oldest removed).", ge=1),
     "best_checkpoint_metric": _s("reporting", str | None, None, "Also keep the checkpoint whose evaluation is best "
@@ -206,42 +254,55 @@ CATALOG: dict[str, Setting] = {
                                "is better; min: a lower one."),
     # --- actor-critic (iac, maac) --------------------------------------------------------------
     "critic_type": _s("actor_critic", Literal["v", "q"], "v", "v: value of the history (read before the reply); "
-                      "q: value of history and reply.", before=_critic_type),
+                      "q: value of history and reply.", before=_critic_type,
+                      reads=(*ACTOR_CRITIC, "marlhf"), compat_only=("marlhf_iter",)),
     "critic_learning_rate": _s("actor_critic", float | None, 5e-6, "AdamW learning rate of the critics (empty = "
-                               "the agents' learning rate).", gt=0),
+                               "the agents' learning rate).", gt=0,
+                               reads=(*ACTOR_CRITIC, "marlhf"), compat_only=("marlhf_iter",)),
     "value_clip_range": _s("actor_critic", float | None, None, "Clip each value's move from its rollout-time "
-                           "estimate (empty = unclipped; iac: 0.2).", gt=0),
+                           "estimate (empty = unclipped; iac: 0.2).", gt=0,
+                           reads=(*ACTOR_CRITIC, "marlhf"), compat_only=("marlhf_iter",)),
     "value_loss_coef": _s("actor_critic", float, 0.6, "Weight of the value loss when actor and value head share "
-                          "one optimizer.", ge=0),
+                          "one optimizer.", ge=0,
+                          reads=(*ACTOR_CRITIC, "marlhf"), compat_only=("marlhf_iter",)),
     "use_separate_critic": _s("actor_critic", bool, True, "On: a separate critic model per agent; off: a value "
-                              "head on the agent's backbone (iac only).", **_BOOL),
+                              "head on the agent's backbone (iac only).", **_BOOL,
+                              reads=("iac", "marlhf"), compat_only=("marlhf_iter",)),
     "critic_value_head_hidden_dim": _s("actor_critic", int | None, None, "Hidden width of the critic's value "
-                                       "head (empty = a linear head).", ge=1),
+                                       "head (empty = a linear head).", ge=1,
+                                       reads=(*ACTOR_CRITIC, "marlhf"), compat_only=("marlhf_iter",)),
     "value_head_hidden_dim": _s("actor_critic", int | None, None, "Hidden width of a value head on the agent's "
-                                "backbone (empty = linear; iac only).", ge=1),
+                                "backbone (empty = linear; iac only).", ge=1,
+                                reads=("iac", "marlhf"), compat_only=("marlhf_iter",)),
     "critic_model_name": _s("actor_critic", str | None, None, "marlhf with rl_algorithm iac/maac: the critics' "
-                            "backbone (HF id, folder or builtin:; empty = a copy of each agent's model)."),
+                            "backbone (HF id, folder or builtin:; empty = a copy of each agent's model).",
+                            reads=("marlhf",), compat_only=("marlhf_iter",)),
     "critic_devices": _s("actor_critic", list[str] | None, None, "Device per critic (one is used for all; empty "
-                         "= the agent's device).", before=_device_list),
+                         "= the agent's device).", before=_device_list,
+                         reads=(*ACTOR_CRITIC, "marlhf"), compat_only=("marlhf_iter",)),
     # --- preference (madpo) ---------------------------------------------------------------------
     "preference_num_candidates": _s("preference", int, 80, "Joint candidates sampled per item to build preference "
-                                    "pairs (each agent samples this many completions).", ge=2),
+                                    "pairs (each agent samples this many completions).", ge=2, reads=PAIRS),
     "preference_pairs_per_sample": _s("preference", int | None, 16, "Pairs kept per item (empty = every pair "
-                                      "with a positive reward gap).", ge=1),
+                                      "with a positive reward gap).", ge=1, reads=PAIRS),
     "pair_selection": _s("preference", Literal["reward_gap", "all", "random", "comparator_reward"], "reward_gap",
                          "Which pairs to keep: largest team-reward gap first, all in candidate order, or a "
                          "seeded random choice; comparator_reward (iterative trainers): largest gap between a "
                          "current and a comparator candidate first.",
                          before=_aliases({"reward_gap": "reward_gap", "all": "all", "random": "random",
-                                          "comparator_reward": "comparator_reward"})),
-    "dpo_beta": _s("preference", float, 0.1, "DPO inverse temperature on the joint log-prob margin.", gt=0),
+                                          "comparator_reward": "comparator_reward"}), reads=PAIRS),
+    "dpo_beta": _s("preference", float, 0.1, "DPO inverse temperature on the joint log-prob margin.", gt=0,
+                   reads=DPO, compat_only=LEARNED_REWARD),
     "reference_free": _s("preference", bool, True, "On: CoMLRL's reference-free DPO; off: the margin is taken "
-                         "relative to the frozen initial policy (standard DPO).", **_BOOL),
+                         "relative to the frozen initial policy (standard DPO).", **_BOOL, reads=DPO),
     "use_environment_step": _s("preference", bool, True, "env_step counts trained pairs (x environment_steps_per_"
-                               "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL),
-    "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1),
+                               "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL,
+                               reads=DPO, compat_only=LEARNED_REWARD),
+    "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1,
+                                     reads=DPO, compat_only=LEARNED_REWARD),
     # --- iterative preference (madpo_iter) --------------------------------------------------------
-    "num_iterations": _s("preference", int, 6, "Rounds of collect-pairs-then-train (iterative trainers).", ge=1),
+    "num_iterations": _s("preference", int, 6, "Rounds of collect-pairs-then-train (iterative trainers).", ge=1,
+                         reads=ITERATIVE),
     "comparator_policy": _s("preference", Literal["current", "current_copy", "model", "history", "api"], "current",
                             "Whose candidates the current policy's are compared with: its own (current), a "
                             "second sample of a frozen copy (current_copy), a fixed model (model: "
@@ -255,26 +316,30 @@ CATALOG: dict[str, Setting] = {
                                                              "model"),
                                              **dict.fromkeys(("history", "checkpoint", "previous",
                                                               "previous_iteration"), "history"),
-                                             **dict.fromkeys(("api", "http", "endpoint"), "api")})),
+                                             **dict.fromkeys(("api", "http", "endpoint"), "api")}),
+                            reads=ITERATIVE),
     "comparator_generation_mode": _s("preference", Literal["decentralized", "centralized"], "decentralized",
                                      "decentralized: every agent's comparator samples its own answer; centralized: "
                                      "one comparator model writes every role's answer in <agent_i> sections.",
                                      before=_aliases({**dict.fromkeys(("decentralized", "decentralised", "multi_agent",
                                                                        "multi-agent"), "decentralized"),
                                                       **dict.fromkeys(("centralized", "centralised", "single_agent",
-                                                                       "single-agent"), "centralized")})),
+                                                                       "single-agent"), "centralized")}),
+                                     reads=ITERATIVE),
     "comparator_centralized_agent_index": _s("preference", int, 0, "Centralized comparator: whose model (or "
-                                             "comparator_agents entry) writes the joint answer.", ge=0),
+                                             "comparator_agents entry) writes the joint answer.", ge=0,
+                                             reads=ITERATIVE),
     "comparator_model_name": _s("preference", str | None, None, "comparator_policy='model': one model (HF id, "
-                                "folder or builtin:) every agent's comparator samples with."),
+                                "folder or builtin:) every agent's comparator samples with.",
+                                reads=ITERATIVE),
     "comparator_agents": _s("preference", list[str] | None, None, "comparator_policy='model': one model per agent "
-                            "(or one for all) the comparators sample with."),
+                            "(or one for all) the comparators sample with.", reads=ITERATIVE),
     "comparator_devices": _s("preference", list[str] | None, None, "Device per comparator model (one is used for "
-                             "all; empty = the agent's device).", before=_device_list),
+                             "all; empty = the agent's device).", before=_device_list, reads=ITERATIVE),
     "comparator_num_candidates": _s("preference", int | None, None, "Candidates the comparator samples per item "
-                                    "(empty = preference_num_candidates).", ge=1),
+                                    "(empty = preference_num_candidates).", ge=1, reads=ITERATIVE),
     "comparator_history_k": _s("preference", int | None, None, "Iterations back for comparator_policy='history' "
-                               "(empty = 1).", ge=1),
+                               "(empty = 1).", ge=1, reads=ITERATIVE),
     "preference_replay_mode": _s("preference", Literal["current", "nearest_k", "all_history", "lambda_decay"],
                                  "current", "Which iterations' pairs an iteration trains on (iterative trainers): "
                                  "its own (current), draws over the newest preference_replay_k iterations "
@@ -283,18 +348,20 @@ CATALOG: dict[str, Setting] = {
                                                  "recent_k": "nearest_k", "last_k": "nearest_k", "k": "nearest_k",
                                                  "all_history": "all_history", "lambda": "lambda_decay",
                                                  "lambda_decay": "lambda_decay", "td_lambda": "lambda_decay",
-                                                 "td-lambda": "lambda_decay"})),
+                                                 "td-lambda": "lambda_decay"}), reads=ITERATIVE),
     "preference_replay_k": _s("preference", int | None, None, "Iterations drawn from by nearest_k (required there).",
-                              ge=1),
+                              ge=1, reads=ITERATIVE),
     "preference_replay_lambda": _s("preference", float | None, None, "Decay of lambda_decay (required there; 1 = "
-                                   "uniform, 0 = the newest only).", ge=0, le=1),
+                                   "uniform, 0 = the newest only).", ge=0, le=1, reads=ITERATIVE),
     "preference_replay_sample_size": _s("preference", int | None, None, "Pairs drawn per iteration by the replay "
-                                        "modes other than current (empty = the iteration's own pair count).", ge=1),
+                                        "modes other than current (empty = the iteration's own pair count).", ge=1,
+                                        reads=ITERATIVE),
     "comparator_checkpoint": _s("preference", str | None, None, "A checkpoint folder (checkpoint-N of an earlier "
                                 "run with the same team) whose agent weights the comparator samples with; needs "
-                                "comparator_policy='model' (empty: 'model' is the initial policy)."),
+                                "comparator_policy='model' (empty: 'model' is the initial policy).",
+                                reads=ITERATIVE),
     "comparator_api_url": _s("preference", str | None, None, "comparator_policy='api': the endpoint every "
-                             "request is POSTed to (http or https)."),
+                             "request is POSTed to (http or https).", reads=ITERATIVE),
     "comparator_api_format": _s("preference", Literal["generic", "openai_chat", "anthropic_messages",
                                                       "openai_responses"], "generic",
                                 "Request and response shape: generic (prompt, num_return_sequences -> completions), "
@@ -305,58 +372,91 @@ CATALOG: dict[str, Setting] = {
                                                  **dict.fromkeys(("anthropic", "anthropic_messages", "messages"),
                                                                  "anthropic_messages"),
                                                  **dict.fromkeys(("openai_responses", "responses", "codex"),
-                                                                 "openai_responses")})),
-    "comparator_api_model": _s("preference", str | None, None, "The model name sent to the API."),
+                                                                 "openai_responses")}), reads=ITERATIVE),
+    "comparator_api_model": _s("preference", str | None, None, "The model name sent to the API.",
+                               reads=ITERATIVE),
     "comparator_api_max_n_per_request": _s("preference", int | None, None, "Completions one request may ask for "
-                                           "(empty = all at once; 1 for DeepSeek, Anthropic and responses).", ge=1),
-    "comparator_api_timeout": _s("preference", float, 120.0, "Seconds one API request may take.", gt=0),
+                                           "(empty = all at once; 1 for DeepSeek, Anthropic and responses).", ge=1,
+                                           reads=ITERATIVE),
+    "comparator_api_timeout": _s("preference", float, 120.0, "Seconds one API request may take.", gt=0,
+                                 reads=ITERATIVE),
     "comparator_api_retries": _s("preference", int, 2, "Extra attempts of a request the API refused for now (429, "
-                                 "5xx) or that failed to connect, with doubling pauses from 1 s (CoopLab).", ge=0),
-    "comparator_api_headers": _s("preference", dict[str, str] | None, None, "Extra HTTP headers of every request."),
+                                 "5xx) or that failed to connect, with doubling pauses from 1 s (CoopLab).", ge=0,
+                                 reads=ITERATIVE),
+    "comparator_api_headers": _s("preference", dict[str, str] | None, None, "Extra HTTP headers of every request.",
+                                 reads=ITERATIVE),
     "comparator_api_key": _s("preference", str | None, None, "The API key itself (library use only: a run config "
-                             "names the variable instead, comparator_api_key_env, so no key is stored)."),
+                             "names the variable instead, comparator_api_key_env, so no key is stored).",
+                             reads=ITERATIVE, run_config=None),
     "comparator_api_key_env": _s("preference", str | None, None, "The environment variable holding the API key "
-                                 "(read by the process that trains)."),
+                                 "(read by the process that trains).", reads=ITERATIVE),
     "comparator_api_key_header": _s("preference", str, "Authorization", "Header that carries the key (Anthropic: "
-                                    "x-api-key)."),
+                                    "x-api-key).", reads=ITERATIVE),
     "comparator_api_key_prefix": _s("preference", str, "Bearer", "Text before the key in its header (none for "
-                                    "Anthropic)."),
+                                    "Anthropic).", reads=ITERATIVE),
     "comparator_api_response_field": _s("preference", str, "completions", "generic format: the dotted path of the "
-                                        "completions in the JSON answer."),
+                                        "completions in the JSON answer.", reads=ITERATIVE),
     "comparator_api_extra_body": _s("preference", dict[str, Any] | None, None, "Fields merged into every request's "
-                                    "JSON body."),
+                                    "JSON body.", reads=ITERATIVE),
     "policy_checkpoint_dir": _s("preference", str | None, None, "Also write each iteration's policy (the comparator "
                                 "snapshots) here as model files (relative: under the run's output folder; a run config's folder must "
-                                "stay in the run's folder or the data directory)."),
+                                "stay in the run's folder or the data directory).", reads=ITERATIVE),
     "preference_replay_dir": _s("preference", str | None, None, "Also write each iteration's pairs here as JSON "
                                 "lines (relative: under the run's output folder; a run config's folder must stay "
-                                "in the run's folder or the data directory)."),
+                                "in the run's folder or the data directory).", reads=ITERATIVE),
     "log_reward_distribution": _s("preference", bool, False, "Log each iteration's team-reward distribution of the "
                                   "current, comparator, winner and loser candidates, and write it as JSON + SVG "
-                                  "under reward_distribution/ of the output folder.", **_BOOL),
+                                  "under reward_distribution/ of the output folder.", **_BOOL,
+                                  reads=ITERATIVE),
     # --- learned reward (marlhf) ---------------------------------------------------------------
     "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo", "iac", "maac"], "magrpo",
                        "The trainer that optimises the team against the learned reward: a MAGRPO-family baseline, "
                        "or actor-critic (iac, maac; their critic settings apply).",
                        before=_aliases({"magrpo": "magrpo", "mareinforce": "mareinforce", "mareforce": "mareinforce",
-                                        "maremax": "maremax", "marloo": "marloo", "iac": "iac", "maac": "maac"})),
+                                        "maremax": "maremax", "marloo": "marloo", "iac": "iac", "maac": "maac"}),
+                       reads=LEARNED_REWARD),
     "reward_model_name": _s("preference", str | None, None, "Backbone of the reward model (HF id or folder; "
-                            "empty = a copy of the first agent's model)."),
+                            "empty = a copy of the first agent's model).", reads=LEARNED_REWARD),
     "reward_model_device": _s("preference", str | None, None, "Device of the reward model (empty = the first "
-                              "agent's; CoMLRL: cuda:0)."),
-    "reward_learning_rate": _s("preference", float, 1e-5, "AdamW learning rate of the reward model.", gt=0),
-    "reward_num_train_epochs": _s("preference", int, 1, "Passes of the reward model over the pairs.", ge=1),
-    "reward_train_batch_size": _s("preference", int, 1, "Pairs per reward-model optimizer step.", ge=1),
+                              "agent's; CoMLRL: cuda:0).", reads=LEARNED_REWARD),
+    "reward_learning_rate": _s("preference", float, 1e-5, "AdamW learning rate of the reward model.", gt=0,
+                               reads=LEARNED_REWARD),
+    "reward_num_train_epochs": _s("preference", int, 1, "Passes of the reward model over the pairs.", ge=1,
+                                  reads=LEARNED_REWARD),
+    "reward_train_batch_size": _s("preference", int, 1, "Pairs per reward-model optimizer step.", ge=1,
+                                  reads=LEARNED_REWARD),
     "reward_max_length": _s("preference", int | None, None, "Tokens the reward model reads per joint answer "
-                            "(the last ones; empty = all).", ge=2),
-    "reward_freeze_backbone": _s("preference", bool, False, "Train only the reward model's head.", **_BOOL),
+                            "(the last ones; empty = all).", ge=2, reads=LEARNED_REWARD),
+    "reward_freeze_backbone": _s("preference", bool, False, "Train only the reward model's head.", **_BOOL,
+                                 reads=LEARNED_REWARD),
     "preference_scoring_reward": _s("preference", Literal["task", "reward_model"], "task",
                                     "marlhf_iter: what labels an iteration's pairs: the task's team reward, or "
                                     "(reward_model) the reward model learned so far (the first iteration: the task's).",
                                     before=_aliases({**dict.fromkeys(("task", "oracle", "environment", "env"), "task"),
                                                      **dict.fromkeys(("reward_model", "model", "learned"),
-                                                                     "reward_model")})),
+                                                                     "reward_model")}),
+                                    reads=("marlhf_iter",)),
 }
 
 FORM_MAIN = tuple(name for name, setting in CATALOG.items() if setting.form == "main")
 """The run-config settings the experiment form shows first, in catalog order."""
+
+# CoMLRL 1.4.3's config fields, in its order: a config class lists its family's first, so a CoMLRL script's
+# MAGRPOConfig(...) or IACConfig(...) call works unchanged, by keyword or by position; the class's other
+# settings follow in catalog order. Which settings a class has comes from each setting's reads/compat_only.
+_COMLRL_REINFORCE = (  # MAGRPOConfig, and the preference configs built on it
+    "num_train_epochs", "agent_learning_rate", "logging_steps", "num_agents", "parallel_training", "agent_devices",
+    "num_generations", "max_new_tokens", "temperature", "top_p", "top_k", "num_turns", "discount", "joint_mode",
+    "early_termination_threshold", "external_prompt_passthrough", "eval_interval", "eval_num_samples",
+    "eval_batch_size", "rollout_buffer_size", "train_batch_size", "advantage_normalization", "advantage_mode",
+    "reference_kl_enabled", "reference_kl_coef", "reference_devices",
+)
+_COMLRL_ACTOR_CRITIC = (  # the fields IACConfig and MAACConfig share
+    "agent_learning_rate", "critic_learning_rate", "rollout_buffer_size", "train_batch_size", "value_loss_coef",
+    "advantage_normalization", "max_new_tokens", "temperature", "top_p", "top_k", "num_train_epochs",
+    "critic_type", "critic_value_head_hidden_dim", "num_agents", "num_turns", "parallel_training",
+    "agent_devices", "critic_devices", "external_prompt_passthrough", "discount", "num_generations",
+    "eval_interval", "eval_num_samples", "eval_batch_size", "early_termination_threshold", "logging_steps",
+    "reference_kl_enabled", "reference_kl_coef", "reference_devices",
+)
+COMLRL_ORDER = {"reinforce": _COMLRL_REINFORCE, "actor_critic": _COMLRL_ACTOR_CRITIC}

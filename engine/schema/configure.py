@@ -1,10 +1,11 @@
-"""From a run config's sections to what a trainer is built from: its config object and its task.
+"""From a run config's sections to the trainer's config object (its task is built by
+:func:`engine.tasks.building.build_task_for`).
 
 ``trainer_config`` maps a ``TrainerSpec`` onto the algorithm's config class (``MAGRPOConfig`` for
-the MAGRPO family, ``IACConfig``/``MAACConfig`` for actor-critic) by name: both sides read the same
-catalog, so only what one side lacks needs a decision here. Settings of the run config that the
-algorithm does not read are refused when changed from their defaults, so a form never silently
-ignores a choice.
+the MAGRPO family, ``IACConfig``/``MAACConfig`` for actor-critic): each setting the algorithm reads
+(the catalog's ``reads``) is copied under its one name, and the settings a run config does not hold
+come from its team (:func:`team_settings`). Settings of the run config that the algorithm does not
+read are refused when changed from their defaults, so a form never silently ignores a choice.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.schema.algorithms import CONFIG_CLASSES, unused_settings
+from engine.schema.algorithms import CONFIG_CLASSES, read_settings, unused_settings
 from engine.schema.catalog import ALGORITHM_BASELINES
 from engine.schema.collaboration import centralized_team_problems, is_centralized
-from engine.schema.run_config import AgentSpec, ConfigError, RunConfig, TrainerSpec, has_critics
+from engine.schema.run_config import AgentSpec, ConfigError, TrainerSpec, has_critics
 
 
 def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:
@@ -25,6 +26,13 @@ def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:
         return list(spec.agent_devices)
     first = next((a.device for a in agents if a.device), None)
     return [first or spec.device]
+
+
+def team_settings(spec: Any, agents: Sequence[AgentSpec]) -> dict[str, Any]:
+    """The config-class settings a run config gives through its team (``agents``) and its ``torch_dtype``."""
+    return {"num_agents": len(agents), "agent_names": [a.name for a in agents],
+            "agent_devices": team_devices(spec, agents),
+            "model_config": {"torch_dtype": None if spec.torch_dtype == "auto" else spec.torch_dtype}}
 
 
 def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
@@ -47,8 +55,7 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
         if getattr(spec, name) != getattr(defaults, name):
             raise ConfigError(f"trainer.{name}: not used by {algorithm}; leave it at its default "
                               f"({getattr(defaults, name)!r}) or use a MAGRPO-family algorithm")
-    values: dict[str, Any] = {name: getattr(spec, name) for name in TrainerSpec.model_fields
-                              if name in fields}
+    values: dict[str, Any] = {name: getattr(spec, name) for name in read_settings(algorithm)}
     if values.get("collaboration_mode", "") is None:
         del values["collaboration_mode"]  # empty: the config class's own (centralized for centralized_magrpo)
     if critics:
@@ -60,24 +67,10 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
                               f"{', '.join(known)}")
         values.update(given)
     elif algorithm in ALGORITHM_BASELINES:
-        values["advantage_mode"] = spec.advantage_mode or ALGORITHM_BASELINES[algorithm]
-    values["num_agents"] = len(agents)
-    values["agent_names"] = [a.name for a in agents]
-    values["agent_devices"] = team_devices(spec, agents)
-    values["model_config"] = {"torch_dtype": None if spec.torch_dtype == "auto" else spec.torch_dtype}
+        values["advantage_mode"] = spec.advantage_mode or ALGORITHM_BASELINES[algorithm]  # empty: baseline
+    values.update(team_settings(spec, agents))
     try:
         return cls(**values)
     except ValueError as exc:
         raise ConfigError(f"trainer.{exc}") from None
 
-
-def build_task_for(config: RunConfig, num_turns: int) -> Any:
-    """The run's task, checked against the number of turns the trainer plays."""
-    from engine.tasks import build_task
-
-    task = build_task(config.task.name, dict(config.task.params), len(config.agents))
-    if num_turns > 1 and task.external_transition is None:
-        raise ConfigError(f"trainer.num_turns: task {config.task.name!r} is single-turn (no transition); set 1")
-    if task.max_turns is not None and num_turns > task.max_turns:
-        raise ConfigError(f"trainer.num_turns: task {config.task.name!r} supports at most {task.max_turns} turns")
-    return task

@@ -3,8 +3,10 @@
 ``config_class`` makes a keyword-constructible, mutable dataclass (CoMLRL's style, validated on
 construction and on assignment) whose invalid values raise :class:`ValueError` starting with the
 field name; ``schema_fields`` gives the same settings as pydantic model fields for the run-config
-schema. Both read each setting's type, bounds and description from the catalog; a class only
-chooses which settings it has and, where it must, another default.
+schema. Both read each setting's type, bounds and description from the catalog, and which settings
+a class or section has from each setting's ``reads``/``compat_only``/``run_config``
+(:func:`class_settings`, :func:`run_config_settings`); a class only chooses, where it must, another
+default.
 """
 
 from __future__ import annotations
@@ -18,11 +20,34 @@ from pydantic import BeforeValidator, ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic.fields import FieldInfo
 
-from engine.schema.catalog import CATALOG
-from engine.schema.rules import combination_problems, group_size_problem
+from engine.schema.catalog import ACTOR_CRITIC, CATALOG, COMLRL_ORDER, Placement
+from engine.schema.rules import combination_problems
 from engine.schema.secrets import masked
 
 _CONFIG = ConfigDict(validate_assignment=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+def class_settings(*algorithms: str) -> tuple[str, ...]:
+    """The settings a config class of ``algorithms`` has (every one of them reads or accepts it): CoMLRL's
+    fields first, in CoMLRL's order (:data:`engine.schema.catalog.COMLRL_ORDER`), then catalog order."""
+    names = [name for name, setting in CATALOG.items()
+             if all(a in setting.reads or a in setting.compat_only for a in algorithms)]
+    family = "actor_critic" if set(algorithms) <= set(ACTOR_CRITIC) else "reinforce"
+    missing = [name for name in COMLRL_ORDER[family] if name not in names]
+    if missing:  # a CoMLRL script passes these: the catalog must give the class every one
+        raise ValueError(f"{'/'.join(algorithms)}: CoMLRL's fields {missing} are neither read nor accepted "
+                         f"(engine.schema.catalog reads/compat_only)")
+    return (*COMLRL_ORDER[family], *(name for name in names if name not in COMLRL_ORDER[family]))
+
+
+def run_config_settings(*places: Placement) -> tuple[str, ...]:
+    """The settings a run config holds at ``places`` (``"trainer"``, ``"build"``, ...), in catalog order."""
+    return tuple(name for name, setting in CATALOG.items() if setting.run_config in places)
+
+
+def not_read_by(algorithm: str, names: Sequence[str]) -> list[str]:
+    """Those of ``names`` that ``algorithm`` does not read (a config class may still accept them)."""
+    return [name for name in names if algorithm not in CATALOG[name].reads]
 
 
 def setting_field(name: str, *, optional: bool = False, **override: Any) -> tuple[Any, FieldInfo]:
@@ -67,8 +92,8 @@ def readable_problems(error: ValidationError) -> str:
 class ConfigModel:
     """Behaviour shared by the CoMLRL-compatible config classes built by :func:`config_class`."""
 
-    algorithm_name: ClassVar[str] = "magrpo"
-    group_baseline: ClassVar[bool] = True  # the MAGRPO family needs >= 2 samples per node
+    algorithm_name: ClassVar[str | None] = None  # None: a base shared by several algorithms
+    compat_only: ClassVar[tuple[str, ...]] = ()  # accepted from CoMLRL scripts, not read (from the catalog)
     forced_advantage_mode: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
@@ -76,10 +101,6 @@ class ConfigModel:
             mode = self.forced_advantage_mode or self.advantage_mode or "mean"
             object.__setattr__(self, "advantage_mode", mode)  # not re-validated: one of the choices
         problems = combination_problems(self)
-        if self.group_baseline and hasattr(self, "num_generations"):
-            problem = group_size_problem(self.algorithm_name, self.num_generations)
-            if problem:
-                problems.insert(0, f"num_generations: {problem}")
         if problems:
             raise ValueError(problems[0])
 
@@ -101,7 +122,7 @@ class ConfigModel:
 
 def config_class(
     name: str,
-    settings: Sequence[str],
+    algorithms: str | tuple[str, ...],
     *,
     doc: str,
     defaults: Mapping[str, Any] | None = None,
@@ -109,7 +130,13 @@ def config_class(
     module: str,
     **class_vars: Any,
 ) -> type:
-    """A CoMLRL-style config dataclass with ``settings`` from the catalog (see the module docstring)."""
+    """A CoMLRL-style config dataclass of one algorithm, or a base of several (``algorithms`` a tuple),
+    with the settings :func:`class_settings` gives (see the module docstring). A dataclass base's fields
+    keep their places; the class's other settings follow."""
+    settings = class_settings(*((algorithms,) if isinstance(algorithms, str) else algorithms))
+    if isinstance(algorithms, str):
+        class_vars = {"algorithm_name": algorithms, "compat_only": tuple(not_read_by(algorithms, settings)),
+                      **class_vars}
     defaults = defaults or {}
     specs = []
     for setting in settings:
@@ -131,11 +158,16 @@ def config_class(
     return cls
 
 
-def subclass(parent: type, name: str, *, doc: str, module: str, defaults: Mapping[str, Any] | None = None,
-             **class_vars: Any) -> type:
-    """A config class with ``parent``'s settings, other class variables and, optionally, other defaults."""
-    return config_class(name, parent.field_names(), doc=doc, defaults={**_defaults_of(parent), **(defaults or {})},
-                        bases=(parent,), module=module, **class_vars)
+def subclass(parent: type, name: str, algorithm: str, *, doc: str, module: str,
+             defaults: Mapping[str, Any] | None = None, **class_vars: Any) -> type:
+    """A config class of ``algorithm`` with ``parent``'s settings, other class variables and, optionally,
+    other defaults."""
+    cls = config_class(name, algorithm, doc=doc, defaults={**_defaults_of(parent), **(defaults or {})},
+                       bases=(parent,), module=module, **class_vars)
+    if cls.field_names() != parent.field_names():
+        raise ValueError(f"{name}: {algorithm} does not read what {parent.__name__} reads "
+                         f"(engine.schema.catalog)")
+    return cls
 
 
 def _defaults_of(cls: type) -> dict[str, Any]:

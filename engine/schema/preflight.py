@@ -119,17 +119,27 @@ def trainer_model_problems(config: RunConfig,
 def algorithm_problems(config: RunConfig) -> list[Problem]:
     """The algorithm's own rules on the trainer section: its config class (``MADPOIterConfig``, ...)
     is built from it as the run will build it, so a combination only that class refuses is named now,
-    not when the run starts. Systems build one config per trainer at run time and are left to it."""
-    if config.system is not None:
-        return []
+    not when the run starts. A system's trainers are built the same way, each from its group's
+    settings and agents (``system.trainers.<i>.trainer.<field>``)."""
     from engine.schema.configure import trainer_config  # torch-free
 
-    try:
-        trainer_config(config.trainer, list(config.agents))
-    except ConfigError as exc:
-        field, _, message = str(exc).partition(": ")
-        return [Problem(field, message) if message else Problem("trainer", field)]
-    return []
+    if config.system is None:
+        built = [("", config.trainer, list(config.agents))]
+    else:
+        from engine.schema.system_spec import group_trainer_spec, parse_system_spec  # torch-free
+
+        agents = {agent.name: agent for agent in config.agents}
+        built = [(f"system.trainers.{i}.", group_trainer_spec(config, group),
+                  [agents[name] for name in group.agents])
+                 for i, group in enumerate(parse_system_spec(config).trainers)]
+    problems = []
+    for where, spec, team in built:
+        try:
+            trainer_config(spec, team)
+        except ConfigError as exc:
+            field, _, message = str(exc).partition(": ")
+            problems.append(Problem(where + field, message) if message else Problem(where + "trainer", field))
+    return problems
 
 
 def check_preflight(config: RunConfig, *, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None,
@@ -201,7 +211,8 @@ def task_problems(config: RunConfig) -> list[Problem]:
 
     Resolving an allowed plugin imports its module; no factory is called and no dataset is loaded.
     """
-    from engine.tasks import TaskError, get_task_info
+    from engine.schema.task_registry import get_task_info
+    from engine.schema.task_table import TaskError
 
     name = config.task.name
     try:

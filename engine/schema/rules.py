@@ -1,14 +1,15 @@
 """The rules that tie trainer settings together, written once for every config class.
 
 Each rule reads only the settings it needs (a class without them skips it) and reports
-``"field: message"``, naming the field to change.
+``"field: message"``, naming the field to change. :func:`combination_problems` is the one place
+they are checked: the run config's sections and the config classes each call it once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.schema.catalog import CATALOG
+from engine.schema.catalog import CATALOG, GROUP_BASELINE, LEARNED_REWARD
 
 _MISSING = object()
 
@@ -20,6 +21,12 @@ def combination_problems(settings: Any) -> list[str]:
         return getattr(settings, name, _MISSING)
 
     problems = []
+    # the algorithm: a run config's trainer.algorithm, or a config class's algorithm_name (None: a base)
+    algorithm = get("algorithm") if get("algorithm") is not _MISSING else get("algorithm_name")
+    if algorithm not in (_MISSING, None) and get("num_generations") is not _MISSING:
+        problem = group_size_problem(algorithm, get("num_generations"), get("rl_algorithm"))
+        if problem:
+            problems.append(f"num_generations: {problem}")
     epochs, clip = get("num_inner_epochs"), get("clip_epsilon")
     if epochs is not _MISSING and clip is not _MISSING and epochs > 1 and clip is None:
         problems.append("num_inner_epochs: > 1 reuses rollouts off-policy; set clip_epsilon (e.g. 0.2) as well")
@@ -79,11 +86,16 @@ def _comparator_problems(get: Any) -> list[str]:
     return problems
 
 
-def group_size_problem(algorithm: str, num_generations: int) -> str | None:
-    """The MAGRPO family's baseline compares siblings: it needs at least two samples per node (marlhf's
-    config class decides by its rl_algorithm)."""
-    if num_generations < 2 and algorithm not in ("iac", "maac", "marlhf"):
+def group_size_problem(algorithm: str, num_generations: int, rl_algorithm: Any = None) -> str | None:
+    """The MAGRPO family's baseline compares siblings: it needs at least two samples per node, and so
+    does a learned-reward run's RL stage of that family (``rl_algorithm``; iac/maac learn a critic)."""
+    if num_generations >= 2:
+        return None
+    if algorithm in GROUP_BASELINE:
         return f"must be >= 2 for {algorithm} (the group baseline needs siblings)"
+    if algorithm in LEARNED_REWARD and rl_algorithm in GROUP_BASELINE:
+        return (f"must be >= 2 for rl_algorithm {rl_algorithm!r} (the group baseline needs siblings; "
+                f"iac/maac learn a critic instead)")
     return None
 
 

@@ -26,11 +26,11 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from engine.schema.catalog import ACTOR_CRITIC, CATALOG
+from engine.schema.catalog import ACTOR_CRITIC
 from engine.schema.collaboration import collaboration_problem
-from engine.schema.derive import agent_override, schema_fields
+from engine.schema.derive import agent_override, run_config_settings, schema_fields
 from engine.schema.errors import ConfigError, format_validation_error
-from engine.schema.rules import combination_problems, group_size_problem
+from engine.schema.rules import combination_problems
 from engine.schema.safe_yaml import YamlLimitError, load_yaml_file
 from engine.schema.secrets import (
     key_variable_problem,
@@ -40,8 +40,8 @@ from engine.schema.secrets import (
 )
 from engine.schema.system_spec import SystemSpec, parse_system_spec
 
-ACTOR_CRITIC_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "actor_critic")
-LORA_SETTINGS = tuple(name for name, setting in CATALOG.items() if setting.group == "lora")
+ACTOR_CRITIC_SETTINGS = run_config_settings("actor_critic")
+LORA_SETTINGS = run_config_settings("agent")
 
 
 class _Strict(BaseModel):
@@ -122,7 +122,7 @@ class TaskSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _allowed_task(cls, value: str) -> str:
-        from engine.tasks.registry import task_name_problem  # torch-free; imports no user code
+        from engine.schema.task_registry import task_name_problem  # imports no user code
 
         problem = task_name_problem(value)
         if problem is not None:
@@ -154,14 +154,6 @@ ActorCriticSection = create_model(
 
 class _TrainerRules(_CombinationRules):
     """The cross-setting rules of the catalog, applied to the run config's trainer section."""
-
-    @field_validator("num_generations", check_fields=False)
-    @classmethod
-    def _siblings_for_group_baselines(cls, value: int, info: ValidationInfo) -> int:
-        problem = group_size_problem(info.data.get("algorithm", "magrpo"), value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @field_validator("comparator_api_headers", "comparator_api_key_env", "comparator_api_url",
                      "comparator_api_extra_body", check_fields=False)
@@ -200,35 +192,13 @@ def has_critics(algorithm: str, rl_algorithm: str | None) -> bool:
     return algorithm in ACTOR_CRITIC or (algorithm == "marlhf" and rl_algorithm in ACTOR_CRITIC)
 
 
-# The run config's trainer section: the catalog's settings in the form's order. Names and defaults
-# follow CoMLRL's MAGRPOConfig except num_turns 1 and logging_steps 1 (friendlier for a form) and
-# advantage_mode and collaboration_mode empty (the algorithm's: its baseline; centralized for
-# centralized_magrpo, decentralized otherwise, see engine.schema.collaboration).
-TRAINER_SETTINGS = (
-    "algorithm", "num_train_epochs", "max_steps", "agent_learning_rate", "weight_decay", "num_generations",
-    "max_new_tokens", "temperature", "top_p", "top_k", "num_turns", "discount", "joint_mode", "turn_order",
-    "collaboration_mode", "early_termination_threshold", "external_prompt_passthrough", "advantage_mode",
-    "advantage_normalization", "per_agent_normalization", "loss_type", "clip_epsilon", "num_inner_epochs", "reference_kl_enabled",
-    "reference_kl_coef", "reference_kl_mode", "max_grad_norm", "lr_scheduler", "warmup_steps",
-    "rollout_buffer_size", "train_batch_size", "items_per_step", "micro_batch_size", "shuffle",
-    "gradient_checkpointing", "parallel_training", "agent_devices", "reference_devices", "device", "torch_dtype",
-    "logging_steps", "eval_interval", "eval_num_samples", "eval_samples_per_item", "eval_greedy",
-    "checkpoint_interval", "checkpoint_total_limit", "best_checkpoint_metric", "best_checkpoint_mode",
-    "transcripts_per_step", "seed", "fast_decode", "rollout_dtype",
-    # the preference algorithms only (other algorithms refuse them when changed)
-    "preference_num_candidates", "preference_pairs_per_sample", "pair_selection", "dpo_beta", "reference_free",
-    "use_environment_step", "environment_steps_per_pair", "rl_algorithm", "reward_model_name", "reward_model_device",
-    "reward_learning_rate", "reward_num_train_epochs", "reward_train_batch_size", "reward_max_length",
-    "reward_freeze_backbone", "num_iterations", "comparator_policy", "comparator_history_k",
-    "comparator_checkpoint", "preference_replay_mode", "preference_replay_k", "preference_replay_lambda",
-    "preference_replay_sample_size", "comparator_generation_mode", "comparator_centralized_agent_index",
-    "comparator_model_name", "comparator_agents", "comparator_devices", "comparator_num_candidates",
-    "comparator_api_url", "comparator_api_format", "comparator_api_model", "comparator_api_max_n_per_request",
-    "comparator_api_timeout", "comparator_api_retries", "comparator_api_headers", "comparator_api_key_env",
-    "comparator_api_key_header", "comparator_api_key_prefix", "comparator_api_response_field",
-    "comparator_api_extra_body",
-    "policy_checkpoint_dir", "preference_replay_dir", "log_reward_distribution", "preference_scoring_reward",
-)
+# The run config's trainer section: the catalog's settings a run config holds there ("trainer", "build"), in
+# catalog order (the form's main settings first). Names and defaults follow CoMLRL's MAGRPOConfig except
+# num_turns 1 and logging_steps 1 (friendlier for a form) and advantage_mode and collaboration_mode empty
+# (the algorithm's: its baseline; centralized for centralized_magrpo, decentralized otherwise, see
+# engine.schema.collaboration). An algorithm refuses a changed "trainer" setting it does not read
+# (engine.schema.algorithms.unused_settings).
+TRAINER_SETTINGS = run_config_settings("trainer", "build")
 TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None, "collaboration_mode": None}
 TRAINER_OPTIONAL = ("collaboration_mode",)  # None is the algorithm's value (advantage_mode's type has None already)
 

@@ -49,7 +49,8 @@ def _default(cls: Any, name: str) -> str:
     if name not in fields:
         return ""
     value = fields[name].default
-    return "" if value is PydanticUndefined else f"`{value!r}`"
+    unread = "†" if name in getattr(cls, "compat_only", ()) else ""
+    return "" if value is PydanticUndefined else f"`{value!r}`{unread}"
 
 
 def settings_table() -> str:
@@ -72,8 +73,11 @@ def settings_table() -> str:
                ("MARLHFIterConfig", MARLHFIterConfig))
     lines = ["# Trainer settings", "",
              "Generated from `engine/schema/catalog.py` by `python -m engine.schema.settings_table`; do not edit by hand.",
-             "Each setting is declared once there; a class without a default in its column does not have the "
-             "setting. The run config's `trainer` section holds the actor-critic settings under "
+             "Each setting is declared once there, with the algorithms that read it; a class without a "
+             "default in its column does not have the setting, and † marks a setting the class accepts from "
+             "CoMLRL scripts but its algorithm does not read (a run config refuses it changed for that "
+             "algorithm). "
+             "The run config's `trainer` section holds the actor-critic settings under "
              "`trainer.actor_critic` (only the ones given are stored; the others keep the algorithm's default); "
              "the LoRA settings are set per agent, in the run config's `agents` entries (see docs/lora.md).",
              ""]

@@ -16,14 +16,35 @@ override fields of ``RunConfig.trainer`` for its own trainer. Errors name the fi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.schema.errors import ConfigError, format_validation_error
 
-if TYPE_CHECKING:  # the run config holds a system section; this module reads one
-    from engine.schema.run_config import RunConfig, TrainerSpec
+TrainerT = TypeVar("TrainerT", bound=BaseModel)
+
+
+class AgentParts(Protocol):
+    """What the system check reads of one agent of a run config."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def share_weights_with(self) -> str | None: ...
+
+
+class RunParts(Protocol[TrainerT]):
+    """What the system check reads of a run config. :class:`engine.schema.run_config.RunConfig` holds a
+    system section, so this module names the parts it reads instead of importing the run config."""
+
+    @property
+    def system(self) -> Any: ...
+    @property
+    def agents(self) -> Sequence[AgentParts]: ...
+    @property
+    def trainer(self) -> TrainerT: ...
 
 SYSTEM_ALGORITHMS = ("magrpo", "grpo", "mareinforce", "maremax", "marloo")
 
@@ -87,7 +108,7 @@ class SystemSpec(_Strict):
                                                           "(0 = only at the end).")
 
 
-def parse_system_spec(config: RunConfig) -> SystemSpec:
+def parse_system_spec(config: RunParts) -> SystemSpec:
     """Validate ``config.system`` against the run's agents; :class:`ConfigError` names each bad field."""
     if config.system is None:
         raise ConfigError("system: this run config has no system section")
@@ -125,12 +146,12 @@ def parse_system_spec(config: RunConfig) -> SystemSpec:
     return spec
 
 
-def group_trainer_spec(config: RunConfig, group: TrainerGroupSpec) -> TrainerSpec:
+def group_trainer_spec(config: RunParts[TrainerT], group: TrainerGroupSpec) -> TrainerT:
     """The run's trainer settings with the group's overrides applied (validated)."""
     return type(config.trainer).model_validate({**config.trainer.model_dump(), **group.trainer})
 
 
-def _group_trainer_problems(config: RunConfig, group: TrainerGroupSpec, index: int) -> list[str]:
+def _group_trainer_problems(config: RunParts, group: TrainerGroupSpec, index: int) -> list[str]:
     where = f"system.trainers.{index}.trainer"
     try:
         spec = group_trainer_spec(config, group)
@@ -140,35 +161,63 @@ def _group_trainer_problems(config: RunConfig, group: TrainerGroupSpec, index: i
     if spec.algorithm not in SYSTEM_ALGORITHMS:
         problems.append(f"{where}.algorithm: {spec.algorithm!r} cannot be driven by a system; "
                         f"use one of {list(SYSTEM_ALGORITHMS)}")
-    if spec.num_turns != 1:
-        problems.append(f"{where}.num_turns: a system plays one turn per round; set 1 (multi-turn self-play "
-                        f"works with a single trainer and a transition)")
-    if spec.joint_mode != "aligned":
-        problems.append(f"{where}.joint_mode: a system pairs sample j of every trainer; set 'aligned'")
-    if spec.num_generations != config.trainer.num_generations:
-        problems.append(f"{where}.num_generations: every trainer must sample as many completions as the run "
-                        f"({config.trainer.num_generations}); remove the override")
-    if spec.algorithm == "grpo" and len(group.agents) != 1:
-        problems.append(f"{where}.algorithm: 'grpo' is for one agent; this trainer has {len(group.agents)}")
+    rules = system_trainer_problems({group.name: spec}, config.trainer.num_generations)
+    problems += [f"{where}.{field}: {message}" for _, field, message in rules]
+    return problems
+
+
+def system_trainer_problems(trainers: Mapping[str, Any], num_generations: int) -> list[tuple[str, str, str]]:
+    """``(trainer, field, message)`` for each setting of a system's trainers (name -> its settings: a
+    trainer section or a config) that a system cannot drive: it plays one turn per round and pairs
+    sample j of every trainer, so each is single-turn, aligned and samples the run's ``num_generations``.
+    The one check of these rules, for run configs (:func:`parse_system_spec`) and for
+    :class:`engine.systems.System`."""
+    problems = []
+    for name, settings in trainers.items():
+        if settings.num_turns != 1:
+            problems.append((name, "num_turns", "a system plays one turn per round; set 1 (multi-turn "
+                                                "self-play works with a single trainer and a transition)"))
+        if settings.joint_mode != "aligned":
+            problems.append((name, "joint_mode", "a system pairs sample j of every trainer; set 'aligned'"))
+        if settings.num_generations != num_generations:
+            problems.append((name, "num_generations", f"every trainer must sample as many completions as the "
+                                                      f"run ({num_generations}); remove the override"))
+    return problems
+
+
+def schedule_problems(order: Sequence[str] | None, every: Mapping[str, int] | None, names: Sequence[str], *,
+                      alternating: bool) -> list[tuple[str, str]]:
+    """``(field, message)`` for each way a schedule does not fit the trainers ``names``: an ``order``
+    lists each trainer once, ``every`` names trainers only, an alternating schedule has two trainers.
+    The one check of these rules, for run configs and for :func:`engine.systems.schedule.check_schedule`."""
+    names = list(names)
+    problems = []
+    if order is not None:
+        order = list(order)
+        unknown = [n for n in order if n not in names]
+        missing = [n for n in names if n not in order]
+        if unknown:
+            problems.append(("order", f"unknown trainers {unknown}; the trainers are {names}"))
+        if missing:
+            problems.append(("order", f"leaves out trainers {missing}; list each trainer once ({names})"))
+        if len(set(order)) != len(order):
+            problems.append(("order", f"lists a trainer twice ({order}); list each trainer once ({names})"))
+    if alternating and len(names) != 2:
+        problems.append(("type", f"'alternating' needs exactly 2 trainers, got {len(names)}; "
+                                 f"use 'round_robin'"))
+    unknown = [n for n in every or {} if n not in names]
+    if unknown:
+        problems.append(("every", f"unknown trainers {unknown}; the trainers are {names}"))
     return problems
 
 
 def _schedule_problems(spec: SystemSpec, names: list[str]) -> list[str]:
     schedule = spec.schedule
-    problems = []
-    if isinstance(schedule, AlternatingSpec | RoundRobinSpec) and schedule.order is not None:
-        unknown = [n for n in schedule.order if n not in names]
-        if unknown or sorted(schedule.order) != sorted(names):
-            problems.append(f"system.schedule.order: must list each trainer once ({names}), got {schedule.order}")
-    if isinstance(schedule, AlternatingSpec) and len(names) != 2:
-        problems.append(f"system.schedule.type: 'alternating' needs exactly 2 trainers, got {len(names)}; "
-                        f"use 'round_robin'")
-    if isinstance(schedule, EveryKSpec):
-        unknown = [n for n in schedule.every if n not in names]
-        if unknown:
-            problems.append(f"system.schedule.every: unknown trainers {unknown}; the trainers are {names}")
+    rules = schedule_problems(getattr(schedule, "order", None), getattr(schedule, "every", None), names,
+                              alternating=isinstance(schedule, AlternatingSpec))
+    problems = [f"system.schedule.{field}: {message}" for field, message in rules]
     if isinstance(schedule, CustomSpec):
-        from engine.systems.schedule import schedule_function_problem  # torch-free
+        from engine.policy.task_modules import schedule_function_problem  # torch-free
 
         problem = schedule_function_problem(schedule.function)
         if problem is not None:

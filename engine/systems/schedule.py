@@ -12,6 +12,9 @@ import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from engine.policy.task_modules import foreign_object_problem, schedule_function_problem
+from engine.schema.system_spec import schedule_problems
+
 
 class ScheduleError(ValueError):
     """A schedule that does not fit the system's trainers; the message names the problem and fix."""
@@ -43,14 +46,8 @@ class RoundRobin:
 
 @dataclass(frozen=True)
 class Alternating(RoundRobin):
-    """Round-robin between exactly two trainers: one trains while the other is frozen."""
-
-    def trainers_to_update(self, round_index: int, names: Sequence[str]) -> list[str]:
-        order = list(self.order) if self.order else list(names)
-        if len(order) != 2:
-            raise ScheduleError(f"alternating needs exactly 2 trainers, got {len(order)} ({order}); "
-                                f"use round_robin for more")
-        return super().trainers_to_update(round_index, names)
+    """Round-robin between exactly two trainers (:func:`check_schedule`): one trains while the other is
+    frozen."""
 
 
 @dataclass(frozen=True)
@@ -88,35 +85,14 @@ Schedule = AllTogether | RoundRobin | Alternating | EveryK | Custom
 
 
 def check_schedule(schedule: Schedule, names: Sequence[str]) -> None:
-    """Raise :class:`ScheduleError` when the schedule names trainers the system does not have."""
-    mentioned: list[str] = []
-    if isinstance(schedule, RoundRobin) and schedule.order:
-        mentioned = list(schedule.order)
-        missing = [n for n in names if n not in schedule.order]
-        if missing:
-            raise ScheduleError(f"schedule order {mentioned} leaves out trainers {missing}; list each once")
-        if len(set(mentioned)) != len(mentioned):
-            raise ScheduleError(f"schedule order {mentioned} lists a trainer twice")
-    elif isinstance(schedule, EveryK):
-        mentioned = list(schedule.every)
-    unknown = [m for m in mentioned if m not in names]
-    if unknown:
-        raise ScheduleError(f"schedule names unknown trainers {unknown}; the trainers are {list(names)}")
-    if isinstance(schedule, Alternating) and len(schedule.order or names) != 2:
-        raise ScheduleError(f"alternating needs exactly 2 trainers, got {len(schedule.order or names)}; "
-                            f"use round_robin for more")
-
-
-def schedule_function_problem(path: str) -> str | None:
-    """Why a config may not name ``path`` as its custom schedule function (None when it may): the
-    module must be on the task module allowlist (:mod:`engine.tasks.allowlist`). Imports nothing."""
-    from engine.tasks.allowlist import HOW_TO_ALLOW, describe_allowed, import_path_problem
-
-    reason = import_path_problem(path, what="function")
-    if reason is None:
-        return None
-    return (f"custom schedule function {path!r} is not allowed: {reason}; allowed modules: {describe_allowed()}; "
-            f"{HOW_TO_ALLOW}")
+    """Raise :class:`ScheduleError` when the schedule does not fit the trainers ``names`` (the rules of
+    :func:`engine.schema.system_spec.schedule_problems`, which checks a run config's schedule too)."""
+    order = getattr(schedule, "order", None) or None
+    problems = schedule_problems(order, getattr(schedule, "every", None), names,
+                                 alternating=isinstance(schedule, Alternating))
+    if problems:
+        field_name, message = problems[0]
+        raise ScheduleError(f"schedule {field_name}: {message}")
 
 
 def load_callable(path: str) -> Callable:
@@ -130,8 +106,6 @@ def load_callable(path: str) -> Callable:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ScheduleError(f"custom schedule function {path!r} cannot be loaded: {exc}") from None
-    from engine.tasks.allowlist import foreign_object_problem
-
     foreign = foreign_object_problem(fn)
     if foreign is not None:
         raise ScheduleError(f"custom schedule function {path!r} is not allowed: {foreign}")

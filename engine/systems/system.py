@@ -26,6 +26,7 @@ import torch
 
 from engine.rewards.team_reward import TeamReward
 from engine.schema.folders import atomic_folder, written_folder
+from engine.schema.system_spec import system_trainer_problems
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
 from engine.trainer.core import step_items
@@ -92,15 +93,11 @@ class System:
         self.trainers = dict(trainers)
         self.names = list(self.trainers)
         check_schedule(schedule, self.names)
-        generations = {n: t.args.num_generations for n, t in self.trainers.items()}
-        for name, trainer in self.trainers.items():
-            if trainer.args.num_turns != 1:
-                raise ValueError(f"trainer {name!r}: num_turns must be 1 in a system (one turn per round)")
-            if trainer.args.joint_mode != "aligned":
-                raise ValueError(f"trainer {name!r}: joint_mode must be 'aligned' (sample j of every trainer is "
-                                 f"joint action j)")
-        if len(set(generations.values())) != 1:
-            raise ValueError(f"num_generations must be equal across trainers, got {generations}")
+        first = self.trainers[self.names[0]].args.num_generations  # the run's K: the first trainer's
+        problems = system_trainer_problems({n: t.args for n, t in self.trainers.items()}, first)
+        if problems:
+            name, field_name, message = problems[0]
+            raise ValueError(f"trainer {name!r}: {field_name}: {message}")
         models = {}
         for name, trainer in self.trainers.items():
             for agent in trainer.agents:

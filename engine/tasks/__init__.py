@@ -1,15 +1,14 @@
 """Tasks (environments): datasets, per-role formatters, team rewards, transitions, evaluation.
 
-Importing this package is light (no torch, no ``datasets``): the dashboard reads the catalog.
-``build_task`` loads datasets when a task is actually built.
+What a config may name and each task's description (the catalog, registration, the allowlist) are
+torch-free schema (:mod:`engine.schema.task_registry`, :mod:`engine.policy.task_modules`), named
+here too. ``build_task`` builds a task and loads its datasets.
 """
 
+from engine.policy.task_modules import allowed_task_modules, set_allowed_task_modules
 from engine.rewards.reward_terms import RewardError, RewardGroup, RewardTerm, RewardTerms, check_reward_values
-from engine.tasks.allowlist import allowed_task_modules, set_allowed_task_modules
-from engine.tasks.base import Task, TaskError, TaskInfo, TaskParams
-from engine.tasks.registry import (
+from engine.schema.task_registry import (
     ENTRY_POINT_GROUP,
-    build_task,
     check_task_name,
     get_task_info,
     register_task,
@@ -17,6 +16,8 @@ from engine.tasks.registry import (
     unregister_task,
     validate_params,
 )
+from engine.tasks.base import Task, TaskError, TaskInfo, TaskParams
+from engine.tasks.building import build_task
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -1,9 +1,9 @@
-"""What a task is: the :class:`Task` bundle the trainer consumes and the :class:`TaskInfo` the catalog shows.
+"""What a task is: the :class:`Task` bundle the trainer consumes.
 
 A task bundles a dataset of items (dicts), one formatter per agent role, a team reward, an optional
-external transition for multi-turn episodes and optional evaluation hooks. :class:`TaskInfo` is the
-torch-free description of a registered task (title, roles, team sizes, parameter model) that the
-dashboard form and the config validator read without building anything.
+external transition for multi-turn episodes and optional evaluation hooks. Its catalog entry
+(:class:`TaskInfo`: title, roles, team sizes, parameter model), the parameter base class and the
+error type are torch-free schema (:mod:`engine.schema.task_table`), named here too.
 """
 
 from __future__ import annotations
@@ -12,20 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from engine.schema.task_params import TaskParams
+from engine.schema.task_table import EvalMetrics, TaskError, TaskInfo
+
+__all__ = ["EvalMetrics", "Formatter", "Task", "TaskError", "TaskInfo", "TaskParams", "Transition"]
 
 Formatter = Callable[..., str]
 Transition = Callable[..., list[str]]
-
-
-class TaskError(ValueError):
-    """A task that cannot be built or used; the message names the task and what to fix."""
-
-
-class TaskParams(BaseModel):
-    """Base class of task parameter models: unknown keys are rejected so typos surface as errors."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 @dataclass
@@ -87,66 +80,3 @@ class Task:
         if hasattr(self.train_dataset, "__len__") and len(self.train_dataset) == 0:
             raise TaskError(f"{where}: train_dataset is empty")
         return self
-
-
-@dataclass(frozen=True)
-class EvalMetrics:
-    """What a task's evaluation reports besides the team reward: whether it has a ``check`` (then
-    ``eval/pass@k`` for every k up to the samples per item, and ``eval/avg@K``) and the names of its
-    own per-item metrics, ``{t}`` standing for each turn (``turn_{t}/solved``)."""
-
-    has_check: bool = False
-    own: tuple[str, ...] = ()
-
-    def names(self, num_turns: int, samples_per_item: int) -> set[str]:
-        """Every ``eval/...`` key an evaluation reports (see :meth:`TaskInfo.eval_metric_names`)."""
-        turns = range(1, num_turns + 1)
-        names = {"eval/reward_mean", "eval/reward_mean_se"}
-        names |= {f"eval/turn_{t}/{k}" for t in turns for k in ("reward_mean", "expected_return")}
-        if self.has_check:
-            names |= {f"eval/pass@{k}" for k in range(1, samples_per_item + 1)} | {f"eval/avg@{samples_per_item}"}
-        for pattern in self.own:
-            names |= {f"eval/{pattern.format(t=t)}" for t in turns} if "{t}" in pattern else {f"eval/{pattern}"}
-        return names
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """Catalog entry of a task: what the dashboard shows and how to build it.
-
-    ``factory(params, num_agents) -> Task`` receives a validated instance of ``params_model``.
-    ``team_sizes`` lists the supported numbers of agents; ``max_turns`` is ``None`` when any number
-    of turns works (the task has a transition) and ``1`` for single-turn tasks.
-    """
-
-    name: str
-    title: str
-    description: str
-    roles: tuple[str, ...]
-    default_num_agents: int
-    team_sizes: tuple[int, ...]
-    max_turns: int | None
-    params_model: type[BaseModel]
-    factory: Callable[[Any, int], Task]
-    tags: tuple[str, ...] = ()
-    eval_metrics: EvalMetrics | None = None
-
-    def eval_metric_names(self, num_turns: int, samples_per_item: int) -> set[str] | None:
-        """Every ``eval/...`` metric an evaluation of this task reports with ``num_turns`` turns and
-        ``samples_per_item`` answers per item; None when the task did not declare its own metrics."""
-        if self.eval_metrics is None:
-            return None
-        return self.eval_metrics.names(num_turns, samples_per_item)
-
-    def default_params(self) -> dict[str, Any]:
-        """Parameter defaults as plain JSON-able values (for forms and presets)."""
-        return self.params_model().model_dump(mode="json")
-
-    def check_team_size(self, num_agents: int) -> None:
-        """Raise :class:`TaskError` when the task cannot be played by ``num_agents`` agents."""
-        if num_agents not in self.team_sizes:
-            sizes = ", ".join(str(n) for n in self.team_sizes)
-            raise TaskError(
-                f"task {self.name!r} supports teams of {sizes} agent(s), not {num_agents}; "
-                f"change the number of agents or pick another task"
-            )

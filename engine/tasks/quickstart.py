@@ -11,45 +11,14 @@ the team reward climbs toward 1.0 (see ``docs/tasks.md`` for the measured curve)
 from __future__ import annotations
 
 import math
-from typing import Literal
-
-from pydantic import Field, field_validator
 
 from engine.preference.centralized import EqualPartsCentralizedAdapter
 from engine.rewards.reward_terms import RewardTerm, RewardTerms
-from engine.tasks.base import Task, TaskParams
+from engine.schema.task_params import QUICKSTART_HELD_OUT_TOPICS, QUICKSTART_TOPICS, QuickstartParams
+from engine.tasks.base import Task
 from engine.tasks.datasets import task_from_items
 
 ROLES = ("first", "second")
-
-_TOPICS = (
-    "animals", "colours", "food", "music", "rivers", "stars", "tools", "games",
-    "cities", "plants", "weather", "boats", "books", "birds", "stones", "clouds",
-)
-# held out: evaluation prompts no training step ever samples
-_HELD_OUT_TOPICS = ("islands", "lamps", "bridges", "forests", "trains", "castles", "gardens", "oceans",
-                    "deserts", "markets", "valleys", "kitchens")
-
-
-class QuickstartParams(TaskParams):
-    first_letters: str = Field("abcdefghijklm", min_length=1, description="Characters the first agent should write.")
-    second_letters: str = Field("nopqrstuvwxyz", min_length=1, description="Characters the second agent should write.")
-    num_items: int = Field(16, ge=1, le=len(_TOPICS), description="Training prompts (topics) in the dataset.")
-    eval_items: int = Field(4, ge=0, le=len(_HELD_OUT_TOPICS), description="Held-out evaluation prompts (topics "
-                            "never used for training; up to 12).")
-    centralized_protocol: Literal["tags", "halves"] = Field(
-        "tags", description="When one model writes both parts (centralized_magrpo, collaboration_mode centralized): "
-        "'tags' (<agent_0>...</agent_0> sections, as CoMLRL) or 'halves' (the first half of its text is the first "
-        "part; a tiny random model has no tags yet, so only halves gives it rewards to compare).")
-
-    @field_validator("second_letters")
-    @classmethod
-    def _disjoint(cls, value: str, info) -> str:
-        first = info.data.get("first_letters") or ""
-        shared = sorted(set(first) & set(value))
-        if shared:
-            raise ValueError(f"the two halves must not share characters; both contain {''.join(shared)!r}")
-        return value
 
 
 def letter_fraction(text: str, letters: str) -> float:
@@ -104,8 +73,8 @@ def build_quickstart(params: QuickstartParams, num_agents: int) -> Task:
     def second_formatter(item: dict) -> str:
         return f"{item['prompt']} Write letters from {second[0]} to {second[-1]}:\n"
 
-    train = _items(_TOPICS[: params.num_items])
-    evals = _items(_HELD_OUT_TOPICS[: params.eval_items])
+    train = _items(QUICKSTART_TOPICS[: params.num_items])
+    evals = _items(QUICKSTART_HELD_OUT_TOPICS[: params.eval_items])
     return task_from_items(
         train,
         evals,

@@ -13,22 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from engine.rewards.reward_terms import RewardTerm, RewardTerms
-from engine.tasks.base import Task, TaskParams
+from engine.schema.task_params import RoleSwitchParams, SelfRefineParams, WritingParams
+from engine.tasks.base import Task
 from engine.tasks.datasets import split_items, task_from_items
 from engine.tasks.text_metrics import content_words, overlap_score, relevance_score, word_range_score, words
 from engine.tasks.transitions import alternate_roles, revise_with_feedback, role_for_turn
-from engine.tasks.writing import WritingParams, writing_items
-
-
-class SelfRefineParams(TaskParams):
-    dataset: str | None = Field(None, description="Your own data file or hub name (default: shipped passages).")
-    text_column: str = Field("text", min_length=1, description="Column holding the text to summarise.")
-    max_items: int | None = Field(None, ge=1, description="Use at most this many items.")
-    eval_items: int = Field(4, ge=0, description="Items held out for evaluation.")
-    summary_words: tuple[int, int] = Field((8, 40), description="Word range of a good summary.")
+from engine.tasks.writing import writing_items
 
 
 def _items(params) -> list[dict]:
@@ -88,10 +79,6 @@ def build_self_refine(params: SelfRefineParams, num_agents: int) -> Task:
     return _self_play_task("self_refine", "writer", train, evals, formatter=formatter,
                            terms={"length": length, "relevance": relevance}, transition=revise,
                            description="One agent summarises, then revises its answer with feedback each turn.")
-
-
-class RoleSwitchParams(SelfRefineParams):
-    elaboration_words: tuple[int, int] = Field((20, 120), description="Word range of a good elaboration.")
 
 
 ROLE_NAMES = ("summarizer", "elaborator")

@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from pydantic import Field, model_validator
-
 from engine.rewards.reward_terms import RewardTerm, RewardTerms
-from engine.tasks.base import Task, TaskError, TaskParams
+from engine.schema.task_params import WritingParams
+from engine.tasks.base import Task, TaskError
 from engine.tasks.datasets import load_items, split_items, task_from_items
 from engine.tasks.text_metrics import (
     diversity_score,
@@ -31,29 +30,6 @@ from engine.tasks.text_metrics import (
 
 ROLES = ("summary", "elaboration")
 WEIGHTS = {"length_ratio": 1.0, "length_range": 0.5, "diversity": 0.5, "coherence": 1.0, "relevance": 0.5}
-
-
-class WritingParams(TaskParams):
-    dataset: str | None = Field(
-        None, description="Your own data: a .json/.jsonl/.csv/.parquet file or a hub name (default: shipped set)."
-    )
-    text_column: str = Field("text", min_length=1, description="Column holding the text to write about.")
-    max_items: int | None = Field(None, ge=1, description="Use at most this many items.")
-    eval_items: int = Field(4, ge=0, description="Items held out for evaluation (taken from the end).")
-    ratio_low: float = Field(1.6, gt=1.0, description="Elaboration/summary length ratio: lower end of full credit.")
-    ratio_high: float = Field(3.2, gt=1.0, description="Elaboration/summary length ratio: upper end of full credit.")
-    summary_words: tuple[int, int] = Field((8, 60), description="Word range of the summary.")
-    elaboration_words: tuple[int, int] = Field((20, 200), description="Word range of the elaboration.")
-
-    @model_validator(mode="after")
-    def _ranges(self) -> WritingParams:
-        if self.ratio_high < self.ratio_low:
-            raise ValueError("ratio_high must be >= ratio_low")
-        for name in ("summary_words", "elaboration_words"):
-            low, high = getattr(self, name)
-            if not 1 <= low <= high:
-                raise ValueError(f"{name} must be (min, max) with 1 <= min <= max")
-        return self
 
 
 def shipped_prompts() -> list[dict]:

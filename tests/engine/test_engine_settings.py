@@ -3,19 +3,18 @@ derive from it; the rules that tie settings together are pure functions, checked
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from engine.schema.actor_critic_configs import IACConfig, MAACConfig
-from engine.schema.algorithms import RUN_LEVEL, unused_settings
-from engine.schema.catalog import CATALOG
-from engine.schema.configs import MAGRPOConfig, MARLOOConfig
+from engine.schema.actor_critic_configs import ActorCriticConfig, IACConfig, MAACConfig
+from engine.schema.algorithms import CONFIG_CLASSES, RUN_LEVEL, read_settings, unused_settings
+from engine.schema.catalog import ALGORITHMS, CATALOG, COMLRL_ORDER, ITERATIVE, LEARNED_REWARD, PAIRS
+from engine.schema.configs import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
+from engine.schema.derive import class_settings
 from engine.schema.preference_configs import (
-    ITERATIVE_SETTINGS,
-    PREFERENCE_SETTINGS,
-    REWARD_MODEL_SETTINGS,
     CentralizedMAGRPOConfig,
     MADPOConfig,
     MADPOIterConfig,
@@ -60,10 +59,11 @@ def test_every_setting_is_used_and_the_run_level_ones_are_named() -> None:
     assert set(CATALOG) <= used
     assert set(RUN_LEVEL) == {"algorithm", "device", "torch_dtype", "actor_critic"}
     assert {"clip_epsilon", "joint_mode", "turn_order", "advantage_mode"} <= set(unused_settings("iac"))
-    # collaboration_mode has its own rule (OWN_RULE); a run config never holds an API key (only its variable's name)
-    assert set(unused_settings("magrpo")) == {*PREFERENCE_SETTINGS, *REWARD_MODEL_SETTINGS, *ITERATIVE_SETTINGS,
-                                              "preference_scoring_reward", "reference_free"} - {
-        "collaboration_mode", "comparator_api_key"}
+    # collaboration_mode is read by the build for every algorithm; a run config never holds an API key (only
+    # its variable's name)
+    preference_only = {name for name, s in CATALOG.items() if s.group == "preference"}
+    assert set(unused_settings("magrpo")) == preference_only - {"comparator_api_key"}
+    assert "reference_free" in preference_only and "collaboration_mode" not in unused_settings("magrpo")
     assert "comparator_api_key" not in TrainerSpec.model_fields and "comparator_api_key_env" in TrainerSpec.model_fields
     # MADPO accepts every CoMLRL MAGRPO field for ports, but the run config refuses those it never reads
     assert {"num_generations", "advantage_mode", "clip_epsilon", "reference_kl_enabled"} <= set(unused_settings("madpo"))
@@ -127,6 +127,92 @@ def test_group_size_rule_by_hand() -> None:
     assert group_size_problem("magrpo", 1) == "must be >= 2 for magrpo (the group baseline needs siblings)"
     assert group_size_problem("marloo", 2) is None
     assert group_size_problem("iac", 1) is None and group_size_problem("maac", 1) is None
+    assert group_size_problem("madpo", 1) is None  # pairs compare candidates; madpo reads no num_generations
+    assert group_size_problem("marlhf_iter", 1, "marloo") == (
+        "must be >= 2 for rl_algorithm 'marloo' (the group baseline needs siblings; iac/maac learn a critic "
+        "instead)")
+    assert group_size_problem("marlhf", 1, "maac") is None
+
+
+def test_the_group_size_rule_is_one_of_the_combination_rules() -> None:
+    """Every holder of the settings (the run config's trainer section, each config class) checks it by
+    checking the combination rules, and says the same."""
+    assert combination_problems(SimpleNamespace(algorithm="grpo", num_generations=1)) == [
+        "num_generations: must be >= 2 for grpo (the group baseline needs siblings)"]
+    assert combination_problems(SimpleNamespace(num_generations=1)) == []  # no algorithm: an agent's settings
+    with pytest.raises(ValueError, match="^num_generations: must be >= 2 for rl_algorithm 'magrpo'"):
+        MARLHFConfig(num_generations=1)
+    with pytest.raises(ValueError, match="^num_generations: must be >= 2 for centralized_magrpo"):
+        CentralizedMAGRPOConfig(num_generations=1)
+    for trainer, message in ((
+            {"algorithm": "marlhf", "num_generations": 1}, "must be >= 2 for rl_algorithm 'magrpo'"),
+            ({"algorithm": "maremax", "num_generations": 1}, "must be >= 2 for maremax")):
+        with pytest.raises(ValueError, match=f"trainer.num_generations: {message}"):
+            parse_run_config({"agents": [{"name": "a"}], "trainer": trainer})
+    assert parse_run_config({"agents": [{"name": "a"}], "trainer": {
+        "algorithm": "marlhf", "rl_algorithm": "iac", "num_generations": 1}}).trainer.num_generations == 1
+
+
+def _members(algorithm: str) -> set[str]:
+    return {name for name, s in CATALOG.items() if algorithm in s.reads or algorithm in s.compat_only}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_each_config_class_has_what_the_catalog_says_its_algorithm_reads(algorithm) -> None:
+    """A class, its compat_only list and the run config's "not used" list follow each setting's reads."""
+    cls = CONFIG_CLASSES[algorithm]
+    assert set(cls.field_names()) == _members(algorithm)
+    read = {name for name, s in CATALOG.items() if algorithm in s.reads}
+    assert set(cls.compat_only) == _members(algorithm) - read
+    assert set(read_settings(algorithm)) == read & set(TrainerSpec.model_fields)
+    trainer_settings = {name for name in TrainerSpec.model_fields
+                        if CATALOG.get(name) and CATALOG[name].run_config == "trainer"}
+    assert set(unused_settings(algorithm)) == trainer_settings - read
+    assert not set(unused_settings(algorithm)) & set(read_settings(algorithm))
+
+
+def test_the_shared_and_preset_classes_follow_the_catalog_too() -> None:
+    assert set(ActorCriticConfig.field_names()) == _members("iac") & _members("maac")
+    for preset in (MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig):
+        assert preset.field_names() == MAGRPOConfig.field_names()
+        assert set(preset.field_names()) == _members(preset.algorithm_name)
+    for base, cls in ((MAGRPOConfig, CentralizedMAGRPOConfig), (MADPOConfig, MADPOIterConfig),
+                      (MARLHFConfig, MARLHFIterConfig), (ActorCriticConfig, IACConfig),
+                      (ActorCriticConfig, MAACConfig)):
+        assert cls.field_names()[:len(base.field_names())] == base.field_names()  # a subclass keeps places
+
+
+@pytest.mark.parametrize(("cls", "family"), [
+    (MAGRPOConfig, "reinforce"), (MADPOConfig, "reinforce"), (MARLHFConfig, "reinforce"),
+    (CentralizedMAGRPOConfig, "reinforce"), (IACConfig, "actor_critic"), (MAACConfig, "actor_critic")])
+def test_comlrl_fields_come_first_in_comlrls_order(cls, family) -> None:
+    """A CoMLRL script's positional arguments land where CoMLRL put them."""
+    order = COMLRL_ORDER[family]
+    assert tuple(cls.field_names()[:len(order)]) == order
+    config = cls(*(getattr(cls(), name) for name in order[:3]))
+    assert [getattr(config, name) for name in order[:3]] == [getattr(cls(), name) for name in order[:3]]
+
+
+def test_a_comlrl_field_the_catalog_leaves_out_of_a_class_is_refused(monkeypatch) -> None:
+    setting = CATALOG["num_generations"]
+    monkeypatch.setitem(CATALOG, "num_generations", dataclasses.replace(setting, compat_only=frozenset()))
+    with pytest.raises(ValueError, match=r"madpo: CoMLRL's fields \['num_generations'\] are neither read nor "
+                                         r"accepted"):
+        class_settings("madpo")
+
+
+def test_the_run_config_sections_are_the_catalogs_placements() -> None:
+    def placed(*places: str) -> list[str]:
+        return [name for name, s in CATALOG.items() if s.run_config in places]
+
+    assert [n for n in TrainerSpec.model_fields if n != "actor_critic"] == placed("trainer", "build")
+    assert list(ActorCriticSection.model_fields) == placed("actor_critic")
+    assert [n for n in AgentSpec.model_fields if n.startswith("lora_")] == placed("agent")
+    assert set(placed(None)) == {"num_agents", "agent_names", "model_config", "eval_batch_size",
+                                 "comparator_api_key"}
+    assert set(placed("build")) == {*RUN_LEVEL, "collaboration_mode"} - {"actor_critic"}
+    # the families the catalog names are the ones the algorithm table knows
+    assert set(ALGORITHMS) == set(CONFIG_CLASSES) and set(ITERATIVE) | set(LEARNED_REWARD) <= set(PAIRS)
 
 
 def test_the_docs_settings_table_is_current() -> None:

@@ -8,21 +8,17 @@ asks for a revision. ``num_agents=1`` is the single-agent baseline (one model wr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-
-from pydantic import Field, field_validator
 
 from engine.rewards.reward_terms import RewardGroup, RewardTerms
 from engine.sandbox import SandboxPool, SandboxUnavailable, default_workers, require_isolation
-from engine.tasks.base import Task, TaskError, TaskParams
+from engine.schema.task_params import SLICE, HumanEvalParams
+from engine.tasks.base import Task, TaskError
 from engine.tasks.datasets import items_to_dataset
 from engine.tasks.humaneval.execution import default_limits
 from engine.tasks.humaneval.problems import load_problems
 from engine.tasks.humaneval.scoring import CodeScorer
 from engine.tasks.transitions import revise_with_feedback
-
-_SLICE = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")
 
 REVISE_TEMPLATE = (
     "{original}\n\nYour previous code:\n{previous}\n\nTest feedback:\n{feedback}\n\n"
@@ -30,26 +26,9 @@ REVISE_TEMPLATE = (
 )
 
 
-class HumanEvalParams(TaskParams):
-    train_slice: str = Field("0:133", description="Problems used for training, as start:end over the 164.")
-    eval_slice: str = Field("133:164", description="Problems used for evaluation (CoMLRL uses the last 31).")
-    helper_name: str = Field("aux", pattern=r"^[A-Za-z_]\w*$", description="Name of the helper function.")
-    sandbox_timeout_s: float = Field(10.0, gt=0, le=120, description="Wall-clock limit per program run.")
-    step_timeout_s: float = Field(3.0, gt=0, le=60, description="Time limit of each test statement.")
-    workers: int | None = Field(None, ge=1, le=64, description="Programs tested in parallel (default: CPU cores).")
-    feedback: bool = Field(True, description="Multi-turn: show test results (else only ask for a revision).")
-
-    @field_validator("train_slice", "eval_slice")
-    @classmethod
-    def _valid_slice(cls, value: str) -> str:
-        if not _SLICE.match(value):
-            raise ValueError(f"{value!r} is not a slice; write start:end, e.g. 0:133")
-        return value
-
-
 def parse_slice(text: str, size: int) -> slice:
     """``"a:b"`` as a slice over ``size`` problems, checked to be non-empty."""
-    match = _SLICE.match(text)
+    match = SLICE.match(text)
     if match is None:
         raise TaskError(f"{text!r} is not a slice; write start:end, e.g. 0:133")
     start = int(match.group(1)) if match.group(1) else 0

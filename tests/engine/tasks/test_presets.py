@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.schema.presets import PRESETS, preset_config
 from engine.schema.run_config import parse_run_config
 from engine.tasks import get_task_info, validate_params
-from engine.tasks.presets import PRESETS, preset_config
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

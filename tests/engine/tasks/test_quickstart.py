@@ -45,9 +45,9 @@ def test_overlapping_halves_are_rejected():
 def test_two_tiny_models_learn_the_quickstart(tmp_path):
     """Averaged over two seeds, the team reward rises from about chance to clearly above it."""
     from engine.build.run import run_training
+    from engine.schema.presets import preset_config
     from engine.schema.run_config import parse_run_config
     from engine.sinks import MemorySink
-    from engine.tasks.presets import preset_config
 
     starts, ends = [], []
     for seed in (0, 1):

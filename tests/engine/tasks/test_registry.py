@@ -9,26 +9,43 @@ import textwrap
 
 import pytest
 
+from engine.policy.task_modules import import_path_problem, module_allowed, normalise_modules
 from engine.schema.run_config import ConfigError, parse_run_config
+from engine.schema.task_table import BUILTIN_TASKS
 from engine.tasks import Task, TaskError, build_task, check_task_name, get_task_info, task_catalog
-from engine.tasks.allowlist import import_path_problem, module_allowed, normalise_modules
+from engine.tasks.builtin import BUILDERS
 
 BUILTINS = {"quickstart", "humaneval", "writing", "self_refine", "role_switch"}
 
 
 def test_importing_the_catalog_loads_neither_torch_nor_datasets():
+    """The dashboard reads the catalog and the presets from the schema; importing ``engine.tasks``
+    (for ``build_task``) stays light too until a task is built."""
     code = (
         "import sys\n"
-        "from engine.tasks import task_catalog, get_task_info\n"
+        "from engine.schema.task_registry import task_catalog, get_task_info\n"
         "infos = task_catalog()\n"
         "get_task_info('humaneval').default_params()\n"
-        "import engine.tasks.presets\n"
+        "import engine.schema.presets\n"
+        "import engine.tasks\n"
         "print(len(infos), 'torch' in sys.modules, 'datasets' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=".")
     count, torch_loaded, datasets_loaded = out.stdout.split()
     assert int(count) >= len(BUILTINS)
     assert (torch_loaded, datasets_loaded) == ("False", "False")
+
+
+def test_the_builtin_table_and_its_builders_name_the_same_tasks():
+    """Each row of the torch-free table has a builder, each builder a row, and each row is one
+    ``register_task`` would accept (its default team among its team sizes)."""
+    assert [row.name for row in BUILTIN_TASKS] == list(BUILDERS)
+    assert {row.name for row in BUILTIN_TASKS} == BUILTINS
+    for row in BUILTIN_TASKS:
+        assert row.factory is None and row.default_num_agents in row.team_sizes
+        assert len(row.roles) == max(row.team_sizes) and row.title and row.description
+        task = build_task(row.name, {}, row.default_num_agents)
+        assert task.name == row.name and task.roles == list(row.roles[: row.default_num_agents])
 
 
 def test_catalog_describes_every_builtin_for_the_form():

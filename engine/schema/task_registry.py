@@ -1,18 +1,17 @@
-"""The task registry: built-in tasks by name, user tasks from the ``cooplab.tasks`` entry-point group
-or from ``package.module:factory`` strings in modules on the operator's allowlist
-(:mod:`engine.tasks.allowlist`).
+"""The tasks a run config may name: the built-in table (:mod:`engine.schema.task_table`), tasks
+registered in this process, the ``cooplab.tasks`` entry points of installed packages and
+``package.module:factory`` strings in modules on the operator's allowlist
+(:mod:`engine.policy.task_modules`).
 
 ``task_catalog()`` and ``get_task_info(name)`` describe tasks without building them (no torch, no
-``datasets``); ``build_task(name_or_path, params, num_agents)`` validates the parameters against the
-task's pydantic model and returns a checked :class:`Task`.
+``datasets``); :func:`engine.tasks.build_task` builds one. A name that is none of the above is
+refused before anything is imported (:func:`check_task_name`); the message lists what is allowed
+and how an operator allows a module.
 
 A plugin target may be a :class:`TaskInfo` (full control over title, roles and parameters) or a
 plain factory function. A plain factory is called with the parameters as keyword arguments (plus
 ``num_agents=`` when it accepts it); its signature becomes the parameter model, so a typo in a
 parameter name is reported like for built-in tasks.
-
-A name that is none of these is refused before anything is imported (:func:`check_task_name`); the
-message lists what is allowed and how an operator allows a module.
 """
 
 from __future__ import annotations
@@ -25,25 +24,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from engine.tasks.allowlist import (
+from engine.policy.task_modules import (
     HOW_TO_ALLOW,
     allowed_task_modules,
     describe_allowed,
     foreign_object_problem,
     import_path_problem,
 )
-from engine.tasks.base import EvalMetrics, Task, TaskError, TaskInfo, TaskParams
-from engine.tasks.datasets import item_key, load_items, shared_items
+from engine.schema.task_params import TaskParams
+from engine.schema.task_table import BUILTIN_TASKS, EvalMetrics, TaskError, TaskInfo
 
 ENTRY_POINT_GROUP = "cooplab.tasks"
 
-_REGISTRY: dict[str, TaskInfo] = {}
-_builtins_loaded = False
+_REGISTRY: dict[str, TaskInfo] = {info.name: info for info in BUILTIN_TASKS}
 
 
 def register_task(
     name: str,
-    factory: Callable[[Any, int], Task],
+    factory: Callable[[Any, int], Any],
     *,
     params_model: type[BaseModel] = TaskParams,
     title: str | None = None,
@@ -58,10 +56,11 @@ def register_task(
 ) -> TaskInfo:
     """Register a task under ``name`` and return its :class:`TaskInfo`.
 
-    ``factory(params, num_agents)`` receives a validated ``params_model`` instance. ``max_turns=None``
-    declares that the task has a transition and supports any number of turns. ``eval_metrics``
-    declares what its evaluation reports (so a ``best_checkpoint_metric`` is checked when a config is
-    validated); None leaves that to the first evaluation.
+    ``factory(params, num_agents)`` receives a validated ``params_model`` instance and returns an
+    :class:`engine.tasks.Task`. ``max_turns=None`` declares that the task has a transition and
+    supports any number of turns. ``eval_metrics`` declares what its evaluation reports (so a
+    ``best_checkpoint_metric`` is checked when a config is validated); None leaves that to the first
+    evaluation.
     """
     if not name or ":" in name:
         raise TaskError(f"task name {name!r} is invalid: use a non-empty name without ':'")
@@ -82,16 +81,8 @@ def unregister_task(name: str) -> TaskInfo | None:
     return _REGISTRY.pop(name, None)
 
 
-def _load_builtins() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
-        _builtins_loaded = True
-        importlib.import_module("engine.tasks.builtin")
-
-
 def task_catalog(*, include_plugins: bool = True) -> list[TaskInfo]:
     """Every registered task (built-ins first), plus installed ``cooplab.tasks`` entry points."""
-    _load_builtins()
     infos = list(_REGISTRY.values())
     if include_plugins:
         for ep in entry_points(group=ENTRY_POINT_GROUP):
@@ -128,7 +119,6 @@ def entry_point_names() -> list[str]:
 
 def allowed_tasks_text(allowed_modules: tuple[str, ...] | None = None) -> str:
     """What a config may name as its task, for error messages and help texts."""
-    _load_builtins()
     modules = allowed_task_modules() if allowed_modules is None else allowed_modules
     plugins = ", ".join(n for n in entry_point_names() if n not in _REGISTRY) or "none installed"
     return (
@@ -143,7 +133,6 @@ def task_name_problem(name: str, allowed_modules: tuple[str, ...] | None = None)
 
     ``allowed_modules`` defaults to the process-wide allowlist.
     """
-    _load_builtins()
     if name in _REGISTRY:
         return None
     if ":" in name:
@@ -176,39 +165,6 @@ def validate_params(info: TaskInfo, params: dict[str, Any] | None) -> BaseModel:
         raise TaskError(f"task {info.name!r}: invalid params: {problems} (accepted params: {fields})") from None
 
 
-def build_task(name_or_import_path: str, params: dict[str, Any] | None = None, num_agents: int | None = None) -> Task:
-    """Build a task ready for the trainer: resolve it, validate params and team size, check the result."""
-    info = get_task_info(name_or_import_path)
-    team = info.default_num_agents if num_agents is None else num_agents
-    info.check_team_size(team)
-    validated = validate_params(info, params)
-    try:
-        task = info.factory(validated, team)
-    except TaskError:
-        raise
-    except Exception as exc:
-        raise TaskError(f"task {info.name!r}: building it failed: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(task, Task):
-        raise TaskError(
-            f"task {info.name!r}: the factory returned {type(task).__name__}, expected engine.tasks.Task "
-            "(return Task(name=..., roles=..., train_dataset=..., formatters=..., reward_func=...))"
-        )
-    task.validate(team)
-    for attr in ("train_dataset", "eval_dataset"):
-        value = getattr(task, attr)
-        if isinstance(value, (list, tuple)):
-            setattr(task, attr, load_items(value) if value else None)
-    if task.eval_dataset is not None:
-        overlap = shared_items(task.train_dataset, task.eval_dataset)
-        if overlap:
-            raise TaskError(
-                f"task {info.name!r}: {len(overlap)} of its {len(task.eval_dataset)} evaluation items are also "
-                f"training items (the first: {item_key(overlap[0])[:160]}); a held-out result needs splits that "
-                "share no item: change the task's params (its eval split or dataset) so they are disjoint"
-            )
-    return task
-
-
 def _import_target(path: str) -> Any:
     """Import an allowed ``package.module:attr`` path (callers check it with :func:`check_task_name` first)."""
     module_name, _, attr = path.partition(":")
@@ -237,7 +193,7 @@ def _info_from_target(target: Any, name: str, *, source: str) -> TaskInfo:
         raise TaskError(f"task {source}: {type(target).__name__} is neither a TaskInfo nor a factory function")
     model, wants_num_agents = params_model_from_signature(target, name)
 
-    def factory(params: BaseModel, num_agents: int) -> Task:
+    def factory(params: BaseModel, num_agents: int) -> Any:
         kwargs = params.model_dump()
         if wants_num_agents:
             kwargs["num_agents"] = num_agents

@@ -16,7 +16,7 @@ The allowlist is empty by default and process-wide. The engine reads no environm
 operator's ``COOPLAB_TASK_MODULES`` setting is applied by ``cooplab``, the workers and the dashboard
 (:func:`jobs.settings.apply_engine_settings`); a script using the engine directly calls
 :func:`set_allowed_task_modules`. Checking a name never imports anything; only a name that passes is
-imported (and what it resolves to is checked again).
+imported (and what it resolves to is checked again). Torch-free.
 """
 
 from __future__ import annotations
@@ -133,3 +133,13 @@ def describe_allowed(entries: Iterable[str] | None = None) -> str:
     """The allowlist for messages: ``mylab.tasks, otherpkg`` or ``none``."""
     entries = _allowed if entries is None else tuple(entries)
     return ", ".join(entries) or "none"
+
+
+def schedule_function_problem(path: str) -> str | None:
+    """Why a config may not name ``path`` as its custom schedule function (None when it may): the
+    module must be on the task module allowlist. Imports nothing."""
+    reason = import_path_problem(path, what="function")
+    if reason is None:
+        return None
+    return (f"custom schedule function {path!r} is not allowed: {reason}; allowed modules: {describe_allowed()}; "
+            f"{HOW_TO_ALLOW}")
