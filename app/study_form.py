@@ -1,18 +1,19 @@
 """The study editor's pure parts (no Streamlit): the field paths a study may search, derived from the
-run-config schema as the experiment form is; value lists typed as text; the space they make; and the
-config of a point to promote to an experiment."""
+run-config schema as the experiment form is; each field's values typed as one comma-separated text,
+checked at that field (each value against the schema, with the base's other settings); the space they
+make; and the config of a point to promote to an experiment."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 from pydantic.fields import FieldInfo
 
 from app.fields import field_form
-from engine.schema.run_config import AgentSpec, TrainerSpec
+from engine.schema.run_config import AgentSpec, ConfigError, TrainerSpec, parse_run_config
 from engine.schema.safe_yaml import YamlLimitError, load_yaml
 from jobs.study_space import SEED_PATH, StudySpaceError, point_config
 
@@ -55,26 +56,92 @@ def parse_values(text: str) -> list[Any]:
     return values
 
 
-def space_from_rows(rows: Iterable[Mapping[str, Any]], allowed: Sequence[str]) -> dict[str, list[Any]]:
-    """The search space of the editor's table (rows of ``path`` and ``values``); blank rows are skipped,
-    a bad row raises :class:`StudySpaceError` naming its path."""
-    space: dict[str, list[Any]] = {}
-    for row in rows:
-        path = (row.get("path") or "").strip()
-        text = row.get("values")
-        if not path and not (text or "").strip():
-            continue
-        if path not in allowed:
-            raise StudySpaceError(f"{path or '(no field)'}: pick a field from the list")
-        if path in space:
-            raise StudySpaceError(f"{path}: appears twice; put all its values on one row")
+def base_value(base: Mapping[str, Any], path: str) -> Any:
+    """The base config's value at dotted ``path`` (integer parts index lists), None when it has none."""
+    node: Any = base
+    for part in path.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def value_text(value: Any) -> str:
+    """A value as the values field reads it back (:func:`parse_values`): ``true``, ``null``, ``1e-05``."""
+    if value is None or isinstance(value, bool):
+        return yaml.safe_dump(value).splitlines()[0]
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def default_values(base: Mapping[str, Any], path: str) -> str:
+    """What a field's values start as: three learning rates around the base's own, else the base's value."""
+    value = base_value(base, path)
+    if path.endswith("learning_rate") and isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return f"{value / 3:.2g}, {value:g}, {value * 3:.2g}"
+    return value_text(value)
+
+
+def value_hint(path: str) -> str:
+    """How to type a field's values, from its kind in the schema: its choices when it has a fixed set."""
+    form = _form_of(path)
+    if form is None:
+        return "comma-separated values"
+    hint = {"choice": "one or more of: " + ", ".join(value_text(c) for c in form.choices), "bool": "true, false",
+            "int": "whole numbers, e.g. 2, 4", "float": "numbers, e.g. 0.0001, 0.001"}.get(
+        form.kind, "comma-separated values")
+    return hint + ("; null: the default" if form.optional else "")
+
+
+def _form_of(path: str) -> Any:
+    section, _, name = path.rpartition(".")
+    model = TrainerSpec if section == "trainer" else AgentSpec if section.startswith("agents.") else None
+    if model is None or name not in model.model_fields:
+        return None
+    return field_form(name, model.model_fields[name])
+
+
+def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool = True) -> list[Any]:
+    """The values typed into ``path``'s field; with ``check``, each one is set in the base config and
+    validated through the run-config schema, so a value the field refuses is named at the field.
+    Raises :class:`StudySpaceError` (without the path: the message is shown under the field)."""
+    values = parse_values(text)
+    repeated = sorted({value_text(v) for i, v in enumerate(values) if v in values[:i]})
+    if repeated:
+        raise StudySpaceError(f"{', '.join(repeated)} given twice; list each value once")
+    if not check:
+        return values
+    seed = int(base_value(base, SEED_PATH) or 0)
+    for value in values:
         try:
-            space[path] = parse_values(text or "")
+            parse_run_config(point_config(base, {path: value}, seed))
+        except ConfigError as exc:
+            reasons = [line.removeprefix(f"{path}: ") for line in str(exc).splitlines() if line.strip()]
+            raise StudySpaceError(f"{value_text(value)}: {'; '.join(reasons)}") from None
+    return values
+
+
+def space_from_fields(base: Mapping[str, Any], texts: Mapping[str, str]) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """The search space of the editor's fields (path → the text typed for it) and each field's problem,
+    by path. Values are checked one by one against the schema when the base config itself is valid
+    (otherwise the study's own check names the base's problems)."""
+    try:
+        parse_run_config(dict(base))
+        check = True
+    except ConfigError:
+        check = False
+    space: dict[str, list[Any]] = {}
+    problems: dict[str, str] = {}
+    for path, text in texts.items():
+        try:
+            space[path] = field_values(base, path, text, check=check)
         except StudySpaceError as exc:
-            raise StudySpaceError(f"{path}: {exc}") from None
-    if not space:
-        raise StudySpaceError("add at least one field with its values")
-    return space
+            problems[path] = str(exc)
+    return space, problems
 
 
 def promoted_config(base: Mapping[str, Any], params: Mapping[str, Any], *, name: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ checkpoints and downloads of one run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
@@ -27,43 +28,51 @@ from app.queries import (
 from app.seedgroups import same_config_runs, seed_of
 from app.unused_settings import split_by_use, unread_label
 from db.evaluation_store import EvaluationStore
+from db.records import Lineage, Run
+from db.store import Store
 from engine.schema.run_config import ConfigError, dump_run_config, parse_run_config
 
-store = context.store()
-st.title("Run detail")
 
-run_id = choose_run(store, key="detail_pick", runs_link=True,
-                    when_none="No runs yet. Launch one from the Experiments or Runs page; its live charts appear here.")
-run = store.get_run(run_id)
+@dataclass(frozen=True)
+class Shown:
+    """The run on the page, its history of attempts, and whether its curves join them."""
 
-run_header(store, run_id, key=f"detail.{run_id}")
+    run: Run
+    history: Lineage
+    joined: bool
 
-# ---- the run's history (resumed attempts) and its seed
-history = store.lineage(run_id)
-joined = False
-if history.joined:
-    h1, h2 = st.columns([4, 1])
-    h1.caption(f"History: {history_caption(history)}")
-    joined = h2.toggle("join attempts", value=True, key=f"detail_joined_{history.root}",
-                       help="One curve over the whole history: each step once, from the latest attempt that "
-                            "logged it; dotted lines mark where each attempt begins. Off: this attempt only.")
-seed = seed_of(run.config)
-same_experiment = {r.id: r.config for r in store.list_runs(run.experiment_id, limit=200)}
-same_experiment[run_id] = run.config
-# other runs of this config with another seed (a resumed attempt keeps its run's seed: not one of them)
-siblings = [i for i in same_config_runs(run_id, same_experiment)
-            if i not in history.run_ids and seed_of(same_experiment[i]) != seed]
-if seed is not None:
-    line = f"seed **{seed}**"
-    if siblings:
-        line += f" · {len(siblings)} other run(s) of this config with another seed"
-    st.markdown(line)
-    if siblings:
-        st.page_link("app_pages/compare.py", label="Compare the seeds (mean and band)", icon=":material/stacked_line_chart:",
-                     query_params={"runs": ",".join(str(i) for i in [run_id, *siblings][:8]), "by": "seed"})
+    @property
+    def run_id(self) -> int:
+        return self.run.id
 
-charts_tab, evals_tab, config_tab, logs_tab, files_tab = st.tabs(
-    ["Charts", "Evaluations", "Config", "Logs", "Checkpoints & downloads"])
+
+def history_and_seed(store: Store, run: Run) -> Shown:
+    """The run's history (resumed attempts, joined on request) and its seed, with a link comparing the
+    other seeds of its config."""
+    history = store.lineage(run.id)
+    joined = False
+    if history.joined:
+        h1, h2 = st.columns([4, 1])
+        h1.caption(f"History: {history_caption(history)}")
+        joined = h2.toggle("join attempts", value=True, key=f"detail_joined_{history.root}",
+                           help="One curve over the whole history: each step once, from the latest attempt that "
+                                "logged it; dotted lines mark where each attempt begins. Off: this attempt only.")
+    seed = seed_of(run.config)
+    same_experiment = {r.id: r.config for r in store.list_runs(run.experiment_id, limit=200)}
+    same_experiment[run.id] = run.config
+    # other runs of this config with another seed (a resumed attempt keeps its run's seed: not one of them)
+    siblings = [i for i in same_config_runs(run.id, same_experiment)
+                if i not in history.run_ids and seed_of(same_experiment[i]) != seed]
+    if seed is not None:
+        line = f"seed **{seed}**"
+        if siblings:
+            line += f" · {len(siblings)} other run(s) of this config with another seed"
+        st.markdown(line)
+        if siblings:
+            st.page_link("app_pages/compare.py", label="Compare the seeds (mean and band)",
+                         icon=":material/stacked_line_chart:",
+                         query_params={"runs": ",".join(str(i) for i in [run.id, *siblings][:8]), "by": "seed"})
+    return Shown(run, history, joined)
 
 
 def _task_tags(config) -> tuple[str, ...]:
@@ -71,13 +80,15 @@ def _task_tags(config) -> tuple[str, ...]:
     return tuple(getattr(info, "tags", ()) or ())
 
 
-def _chart_keys() -> list[str]:
-    keys = history_metric_keys(store, history) if joined else store.metric_keys(run_id)
-    return applicable_keys(keys, dict(run.config), _task_tags(run.config))
+def _chart_keys(store: Store, shown: Shown) -> list[str]:
+    keys = history_metric_keys(store, shown.history) if shown.joined else store.metric_keys(shown.run_id)
+    return applicable_keys(keys, dict(shown.run.config), _task_tags(shown.run.config))
 
 
-with charts_tab:
-    charts = {c.title: c for c in group_metrics(_chart_keys())}
+def charts_tab(store: Store, shown: Shown) -> None:
+    """The chosen charts (x axis, smoothing, points, zoom), re-queried on each refresh."""
+    run_id, history, joined = shown.run_id, shown.history, shown.joined
+    charts = {c.title: c for c in group_metrics(_chart_keys(store, shown))}
     if not charts:
         st.info("No metrics logged yet. Charts appear after the first training step "
                 "(a queued run waits for a worker: `cooplab up` or `cooplab worker`).")
@@ -107,14 +118,14 @@ with charts_tab:
     x_range = None
     if x_axis == "step" and z1.toggle("zoom", key=f"detail_zoom_on_{run_id}",
                                       help="Re-query a step range at full resolution (stops following new steps)."):
-        last = max(1, max(a.step for a in history.attempts) if joined else run.step)
+        last = max(1, max(a.step for a in history.attempts) if joined else shown.run.step)
         lo, hi = z2.slider("step range", 0, last, (0, last), key=f"detail_zoom_{run_id}")
         x_range = (float(lo), float(hi))
 
     @st.fragment(run_every=context.refresh_every())
     def live_charts() -> None:
         """The chosen charts, re-queried (downsampled in SQL) on each refresh."""
-        if {c.title for c in group_metrics(_chart_keys())} != set(charts):
+        if {c.title for c in group_metrics(_chart_keys(store, shown))} != set(charts):
             st.rerun()  # new metric keys appeared: rebuild the chart picker (and its defaults) with them
         for title in chosen:
             chart = charts[title]
@@ -129,7 +140,9 @@ with charts_tab:
 
     live_charts()
 
-with config_tab:
+
+def config_tab(store: Store, run: Run) -> None:
+    """The settings the run's algorithm reads, the rest folded away; then its tags and notes."""
     try:
         stored = yaml.safe_load(dump_run_config(parse_run_config(dict(run.config))))
     except ConfigError as exc:
@@ -143,9 +156,12 @@ with config_tab:
                 st.caption("Settings of other algorithms (preference pairs, reward models, comparators); "
                            "this run's algorithm never reads them.")
                 st.code(yaml.safe_dump(unread, sort_keys=False), language="yaml")
-    notes_editor(store, run, key=f"detail.{run_id}")
+    notes_editor(store, run, key=f"detail.{run.id}")
 
-with logs_tab:
+
+def logs_tab(store: Store, run: Run) -> None:
+    """The end of the run's log, followed live, and the whole log to download."""
+    run_id = run.id
 
     @st.fragment(run_every=context.refresh_every())
     def live_log() -> None:
@@ -164,13 +180,18 @@ with logs_tab:
         offer("whole log", lambda: file_chunks(run.log_path), file_name=f"run{run_id}.log", mime="text/plain",
               key=f"dl_log_{run_id}")
 
-with evals_tab:
-    render_evaluate(store, run, keeps_best=bool((run.config.get("trainer") or {}).get("best_checkpoint_metric")),
-                    key=f"evaluate_{run_id}")
-    render_evaluations(EvaluationStore(store).list_evaluations(run_id), run_id=run_id, output_dir=run.output_dir)
-    render_best_models(store, experiment_id=run.experiment_id, output_dir=run.output_dir, key=f"best_{run_id}")
 
-with files_tab:
+def evaluations_tab(store: Store, run: Run) -> None:
+    """Evaluate, the evaluations of record, and the best checkpoint's models."""
+    render_evaluate(store, run, keeps_best=bool((run.config.get("trainer") or {}).get("best_checkpoint_metric")),
+                    key=f"evaluate_{run.id}")
+    render_evaluations(EvaluationStore(store).list_evaluations(run.id), run_id=run.id, output_dir=run.output_dir)
+    render_best_models(store, experiment_id=run.experiment_id, output_dir=run.output_dir, key=f"best_{run.id}")
+
+
+def files_tab(store: Store, run: Run) -> None:
+    """Checkpoints, exported models and the run's metrics and transcripts, to download."""
+    run_id = run.id
     checkpoints = store.list_checkpoints(run_id)
     if not checkpoints:
         st.caption("No checkpoints yet (see the trainer's checkpoint_interval).")
@@ -209,3 +230,28 @@ with files_tab:
     with d3:
         offer("transcripts JSONL", lambda: store.stream_episodes_jsonl(run_id),
               file_name=f"run{run_id}-transcripts.jsonl", mime="application/jsonl", key=f"dl_eps_{run_id}")
+
+
+def run_detail_page() -> None:
+    store = context.store()
+    st.title("Run detail")
+    run_id = choose_run(store, key="detail_pick", runs_link=True,
+                        when_none="No runs yet. Launch one from the Experiments or Runs page; its live charts appear "
+                                  "here.")
+    run = store.get_run(run_id)
+    run_header(store, run_id, key=f"detail.{run_id}")
+    shown = history_and_seed(store, run)
+    charts, evals, config, logs, files = st.tabs(["Charts", "Evaluations", "Config", "Logs", "Checkpoints & downloads"])
+    with charts:
+        charts_tab(store, shown)
+    with config:
+        config_tab(store, run)
+    with logs:
+        logs_tab(store, run)
+    with evals:
+        evaluations_tab(store, run)
+    with files:
+        files_tab(store, run)
+
+
+run_detail_page()

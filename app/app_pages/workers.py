@@ -8,13 +8,11 @@ from app import context
 from app.escape import md_code, md_text
 from app.queries import experiment_names, heartbeat_age, run_label
 from app.sysinfo import gpu_stats, host_stats
-
-store = context.store()
-st.title("Workers")
+from db.store import Store
 
 
 @st.fragment(run_every=context.refresh_every())
-def live_workers() -> None:
+def live_workers(store: Store) -> None:
     """Workers, queues and utilisation, re-read on each refresh."""
     workers = store.list_workers()
     if not workers:
@@ -71,4 +69,9 @@ def live_workers() -> None:
         g3.metric("memory", f"{gpu.mem_used_gb:.1f} / {gpu.mem_total_gb:.1f} GiB")
 
 
-live_workers()
+def workers_page() -> None:
+    st.title("Workers")
+    live_workers(context.store())
+
+
+workers_page()

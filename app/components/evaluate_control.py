@@ -14,7 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from app import context
+from app import commands, context
 from app.escape import md_message
 from db.eval_request_store import EvalRequestStore
 from db.evaluation_records import EvalRequest
@@ -53,12 +53,12 @@ def request_rows(requests: Sequence[EvalRequest]) -> list[dict[str, Any]]:
 def _queue(run: Run, checkpoint: str, *, samples: int, items: int, greedy: bool, team_analysis: bool,
            key: str) -> None:
     from jobs.client import BrokerUnavailable
-    from jobs.eval_queue import EvalOptions, EvalRequestError, queue_evaluation
+    from jobs.eval_queue import EvalOptions, EvalRequestError
 
     options = EvalOptions(samples=None if greedy else samples, items=items or None, greedy=greedy,
                           team_analysis=team_analysis)
     try:
-        request = queue_evaluation(run.id, checkpoint=checkpoint, options=options, settings=context.settings())
+        request = commands.queue_evaluation(run.id, checkpoint=checkpoint, options=options, settings=context.settings())
     except (EvalRequestError, BrokerUnavailable) as exc:
         st.session_state[f"{key}_message"] = ("error", str(exc))
         return
@@ -100,10 +100,9 @@ def _live_requests(store: Store, run_id: int, *, key: str) -> None:
 
     @st.fragment(run_every=context.refresh_every())
     def live() -> None:
-        requests = EvalRequestStore(store)
         with contextlib.suppress(Exception):  # a busy database: the next refresh settles them
-            requests.reap_stale(context.settings().heartbeat_timeout_s)
-        found = requests.list_for_run(run_id)
+            commands.fail_lost_evaluations(store, settings=context.settings())
+        found = EvalRequestStore(store).list_for_run(run_id)
         finished = sorted(r.id for r in found if r.status == "done")
         previous = st.session_state.get(seen_key)
         st.session_state[seen_key] = finished

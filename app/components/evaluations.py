@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from app import commands
 from app.components.transcript_view import render_episode
 from app.escape import md_code
 from db.evaluation_records import Evaluation
@@ -124,7 +125,7 @@ def render_best_models(store: Any, *, experiment_id: int, output_dir: str | None
         except ValueError as exc:
             st.error(str(exc))
             return
-        store.update_experiment(experiment_id, config=config)
+        commands.set_experiment_config(store, experiment_id, config)
         st.success(f"The experiment's agents now start from the best models of step {step}.")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import context, control
+from app import commands, context, control
 from app.escape import md_code, md_message
 from app.queries import experiment_names, heartbeat_age, run_label
 from app.runinfo import actions_for, format_duration, header_step, status_markdown
@@ -62,7 +62,7 @@ def resume_point(store: Store, run: Run) -> tuple[int, int] | None:
 
 
 def action_buttons(store: Store, run: Run, key: str) -> None:
-    """The buttons a run's state allows; each goes through ``jobs.client`` (delete through the store)."""
+    """The buttons a run's state allows; each goes through ``jobs.client`` (delete through ``app.commands``)."""
     allowed = actions_for(run.status)
     shown = [name for name, on in (("stop", allowed.stop), ("cancel", allowed.cancel),
                                    ("resume", allowed.resume), ("delete", allowed.delete)) if on]
@@ -93,7 +93,7 @@ def action_buttons(store: Store, run: Run, key: str) -> None:
             st.markdown(f"Delete run #{run.id} with its metrics and transcripts? Files on disk stay.")
             if st.button("Yes, delete", type="primary", key=f"{key}.delete"):
                 try:
-                    store.delete_run(run.id)
+                    commands.delete_run(store, run.id)
                 except RunActiveError as exc:
                     st.error(md_message(exc))
                 else:
@@ -132,7 +132,7 @@ def notes_editor(store: Store, run: Run, key: str) -> None:
         tags = st.text_input("tags (comma-separated)", value=", ".join(run.tags), key=f"{key}.tags")
         notes = st.text_area("notes (markdown)", value=run.notes, key=f"{key}.notes", height=80)
         if st.form_submit_button("Save tags and notes"):
-            store.set_run_notes(run.id, tags=[t.strip() for t in tags.split(",") if t.strip()], notes=notes)
+            commands.set_run_notes(store, run.id, tags=tags, notes=notes)
             st.toast("Saved.")
             st.rerun()
 

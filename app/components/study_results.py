@@ -7,12 +7,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import commands
 from app.components.charts import PALETTE, band_figure
 from app.components.study_seeds import point_label, seed_transcripts
 from app.escape import md_text, plotly_text
 from app.queries import compare_series
 from app.seedgroups import band
-from app.study_form import promoted_config
 from db.store import Store
 from db.study_records import Study
 from db.study_store import StudyStore
@@ -104,13 +104,7 @@ def _promote(store: Store, study: Study, results: list[PointResult], key: str, *
     st.markdown(f"**Best point** by mean {what} {md_text(key)}: {md_text(_label(best))} · {value.mean:.4g} ± "
                 f"{value.std:.3g} over {value.n} seeds")
     if st.button("Promote to a new experiment", key="st_promote"):
-        name = f"{study.name}: point {best.point}"
-        found = store.find_experiment(name)
-        if found is None:
-            config = promoted_config(dict(study.spec.get("base") or {}), best.params, name=name)
-            found = store.create_experiment(name, description=f"best point of study {study.name!r}",
-                                            tags=["promoted"], config=config)
-        st.session_state["st_promoted"] = found.id
+        st.session_state["st_promoted"] = commands.promote_point(store, study, best.point, best.params).id
     promoted = st.session_state.get("st_promoted")
     if promoted is not None:
         st.page_link("app_pages/experiments.py", label="Open the promoted experiment",

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from db.store import Store
-from engine.tasks.presets import PRESETS
+from engine.schema.presets import PRESETS
 
 
 def _column_with(at, key: str):

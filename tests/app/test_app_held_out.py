@@ -73,9 +73,9 @@ def test_a_study_ranked_by_a_held_out_metric(app, store: Store, experiment: int,
     at = app("studies", study=study_id)
     assert not at.exception
     assert at.selectbox(key="st_held_metric").value == "eval/reward_mean"
-    assert at.dataframe[2].value["point"].tolist() == [1, 0]  # by mean final training reward
+    assert at.dataframe[1].value["point"].tolist() == [1, 0]  # by mean final training reward
     at.selectbox(key="st_rank").set_value("eval/reward_mean held-out mean").run()
-    table = at.dataframe[2].value
+    table = at.dataframe[1].value
     assert table["point"].tolist() == [0, 1]
     assert table["eval/reward_mean held-out mean"].tolist() == pytest.approx([0.8, 0.2])
     assert table["eval/reward_mean held-out std"].tolist() == pytest.approx([0.1414213562] * 2)

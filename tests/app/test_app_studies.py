@@ -16,26 +16,32 @@ from jobs.study_space import generate, parse_space
 LR = "trainer.agent_learning_rate"
 
 
-def _edits(values: str, *added: dict) -> dict:
-    return {"edited_rows": {0: {"values": values}}, "added_rows": list(added), "deleted_rows": []}
+MODEL = "agents.1.model"
+ALGORITHM = "trainer.algorithm"
+
+
+def _values(at, path: str):
+    return at.text_input(key=f"st_values.{path}")
 
 
 def test_define_validates_every_config_then_queues_the_study(app, store: Store, experiment: int) -> None:
     at = app("studies")
     assert not at.exception
-    assert at.dataframe[0].value["values"].tolist() == ["1.7e-06, 5e-06, 1.5e-05"]  # around the base's rate
+    assert at.multiselect(key="st_fields").value == [LR]
+    assert _values(at, LR).value == "1.7e-06, 5e-06, 1.5e-05"  # around the base's rate
     assert any("3 points × 2 seeds = 6 runs, every config valid" in s.value for s in at.success)
-    at.session_state["st_space"] = _edits("")
-    at.run()
-    assert any("trainer.agent_learning_rate: give at least one value" in e.value for e in at.error)
+    _values(at, LR).set_value("").run()
+    assert [e.value for e in at.error] == ["give at least one value (comma-separated)"]
     assert at.button(key="st_queue").disabled
-    at.session_state["st_space"] = _edits("0.001, -1")
-    at.run()
-    [error] = at.error
-    assert error.value.startswith(f"point 1 ({LR}=-1) gives an invalid run config")
-    assert f"{LR}: Input should be greater than 0" in error.value and at.button(key="st_queue").disabled
-    at.session_state["st_space"] = _edits("0.001, 0.01", {"path": "trainer.num_generations", "values": "2, 4"})
-    at.run()
+    at.radio(key="st_method").set_value("random").run()
+    _values(at, LR).set_value("0.001, 0.01").run()
+    [error] = at.error  # the study as a whole: 8 random points from 2 values
+    assert error.value.startswith("samples: these lists of values make only 2 different points")
+    assert at.button(key="st_queue").disabled
+    at.radio(key="st_method").set_value("grid").run()
+    at.multiselect(key="st_fields").set_value([LR, "trainer.num_generations"]).run()
+    assert _values(at, "trainer.num_generations").value == "2"  # starts as the base's own value
+    _values(at, "trainer.num_generations").set_value("2, 4").run()
     assert not at.error
     assert any("4 points × 2 seeds = 8 runs, every config valid" in s.value for s in at.success)
     at.button(key="st_queue").click().run()
@@ -45,6 +51,33 @@ def test_define_validates_every_config_then_queues_the_study(app, store: Store, 
     assert study.name == "demo sweep" and len(trials) == 8 and study.max_concurrent == 2
     assert sorted(t.status for t in trials).count(states.QUEUED) == 2  # sent to the queue, the rest wait
     assert {t.params[LR] for t in trials} == {0.001, 0.01} and {t.seed for t in trials} == {0, 1}
+    assert [t.params["trainer.num_generations"] for t in trials[:4:2]] == [2, 4]  # the first field varies slowest
+
+
+def test_each_field_has_one_values_box_and_a_bad_value_is_named_under_it(app, experiment: int) -> None:
+    at = app("studies")
+    at.multiselect(key="st_fields").set_value([LR, MODEL, ALGORITHM]).run()
+    assert not at.exception
+    assert _values(at, MODEL).value == "builtin:tiny-llama" and _values(at, ALGORITHM).value == "magrpo"
+    assert _values(at, ALGORITHM).placeholder.startswith("one or more of: magrpo, grpo")
+    _values(at, LR).set_value("0.001, -1").run()
+    _values(at, ALGORITHM).set_value("magrpo, sideways").run()
+    _values(at, MODEL).set_value("builtin:tiny-llama, builtin:tiny-llama").run()
+    under = {}
+    for column in at.columns:
+        boxes = [box.key for box in column.text_input if box.key.startswith("st_values.")]
+        if len(boxes) == 1:
+            under[boxes[0].removeprefix("st_values.")] = [e.value for e in column.error]
+    assert under == {LR: ["-1: Input should be greater than 0"],
+                     MODEL: ["builtin:tiny-llama given twice; list each value once"],
+                     ALGORITHM: [under[ALGORITHM][0]]}
+    assert under[ALGORITHM][0].startswith("sideways: Input should be 'magrpo', 'grpo'")
+    assert len(at.error) == 3 and not at.success and at.button(key="st_queue").disabled
+    _values(at, LR).set_value("0.001").run()
+    _values(at, MODEL).set_value("builtin:tiny-llama, builtin:tiny-qwen2").run()
+    _values(at, ALGORITHM).set_value("magrpo, maremax").run()
+    assert not at.error
+    assert any("4 points × 2 seeds = 8 runs, every config valid" in s.value for s in at.success)
 
 
 def _finished_study(store: Store, experiment: int, make_config) -> int:
@@ -75,14 +108,14 @@ def test_watch_results_and_promote_the_best_point(app, store: Store, experiment:
     study_id = _finished_study(store, experiment, make_config)
     at = app("studies", study=study_id)
     assert not at.exception
-    children = at.dataframe[1].value
+    children = at.dataframe[0].value
     assert children["status"].tolist() == ["succeeded"] * 4 and children["seed"].tolist() == [0, 1, 0, 1]
-    table = at.dataframe[2].value
+    table = at.dataframe[1].value
     assert table["point"].tolist() == [1, 0]  # ranked by mean final reward, largest first
     assert table["train/reward_mean final mean"].tolist() == pytest.approx([0.8, 0.3])
     assert table["train/reward_mean final std"].tolist() == pytest.approx([0.1414213562, 0.1414213562])
     at.toggle(key="st_desc").set_value(False).run()
-    assert at.dataframe[2].value["point"].tolist() == [0, 1]
+    assert at.dataframe[1].value["point"].tolist() == [0, 1]
     curves, scatter = figures(at)
     means = [t for t in curves["data"] if t.get("showlegend") is not False]
     assert [t["name"] for t in means][:2] == ["point 0: agent_learning_rate=0.001", "point 1: agent_learning_rate=0.01"]

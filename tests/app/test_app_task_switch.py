@@ -29,7 +29,7 @@ def test_changing_the_task_names_what_came_from_the_previous_one(app, store: Sto
 def test_the_task_defaults_by_hand() -> None:
     from app.context import task_catalog
     from app.task_switch import carried_over, task_defaults, with_task_defaults
-    from engine.tasks.presets import PRESETS
+    from engine.schema.presets import PRESETS
 
     info = task_catalog()["writing"]
     defaults = task_defaults(info, PRESETS["writing"]["config"])
