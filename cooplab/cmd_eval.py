@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
         from engine.schema.run_config import ConfigError, load_run_config
         from engine.tasks import TaskError
         from jobs.preflight import check_run_config
-        from jobs.settings import apply_engine_settings, get_settings
+        from jobs.settings import apply_engine_settings, apply_host_memory_setting, get_settings
 
         if (run is None) == (run_config is None):
             _fail("give a run (id or folder) or --run-config FILE, one of the two")
@@ -170,6 +170,7 @@ def register(app: typer.Typer) -> None:
             return
         settings = get_settings()
         apply_engine_settings(settings)
+        apply_host_memory_setting(settings)  # COOPLAB_KEEP_FREED_MEMORY, before a trainer is built
         try:
             run_id = None
             if run is not None:
@@ -177,7 +178,7 @@ def register(app: typer.Typer) -> None:
                 config = load_run_config(folder / "config.yaml")
                 chosen = find_checkpoint(folder, checkpoint)
             else:
-                config = check_run_config(load_run_config(run_config).model_dump(mode="json"), settings=settings)
+                config = check_run_config(load_run_config(run_config), settings=settings)  # parsed once
                 chosen = None
             folders = [part.strip() for part in models.split(",") if part.strip()] if models else None
             if team_analysis:

@@ -9,6 +9,7 @@ before anything is loaded. Torch loads only when the command runs.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
         """Train a team of agents from a run config."""
         from engine.schema.run_config import ConfigError, load_run_config
         from jobs.preflight import check_run_config
-        from jobs.settings import apply_engine_settings, get_settings
+        from jobs.settings import apply_engine_settings, apply_host_memory_setting, get_settings
 
         try:
             settings = get_settings()
@@ -41,10 +42,11 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(EXIT_CONFIG_ERROR) from None
         apply_engine_settings(settings)  # the task module allowlist, before the config names a task
         try:
-            data = load_run_config(config).model_dump(mode="json")
+            run_config = load_run_config(config)  # parsed once; typer keeps --max-steps within the schema's bound
             if max_steps is not None:
-                data["trainer"]["max_steps"] = max_steps
-            run_config = check_run_config(data, settings=settings)  # validation and pre-flight
+                run_config = run_config.model_copy(
+                    update={"trainer": run_config.trainer.model_copy(update={"max_steps": max_steps})})
+            run_config = check_run_config(run_config, settings=settings)  # pre-flight
         except ConfigError as exc:
             typer.echo(f"invalid run config {config}:\n{exc}", err=True)
             raise typer.Exit(EXIT_CONFIG_ERROR) from None
@@ -52,9 +54,12 @@ def register(app: typer.Typer) -> None:
         out.mkdir(parents=True, exist_ok=True)
 
         from engine.build.run import run_training
+        from engine.policy.api_keys import set_api_keys
         from engine.sinks import ConsoleSink, JsonlSink, MultiSink
         from engine.tasks import TaskError
 
+        set_api_keys(os.environ)  # this shell's COOPLAB_API_KEY_* variables: the keys a run config may name
+        apply_host_memory_setting(settings)  # COOPLAB_KEEP_FREED_MEMORY, before a trainer is built
         sink = MultiSink(ConsoleSink(), JsonlSink(out))
         try:
             result = run_training(run_config, output_dir=out, sink=sink, resume_from=resume,

@@ -141,26 +141,33 @@ def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, dev
     """
     settings = settings or get_settings()
     validate_device(device)
-    data = check_run_config(config, settings=settings, device=device).model_dump(mode="json")
-    store = get_store(settings)
-    run = store.create_run(experiment_id, data, device, total_steps=_total_steps(data))
-    _enqueue(store, run, settings)
-    log.info("run %s queued on %s", run.id, device)
-    return run.id
+    return _store_and_enqueue(check_run_config(config, settings=settings, device=device), experiment_id, device,
+                              settings)
 
 
 def submit_to_experiment(config: RunConfig | Mapping[str, Any], *, experiment: str | None = None,
                          device: str = "cpu", settings: Settings | None = None) -> tuple[int, str]:
     """Validate ``config`` and submit it into the experiment named ``experiment`` (default: the
     config's name), created when it does not exist yet; parallel submits into a new experiment all land
-    in one. Returns the run id and the experiment's name."""
+    in one. Nothing is stored when the config or the device is refused. Returns the run id and the
+    experiment's name."""
     settings = settings or get_settings()
-    parsed = check_run_config(config, settings=settings)
     validate_device(device)
+    parsed = check_run_config(config, settings=settings, device=device)
     found = get_store(settings).get_or_create_experiment(
         experiment or parsed.name, description=parsed.description, tags=parsed.tags,
         config=parsed.model_dump(mode="json"))
-    return submit_run(parsed, experiment_id=found.id, device=device, settings=settings), found.name
+    return _store_and_enqueue(parsed, found.id, device, settings), found.name
+
+
+def _store_and_enqueue(config: RunConfig, experiment_id: int, device: str, settings: Settings) -> int:
+    """Store a checked config as a ``queued`` run of ``experiment_id`` and send it to ``device``'s queue."""
+    store = get_store(settings)
+    run = store.create_run(experiment_id, config.model_dump(mode="json"), device,
+                           total_steps=config.trainer.max_steps)
+    _enqueue(store, run, settings)
+    log.info("run %s queued on %s", run.id, device)
+    return run.id
 
 
 def cancel_queued(run_id: int, *, settings: Settings | None = None) -> None:

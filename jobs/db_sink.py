@@ -252,6 +252,16 @@ class DbSink(BaseSink):
         self._write(f"checkpoint {step}", lambda again: self.store.add_checkpoint(self.run_id, int(step), str(path)))
         progress.info("checkpoint at step %s: %s", step, path)
 
+    def log_checkpoint_pruned(self, step: int, path: str) -> None:
+        """The trainer removed an older checkpoint folder (``checkpoint_total_limit``): its row goes too,
+        so the run's checkpoint rows list what is on disk."""
+        def forget(again: bool) -> int:
+            gone = [c.id for c in self.store.list_checkpoints(self.run_id) if c.path == str(path)]
+            return self.store.delete_checkpoints(self.run_id, gone) if gone else 0
+
+        self._write(f"the removal of checkpoint {step}", forget)
+        progress.info("checkpoint at step %s removed (checkpoint_total_limit): %s", step, path)
+
     def should_stop(self) -> bool:
         if not self._stop_flag:
             try:

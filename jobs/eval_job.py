@@ -37,7 +37,7 @@ from db.eval_request_store import EvalRequestStore
 from db.evaluation_records import REQUEST_DONE, REQUEST_FAILED, REQUEST_QUEUED, REQUEST_RUNNING
 from db.store import Store
 from jobs.eval_queue import EVAL_TASK_NAME, EvalOptions
-from jobs.settings import Settings, apply_engine_settings, get_settings
+from jobs.settings import Settings, apply_engine_settings, apply_host_memory_setting, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def evaluate_request(store: Store, request: Any) -> list[int]:
     with a message naming the problem when it cannot."""
     from db.evaluation_store import EvaluationStore
     from engine.evaluation.evaluate import evaluate_run, find_checkpoint
-    from engine.schema.run_config import RunConfig, load_run_config
+    from engine.schema.run_config import load_run_config
     from jobs.eval_inputs import analysis_inputs, report_inputs
 
     run = store.get_run(request.run_id)
@@ -85,9 +85,8 @@ def evaluate_request(store: Store, request: Any) -> list[int]:
     if folder is None or not (folder / "config.yaml").is_file():
         raise FileNotFoundError(f"run {run.id}'s folder ({run.output_dir or 'none recorded'}) is not on this "
                                 f"worker's machine: evaluate it on a worker that shares the data directory")
-    data = load_run_config(folder / "config.yaml").model_dump(mode="json")
-    data["trainer"]["device"] = _device(run.queue)
-    config = RunConfig.model_validate(data)
+    stored = load_run_config(folder / "config.yaml")  # parsed once; only the device is this worker's
+    config = stored.model_copy(update={"trainer": stored.trainer.model_copy(update={"device": _device(run.queue)})})
     chosen = find_checkpoint(folder, request.checkpoint)
     options = EvalOptions.from_json(dict(request.options))
     common = {"split": options.split, "items": options.items, "samples": options.samples,
@@ -150,6 +149,7 @@ def execute_evaluation(request_id: int, *, settings: Settings | None = None, sto
                  request.checkpoint, dict(request.options))
         try:
             with _Heartbeat(requests, request_id, settings.heartbeat_interval_s):
+                apply_host_memory_setting(settings)  # the evaluation builds a trainer
                 ids = evaluate_request(store, request)
         except Exception as exc:
             log.exception("evaluation request %s failed", request_id)

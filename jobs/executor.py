@@ -5,7 +5,9 @@ It claims the run with a compare-and-set ``queued → starting`` (so a redeliver
 finished, stopped or lost run again), validates the stored config, trains through
 ``engine.build.run.run_training`` with a :class:`~jobs.db_sink.DbSink`, and ends in ``succeeded``,
 ``stopped`` or ``failed`` (with the error and traceback). torch and the engine are imported inside the
-function, so the worker parent that forks job processes never loads them (nor initialises CUDA).
+functions, so the worker parent that forks job processes never loads them (nor initialises CUDA).
+Once the run is claimed, its steps share one frozen :class:`JobContext`, and one place, the job
+boundary in :func:`_claimed`, turns any error into the run's ``failed`` end.
 
 Before the claim the job locks its job file (:mod:`jobs.jobfile`), so a job that dies is noticed at
 once by anyone on its machine (:mod:`jobs.liveness`). When training fails on a full disk (or a quota,
@@ -14,9 +16,12 @@ or permissions), the stored error's first line says so, naming the path and the 
 state is written with retries; if the database still cannot take it, the job leaves the state and the
 reason in its job file, where whoever settles the run next finds them. The data directory must belong
 to the run's database (:mod:`jobs.datadir`), or the run fails before it writes anything there.
-The stored config is checked again against the operator's budget (:mod:`engine.schema.budget`), and the
-engine gets the data directory as the only place besides the run's folder that the config's folders
-may name (:mod:`engine.policy.write_paths`); it checks that the devices the config names exist in this job.
+The stored config is parsed once, for the job's device, and checked again against the operator's
+budget (:mod:`engine.schema.budget`); the engine gets the data directory as the only place besides the
+run's folder that the config's folders may name (:mod:`engine.policy.write_paths`), and whether to keep
+freed host memory (``COOPLAB_KEEP_FREED_MEMORY``); it checks that the devices the config names exist in
+this job. A checkpoint folder the trainer prunes (``checkpoint_total_limit``) is reported through the
+sink, which deletes its row.
 
 A stop requested while the run is ``starting`` moves it to ``stopping``; the job then never trains:
 before building it ends the run ``stopped`` at once, and when the stop arrives while agents and task
@@ -26,13 +31,17 @@ before its first step (saving a checkpoint of the state it was given) and the ru
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from db import states
 from db.errors import NotFoundError, RunSettledError
@@ -41,16 +50,23 @@ from db.states import InvalidTransition
 from db.store import Store
 from jobs import jobfile
 from jobs.datadir import DataDirOwnedError, claim_data_dir
-from jobs.db_identity import DatabaseFileGone
+from jobs.db_identity import DatabaseFile, DatabaseFileGone
 from jobs.faults import describe_failure, resource_reason
 from jobs.lineage import resume_checkpoint
 from jobs.liveness import cleanup_partial_writes, finish_run
-from jobs.settings import Settings, apply_engine_settings, get_settings
+from jobs.settings import Settings, apply_engine_settings, apply_host_memory_setting, get_settings
+
+if TYPE_CHECKING:
+    from engine.schema.run_config import RunConfig
+    from jobs.db_sink import DbSink
 
 log = logging.getLogger(__name__)
 
 TrainFn = Callable[..., Any]
 """``run_training(config, *, output_dir, sink, resume_from=None) -> TrainResult``."""
+
+STORE_FAULTS = (SQLAlchemyError, OSError)
+"""What a store call raises when the database is unreachable, locked or its disk is full."""
 
 
 def local_device(queue: str) -> str:
@@ -72,29 +88,59 @@ def run_log_path(settings: Settings, run_id: int) -> Path:
     return settings.logs_dir / f"run-{run_id}.log"
 
 
+@dataclass(frozen=True)
+class JobContext:
+    """One job: the run it executes, the store and settings it uses, the job file it holds, and how
+    it was started (``worker``, ``train_fn``, ``exit_when_settled``; see :func:`execute_run`)."""
+
+    store: Store
+    settings: Settings
+    run: Run
+    job: jobfile.JobFile
+    worker: str | None = None
+    train_fn: TrainFn | None = None
+    exit_when_settled: bool = False
+
+    @property
+    def run_id(self) -> int:
+        return self.run.id
+
+    @property
+    def output_dir(self) -> Path:
+        return run_output_dir(self.settings, self.run.id)
+
+    @property
+    def log_path(self) -> Path:
+        return run_log_path(self.settings, self.run.id)
+
+    @property
+    def device(self) -> str:
+        return local_device(self.run.queue)
+
+
 FINISH_RETRY_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 3.0, 3.0)
 """Pauses between attempts to write a run's final state (about 10 s in all) before the job gives up and
 leaves it in its job file."""
 
 
-def _finish(store: Store, run_id: int, to: str, *, error: str | None = None,
-            job: jobfile.JobFile | None = None) -> str:
+def _finish(ctx: JobContext, to: str, *, error: str | None = None) -> str:
     """Move the run to a final state; if someone else settled it first (the stop enforcer, the
     reaper), keep theirs and return it. A database error is retried; when every attempt fails, the
-    state and the reason go into the job file (``job``) for whoever settles the run next."""
+    state and the reason go into the job file for whoever settles the run next."""
+    run_id = ctx.run_id
     for attempt, delay in enumerate((*FINISH_RETRY_DELAYS_S, None)):
         try:
-            status = finish_run(store, run_id, to, error=error)
+            status = finish_run(ctx.store, run_id, to, error=error)
             if status != to:
                 log.warning("run %s ended as %s, but it is already %s; keeping that", run_id, to, status)
             return status
-        except Exception as exc:  # the database is unreachable, locked or its disk is full
+        except STORE_FAULTS as exc:
             if delay is None:
                 log.error("run %s: could not record its end (%s) after %d attempts: %s", run_id, to, attempt + 1,
                           exc)
-                reason = error or f"the job ended {to}"
-                if job is not None and job.last_words(to, reason):
-                    log.error("run %s: its end (%s) is left in %s for whoever settles it next", run_id, to, job.path)
+                if ctx.job.last_words(to, error or f"the job ended {to}"):
+                    log.error("run %s: its end (%s) is left in %s for whoever settles it next", run_id, to,
+                              ctx.job.path)
                 return to
             log.warning("run %s: writing its end (%s) failed (%s); trying again in %g s", run_id, to, exc, delay)
             time.sleep(delay)
@@ -140,15 +186,27 @@ def execute_run(run_id: int, *, settings: Settings | None = None, store: Store |
     own_store = store is None
     store = store or Store(settings.resolved_database_url)
     try:
-        return _execute(store, settings, run_id, worker=worker, train_fn=train_fn,
-                        exit_when_settled=exit_when_settled)
+        run = _queued_run(store, settings, run_id)
+        if not isinstance(run, Run):
+            return run
+        job = jobfile.JobFile.acquire(settings.data_dir, run_id)  # before the claim: a live claim always has a holder
+        if job is None:
+            log.warning("run %s is being executed by another process on this machine: not running it again", run_id)
+            return store.get_run(run_id).status
+        job.start_pulse(settings.heartbeat_interval_s)  # alive, whether or not the database takes its heartbeat
+        try:
+            return _claimed(JobContext(store, settings, run, job, worker=worker, train_fn=train_fn,
+                                       exit_when_settled=exit_when_settled))
+        finally:
+            job.release(remove=not job.keep)  # kept when it holds the run's last words
     finally:
         if own_store:
             store.close()
 
 
-def _execute(store: Store, settings: Settings, run_id: int, *, worker: str | None,
-             train_fn: TrainFn | None, exit_when_settled: bool) -> str:
+def _queued_run(store: Store, settings: Settings, run_id: int) -> Run | str:
+    """The run when it is queued and the data directory can be used for it; else the state the run is
+    left in (``missing`` when it does not exist, ``failed`` when the data directory cannot be used)."""
     try:
         run = store.get_run(run_id)
     except NotFoundError:
@@ -162,146 +220,129 @@ def _execute(store: Store, settings: Settings, run_id: int, *, worker: str | Non
     except DataDirOwnedError as exc:
         log.error("run %s: %s", run_id, exc)
         return finish_run(store, run_id, states.FAILED, error=str(exc), expected_from=states.QUEUED)
-    except Exception as exc:  # the data directory cannot be written: fail the run, never leave it queued
+    except STORE_FAULTS as exc:  # the data directory cannot be written: fail the run, never leave it queued
         log.exception("run %s: the data directory %s cannot be used", run_id, settings.data_dir)
         error = describe_failure(exc, output_path=settings.data_dir, database_url=settings.resolved_database_url)
         return finish_run(store, run_id, states.FAILED, error=error, expected_from=states.QUEUED)
-    job = jobfile.JobFile.acquire(settings.data_dir, run_id)  # before the claim: a live claim always has a holder
-    if job is None:
-        log.warning("run %s is being executed by another process on this machine: not running it again", run_id)
-        return store.get_run(run_id).status
-    job.start_pulse(settings.heartbeat_interval_s)  # alive, whether or not the database takes its heartbeat
-    try:
-        return _claimed(store, settings, run, job=job, worker=worker, train_fn=train_fn,
-                        exit_when_settled=exit_when_settled)
-    finally:
-        job.release(remove=not job.keep)  # kept when it holds the run's last words
+    return run
 
 
-def _claimed(store: Store, settings: Settings, run: Run, *, job: jobfile.JobFile, worker: str | None,
-             train_fn: TrainFn | None, exit_when_settled: bool) -> str:
-    run_id = run.id
+def _claimed(ctx: JobContext) -> str:
+    """Claim the run (``queued → starting``) and train it. This is the job boundary: whatever goes
+    wrong after the claim ends the run in a final state that says why."""
+    store, run_id = ctx.store, ctx.run_id
     try:
-        store.transition(run_id, states.STARTING, expected_from=states.QUEUED, worker=worker)
+        store.transition(run_id, states.STARTING, expected_from=states.QUEUED, worker=ctx.worker)
     except InvalidTransition as exc:  # another delivery or a cancel won the race
         log.warning("run %s could not be claimed: %s", run_id, exc)
         return exc.current
-    # A run queued long ago has no heartbeat yet; beat now so the reaper does not count from creation.
-    store.heartbeat(run_id, worker=worker)
+    if ctx.worker:
+        _set_worker_run(store, ctx.worker, run_id)
+    with contextlib.ExitStack() as run_log:  # the run's log file, once open, also gets how the run failed
+        try:
+            # A run queued long ago has no heartbeat yet; beat now so the reaper does not count from creation.
+            store.heartbeat(run_id, worker=ctx.worker)
+            store.update_run(run_id, log_path=str(ctx.log_path), output_dir=str(ctx.output_dir), device=ctx.run.queue)
+            run_log.enter_context(_RunLogFile(ctx.log_path, ctx.settings.log_level))
+            log.info("run %s (experiment %s, attempt %s) starting on %s as %s", run_id, ctx.run.experiment_id,
+                     ctx.run.attempt, ctx.run.queue, ctx.device)
+            return _train(ctx)
+        except RunSettledError as exc:  # settled elsewhere (lost, stopped): its end is written; nothing to add
+            log.error("run %s: training stopped: %s", run_id, exc)
+            return exc.status
+        except DatabaseFileGone as exc:  # writing the end into the deleted file would only lose it too
+            log.error("run %s failed: %s", run_id, exc)
+            if ctx.job.last_words(states.FAILED, str(exc)):
+                log.error("run %s: its end (failed) is left in %s", run_id, ctx.job.path)
+            return states.FAILED
+        except Exception as exc:  # the job boundary: anything after the claim must still end the run truthfully
+            return _failed(ctx, exc)
+        finally:
+            if ctx.worker:
+                _set_worker_run(store, ctx.worker, None)
 
-    log_path = run_log_path(settings, run_id)
-    output_dir = run_output_dir(settings, run_id)
-    device = local_device(run.queue)
-    if worker:
-        _set_worker_run(store, worker, run_id)
-    try:
-        store.update_run(run_id, log_path=str(log_path), output_dir=str(output_dir), device=run.queue)
-        with _RunLogFile(log_path, settings.log_level):
-            log.info("run %s (experiment %s, attempt %s) starting on %s as %s", run_id, run.experiment_id,
-                     run.attempt, run.queue, device)
-            return _train(store, settings, run, device=device, output_dir=output_dir, worker=worker,
-                          train_fn=train_fn, exit_when_settled=exit_when_settled, job=job)
-    except Exception as exc:  # anything after the claim must still end the run truthfully
-        log.exception("run %s could not be started", run_id)
-        error = describe_failure(exc, output_path=output_dir, database_url=settings.resolved_database_url)
-        cleanup_partial_writes(output_dir)
-        return _finish(store, run_id, states.FAILED, error=error, job=job)
-    finally:
-        if worker:
-            _set_worker_run(store, worker, None)
+
+def _failed(ctx: JobContext, exc: Exception) -> str:
+    """End the run ``failed``: the reason first (the free space as the failure left it), then the
+    partial writes go (the temporary checkpoint folders, and on a filesystem fault the export it may
+    have cut short), then the state is written."""
+    log.exception("run %s failed", ctx.run_id)
+    database_url = ctx.settings.resolved_database_url
+    error = describe_failure(exc, output_path=ctx.output_dir, database_url=database_url)
+    fault = resource_reason(exc, output_path=ctx.output_dir, database_url=database_url)
+    cleanup_partial_writes(ctx.output_dir, export=fault is not None)
+    return _finish(ctx, states.FAILED, error=error)
 
 
-def _train(store: Store, settings: Settings, run: Run, *, device: str, output_dir: Path,
-           worker: str | None, train_fn: TrainFn | None, exit_when_settled: bool,
-           job: jobfile.JobFile | None = None) -> str:
-    from engine.schema.budget import budget_problems
-    from engine.schema.run_config import ConfigError, parse_run_config
-    from jobs.preflight import run_budget
+def _train(ctx: JobContext) -> str:
+    """Validate the stored config for this job, train it through the job's
+    :class:`~jobs.db_sink.DbSink` and end the run ``succeeded`` or ``stopped``; a config that does not
+    validate ends it ``failed`` with the fields named. The sink is closed (its heartbeat stopped)
+    before any end is written, so a beat never lands on the settled run."""
+    from engine.policy.api_keys import set_api_keys
+    from engine.schema.run_config import ConfigError
+    from jobs.db_sink import DbSink
 
+    settings = ctx.settings
     apply_engine_settings(settings)  # the operator's task module allowlist, for parsing and building
+    set_api_keys(os.environ)  # the worker's COOPLAB_API_KEY_* variables: the keys a run config may name
     try:
-        data = dict(run.config)
-        data["trainer"] = {**dict(data.get("trainer") or {}), "device": device}
-        config = parse_run_config(data)
-        over = budget_problems(config, run_budget(settings))  # a config stored before, or checked elsewhere
-        if over:
-            raise ConfigError("\n".join(f"{field}: {message}" for field, message in over))
+        config = _job_config(ctx)
     except ConfigError as exc:
         message = f"invalid run config:\n{exc}\nFix the config and submit it again."
-        log.error("run %s: %s", run.id, message)
-        return _finish(store, run.id, states.FAILED, error=message, job=job)
-
-    sink = _job_sink(store, run.id, worker=worker, heartbeat_interval_s=settings.heartbeat_interval_s,
-                     on_settled=_exit_job_process if exit_when_settled else None, outage_s=settings.db_outage_s,
-                     database_file=_database_file(store))
+        log.error("run %s: %s", ctx.run_id, message)
+        return _finish(ctx, states.FAILED, error=message)
+    sink = DbSink(ctx.store, ctx.run_id, worker=ctx.worker, heartbeat_interval_s=settings.heartbeat_interval_s,
+                  on_settled=_exit_job_process if ctx.exit_when_settled else None, outage_s=settings.db_outage_s,
+                  database_file=_database_file(ctx.store))
     try:
         sink.start_heartbeat()
         if sink.should_stop():
             # A stop arrived while the job was starting: nothing has been trained, so nothing is built.
-            log.info("run %s was asked to stop before training started: ending it stopped", run.id)
-            return _finish(store, run.id, states.STOPPED, job=job)
-        resume_from = _resume_from(store, run)
-        if train_fn is None:  # the run's folders for writing: its own and the data directory
-            from engine.build.run import run_training
-
-            train_fn = functools.partial(run_training, write_roots=(settings.data_dir,))
-        output_dir.mkdir(parents=True, exist_ok=True)
-        result = train_fn(config, output_dir=str(output_dir), sink=sink, resume_from=resume_from)
-    except RunSettledError as exc:  # settled elsewhere (lost, stopped): its end is written; nothing to add
-        log.error("run %s: training stopped: %s", run.id, exc)
-        return exc.status
-    except DatabaseFileGone as exc:  # writing the end into the deleted file would only lose it too
-        log.error("run %s failed: %s", run.id, exc)
-        if job is not None and job.last_words(states.FAILED, str(exc)):
-            log.error("run %s: its end (failed) is left in %s", run.id, job.path)
-        return states.FAILED
-    except Exception as exc:
-        log.exception("run %s failed", run.id)
-        # the reason first (the free space as the failure left it), then the partial writes go: the
-        # temporary checkpoint folders, and on a filesystem fault the export it may have cut short
-        error = describe_failure(exc, output_path=output_dir, database_url=settings.resolved_database_url)
-        fault = resource_reason(exc, output_path=output_dir, database_url=settings.resolved_database_url)
-        cleanup_partial_writes(output_dir, export=fault is not None)
-        return _finish(store, run.id, states.FAILED, error=error, job=job)
+            log.info("run %s was asked to stop before training started: ending it stopped", ctx.run_id)
+            status = "stopped"
+        else:
+            status = _run_training(ctx, config, sink)
     finally:
         sink.close()
-        sink.forget_pruned_checkpoints()
+    return _finish(ctx, states.STOPPED if status == "stopped" else states.SUCCEEDED)
+
+
+def _job_config(ctx: JobContext) -> RunConfig:
+    """The stored config parsed once, for this job's device, and checked again against the operator's
+    budget (it was stored before, or checked elsewhere); raises ``ConfigError`` naming the fields."""
+    from engine.schema.budget import budget_problems
+    from engine.schema.run_config import ConfigError, parse_run_config
+    from jobs.preflight import run_budget
+
+    data = dict(ctx.run.config)
+    data["trainer"] = {**dict(data.get("trainer") or {}), "device": ctx.device}
+    config = parse_run_config(data)
+    over = budget_problems(config, run_budget(ctx.settings))
+    if over:
+        raise ConfigError("\n".join(f"{field}: {message}" for field, message in over))
+    return config
+
+
+def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink) -> str:
+    """Train ``config`` into the run's folder (from the checkpoint a resumed run continues); returns the
+    trainer's status (``completed`` or ``stopped``)."""
+    resume_from = _resume_from(ctx.store, ctx.run)
+    train_fn = ctx.train_fn or _engine_training(ctx.settings)
+    ctx.output_dir.mkdir(parents=True, exist_ok=True)
+    result = train_fn(config, output_dir=str(ctx.output_dir), sink=sink, resume_from=resume_from)
     status = getattr(result, "status", "completed")
-    log.info("run %s: training returned %s at step %s", run.id, status, getattr(result, "step", "?"))
-    return _finish(store, run.id, states.STOPPED if status == "stopped" else states.SUCCEEDED, job=job)
+    log.info("run %s: training returned %s at step %s", ctx.run_id, status, getattr(result, "step", "?"))
+    return status
 
 
-def _job_sink(store: Store, run_id: int, **kwargs: Any) -> Any:
-    """The job's :class:`~jobs.db_sink.DbSink`, which also forgets the checkpoint rows whose folders the
-    trainer pruned (``checkpoint_total_limit``), so the rows follow what is on disk."""
-    from jobs.db_sink import DbSink
+def _engine_training(settings: Settings) -> TrainFn:
+    """``engine.build.run.run_training`` for this job: the engine keeps freed memory as the settings say,
+    and the run may write into its own folder and the data directory."""
+    from engine.build.run import run_training
 
-    class JobSink(DbSink):
-        _prune_pending = False
-
-        def log_checkpoint(self, step: int, path: str) -> None:
-            super().log_checkpoint(step, path)
-            self._prune_pending = True  # the trainer prunes right after reporting a checkpoint
-
-        def log_step(self, *args: Any, **kw: Any) -> None:
-            if self._prune_pending:
-                self.forget_pruned_checkpoints()
-            super().log_step(*args, **kw)
-
-        def forget_pruned_checkpoints(self) -> None:
-            self._prune_pending = False
-            try:
-                forget_pruned_checkpoints(self.store, self.run_id)
-            except Exception:  # bookkeeping; never fails a run
-                log.warning("run %s: could not forget pruned checkpoints", self.run_id, exc_info=True)
-
-    return JobSink(store, run_id, **kwargs)
-
-
-def forget_pruned_checkpoints(store: Store, run_id: int) -> int:
-    """Delete the checkpoint rows of ``run_id`` whose folders are gone from disk; returns how many."""
-    gone = [c.id for c in store.list_checkpoints(run_id) if not Path(c.path).exists()]
-    return store.delete_checkpoints(run_id, gone) if gone else 0
+    apply_host_memory_setting(settings)
+    return functools.partial(run_training, write_roots=(settings.data_dir,))
 
 
 def _resume_from(store: Store, run: Run) -> str | None:
@@ -321,14 +362,12 @@ def _resume_from(store: Store, run: Run) -> str | None:
     return path
 
 
-def _database_file(store: Store) -> Any:
+def _database_file(store: Store) -> DatabaseFile | None:
     """The identity of the job's SQLite file (:mod:`jobs.db_identity`), None for PostgreSQL or when it
-    cannot be read now."""
-    from jobs.db_identity import DatabaseFile
-
+    cannot be read now (the check is a safeguard; it never fails a run by itself)."""
     try:
         return DatabaseFile.of(store)
-    except Exception:  # the check is a safeguard; it never fails a run by itself
+    except STORE_FAULTS:
         log.warning("run database file identity not recorded", exc_info=True)
         return None
 
@@ -340,7 +379,9 @@ def _exit_job_process(status: str) -> None:
 
 
 def _set_worker_run(store: Store, worker: str, run_id: int | None) -> None:
+    """Record in the worker registry which run ``worker`` executes; the registry is informative, so a
+    database fault (or a worker missing from it) only gets a warning."""
     try:
         store.set_worker_run(worker, run_id)
-    except Exception:  # the registry is informative; it must never fail a run
+    except (NotFoundError, *STORE_FAULTS):
         log.warning("could not record run %s on worker %s", run_id, worker, exc_info=True)

@@ -62,13 +62,16 @@ def check_run_config(config: RunConfig | Mapping[str, Any], *, settings: Setting
     """Validate ``config`` and run the pre-flight checks for a run on ``device``'s queue (None: not
     known yet; the worker then checks that its devices exist); return the validated config.
 
+    A :class:`RunConfig` is already validated and is returned as it is when it passes: it is not parsed
+    again. What depends on the operator's settings is checked here under ``settings`` whoever parsed
+    it: the task and a custom system schedule against the task module allowlist, the budget, the write
+    area and the permissions (:func:`run_config_problems`).
+
     Raises :class:`engine.schema.run_config.ConfigError` with one ``field: message`` line per problem.
     """
     settings = settings or get_settings()
     apply_engine_settings(settings)
-    if isinstance(config, RunConfig):
-        config = config.model_dump(mode="json")  # validated again: the allowlist may differ from the caller's
-    parsed = parse_run_config(dict(config))
+    parsed = config if isinstance(config, RunConfig) else parse_run_config(dict(config))
     problems = run_config_problems(parsed, settings=settings, device=device)
     if problems:
         raise ConfigError("\n".join(str(p) for p in problems))

@@ -3,15 +3,16 @@
 Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
 value, so tests and the CLI can change the environment before use. The engine reads no environment
 variables: :func:`apply_engine_settings` hands it what it needs (the task module allowlist, the UNSAFE
-sandbox switch, the API hosts each key may go to, the remote-code permission), and :meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the
-Hugging Face cache is.
+sandbox switch, the API hosts each key may go to, the remote-code permission),
+:func:`apply_host_memory_setting` whether a team training on the CPU keeps the memory it frees, and
+:meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the Hugging Face cache is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -57,6 +58,10 @@ class Settings(BaseSettings):
         False, description="Let run configs ask for code that comes with a model (model_kwargs trust_remote_code, "
         "hub kernels): its Python then runs in the trainer. Off by default: such configs are refused, and a "
         "folder's auto_map never runs.")
+    keep_freed_memory: bool = Field(
+        True, description="A job, `cooplab train` or `cooplab eval` whose team runs on the CPU keeps the memory "
+        "it frees for the next step instead of handing it back to the kernel (faster steps; the process holds "
+        "its peak memory until it exits). Set false to keep malloc's own policy.")
 
     # The resource budget of a run config (engine.schema.budget), checked before a run is stored and again
     # by the worker. Generous for real research; raise one where the machines can take more.
@@ -89,7 +94,7 @@ class Settings(BaseSettings):
     @field_validator("task_modules")
     @classmethod
     def _module_names(cls, value: str) -> str:
-        from engine.tasks.allowlist import normalise_modules  # torch-free
+        from engine.policy.task_modules import normalise_modules  # torch-free
 
         return ",".join(normalise_modules(value))
 
@@ -165,6 +170,42 @@ class Settings(BaseSettings):
     ui_max_downloads: int = Field(
         4, ge=1, le=64, description="Downloads the dashboard serves at once; one more is answered 503.")
 
+    # The artifact store (jobs.artifacts): where checkpoints and model folders are kept for every machine.
+    artifacts_url: str = Field(
+        "", description="Where run artifacts are stored: empty for the local data directory, "
+        "file:///mnt/shared/cooplab for a shared filesystem, s3://bucket/prefix for an S3-compatible server "
+        "(endpoint and credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+        "AWS_DEFAULT_REGION).")
+    artifacts_create_bucket: bool = Field(
+        False, description="Create the bucket (or folder) of COOPLAB_ARTIFACTS_URL when it does not exist, "
+        "instead of refusing to start.")
+    artifacts_tries: int = Field(
+        5, ge=1, le=20, description="Tries of each artifact store operation on connection errors, timeouts and "
+        "server errors, with backoff (0.5 s, 1 s, 2 s, 4 s, then 8 s) before it fails naming the store.")
+    artifacts_retry_base_s: float = Field(
+        0.5, ge=0, le=60, description="The first wait between artifact store tries; each next one doubles.")
+    artifacts_part_mib: int = Field(
+        16, ge=5, le=5120, description="Files of this many MiB or more go to an S3 store in parts of this size.")
+
+    @property
+    def artifacts_cache_dir(self) -> Path:
+        """Where folders downloaded from the artifact store are kept on this machine."""
+        return self.data_dir / "artifact-cache"
+
+
+class S3Env(BaseSettings):
+    """The standard AWS variables an S3 artifact store is reached with (read when instantiated)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    aws_endpoint_url: str | None = None
+    aws_endpoint_url_s3: str | None = None
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: SecretStr | None = None
+    aws_session_token: SecretStr | None = None
+    aws_default_region: str | None = None
+    aws_region: str | None = None
+
 
 def get_settings() -> Settings:
     """Read the settings from the environment now."""
@@ -198,10 +239,19 @@ def apply_engine_settings(settings: Settings) -> None:
     sandbox may run without OS isolation (UNSAFE), the API hosts and whether models may bring code."""
     from engine.policy.outbound import set_api_hosts  # torch-free
     from engine.policy.remote_code import allow_remote_code  # torch-free
+    from engine.policy.task_modules import set_allowed_task_modules  # torch-free
     from engine.sandbox.boundary import allow_unisolated_sandbox  # torch-free
-    from engine.tasks.allowlist import set_allowed_task_modules  # torch-free
 
     set_allowed_task_modules(settings.task_module_list)
     allow_unisolated_sandbox(settings.unsafe_sandbox_without_isolation)
     set_api_hosts(settings.api_hosts)
     allow_remote_code(settings.allow_remote_code)
+
+
+def apply_host_memory_setting(settings: Settings) -> None:
+    """Tell the engine whether a team training on the CPU keeps the memory it frees
+    (``COOPLAB_KEEP_FREED_MEMORY``, :mod:`engine.trainer.host_memory`). Imports the trainer (torch): the
+    processes that train or evaluate call it before building a trainer, never the dashboard."""
+    from engine.trainer import host_memory
+
+    host_memory.set_policy(keep=settings.keep_freed_memory)

@@ -21,8 +21,10 @@ class Sink(Protocol):
 
     The trainer calls ``log_step`` exactly once per training step with that step's metrics and
     sampled episodes (a database sink writes both in one transaction). ``log_metrics`` and
-    ``log_transcripts`` carry extra reports between steps (evaluation). ``should_stop`` is asked at
-    every step boundary; when it answers True the trainer checkpoints and returns.
+    ``log_transcripts`` carry extra reports between steps (evaluation). ``log_checkpoint`` reports a
+    checkpoint folder once it is written; ``log_checkpoint_pruned`` one the trainer removed to keep
+    only the newest ``checkpoint_total_limit``. ``should_stop`` is asked at every step boundary; when
+    it answers True the trainer checkpoints and returns.
     """
 
     def start(self, total_steps: int | None, config: dict) -> None: ...
@@ -36,6 +38,8 @@ class Sink(Protocol):
     def log_transcripts(self, step: int, episodes: list[Episode]) -> None: ...
 
     def log_checkpoint(self, step: int, path: str) -> None: ...
+
+    def log_checkpoint_pruned(self, step: int, path: str) -> None: ...
 
     def should_stop(self) -> bool: ...
 
@@ -60,6 +64,9 @@ class BaseSink:
         return None
 
     def log_checkpoint(self, step: int, path: str) -> None:
+        return None
+
+    def log_checkpoint_pruned(self, step: int, path: str) -> None:
         return None
 
     def should_stop(self) -> bool:

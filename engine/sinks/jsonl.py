@@ -6,7 +6,8 @@ reported and other processes can tail them:
 - ``metrics.jsonl``: ``{"step", "env_step", "wall_time", "metrics": {key: value}}`` per report;
 - ``transcripts.jsonl``: one episode per line, ``{"step", "sample_index", "split", "item_index",
   "turns": [{turn, agent_index, agent_name, prompt, completion, reward, ret, advantage}]}``;
-- ``events.jsonl``: ``start`` (total steps, config), ``checkpoint`` (step, path), ``finish`` (status).
+- ``events.jsonl``: ``start`` (total steps, config), ``checkpoint`` (step, path), ``checkpoint_pruned``
+  (step, path: a folder removed to keep ``checkpoint_total_limit``), ``finish`` (status).
 
 Non-finite numbers are written as ``null`` so every line is standard JSON. Creating a file named
 ``STOP`` in the folder makes ``should_stop`` answer True (a graceful stop from a shell).
@@ -115,6 +116,11 @@ class JsonlSink(BaseSink):
     def log_checkpoint(self, step: int, path: str) -> None:
         self._write(
             EVENTS_FILE, {"event": "checkpoint", "wall_time": time.time(), "step": step, "path": str(path)}
+        )
+
+    def log_checkpoint_pruned(self, step: int, path: str) -> None:
+        self._write(
+            EVENTS_FILE, {"event": "checkpoint_pruned", "wall_time": time.time(), "step": step, "path": str(path)}
         )
 
     def should_stop(self) -> bool:

@@ -35,6 +35,7 @@ class MemorySink(BaseSink):
     metrics: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
     transcripts: list[tuple[int, list[Episode]]] = field(default_factory=list)
     checkpoints: list[tuple[int, str]] = field(default_factory=list)
+    pruned: list[tuple[int, str]] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
 
     def start(self, total_steps: int | None, config: dict) -> None:
@@ -52,6 +53,9 @@ class MemorySink(BaseSink):
 
     def log_checkpoint(self, step: int, path: str) -> None:
         self.checkpoints.append((step, path))
+
+    def log_checkpoint_pruned(self, step: int, path: str) -> None:
+        self.pruned.append((step, path))
 
     def should_stop(self) -> bool:
         return self.stop_after_steps is not None and len(self.steps) >= self.stop_after_steps

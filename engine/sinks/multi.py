@@ -35,6 +35,9 @@ class MultiSink:
     def log_checkpoint(self, step: int, path: str) -> None:
         self._each(lambda s: s.log_checkpoint(step, path))
 
+    def log_checkpoint_pruned(self, step: int, path: str) -> None:
+        self._each(lambda s: s.log_checkpoint_pruned(step, path))
+
     def should_stop(self) -> bool:
         return any([sink.should_stop() for sink in self.sinks])  # ask every sink (each may poll)
 

@@ -11,19 +11,20 @@ its time in such faults.
 
 :func:`keep_freed_memory` tells ``malloc`` to serve every block from its heap and never to shrink
 it, and to give every thread the main arena (agents run in threads), so a block freed in one
-step is reused by the next. The process's memory then stays at its
-peak until it exits (a job runs in a process of its own). ``COOPLAB_KEEP_FREED_MEMORY=0`` leaves
-``malloc``'s own policy in place. Other C libraries (macOS, musl) are left alone.
+step is reused by the next. The process's memory then stays at its peak until it exits (a job
+runs in a process of its own). Other C libraries (macOS, musl) are left alone.
+
+Keeping is the default. The process that owns the settings turns it off with
+``set_policy(keep=False)`` before the first trainer is built (jobs, ``cooplab train`` and ``cooplab
+eval`` do so under ``COOPLAB_KEEP_FREED_MEMORY=0``, read by :mod:`jobs.settings`); the engine reads no
+environment variables.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import platform
 import threading
-
-ENV = "COOPLAB_KEEP_FREED_MEMORY"
 
 # mallopt parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
@@ -35,7 +36,7 @@ DEFAULT_MMAP_MAX = 65536
 DEFAULT_ARENA_MAX = 0  # 0: glibc's own limit (8 per core)
 
 _lock = threading.Lock()
-_state = {"kept": False}
+_state = {"kept": False, "allowed": True}
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -50,21 +51,25 @@ def _libc() -> ctypes.CDLL | None:
     return libc
 
 
-def wanted() -> bool:
-    """Whether the environment allows keeping freed memory (``COOPLAB_KEEP_FREED_MEMORY``, default on)."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+def set_policy(*, keep: bool) -> None:
+    """Whether :func:`keep_freed_memory` may act in this process (default True); with ``keep=False``
+    memory kept so far is handed back (:func:`release_freed_memory`). Process-wide."""
+    with _lock:
+        _state["allowed"] = bool(keep)
+    if not keep and _state["kept"]:
+        release_freed_memory()
 
 
 def keep_freed_memory() -> bool:
     """Serve every block from ``malloc``'s heap and never give freed memory back to the kernel.
 
-    Returns whether the policy is in force (False on another C library or when the environment
-    turns it off). Idempotent and process-wide.
+    Returns whether the policy is in force (False on another C library or when the process turned
+    it off with :func:`set_policy`). Idempotent and process-wide.
     """
     with _lock:
         if _state["kept"]:
             return True
-        if not wanted():
+        if not _state["allowed"]:
             return False
         libc = _libc()
         if libc is None:

@@ -39,6 +39,12 @@ PROBE = textwrap.dedent("""
     kept = host_memory.keep_freed_memory() if action in ("keep", "keep_then_release") else False
     if action == "keep_then_release":
         host_memory.release_freed_memory()
+    if action == "turned_off":  # what a process owner does under COOPLAB_KEEP_FREED_MEMORY=0
+        host_memory.set_policy(keep=False)
+        kept = host_memory.keep_freed_memory()
+    if action == "kept_then_turned_off":
+        host_memory.keep_freed_memory()
+        host_memory.set_policy(keep=False)
     if action == "trainer":
         from engine import MAGRPOConfig, MAGRPOTrainer
         from engine.models.tiny import build_tiny_model
@@ -87,10 +93,23 @@ def test_release_restores_mallocs_defaults() -> None:
     assert min(out["faults"]) > 0
 
 
-def test_the_environment_can_turn_it_off() -> None:
-    out = probe("keep", COOPLAB_KEEP_FREED_MEMORY="0")
+def test_the_process_owner_can_turn_it_off() -> None:
+    out = probe("turned_off")
     assert not out["kept"] and not out["is_kept"]
     assert min(out["faults"]) > 0
+
+
+def test_turning_it_off_hands_back_what_was_kept() -> None:
+    out = probe("kept_then_turned_off")
+    assert not out["is_kept"]
+    assert min(out["faults"]) > 0
+
+
+def test_the_engine_reads_no_environment_variable() -> None:
+    """``COOPLAB_KEEP_FREED_MEMORY`` is the job's and the CLI's setting (jobs.settings); the engine keeps its default."""
+    out = probe("keep", COOPLAB_KEEP_FREED_MEMORY="0")
+    assert out["kept"] and out["is_kept"]
+    assert sum(out["faults"]) == 0
 
 
 def test_a_trainer_with_an_agent_on_the_cpu_keeps_freed_memory() -> None:

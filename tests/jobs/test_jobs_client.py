@@ -115,6 +115,25 @@ def test_submit_accepts_a_task_from_a_module_the_settings_allow(jobs_env, store,
     assert len(store.list_runs()) == 1
 
 
+def test_a_parsed_config_is_not_parsed_again_but_still_meets_the_submitters_settings(
+        jobs_env, store, experiment_id, monkeypatch, allow_task_modules):
+    """A caller that parsed the config hands the typed config on: pre-flight takes it as it is and returns
+    it, and still checks its task against the allowlist of the settings it is submitted under."""
+    from engine.schema.run_config import parse_run_config
+    from jobs.preflight import check_run_config
+
+    allow_task_modules("tests.jobs")  # the caller parsed it while the module was allowed
+    config = tiny_config()
+    config["task"] = {"name": "tests.jobs.plugin_tasks:slow_quickstart", "params": {"sleep_s": 1}}
+    parsed = parse_run_config(config)
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", "tests.jobs")
+    assert check_run_config(parsed, settings=Settings()) is parsed
+    with pytest.raises(ConfigError, match="module 'tests.jobs.plugin_tasks' is not on the task module allowlist"):
+        submit_run(parsed, experiment_id=experiment_id, settings=jobs_env)  # jobs_env allows no module
+    assert store.list_runs() == []
+    assert queued_messages(jobs_env) == []
+
+
 def test_submit_refuses_an_unknown_device(jobs_env, store, experiment_id):
     with pytest.raises(ValueError, match="cpu' or 'cuda:N"):
         submit_run(tiny_config(), experiment_id=experiment_id, device="gpu0", settings=jobs_env)

@@ -98,3 +98,62 @@ def test_the_run_log_has_a_line_per_step_and_the_console_does_not(jobs_env, stor
     assert "step 2/3 · team reward 0.200 · loss first 0.500 · 0.50 s/step" in text
     assert "metrics at step 3: eval/reward_mean 0.250" in text and "checkpoint at step 3" in text
     assert "jobs.executor" in console.names and "cooplab.progress" not in console.names
+
+
+def test_a_pruned_checkpoint_loses_its_row_when_the_trainer_reports_it(jobs_env, store, experiment_id):
+    """The trainer reports each checkpoint folder it prunes (``checkpoint_total_limit``) through the sink;
+    the job deletes that row at once, not at some later step."""
+    from pathlib import Path
+
+    seen: list[list[int]] = []
+
+    def train(config, *, output_dir, sink, resume_from):
+        sink.start(2, {})
+        for step in (1, 2):
+            folder = Path(output_dir) / "checkpoints" / f"checkpoint-{step}"
+            folder.mkdir(parents=True)
+            sink.log_step(step, step, {}, [])
+            sink.log_checkpoint(step, str(folder))
+        first = Path(output_dir) / "checkpoints" / "checkpoint-1"
+        first.rmdir()
+        sink.log_checkpoint_pruned(1, str(first))
+        seen.append([c.step for c in store.list_checkpoints(run.id)])
+        return type("Result", (), {"status": "completed", "step": 2})()
+
+    run = store.create_run(experiment_id, tiny_config(), "cpu")
+    assert execute_run(run.id, settings=jobs_env, store=store, train_fn=train) == states.SUCCEEDED
+    assert seen == [[2]]
+    assert [c.step for c in store.list_checkpoints(run.id)] == [2]
+    assert "checkpoint at step 1 removed (checkpoint_total_limit)" in run_log_path(jobs_env, run.id).read_text()
+
+
+def test_a_failure_before_training_ends_the_run_failed_with_its_reason(jobs_env, store, experiment_id):
+    """The job boundary covers the steps before training too: here the run's log file cannot be created."""
+    jobs_env.logs_dir.rmdir()
+    jobs_env.logs_dir.write_text("not a folder")
+    run = store.create_run(experiment_id, tiny_config(), "cpu")
+    assert execute_run(run.id, settings=jobs_env, store=store, worker="nobody-registered") == states.FAILED
+    failed = store.get_run(run.id)
+    assert failed.error.splitlines()[0].startswith(("FileExistsError", "NotADirectoryError"))
+    assert str(jobs_env.logs_dir) in failed.error
+
+
+def test_the_job_tells_the_engine_whether_to_keep_freed_memory(jobs_env, store, experiment_id, monkeypatch):
+    """``COOPLAB_KEEP_FREED_MEMORY=0`` is read by the job's settings and handed to the engine, which
+    reads no environment variables: the CPU team trains with malloc's own policy."""
+    import platform
+
+    from engine.trainer import host_memory
+    from jobs.settings import Settings
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt is glibc's; this C library has none")
+    monkeypatch.setenv("COOPLAB_KEEP_FREED_MEMORY", "0")
+    settings = Settings()
+    assert settings.keep_freed_memory is False
+    run = store.create_run(experiment_id, tiny_config(max_steps=1), "cpu")
+    try:
+        assert execute_run(run.id, settings=settings, store=store) == states.SUCCEEDED
+        assert not host_memory.is_kept()
+    finally:
+        host_memory.set_policy(keep=True)  # the process-wide default again, for the tests after this one

@@ -126,6 +126,7 @@ def test_kill_9_of_the_only_worker_then_cooplab_runs_shows_it_lost(jobs_env, sto
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.serial  # the pool's replacement job process must start in time; see scripts/test.sh
 def test_kill_of_the_job_process_is_lost_within_seconds_and_the_worker_goes_on(jobs_env, store, experiment_id,
                                                                               spawn, monkeypatch):
     settings = _slow_heartbeat(monkeypatch)

@@ -17,14 +17,15 @@ from jobs.settings import Settings
 
 
 def iterative(**trainer: object) -> dict:
-    """madpo_iter on two tiny agents: one iteration, a few tokens (its first step writes the files)."""
+    """madpo_iter on two tiny agents: one iteration of one epoch, a few tokens (its first step writes
+    the files)."""
     return {
         "name": "paths",
         "agents": [{"name": "first"}, {"name": "second"}],
         "task": {"name": "quickstart", "params": {"num_items": 4, "eval_items": 0}},
         "trainer": {"algorithm": "madpo_iter", "num_iterations": 1, "preference_num_candidates": 2,
                     "preference_pairs_per_sample": 1, "max_new_tokens": 4, "eval_interval": 0,
-                    "comparator_policy": "history", **trainer},
+                    "num_train_epochs": 1, "comparator_policy": "history", **trainer},
     }
 
 

@@ -47,6 +47,7 @@ def test_jsonl_sink_writes_metrics_transcripts_and_events(tmp_path) -> None:
     sink.log_step(2, 8, {"train/reward_mean": 0.75}, [])
     sink.log_metrics(2, 8, {"eval/turn_1/reward_mean": 1.0})
     sink.log_checkpoint(2, str(tmp_path / "ckpt"))
+    sink.log_checkpoint_pruned(1, str(tmp_path / "ckpt-1"))
     sink.finish("completed")
 
     metrics = read_jsonl(tmp_path / "run" / "metrics.jsonl")
@@ -57,9 +58,10 @@ def test_jsonl_sink_writes_metrics_transcripts_and_events(tmp_path) -> None:
     step, episode = episode_from_dict(transcripts[1])
     assert step == 1 and episode == _episode(1)
     events = read_jsonl(tmp_path / "run" / "events.jsonl")
-    assert [e["event"] for e in events] == ["start", "checkpoint", "finish"]
+    assert [e["event"] for e in events] == ["start", "checkpoint", "checkpoint_pruned", "finish"]
     assert events[0]["config"] == {"trainer": {"lr": 0.001}} and events[0]["total_steps"] == 2
-    assert events[2]["status"] == "completed"
+    assert (events[2]["step"], events[2]["path"]) == (1, str(tmp_path / "ckpt-1"))
+    assert events[3]["status"] == "completed"
 
 
 def test_jsonl_sink_appends_across_sinks(tmp_path) -> None:

@@ -93,3 +93,41 @@ def test_multi_sink_finishes_every_sink_even_when_one_fails() -> None:
     with pytest.raises(OSError, match="disk full"):
         MultiSink(Broken(), last).finish("completed")
     assert last.finished == ["completed"]
+
+
+def test_pruned_checkpoints_are_kept_by_the_memory_sink_and_fanned_out() -> None:
+    a, b = MemorySink(), MemorySink()
+    MultiSink(a, b).log_checkpoint_pruned(1, "/tmp/checkpoints/checkpoint-1")
+    NullSink().log_checkpoint_pruned(1, "/tmp/checkpoints/checkpoint-1")  # the base sink ignores it
+    assert a.pruned == b.pruned == [(1, "/tmp/checkpoints/checkpoint-1")]
+
+
+def test_the_training_loop_reports_each_checkpoint_it_prunes(tmp_path) -> None:
+    """``checkpoint_total_limit`` 2 over four steps: checkpoints 1 and 2 are removed, and the sink hears of each."""
+    from pathlib import Path
+
+    from engine.trainer.loop import LoopSchedule, run_loop
+
+    class Owner:  # the loop's view of a trainer (engine.trainer.loop.LoopOwner)
+        env_step = 0
+        eval_dataset = None
+        last_checkpoint: str | None = None
+        step = 0
+
+        def evaluate(self, *, sink: Sink) -> dict[str, float]:
+            return {}
+
+        def save_checkpoint(self, path: Path) -> Path:
+            path.mkdir(parents=True)
+            return path
+
+        def advance(self) -> tuple[dict, list]:
+            self.step += 1
+            return {}, []
+
+    owner, sink, root = Owner(), MemorySink(), tmp_path / "checkpoints"
+    schedule = LoopSchedule(total=4, eval_interval=0, logging_steps=1, checkpoint_interval=1, checkpoint_total_limit=2)
+    run_loop(owner, position=lambda: owner.step, advance=owner.advance, schedule=schedule, sink=sink,
+             checkpoint_root=root, run_config={})
+    assert sorted(p.name for p in root.iterdir()) == ["checkpoint-3", "checkpoint-4"]
+    assert sink.pruned == [(1, str(root / "checkpoint-1")), (2, str(root / "checkpoint-2"))]
