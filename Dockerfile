@@ -13,7 +13,7 @@ COPY jobs jobs
 COPY app app
 COPY cooplab cooplab
 COPY bench bench
-RUN pip install --no-cache-dir ".[postgres,gpu]"
+RUN pip install --no-cache-dir ".[postgres,gpu,s3]"
 ENV COOPLAB_HOME=/data
 EXPOSE 8501
 CMD ["cooplab", "up"]

@@ -24,7 +24,7 @@ _COMMAND_MODULES = (
     "cooplab.cmd_train",  # train
     "cooplab.cmd_eval",  # eval
     "cooplab.cmd_bench",  # bench
-    "cooplab.cmd_export",  # export-merged
+    "cooplab.cmd_export",  # export-merged, export mlflow
     "cooplab.cmd_jobs",  # worker, up, ui, db, submit, stop, runs
     "cooplab.cmd_study",  # study
     "cooplab.cmd_access",  # hash-password

