@@ -4,6 +4,8 @@
   engine against bare model calls and, optionally, CoMLRL 1.4.3 (``docs/benchmarks.md``);
 - :mod:`bench.storage` (``python -m bench.storage``): metric insert throughput and series queries
   over a million points, on SQLite and PostgreSQL (``docs/storage.md``);
+- :mod:`bench.series_axes` (``python -m bench.series_axes``): a run page's series of 20 keys at 1M
+  rows along the step, wall-time and env-step axes;
 - :mod:`bench.dashboard` (``python -m bench.dashboard``): every dashboard page's queries and
   headless page runs on 100 runs / 1M points / 100k turns (``docs/dashboard.md``);
 - :mod:`bench.sandbox` (``python -m bench.sandbox``): the code sandbox's per-program overhead and

@@ -11,7 +11,10 @@ Along ``step``, ranges wide enough for the rollup table are answered from it ins
 Two plans compute the same buckets. Along ``step`` (the indexed axis) a CTE lists the buckets' integer
 step ranges and, per bucket, one index range seek picks the min and the max row: no sort of the whole
 series, index-only on the ``(run_id, key, step, value)`` index (about 0.4 s for 1M points on SQLite).
-Along ``env_step`` / ``wall_time`` (not indexed) the points are grouped by a computed bucket number.
+Along ``wall_time`` the same per-bucket seeks run on the ``(run_id, key, wall_time, value, step)``
+index, between float bucket bounds found exactly (:func:`float_bucket_bounds`). Along ``env_step``
+(not indexed), and as the reference plan for every axis, the points are grouped by a computed bucket
+number.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql import ColumnElement, Select
 
 from db.models import MetricRow
+
+MAX_SEEK_BUCKETS = 4000
+"""More wall-time buckets than this (two bound parameters each) are grouped instead of sought."""
 
 X_COLUMNS = {"step": MetricRow.step, "env_step": MetricRow.env_step, "wall_time": MetricRow.wall_time}
 
@@ -56,10 +62,13 @@ def in_range(run_id: int, key: str, x: str, x_min: float | None, x_max: float | 
     along another axis than ``step``, inside the step range ``[step_min, step_max]`` when given)."""
     col = x_column(x)
     conditions = [MetricRow.run_id == run_id, MetricRow.key == key, col.is_not(None), MetricRow.value.is_not(None)]
+    # Along wall_time, the step bounds are read from the wall-time index (step is in it); written as
+    # ``step + 0`` they keep SQLite from choosing the step index for them and looking up every row.
+    step = MetricRow.step + 0 if x == "wall_time" else MetricRow.step
     if step_min is not None:
-        conditions.append(MetricRow.step >= int(step_min))
+        conditions.append(step >= int(step_min))
     if step_max is not None:
-        conditions.append(MetricRow.step <= int(step_max))
+        conditions.append(step <= int(step_max))
     if x != "wall_time":
         # Integer axes get integer bounds: comparing an integer column with a float would keep
         # PostgreSQL from using the index for the range.
@@ -80,13 +89,19 @@ def _bucket_expr(col: Any, lo: float, hi: float, n: int, dialect: str) -> Any:
 
 
 def kept_points(session: Session, where: ColumnElement[bool], *, run_id: int, key: str, x: str, lo: float,
-                hi: float, n: int) -> list[tuple[float, float]]:
-    """The (x, value) pairs kept from the range: first, last, and each bucket's min and max."""
+                hi: float, n: int, step_min: int | None = None, step_max: int | None = None,
+                grouped: bool = False) -> list[tuple[float, float]]:
+    """The (x, value) pairs kept from the range: first, last, and each bucket's min and max.
+    ``step_min`` / ``step_max`` are the step bounds already in ``where``; ``grouped`` forces the plan
+    that groups every point of the range (the reference the index seeks are checked against)."""
     col = x_column(x)
     if hi <= lo:
         n = 1
-    if x == "step":
+    if x == "step" and not grouped:
         pairs = _step_bucket_extremes(session, run_id=run_id, key=key, lo=lo, hi=hi, n=n)
+    elif x == "wall_time" and not grouped and math.isfinite(lo) and math.isfinite(hi) and n <= MAX_SEEK_BUCKETS:
+        pairs = wall_range_extremes(session, run_id=run_id, key=key, bounds=float_bucket_bounds(lo, hi, n),
+                                    step_min=step_min, step_max=step_max)
     else:
         pairs = _grouped_bucket_extremes(session, where, col, lo=lo, hi=hi, n=n)
     kept = {(float(px), float(pv)) for px, pv in pairs if pv is not None}
@@ -109,6 +124,43 @@ def step_bucket_bounds(lo: int, hi: int, n: int) -> list[tuple[int, int]]:
     # smallest step of bucket b: lo + ceil(b * span / n)
     starts = [lo + -((-b * span) // n) for b in range(n)] + [hi + 1]
     return [(a, z) for a, z in zip(starts, starts[1:], strict=False) if z > a]
+
+
+def float_bucket_bounds(lo: float, hi: float, n: int) -> list[tuple[float, float]]:
+    """Half-open float ranges ``[start, stop)`` of the non-empty buckets of ``[lo, hi]``: exactly the
+    x values :func:`bucket_of` puts in each bucket, rounding included (each start is the smallest
+    double of its bucket; the last stop is the double after ``hi``)."""
+    top = math.nextafter(hi, math.inf)
+    if hi <= lo:
+        return [(lo, top)]
+    starts = [lo, *(_first_of_bucket(b, lo, hi, n) for b in range(1, n)), top]
+    return [(a, z) for a, z in zip(starts, starts[1:], strict=False) if z > a]
+
+
+def _first_of_bucket(b: int, lo: float, hi: float, n: int) -> float:
+    """The smallest double ``x`` in ``[lo, hi]`` with ``bucket_of(x) >= b`` (``1 <= b < n``)."""
+
+    def reached(x: float) -> bool:
+        return math.floor((x - lo) * n / (hi - lo)) >= b
+
+    # The exact quotient is a few doubles away from the threshold: walk there from it.
+    x = min(max(lo + (hi - lo) * b / n, lo), hi)
+    for _ in range(64):
+        if reached(x):
+            below = math.nextafter(x, -math.inf)
+            if below < lo or not reached(below):
+                return x
+            x = below
+        else:
+            x = math.nextafter(x, math.inf)
+    # Far from it (a range crossing zero, say): bisect between doubles, lo never reached, hi always.
+    low, high = lo, hi
+    while math.nextafter(low, math.inf) < high:
+        mid = low + (high - low) / 2
+        if mid <= low or mid >= high:
+            mid = math.nextafter(low, math.inf)
+        low, high = (low, mid) if reached(mid) else (mid, high)
+    return high
 
 
 def _step_bucket_sql(dialect: str, bounds: list[tuple[int, int]]) -> str:
@@ -154,6 +206,57 @@ def step_range_extremes(session: Session, *, run_id: int, key: str,
     pairs: list[tuple[Any, Any]] = []
     for low, high in rows:
         if low is not None:  # an empty bucket yields NULL aggregates
+            pairs.append((low[1], low[0]))
+            pairs.append((-high[1], high[0]))
+    return pairs
+
+
+def _wall_bucket_sql(dialect: str, mark: str, count: int, step_min: int | None, step_max: int | None) -> str:
+    """The per-bucket seeks along wall_time; parameters in order: the bounds (two per bucket), then run
+    id, key and the step bounds given, once per aggregate."""
+    cast = "{}" if dialect == "sqlite" else "CAST({} AS DOUBLE PRECISION)"
+    values = ", ".join(f"({cast.format(mark)}, {cast.format(mark)})" for _ in range(count))
+    bucket_range = (f"m.run_id = {mark} AND m.key = {mark} AND m.value IS NOT NULL"
+                    " AND m.wall_time >= bk.lo AND m.wall_time < bk.hi")
+    if step_min is not None:
+        bucket_range += f" AND m.step >= {mark}"
+    if step_max is not None:
+        bucket_range += f" AND m.step <= {mark}"
+    if dialect == "sqlite":
+        # As along the step axis: the bare id comes from the row holding the min()/max(), index-only.
+        pick = "(SELECT i FROM (SELECT m.id AS i, {agg}(m.value) FROM metrics m WHERE " + bucket_range + "))"
+        low, high = pick.format(agg="MIN"), pick.format(agg="MAX")
+        return (f"WITH bk(lo, hi) AS (VALUES {values}) SELECT wall_time, value FROM metrics"
+                f" WHERE id IN (SELECT {low} FROM bk UNION ALL SELECT {high} FROM bk)")
+    return (f"WITH bk(lo, hi) AS (VALUES {values}) "
+            "SELECT p.low, p.high FROM bk CROSS JOIN LATERAL (SELECT"
+            " min(ARRAY[m.value, m.wall_time]) AS low, max(ARRAY[m.value, -m.wall_time]) AS high"
+            " FROM metrics m WHERE " + bucket_range + ") AS p")
+
+
+_MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
+
+
+def wall_range_extremes(session: Session, *, run_id: int, key: str, bounds: list[tuple[float, float]],
+                        step_min: int | None = None, step_max: int | None = None) -> list[tuple[Any, Any]]:
+    """The (wall time, value) of the smallest and of the largest value in each half-open wall-time
+    range of ``bounds`` (steps within ``[step_min, step_max]`` when given), one index range seek each
+    on ``(run_id, key, wall_time, value, step)``."""
+    conn = session.connection()
+    dialect, mark = conn.dialect.name, _MARKS[conn.dialect.paramstyle]
+    # Straight to the driver: the bounds are binary doubles (written out as text they could round), and
+    # a thousand SQLAlchemy bind parameters would cost more than the query.
+    per_aggregate = [run_id, key, *(bound for bound in (step_min, step_max) if bound is not None)]
+    params = [float(v) for pair in bounds for v in pair] + per_aggregate * (2 if dialect == "sqlite" else 1)
+    if dialect == "postgresql":
+        conn.exec_driver_sql("SET LOCAL jit = off")  # see step_range_extremes
+    rows = conn.exec_driver_sql(_wall_bucket_sql(dialect, mark, len(bounds), step_min, step_max),
+                                tuple(params)).all()
+    if dialect == "sqlite":
+        return [tuple(row) for row in rows]
+    pairs: list[tuple[Any, Any]] = []
+    for low, high in rows:
+        if low is not None:
             pairs.append((low[1], low[0]))
             pairs.append((-high[1], high[0]))
     return pairs

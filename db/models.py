@@ -110,8 +110,10 @@ class RunRow(Base):
 
 class MetricRow(Base):
     __tablename__ = "metrics"
-    # value is in the index so range reads and per-bucket min/max never touch the table.
-    __table_args__ = (Index("ix_metrics_run_key_step", "run_id", "key", "step", "value"),)
+    # value is in the indexes so range reads and per-bucket min/max never touch the table, along the
+    # step axis and along the wall-time axis (step in the second for step ranges on that axis).
+    __table_args__ = (Index("ix_metrics_run_key_step", "run_id", "key", "step", "value"),
+                      Index("ix_metrics_run_key_wall", "run_id", "key", "wall_time", "value", "step"))
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))

@@ -144,11 +144,13 @@ def series(session: Session, run_id: int, key: str, *, x: str, max_points: int, 
            step_max: int | None = None) -> Series:
     """See :meth:`db.store.Store.series`. Along ``step``, a range wide enough for the rollups is
     bucketed into whole rollup blocks (:mod:`db.rollups`); ``source="raw"`` computes that same
-    bucketing from the metrics table alone (to check the rollups against). ``step_min`` /
-    ``step_max`` keep only the points of those steps (whatever the x axis: a resumed run's history
-    takes each attempt's own steps)."""
-    if source not in ("auto", "raw"):
-        raise ValueError(f"unknown series source {source!r}; use 'auto' or 'raw'")
+    bucketing from the metrics table alone (to check the rollups against). ``source="grouped"``
+    groups every point of the range by its bucket number, on any axis: the slow reference that the
+    rollups and the index seeks are checked against. ``step_min`` / ``step_max`` keep only the
+    points of those steps (whatever the x axis: a resumed run's history takes each attempt's own
+    steps)."""
+    if source not in ("auto", "raw", "grouped"):
+        raise ValueError(f"unknown series source {source!r}; use 'auto', 'raw' or 'grouped'")
     if x == "step":  # the step bounds are x bounds: the rollups can still answer
         if step_min is not None:
             x_min = step_min if x_min is None else max(float(x_min), step_min)
@@ -158,7 +160,7 @@ def series(session: Session, run_id: int, key: str, *, x: str, max_points: int, 
     col = x_column(x)
     n = bucket_count(max_points)
     where = in_range(run_id, key, x, x_min, x_max, step_min=step_min, step_max=step_max)
-    if x == "step":
+    if x == "step" and source != "grouped":
         wide = _wide_step_series(session, run_id, key, where, n=n, max_points=max_points, x_min=x_min,
                                  x_max=x_max, source=source)
         if wide is not None:
@@ -171,7 +173,8 @@ def series(session: Session, run_id: int, key: str, *, x: str, max_points: int, 
         rows = session.execute(select(col, MetricRow.value).where(where).order_by(col, MetricRow.id)).all()
         return Series(run_id=run_id, key=key, x=x, xs=tuple(float(r[0]) for r in rows),
                       ys=tuple(_value(r[1]) for r in rows), total_points=total, downsampled=False)
-    points = kept_points(session, where, run_id=run_id, key=key, x=x, lo=float(lo), hi=float(hi), n=n)
+    points = kept_points(session, where, run_id=run_id, key=key, x=x, lo=float(lo), hi=float(hi), n=n,
+                         step_min=step_min, step_max=step_max, grouped=source == "grouped")
     return Series(run_id=run_id, key=key, x=x, xs=tuple(p[0] for p in points), ys=tuple(p[1] for p in points),
                   total_points=total, downsampled=True)
 

@@ -6,10 +6,13 @@
 #  - bubblewrap, the code sandbox's OS boundary (installed when missing and running as root).
 #  - PostgreSQL: used by the store tests when one answers on 127.0.0.1:5432 (database `test`).
 # Extra arguments go to pytest, e.g. `make test ARGS="tests/db -x"`.
-# COOPLAB_TEST_PROCESSES=2 runs the suite in two pytest processes (pytest-xdist, a test file per
-# process at a time): most integration tests wait on workers, browsers and heartbeats, so it finishes
-# in less than half the time on two cores. The default is one process: under the second process's
-# load the job-kill fault test has twice seen a worker's replacement job process never start.
+# The suite runs in two phases. First every test but the `serial` ones, in COOPLAB_TEST_PROCESSES
+# pytest processes (pytest-xdist, a test file per process at a time; default 2): most integration tests
+# wait on workers, browsers and heartbeats, so two processes finish in about half the time even on
+# two cores. Then the `serial` tests, in one process with the machine to themselves: fault tests whose
+# worker must replace its job process in time (under a second process's load a worker was seen not to
+# start the replacement: after a job-process kill, and after a job that ended while the worker
+# reconnected to a restarted Redis). COOPLAB_TEST_PROCESSES=1 runs everything in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -97,14 +100,24 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_
 export COOPLAB_TEST_ARTIFACTS="${COOPLAB_TEST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$COOPLAB_TEST_ARTIFACTS"
 
-processes=${COOPLAB_TEST_PROCESSES:-1}
-parallel=()
-if [[ "$processes" != 1 ]]; then
-  parallel=(-n "$processes" --dist loadfile)
-fi
-
+processes=${COOPLAB_TEST_PROCESSES:-2}
 set +e
-"$PY" -m pytest "${parallel[@]}" "$@"
-status=$?
+if [[ "$processes" == 1 ]]; then
+  "$PY" -m pytest "$@"
+  exit $?
+fi
+COOPLAB_TEST_PHASE=parallel "$PY" -m pytest -n "$processes" --dist loadfile "$@"
+parallel_status=$?
+if [[ $parallel_status -eq 2 || $parallel_status -eq 3 || $parallel_status -eq 4 ]]; then
+  exit $parallel_status  # interrupted, an internal error or a usage error: no second phase
+fi
+echo "test.sh: the serial tests, in one process"
+COOPLAB_TEST_PHASE=serial "$PY" -m pytest "$@"
+serial_status=$?
 set -e
-exit $status
+# 5 means "no tests collected": fine for one phase (a selection may hold no serial test), not for both.
+if [[ $parallel_status -eq 5 && $serial_status -eq 5 ]]; then exit 5; fi
+for status in $parallel_status $serial_status; do
+  if [[ $status -ne 0 && $status -ne 5 ]]; then exit $status; fi
+done
+exit 0

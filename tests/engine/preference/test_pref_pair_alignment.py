@@ -12,6 +12,7 @@ import torch
 
 from bench.training import madpo_learning as ml
 from engine import MADPOConfig, MADPOTrainer
+from engine.sampling.decode_text import decode_completions
 
 
 def _recording_reward(calls: list[tuple[str, str, float]]):
@@ -51,8 +52,7 @@ def test_every_pair_side_is_one_scored_joint_candidate_with_its_reward() -> None
             assert scored.get(loser) == pair.loser_reward, (overrides, loser)
             assert pair.winner_reward > pair.loser_reward
             for i in range(2):  # the tokens each agent trains on are the text that was scored
-                assert tokenizer.decode(pair.winner_ids[i], skip_special_tokens=True) == winner[i]
-                assert tokenizer.decode(pair.loser_ids[i], skip_special_tokens=True) == loser[i]
+                assert decode_completions(tokenizer, [pair.winner_ids[i], pair.loser_ids[i]]) == [winner[i], loser[i]]
                 prompt = ml.formatters()[i](ml.dataset()[pair.item_index])
                 assert tokenizer.decode(pair.prompt_ids[i]) == prompt == pair.prompts[i]
 
