@@ -19,8 +19,9 @@ PHASE_ENV = "COOPLAB_TEST_PHASE"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "serial: a fault test whose real worker must replace its job process in time, so it runs "
-                   "when no other test process loads the machine (make test runs these last, in one process)")
+        "markers", "serial: a test that needs the machine to itself (a fault test whose real worker must replace its "
+                   "job process in time; the sandbox attack suite, judged by the sandboxes left on the machine), "
+                   "so make test runs these last, in one process")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -24,6 +24,10 @@ _spec = importlib.util.spec_from_file_location("cooplab_sandbox_attacks", HERE /
 attacks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(attacks)
 
+# Every attack is judged by what it leaves behind on the whole machine (sandbox processes, sandbox
+# folders in the temp folder), so no other test may run sandboxes at the same time.
+pytestmark = pytest.mark.serial
+
 
 MAP_PROBLEM = {"entry_point": "double", "prompt": "def double(x):\n    \"\"\"Twice x.\"\"\"\n", "preamble": "",
                "steps": [["test", "assert all(map(lambda v: candidate(v) == 2 * v, [1, 2, 3]))"]]}
