@@ -150,7 +150,8 @@ def check_decode(model: Any, tokenizer: Any, device: str, *, new_tokens: int, dt
     from engine.trainer.agents import completion_logits, pack_sequences
     from engine.trainer.losses import token_logprobs
 
-    common = dict(num_samples=1, max_new_tokens=new_tokens, temperature=1.0, top_p=1.0, top_k=0, do_sample=False)
+    common = dict(num_generations=1, max_new_tokens=new_tokens, temperature=1.0, top_p=1.0, top_k=0,
+                  do_sample=False)
     rows: dict[str, list[list[int]]] = {}
     for decoder in ("lean", "generate"):
         gen = generate_completions(model, tokenizer, PROMPTS, decoder=decoder, **common)
@@ -161,7 +162,7 @@ def check_decode(model: Any, tokenizer: Any, device: str, *, new_tokens: int, dt
     equal = sum(a == b for a, b in zip(rows["lean"], rows["generate"], strict=True))
     # sampled completions: the sampler's log-probs against the update's forward over the same tokens
     start = time.perf_counter()
-    sampled = generate_completions(model, tokenizer, PROMPTS, num_samples=4, max_new_tokens=new_tokens,
+    sampled = generate_completions(model, tokenizer, PROMPTS, num_generations=4, max_new_tokens=new_tokens,
                                    temperature=1.0, top_p=1.0, top_k=50, generator=torch.Generator(device=device)
                                    .manual_seed(0))
     _sync(device)
@@ -175,7 +176,7 @@ def check_decode(model: Any, tokenizer: Any, device: str, *, new_tokens: int, dt
     width = forward.shape[1]
     diff = ((forward.float() - sampled.token_logprobs[:, :width].float()).abs() * batch.completion_mask).max()
     start = time.perf_counter()  # the same sampling through the model's forward (no fast token step)
-    through_forward = generate_completions(model, tokenizer, PROMPTS, num_samples=4, max_new_tokens=new_tokens,
+    through_forward = generate_completions(model, tokenizer, PROMPTS, num_generations=4, max_new_tokens=new_tokens,
                                            temperature=1.0, top_p=1.0, top_k=50, fast_decode=False,
                                            generator=torch.Generator(device=device).manual_seed(0))
     _sync(device)

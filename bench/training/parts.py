@@ -154,7 +154,7 @@ def run_decoders(w: Workload, repeats: int = 6) -> dict[str, Any]:
     models, tokenizers = setup_agents(w)
     prompts = [fmt(item) for fmt in formatters(1) for item in dataset(w)[: w.items_per_update]]
     settings = {
-        "num_samples": w.num_generations, "max_new_tokens": w.max_new_tokens, "temperature": w.temperature,
+        "num_generations": w.num_generations, "max_new_tokens": w.max_new_tokens, "temperature": w.temperature,
         "top_p": w.top_p, "top_k": w.top_k,
     }  # fmt: skip
     variants = {

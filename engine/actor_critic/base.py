@@ -21,6 +21,7 @@ from engine.actor_critic.targets import discounted_returns, normalize, td_target
 from engine.actor_critic.update import StepSettings, update_actor
 from engine.schema.actor_critic_configs import ActorCriticConfig
 from engine.sinks.base import Episode, Sink, TurnRecord
+from engine.trainer.agent_setup import comlrl_agents
 from engine.trainer.core import TrainerCore, step_timing
 
 
@@ -59,15 +60,14 @@ class ActorCriticTrainerBase(TrainerCore):
     ) -> None:
         if reward_func is None:
             raise ValueError("reward_func is required: one team reward (or one per agent) per joint action")
-        self._setup(
-            args=args, model_config=model_config, agent_model=agent_model, agents=agents,
-            num_agents=(args or self.config_class()).num_agents, tokenizer=tokenizer, train_dataset=train_dataset,
-            eval_dataset=eval_dataset, formatters=formatters, external_transition=external_transition,
-            eval_logger=eval_logger, eval_aggregator=eval_aggregator, agent_names=agent_names,
-            agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
-            system_prompts=system_prompts, sink=sink, output_dir=output_dir, wandb_config=wandb_config,
-        )
-        cfg = self.args
+        cfg = self._configured(args, model_config)
+        team = comlrl_agents(cfg, agent_model=agent_model, agents=agents, num_agents=cfg.num_agents,
+                             tokenizer=tokenizer, formatters=formatters, agent_names=agent_names,
+                             agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
+                             system_prompts=system_prompts)
+        self._setup(cfg, team, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                    external_transition=external_transition, eval_logger=eval_logger,
+                    eval_aggregator=eval_aggregator, sink=sink, wandb_config=wandb_config, output_dir=output_dir)
         self.reward_func = reward_func
         self.rewards = AgentRewards(reward_func, reward_processor, self.num_agents)
         self.eval_rewards = self.rewards  # evaluation's reward (MARLHF trains on a learned one, evaluates on this)
@@ -145,7 +145,7 @@ class ActorCriticTrainerBase(TrainerCore):
         """Critic updates, then one pass of actor updates per agent. Returns the metrics."""
         metrics = self._update_critics(rollout)
         for agent in self.agents:
-            stats = update_actor(agent, rollout.samples(agent.index), self.settings, self._update_rngs[agent.index],
+            stats = update_actor(agent, rollout.samples(agent.index), self.settings, self.update_rngs[agent.index],
                                  head=self._head_of(agent.index))
             metrics.update({f"agent/{agent.name}/{k}": v for k, v in stats.items()})
         return metrics
@@ -165,7 +165,7 @@ class ActorCriticTrainerBase(TrainerCore):
         metrics.update(step_timing(t_start, t_update, t_end, generate_s=rollout.timings["generate_s"],
                                    reward_s=rollout.timings["reward_s"], tokens=rollout.num_tokens))
         metrics["train/epoch"] = self.epoch_of_last_step()
-        chosen = self._report_rng.sample(rollout.chains, min(cfg.transcripts_per_step, len(rollout.chains)))
+        chosen = self.report_rng.sample(rollout.chains, min(cfg.transcripts_per_step, len(rollout.chains)))
         return metrics, [self.chain_episode(c, k) for k, c in enumerate(chosen)]
 
     # -- reporting -------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ class ActorCriticTrainerBase(TrainerCore):
             sink.log_transcripts(self.step, [self.chain_episode(c, k, "eval") for k, c in enumerate(rollout.chains)])
         return metrics
 
-    # -- state: the actors' part comes from CheckpointMixin, the critics' is added here ----------
+    # -- state: the actors' part comes from TrainerCore, the critics' is added here ---------------
     def _training_state(self) -> dict[str, Any]:
         state = super()._training_state()
         state["critics"] = [{k: v.detach().cpu().clone() for k, v in c.state_dict().items()} for c in self.critics]

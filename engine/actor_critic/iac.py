@@ -108,7 +108,7 @@ class IACTrainer(ActorCriticTrainerBase):
                 stats.update(update_critic(
                     self.critics[agent.index], self.critic_optimizers[agent.index], samples, texts=self._text,
                     old=lambda s: [s.old_value], target=lambda s: [s.target], turn_of=lambda s: s.turn,
-                    settings=self.settings, rng=self._update_rngs[-1], who=f"critic of {agent.name!r}",
+                    settings=self.settings, rng=self.update_rngs[-1], who=f"critic of {agent.name!r}",
                 ))
             metrics.update({prefix + k: v for k, v in stats.items()})
         return metrics

@@ -85,7 +85,7 @@ class MAACTrainer(ActorCriticTrainerBase):
         stats.update(update_critic(
             self.critics[0], self.critic_optimizers[0], rows, texts=lambda r: self.joint_text(*r),
             old=lambda r: r[0].joint_old_values[r[1]], target=lambda r: [s.target for s in r[0].turns[r[1]]],
-            turn_of=lambda r: r[1], settings=self.settings, rng=self._update_rngs[-1], who="the centralised critic",
+            turn_of=lambda r: r[1], settings=self.settings, rng=self.update_rngs[-1], who="the centralised critic",
         ))
         metrics = {f"critic/{k}": v for k, v in stats.items()}
         for agent in self.agents:

@@ -27,16 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from engine.build.run_folder import train_into_folder
-from engine.build.team import load_team, team_arguments
+from engine.build.team import agent_setups, load_team
 from engine.policy.run_permissions import check_permissions
 from engine.policy.write_paths import WriteArea, check_write_paths
 from engine.schema.algorithms import trainer_class
 from engine.schema.budget import device_problems
 from engine.schema.collaboration import is_centralized
-from engine.schema.configure import build_task_for, trainer_config
+from engine.schema.configure import trainer_config
 from engine.schema.errors import ConfigError
 from engine.schema.run_config import RunConfig, has_critics
 from engine.sinks.base import Sink
+from engine.tasks.building import build_task_for
 from engine.trainer.loop import TrainResult
 
 
@@ -57,10 +58,10 @@ def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sin
     if write_area is not None and "write_area" in inspect.signature(cls.__init__).parameters:
         extra["write_area"] = write_area
     return cls(
-        agents=team.models, tokenizer=team.tokenizers, train_dataset=task.train_dataset,
+        agents=agent_setups(team, task.formatters), train_dataset=task.train_dataset,
         eval_dataset=task.eval_dataset, reward_func=task.reward_func, external_transition=task.external_transition,
         eval_logger=task.eval_logger, eval_aggregator=task.eval_aggregator, args=cfg, sink=sink,
-        output_dir=output_dir, **team_arguments(config.agents, task.formatters), **extra,
+        output_dir=output_dir, **extra,
     )
 
 

@@ -2,9 +2,10 @@
 
 ``load_team`` loads each agent's model and tokenizer (``share_weights_with`` reuses an earlier
 agent's objects, so they share weights while keeping their own optimizer state; with LoRA they
-share one frozen base and train an adapter each);
-``team_arguments`` gives the per-agent constructor arguments every trainer takes (names, learning
-rates, generation overrides, system prompts, formatters); Where agents go is decided with their config (:func:`engine.schema.configure.team_devices`).
+share one frozen base and train an adapter each); ``agent_setups`` makes of the loaded team one
+:class:`engine.trainer.agent_setup.AgentSetup` record per agent (name, model, tokenizer, formatter,
+system prompt, learning rate, sampling overrides), which every trainer takes as its ``agents``.
+Where agents go is decided with their config (:func:`engine.schema.configure.team_devices`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.schema.run_config import AgentSpec
+from engine.trainer.agent_setup import AgentSetup
 from engine.trainer.formatting import template_formatter
 
 
@@ -54,14 +56,13 @@ def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *
     return Team(list(agents), models, tokenizers)
 
 
-def team_arguments(agents: Sequence[AgentSpec], task_formatters: Sequence[Any]) -> dict[str, Any]:
-    """Per-agent trainer arguments; ``task_formatters[i]`` is agent i's formatter unless it has a template."""
-    return {
-        "agent_names": [a.name for a in agents],
-        "agent_learning_rates": [a.learning_rate for a in agents],
-        "agent_generation": [{"max_new_tokens": a.max_new_tokens, "temperature": a.temperature, "top_p": a.top_p,
-                              "top_k": a.top_k} for a in agents],
-        "system_prompts": [a.system_prompt for a in agents],
-        "formatters": [template_formatter(a.prompt_template) if a.prompt_template else task_formatters[i]
-                       for i, a in enumerate(agents)],
-    }
+def agent_setups(team: Team, task_formatters: Sequence[Any]) -> list[AgentSetup]:
+    """One record per agent of a loaded team, as every trainer takes them (``agents=``);
+    ``task_formatters[i]`` is agent i's formatter unless the agent has a ``prompt_template``."""
+    return [
+        AgentSetup(name=a.name, model=model, tokenizer=tokenizer,
+                   formatter=template_formatter(a.prompt_template) if a.prompt_template else task_formatters[i],
+                   system_prompt=a.system_prompt, learning_rate=a.learning_rate, max_new_tokens=a.max_new_tokens,
+                   temperature=a.temperature, top_p=a.top_p, top_k=a.top_k)
+        for i, (a, model, tokenizer) in enumerate(zip(team.agents, team.models, team.tokenizers, strict=True))
+    ]

@@ -4,7 +4,7 @@
 (:func:`engine.build.run.build_trainer`, no output folder), puts the chosen weights in it (a
 checkpoint's, or the agents' models replaced by folders such as a run's exported ``model/agent_i``)
 and evaluates with the same code the trainer runs during training
-(:meth:`engine.trainer.evaluation.EvaluationMixin.evaluate_items`): per-turn team reward and return,
+(:func:`engine.trainer.evaluation.evaluate_items`): per-turn team reward and return,
 the task's own metrics, unbiased pass@k for every k up to the samples per item, avg@K, and a
 standard error over items for each. It is deterministic given the seed (the trainer is seeded with
 it before anything samples); greedy evaluation does not depend on the seed at all.

@@ -25,7 +25,7 @@ from engine.preference.pairs import PreferencePair
 from engine.preference.replay import replay_pairs, shards_kept
 from engine.schema.comparator_checkpoint import comparator_checkpoint_problem
 from engine.sinks.base import Sink
-from engine.trainer.loop import TrainLoopMixin, TrainResult
+from engine.trainer.loop import TrainResult, train_trainer
 from engine.trainer.rollout import TreeBuilder
 from engine.trainer.trainer import MAGRPOTrainer
 
@@ -74,8 +74,7 @@ class ComparatorIterations(ComparatorSources):
         """The shared loop; each iteration collects its pairs in its first step."""
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
-        return TrainLoopMixin.train(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit,
-                                    sink=sink)
+        return train_trainer(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
 
     @property
     def comparator_iteration(self) -> int | None:

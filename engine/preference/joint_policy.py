@@ -12,6 +12,8 @@ from typing import Any
 
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
 from engine.rewards.team_reward import TeamReward
+from engine.trainer.agent_setup import AgentSetup
+from engine.trainer.evaluation import path_completions
 from engine.trainer.formatting import normalize_formatters
 from transcripts import TurnRecord
 
@@ -55,23 +57,35 @@ def centralize(a: dict[str, Any], config: Any, adapter: Any, *, explicit_roles: 
     collaboration (joint prompts, the task reward on split roles) and the role names.
 
     ``num_agents`` is the number of roles (it must match ``config.num_agents`` when given); ``agents``
-    is one model, or the same model once per role; ``formatters`` and ``agent_names`` are per role;
-    per-agent settings are the joint model's."""
+    is one model, or the same model once per role, or one :class:`engine.trainer.agent_setup.AgentSetup`
+    record per role; ``formatters`` and ``agent_names`` are per role; per-agent settings are the joint
+    model's (the first role's)."""
     roles = config.num_agents
     if explicit_roles and a["num_agents"] != roles:
         raise ValueError(f"num_agents: {a['num_agents']} roles, but args.num_agents is {roles}; they must match")
-    actor = _actor(a["agent_model"], a["agents"], roles)
-    role_names = list(a["agent_names"] or config.agent_names or [f"agent_{i}" for i in range(roles)])
+    records = a["agents"] if a["agents"] and isinstance(a["agents"][0], AgentSetup) else None
+    if records is not None:
+        actor = _actor(None, [r.model for r in records], roles)
+        role_names, formatters = [r.name for r in records], [r.formatter for r in records]
+    else:
+        actor = _actor(a["agent_model"], a["agents"], roles)
+        role_names = list(a["agent_names"] or config.agent_names or [f"agent_{i}" for i in range(roles)])
+        formatters = a["formatters"]
     if len(role_names) != roles:
         raise ValueError(f"agent_names: got {len(role_names)} role names for {roles} roles")
     collaboration = CentralizedCollaboration(
         adapter if adapter is not None else TaggedCentralizedComparatorAdapter(),
-        normalize_formatters(a["formatters"], roles), TeamReward(a["reward_func"], a["reward_processor"]), roles)
+        normalize_formatters(formatters, roles), TeamReward(a["reward_func"], a["reward_processor"]), roles)
     check = a["eval_check"]
+    a.update(num_agents=1, args=config, reward_func=collaboration, reward_processor=None,
+             eval_check=None if check is None else role_check(check))
+    if records is not None:
+        a["agents"] = [dataclasses.replace(records[0], name=JOINT_NAME, model=actor,
+                                           formatter=collaboration.build_prompt)]
+        return collaboration, role_names
     a.update(
-        agent_model=None, agents=[actor], num_agents=1, tokenizer=_one(a["tokenizer"], "tokenizer", roles),
-        args=config, reward_func=collaboration, reward_processor=None, formatters=[collaboration.build_prompt],
-        agent_names=[JOINT_NAME], eval_check=None if check is None else role_check(check),
+        agent_model=None, agents=[actor], tokenizer=_one(a["tokenizer"], "tokenizer", roles),
+        formatters=[collaboration.build_prompt], agent_names=[JOINT_NAME],
         **{name: None if a[name] is None else [_one(a[name], name, roles)] for name in _PER_AGENT},
     )
     return collaboration, role_names
@@ -111,7 +125,7 @@ class CentralizedRoles:
 
     def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
         """``[role][item][turn]`` for a joint policy (the agents' own texts otherwise)."""
-        texts = super()._eval_completions(paths)
+        texts = path_completions(paths, self.num_agents)
         if self.collaboration is None:
             return texts
         split = [[self.collaboration.split(text, path[0].item) for text in turns] for turns, path in zip(

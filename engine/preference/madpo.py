@@ -32,9 +32,10 @@ from engine.preference.pairs import PreferencePair
 from engine.rewards.team_reward import TeamReward
 from engine.schema.preference_configs import MADPOConfig
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
+from engine.trainer.agent_setup import COMLRL_AGENT_ARGUMENTS, comlrl_agents
 from engine.trainer.core import TrainerCore, step_timing
-from engine.trainer.evaluation import EvaluationMixin
-from engine.trainer.loop import TrainLoopMixin, TrainResult
+from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items
+from engine.trainer.loop import TrainResult, train_trainer
 from engine.trainer.losses import lr_factor, reduce_tokens
 from engine.trainer.parallel import agent_threads
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
@@ -45,7 +46,7 @@ from engine.trainer.update import NO_GRAD_CHUNK
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
 
 
-class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
+class MADPOTrainer(CentralizedRoles, TrainerCore):
     """Multi-agent direct preference optimisation (see the module docstring).
 
     The constructor is :class:`engine.trainer.MAGRPOTrainer`'s: CoMLRL's arguments up to ``args``
@@ -70,11 +71,14 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
             self.collaboration, self.role_names = centralize(a, config, centralized_adapter,
                                                              explicit_roles=explicit_roles, role_check=self._role_check)
-        self.reward = TeamReward(a.pop("reward_func"), a.pop("reward_processor"))  # checked before models load
-        self.eval_check = a.pop("eval_check")
-        del a["self"]
-        self._setup(**{**a, "external_transition": None})  # single-turn: a CoMLRL script's transition is unused
-        cfg = self.args
+        self.reward = TeamReward(a["reward_func"], a["reward_processor"])  # checked before models load
+        self.eval_check = a["eval_check"]
+        cfg = self._configured(a["args"], a["model_config"])
+        team = comlrl_agents(cfg, **{k: a[k] for k in COMLRL_AGENT_ARGUMENTS})
+        self._setup(cfg, team, train_dataset=a["train_dataset"], eval_dataset=a["eval_dataset"],
+                    external_transition=None,  # single-turn: a CoMLRL script's transition is unused
+                    eval_logger=a["eval_logger"], eval_aggregator=a["eval_aggregator"], sink=a["sink"],
+                    wandb_config=a["wandb_config"], output_dir=a["output_dir"])
         self.reward_func = self.reward.reward_func
         self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
                                    [agent.model for agent in self.agents])
@@ -103,8 +107,7 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
         self.collect_pairs(sink=sink or self.sink or BaseSink())
-        return TrainLoopMixin.train(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit,
-                                    sink=sink)
+        return train_trainer(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
 
     def collect_pairs(self, *, sink: Sink | None = None) -> list[PreferencePair]:
         """Sample, score and pair the candidates of every training item not collected yet
@@ -182,7 +185,7 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
             metrics.update(self.collector.metrics())
             if self.collection_unparsed_share is not None:
                 metrics["centralized/unparsed_share"] = self.collection_unparsed_share
-        chosen = self._report_rng.sample(batch, min(cfg.transcripts_per_step, len(batch)))
+        chosen = self.report_rng.sample(batch, min(cfg.transcripts_per_step, len(batch)))
         return metrics, self._pair_episodes(chosen)
 
     def _pair_episodes(self, pairs: Sequence[PreferencePair]) -> list[Episode]:
@@ -197,6 +200,19 @@ class MADPOTrainer(CentralizedRoles, EvaluationMixin, TrainerCore):
             joint = episode.turns[0]
             out.append(dataclasses.replace(episode, turns=(joint, *self.role_turns(item, joint))))
         return out
+
+    # -- evaluation: MAGRPO's (engine.trainer.evaluation) -----------------------------------------
+    def evaluate(self, num_eval_samples: int | None = None, *, greedy: bool | None = None,
+                 samples_per_item: int | None = None, sink: Sink | None = None) -> dict[str, float]:
+        """``eval/...`` metrics on the first ``num_eval_samples`` eval items
+        (:func:`engine.trainer.evaluation.evaluate`)."""
+        return evaluate(self, num_eval_samples, greedy=greedy, samples_per_item=samples_per_item, sink=sink)
+
+    def evaluate_items(self, dataset: Any, count: int, *, greedy: bool | None = None,
+                       samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
+        """Every item's outcome on the first ``count`` items of ``dataset``
+        (:func:`engine.trainer.evaluation.evaluate_items`)."""
+        return evaluate_items(self, dataset, count, greedy=greedy, samples_per_item=samples_per_item, split=split)
 
     # -- the update --------------------------------------------------------------------------------
     def update(self, batch: Sequence[PreferencePair]) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """The lean decoder: a plain sampling loop over the model's forward and its KV cache.
 
-Each prompt is encoded once and its KV cache repeated to its K sample rows (:func:`_prefill`), and a
-long token prefix that several prompts share is encoded once (:mod:`engine.sampling.shared_prefix`);
+Each prompt is encoded once and its KV cache repeated to its K (``num_generations``) sample rows
+(:func:`_prefill`), and a long token prefix that several prompts share is encoded once (:mod:`engine.sampling.shared_prefix`);
 every new token then goes through the model's forward, or for Llama-family models (Llama, Qwen2,
 Qwen3, Mistral) through :class:`engine.sampling.fast_decode.FastDecoder` (identical logits). Temperature,
 top-k and top-p follow ``transformers``' warpers exactly (:func:`filter_logits`), draws come from
@@ -51,9 +51,9 @@ def filter_logits(
 
 @dataclass(frozen=True)
 class Decoding:
-    """What a decoder needs besides the model and the left-padded prompts (B = P * num_samples rows)."""
+    """What a decoder needs besides the model and the left-padded prompts (B = P * num_generations rows)."""
 
-    num_samples: int
+    num_generations: int
     max_new_tokens: int
     do_sample: bool
     temperature: float
@@ -141,9 +141,9 @@ def _prefill_prefixes(model: PreTrainedModel, layout: PrefixLayout, mask: torch.
                use_cache=True, **{cache_key: cache})
     cache = _cache_of(out)
     hidden = out.last_hidden_state if keep is None else out.last_hidden_state[:, -keep:]
-    if how.num_samples > 1:
-        cache.batch_repeat_interleave(how.num_samples)
-        hidden = hidden.repeat_interleave(how.num_samples, dim=0)
+    if how.num_generations > 1:
+        cache.batch_repeat_interleave(how.num_generations)
+        hidden = hidden.repeat_interleave(how.num_generations, dim=0)
     return model.get_output_embeddings()(hidden)[:, -1].to(dtype=torch.float32), cache
 
 
@@ -166,27 +166,26 @@ def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | Non
     full rows) shared prefixes are encoded once (:func:`_prefill_prefixes`); where the cache cannot
     select rows the layout's full rows are encoded as below.
     """
-    k = how.num_samples
     extra = dict(optional)
     keep = extra.pop("logits_to_keep", None)
     if layout is not None:
         done = _prefill_prefixes(model, layout, mask, positions, how, keep)
         if done is not None:
             return done
-    if k > 1 and how.share_prompt and type(model).__name__ in _HEAD_ON_HIDDEN:
+    if how.num_generations > 1 and how.share_prompt and type(model).__name__ in _HEAD_ON_HIDDEN:
         base = model.base_model
         if "position_ids" in extra:
             extra["position_ids"] = positions
         out = base(input_ids=ids, attention_mask=mask, use_cache=True, **extra)
         cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         if hasattr(cache, "batch_repeat_interleave"):
-            cache.batch_repeat_interleave(k)
+            cache.batch_repeat_interleave(how.num_generations)
             hidden = out.last_hidden_state if keep is None else out.last_hidden_state[:, -keep:]
-            logits = model.get_output_embeddings()(hidden.repeat_interleave(k, dim=0))
+            logits = model.get_output_embeddings()(hidden.repeat_interleave(how.num_generations, dim=0))
             return logits[:, -1].to(dtype=torch.float32), cache
 
     def rows(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.repeat_interleave(k, dim=0)
+        return None if t is None else t.repeat_interleave(how.num_generations, dim=0)
 
     if "position_ids" in extra:
         extra["position_ids"] = rows(positions)
@@ -200,7 +199,7 @@ def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | Non
 def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
                  how: Decoding) -> tuple[torch.Tensor, torch.Tensor]:
     device = ids.device
-    num_samples, max_new_tokens, pad_id = how.num_samples, how.max_new_tokens, how.pad_id
+    num_generations, max_new_tokens, pad_id = how.num_generations, how.max_new_tokens, how.pad_id
     cache_key, accepted = _forward_kwargs(model)
     layout = _prefix_layout(model, ids, mask, how, accepted)
     if layout is not None:  # rows become [pads][prefix][pads][suffix]; the decode loop continues after them
@@ -208,14 +207,14 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
     prompt_len = ids.shape[1]
     # the cache ends with the prompt and every sampled token but the last (which is never fed back)
     fast = how.fast_decode and max_new_tokens > 1 and FastDecoder.supports(model, prompt_len + max_new_tokens - 1)
-    batch = ids.shape[0] * num_samples  # B = P*K rows, prompt-major
+    batch = ids.shape[0] * num_generations  # B = P*K rows, prompt-major
     positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
     # like generate: an all-ones mask is dropped (no padding), which lets attention use its causal fast path
     padded = not bool(mask.all())
     full_mask: torch.Tensor | None = None
     if padded:
         full_mask = torch.ones((batch, prompt_len + max_new_tokens), dtype=mask.dtype, device=device)
-        full_mask[:, :prompt_len] = mask.repeat_interleave(num_samples, dim=0)
+        full_mask[:, :prompt_len] = mask.repeat_interleave(num_generations, dim=0)
     rng = None
     if how.seed is not None and how.do_sample:
         rng = torch.Generator(device=device)
@@ -236,7 +235,7 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
     tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logprobs = torch.zeros((batch, max_new_tokens), dtype=torch.float32, device=device)
     unfinished = torch.ones(batch, dtype=torch.bool, device=device)
-    step_ids, step_pos = ids, positions.repeat_interleave(num_samples, dim=0)  # step_ids: set after step 0
+    step_ids, step_pos = ids, positions.repeat_interleave(num_generations, dim=0)  # step_ids: set after step 0
     steps = 0
     for step in range(max_new_tokens):
         if step > 0:

@@ -1,6 +1,8 @@
 """Batched sampling of K completions per prompt: one call covers every prompt and every sample.
 
-``generate_completions`` left-pads the prompts, samples ``num_samples`` completions for each in one
+K is the run's ``num_generations`` setting, under the same name from the settings catalog to the
+decoders (:class:`engine.sampling.lean_decoder.Decoding`, :class:`Generation`); the formulas write it K.
+``generate_completions`` left-pads the prompts, samples ``num_generations`` completions for each in one
 batched decode, and returns padded tensors plus masks that are 1 up to and including the first EOS
 and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the same tokens:
 
@@ -32,6 +34,7 @@ from typing import Literal
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from engine.sampling.decode_text import decode_completions
 from engine.sampling.lean_decoder import Decoding, decode_lean, filter_logits, forward_cache_argument
 
 __all__ = ["Generation", "completion_mask_from_eos", "eos_token_ids", "filter_logits", "forward_cache_argument",
@@ -54,7 +57,7 @@ class Generation:
     completion_mask: torch.Tensor  # (P*K, Lc) 1 up to and including the first EOS, 0 after
     texts: list[list[str]]  # [P][K] decoded completions without special tokens
     num_tokens: int  # generated tokens counted by completion_mask
-    num_samples: int  # K
+    num_generations: int  # K
     token_logprobs: torch.Tensor | None = None  # (P*K, Lc) log pi(token) under the raw policy (lean decoder)
 
     @property
@@ -68,9 +71,9 @@ class Generation:
 
     def sequences(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(P*K, Lp+Lc) prompt+completion ids and attention mask, ready for one log-prob forward."""
-        k = self.num_samples
-        ids = torch.cat([self.prompt_ids.repeat_interleave(k, dim=0), self.completion_ids], dim=1)
-        mask = torch.cat([self.prompt_mask.repeat_interleave(k, dim=0), self.completion_mask], dim=1)
+        rows = self.num_generations  # each prompt's row repeated for its K completions
+        ids = torch.cat([self.prompt_ids.repeat_interleave(rows, dim=0), self.completion_ids], dim=1)
+        mask = torch.cat([self.prompt_mask.repeat_interleave(rows, dim=0), self.completion_mask], dim=1)
         return ids, mask
 
 
@@ -112,10 +115,10 @@ def eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
 
 
 def _validate(
-    num_samples: int, max_new_tokens: int, temperature: float, top_p: float, top_k: int | None
+    num_generations: int, max_new_tokens: int, temperature: float, top_p: float, top_k: int | None
 ) -> None:
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    if num_generations < 1:
+        raise ValueError(f"num_generations must be >= 1, got {num_generations}")
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if not temperature > 0:
@@ -163,7 +166,7 @@ def _decode_with_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch
         max_new_tokens=how.max_new_tokens,
         do_sample=how.do_sample,
         num_beams=1,
-        num_return_sequences=how.num_samples,
+        num_return_sequences=how.num_generations,
         eos_token_id=how.eos_ids,
         pad_token_id=how.pad_id,
         repetition_penalty=1.0,
@@ -190,7 +193,7 @@ def generate_completions(
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[str] | list[list[int]],
     *,
-    num_samples: int,
+    num_generations: int,
     max_new_tokens: int,
     temperature: float,
     top_p: float,
@@ -203,7 +206,7 @@ def generate_completions(
     share_prompt_cache: bool = True,
     share_prompt_prefix: bool = True,
 ) -> Generation:
-    """Sample ``num_samples`` completions for every prompt in one batched decode (see the module doc).
+    """Sample ``num_generations`` completions for every prompt in one batched decode (see the module doc).
 
     ``prompts`` are strings (tokenised with ``add_special_tokens``) or token-id lists. ``top_k`` None
     or 0 and ``top_p`` 1.0 disable those filters; ``do_sample=False`` decodes greedily. ``generator``
@@ -217,7 +220,7 @@ def generate_completions(
     their suffixes per prompt (:mod:`engine.sampling.shared_prefix`; the same samples, log-probs within ~1e-6);
     False encodes every prompt in full.
     """
-    _validate(num_samples, max_new_tokens, temperature, top_p, top_k)
+    _validate(num_generations, max_new_tokens, temperature, top_p, top_k)
     if decoder not in _DECODERS:
         raise ValueError(f"unknown decoder {decoder!r}; expected one of {sorted(_DECODERS)}")
     eos_ids = eos_token_ids(model, tokenizer)
@@ -233,16 +236,17 @@ def generate_completions(
         with torch.inference_mode():
             # greedy decoding gives the same completion K times: decode each prompt once
             completion_ids, token_logprobs = _DECODERS[decoder](model, prompt_ids, prompt_mask, Decoding(
-                num_samples=num_samples if do_sample else 1, max_new_tokens=max_new_tokens, do_sample=do_sample,
-                temperature=temperature, top_p=top_p, top_k=top_k, eos_ids=eos_ids, pad_id=pad_id, seed=seed,
+                num_generations=num_generations if do_sample else 1, max_new_tokens=max_new_tokens,
+                do_sample=do_sample, temperature=temperature, top_p=top_p, top_k=top_k, eos_ids=eos_ids,
+                pad_id=pad_id, seed=seed,
                 fast_decode=fast_decode, share_prompt=share_prompt_cache,
                 share_prefix=share_prompt_prefix))
     finally:
         model.train(was_training)
-    if not do_sample and num_samples > 1:
-        completion_ids = completion_ids.repeat_interleave(num_samples, dim=0)
+    if not do_sample and num_generations > 1:
+        completion_ids = completion_ids.repeat_interleave(num_generations, dim=0)
         if token_logprobs is not None:
-            token_logprobs = token_logprobs.repeat_interleave(num_samples, dim=0)
+            token_logprobs = token_logprobs.repeat_interleave(num_generations, dim=0)
 
     completion_mask = completion_mask_from_eos(completion_ids, eos_ids)
     completion_ids = completion_ids.masked_fill(completion_mask == 0, pad_id)
@@ -252,8 +256,8 @@ def generate_completions(
         row[: int(n)]
         for row, n in zip(completion_ids.tolist(), completion_mask.sum(dim=1).tolist(), strict=True)
     ]
-    decoded = tokenizer.batch_decode(flat, skip_special_tokens=True)
-    texts = [decoded[p * num_samples : (p + 1) * num_samples] for p in range(prompt_ids.shape[0])]
+    decoded = decode_completions(tokenizer, flat)
+    texts = [decoded[p * num_generations : (p + 1) * num_generations] for p in range(prompt_ids.shape[0])]
     return Generation(
         prompt_ids=prompt_ids,
         prompt_mask=prompt_mask,
@@ -261,6 +265,6 @@ def generate_completions(
         completion_mask=completion_mask,
         texts=texts,
         num_tokens=int(completion_mask.sum()),
-        num_samples=num_samples,
+        num_generations=num_generations,
         token_logprobs=token_logprobs,
     )

@@ -1,7 +1,7 @@
 """A checkpoint folder as the comparator of the iterative preference trainers (torch-free).
 
 ``comparator_checkpoint`` names a ``checkpoint-N`` folder an earlier run wrote
-(:meth:`engine.trainer.checkpoint.CheckpointMixin.save_checkpoint`: ``model_{u}.safetensors`` per
+(:func:`engine.trainer.checkpoint.write_checkpoint`: ``model_{u}.safetensors`` per
 distinct model, ``trainer_state.pt``, ``meta.json``). The comparator samples with its weights. The
 pre-flight checks (dashboard, ``cooplab train``/``submit``) and the trainer read the folder through
 :func:`comparator_checkpoint_problem`, so a missing or foreign folder is refused before a run starts.

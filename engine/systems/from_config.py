@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.build.run_folder import train_into_folder
-from engine.build.team import load_team, team_arguments
+from engine.build.team import agent_setups, load_team
 from engine.schema.configure import trainer_config
 from engine.schema.run_config import ConfigError, RunConfig
 from engine.schema.system_spec import (
@@ -69,9 +69,8 @@ def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink
         team = load_team(agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"),
                          seed=config.trainer.seed)
         trainers[group.name] = MAGRPOTrainer(
-            agents=team.models, tokenizer=team.tokenizers, train_dataset=task.train_dataset,
-            reward_func=deferred_reward, args=cfg,
-            **team_arguments(agents, [task.formatters[index_of[a.name]] for a in agents]),
+            agents=agent_setups(team, [task.formatters[index_of[a.name]] for a in agents]),
+            train_dataset=task.train_dataset, reward_func=deferred_reward, args=cfg,
             output_dir=out / "trainers" / group.name if out is not None else None,
         )
     caps = [r for r in (spec.rounds, config.trainer.max_steps) if r is not None]

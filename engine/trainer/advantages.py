@@ -33,7 +33,7 @@ def node_returns(rewards: Sequence[float], child_returns: Sequence[Sequence[floa
 
 
 def marginal_returns(returns: Sequence[float], joint_actions: Sequence[Sequence[int]], agent: int,
-                     num_samples: int) -> list[float]:
+                     num_generations: int) -> list[float]:
     """Agent ``agent``'s value for each of its K samples: the *mean* return over the joint actions
     that use that sample.
 
@@ -42,8 +42,8 @@ def marginal_returns(returns: Sequence[float], joint_actions: Sequence[Sequence[
     mean marginalises the partners out. CoMLRL sums instead, which scales advantages by K^(N-1)
     before normalisation and breaks the raw/max baselines.
     """
-    totals = [0.0] * num_samples
-    counts = [0] * num_samples
+    totals = [0.0] * num_generations
+    counts = [0] * num_generations
     for value, joint in zip(returns, joint_actions, strict=True):
         totals[joint[agent]] += float(value)
         counts[joint[agent]] += 1

@@ -98,7 +98,8 @@ class AgentRuntime:
         return [p for p in self.model.parameters() if p.requires_grad]
 
     # -- sampling -------------------------------------------------------------------------------
-    def sample(self, prompts: list[str], num_samples: int, *, greedy: bool = False) -> tuple[list[SampledPrompt], int]:
+    def sample(self, prompts: list[str], num_generations: int, *,
+               greedy: bool = False) -> tuple[list[SampledPrompt], int]:
         """One batched sampling call over all prompts and all K samples. Returns per-prompt samples
         and the number of generated completion tokens."""
         from engine.sampling.sampler import generate_completions
@@ -107,7 +108,7 @@ class AgentRuntime:
             self.sampling_model(),
             self.tokenizer,
             prompts,
-            num_samples=num_samples,
+            num_generations=num_generations,
             max_new_tokens=self.generation.max_new_tokens,
             temperature=self.generation.temperature,
             top_p=self.generation.top_p,
@@ -116,7 +117,7 @@ class AgentRuntime:
             generator=self.generator,
             fast_decode=self.generation.fast_decode,
         )
-        return unpack_generation(gen, len(prompts), num_samples)
+        return unpack_generation(gen, len(prompts), num_generations)
 
     def sampling_model(self) -> Any:
         """The model the agent samples from: its weights, or their ``rollout_dtype`` copy refreshed."""
@@ -141,7 +142,7 @@ class AgentRuntime:
         return logps, entropy
 
 
-def unpack_generation(gen: Any, num_prompts: int, num_samples: int) -> tuple[list[SampledPrompt], int]:
+def unpack_generation(gen: Any, num_prompts: int, num_generations: int) -> tuple[list[SampledPrompt], int]:
     """Split a batched ``Generation`` into per-prompt samples (rows are prompt-major: p * K + k)."""
     comp_ids = gen.completion_ids.detach().cpu()
     comp_mask = gen.completion_mask.detach().cpu().bool()
@@ -154,7 +155,7 @@ def unpack_generation(gen: Any, num_prompts: int, num_samples: int) -> tuple[lis
     for p in range(num_prompts):
         prow = p * rows_per_prompt
         ids = prompt_ids[prow][prompt_mask[prow]].tolist()
-        rows = [p * num_samples + k for k in range(num_samples)]
+        rows = [p * num_generations + k for k in range(num_generations)]
         completions = [comp_ids[r][comp_mask[r]].tolist() for r in rows]
         logps = None if token_logps is None else [token_logps[r][comp_mask[r]].clone() for r in rows]
         out.append(SampledPrompt(ids, completions, [str(t) for t in gen.texts[p]], logps))

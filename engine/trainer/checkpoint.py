@@ -85,85 +85,85 @@ def load_team_weights(agents: list[Any], folder: Path) -> int:
     return int(meta.get("step", 0))
 
 
-class CheckpointMixin:
-    """``state_dict``/``load_state_dict`` and ``save_checkpoint``/``load_checkpoint``."""
+def training_state(agents: list[Any], *, step: int, env_step: int, update_rngs: list[random.Random],
+                   report_rng: random.Random) -> dict[str, Any]:
+    """What continues a team's training exactly besides its weights: the counters, every optimizer
+    and sampling generator, the update and report RNGs, and the process-wide RNGs."""
+    state: dict[str, Any] = {
+        "step": step,
+        "env_step": env_step,
+        "num_agents": len(agents),
+        "optimizers": [agent.optimizer.state_dict() for agent in agents],
+        "generators": [agent.generator.get_state() for agent in agents],
+        "update_rngs": [_rng_to_lists(r.getstate()) for r in update_rngs],
+        "report_rng": _rng_to_lists(report_rng.getstate()),
+        "python_rng": _rng_to_lists(random.getstate()),
+        "numpy_rng": _numpy_state(),
+        "torch_rng": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
 
-    def _model_groups(self) -> tuple[list[Any], list[int]]:
-        """Distinct model objects and, per agent, the index of its model."""
-        return model_groups([agent.model for agent in self.agents])
 
-    def _training_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "step": self.step,
-            "env_step": self.env_step,
-            "num_agents": self.num_agents,
-            "optimizers": [agent.optimizer.state_dict() for agent in self.agents],
-            "generators": [agent.generator.get_state() for agent in self.agents],
-            "update_rngs": [_rng_to_lists(r.getstate()) for r in self._update_rngs],
-            "report_rng": _rng_to_lists(self._report_rng.getstate()),
-            "python_rng": _rng_to_lists(random.getstate()),
-            "numpy_rng": _numpy_state(),
-            "torch_rng": torch.get_rng_state(),
-        }
-        if torch.cuda.is_available():
-            state["cuda_rng"] = torch.cuda.get_rng_state_all()
-        return state
+def restore_training_state(state: dict[str, Any], agents: list[Any], update_rngs: list[random.Random],
+                           report_rng: random.Random) -> tuple[int, int]:
+    """Put a :func:`training_state` back (optimizers, generators, RNGs); returns its ``(step, env_step)``."""
+    if state["num_agents"] != len(agents):
+        raise ValueError(f"checkpoint has {state['num_agents']} agents, this trainer {len(agents)}")
+    for agent, opt_state, gen_state in zip(agents, state["optimizers"], state["generators"], strict=True):
+        agent.optimizer.load_state_dict(opt_state)
+        agent.generator.set_state(gen_state)
+    for rng, s in zip(update_rngs, state["update_rngs"], strict=True):
+        rng.setstate((s[0], tuple(s[1]), s[2]))
+    s = state["report_rng"]
+    report_rng.setstate((s[0], tuple(s[1]), s[2]))
+    s = state["python_rng"]
+    random.setstate((s[0], tuple(s[1]), s[2]))
+    _set_numpy_state(state["numpy_rng"])
+    torch.set_rng_state(state["torch_rng"])
+    if "cuda_rng" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    return int(state["step"]), int(state["env_step"])
 
-    def _restore_training_state(self, state: dict[str, Any]) -> None:
-        if state["num_agents"] != self.num_agents:
-            raise ValueError(f"checkpoint has {state['num_agents']} agents, this trainer {self.num_agents}")
-        self.step = int(state["step"])
-        self.env_step = int(state["env_step"])
-        for agent, opt_state, gen_state in zip(self.agents, state["optimizers"], state["generators"], strict=True):
-            agent.optimizer.load_state_dict(opt_state)
-            agent.generator.set_state(gen_state)
-        for rng, s in zip(self._update_rngs, state["update_rngs"], strict=True):
-            rng.setstate((s[0], tuple(s[1]), s[2]))
-        s = state["report_rng"]
-        self._report_rng.setstate((s[0], tuple(s[1]), s[2]))
-        s = state["python_rng"]
-        random.setstate((s[0], tuple(s[1]), s[2]))
-        _set_numpy_state(state["numpy_rng"])
-        torch.set_rng_state(state["torch_rng"])
-        if "cuda_rng" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: model weights, optimizers, counters, RNG states."""
-        models, which = self._model_groups()
-        state = self._training_state()
-        state["models"] = [checkpoint_weights(m) for m in models]
-        state["model_of_agent"] = which
-        return state
+def with_weights(state: dict[str, Any], agents: list[Any]) -> dict[str, Any]:
+    """A training state plus the team's weights, each distinct model once (a trainer's ``state_dict``)."""
+    models, which = model_groups([agent.model for agent in agents])
+    return {**state, "models": [checkpoint_weights(m) for m in models], "model_of_agent": which}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        models, which = self._model_groups()
-        if which != list(state["model_of_agent"]):
-            raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
-        for model, weights in zip(models, state["models"], strict=True):
-            load_checkpoint_weights(model, weights)
-        self._restore_training_state(state)
 
-    def save_checkpoint(self, path: str | Path) -> Path:
-        """Write a checkpoint folder atomically (temporary folder, then rename). Returns its path."""
-        with atomic_folder(path, "checkpoint") as tmp:
-            models, which = self._model_groups()
-            for u, model in enumerate(models):
-                save_weights_file(model, tmp / f"model_{u}.safetensors")
-            torch.save(self._training_state(), tmp / STATE_FILE)
-            meta = {"step": self.step, "env_step": self.env_step, "model_of_agent": which,
-                    "agent_names": self.agent_names, "config": self.args.to_dict()}
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
-        return Path(path)
+def load_weights(state: dict[str, Any], agents: list[Any]) -> None:
+    """The weights of a :func:`with_weights` state into the agents' models (the same weight sharing)."""
+    models, which = model_groups([agent.model for agent in agents])
+    if which != list(state["model_of_agent"]):
+        raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
+    for model, weights in zip(models, state["models"], strict=True):
+        load_checkpoint_weights(model, weights)
 
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Restore a folder written by :meth:`save_checkpoint` into this (identically built) trainer."""
-        folder = written_folder(path, STATE_FILE, "a checkpoint")
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-        models, which = self._model_groups()
-        if which != meta["model_of_agent"]:
-            raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
+
+def write_checkpoint(path: str | Path, agents: list[Any], state: dict[str, Any], meta: dict[str, Any]) -> Path:
+    """A checkpoint folder, written atomically (temporary folder, then rename): the weights, the
+    training ``state`` and ``meta`` (``step``, ``env_step``, ...) with the weight sharing added. Returns
+    its path."""
+    with atomic_folder(path, "checkpoint") as tmp:
+        models, which = model_groups([agent.model for agent in agents])
         for u, model in enumerate(models):
-            load_weights_file(model, folder / f"model_{u}.safetensors")
-        self._restore_training_state(torch.load(folder / STATE_FILE, weights_only=True))
-        self.last_checkpoint = str(folder)
+            save_weights_file(model, tmp / f"model_{u}.safetensors")
+        torch.save(state, tmp / STATE_FILE)
+        meta = {"step": meta["step"], "env_step": meta["env_step"], "model_of_agent": which, **meta}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
+    return Path(path)
+
+
+def read_checkpoint(path: str | Path, agents: list[Any]) -> tuple[Path, dict[str, Any]]:
+    """A folder written by :func:`write_checkpoint`: its weights into the agents' models (the same
+    weight sharing); returns the folder and its training state."""
+    folder = written_folder(path, STATE_FILE, "a checkpoint")
+    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    models, which = model_groups([agent.model for agent in agents])
+    if which != meta["model_of_agent"]:
+        raise ValueError("the checkpoint's weight sharing differs from this trainer's agents")
+    for u, model in enumerate(models):
+        load_weights_file(model, folder / f"model_{u}.safetensors")
+    return folder, torch.load(folder / STATE_FILE, weights_only=True)

@@ -1,8 +1,10 @@
-"""What every trainer shares: CoMLRL's constructor plumbing, the data order, the step schedule,
-the step's timing metrics, model export, and the training loop and checkpoints (mixins).
+"""What every trainer shares (:class:`TrainerCore`): the config, datasets, agents and hooks its
+constructor sets up, the data order, the step schedule, the step's timing metrics, model export, and
+the training loop (:mod:`engine.trainer.loop`) and checkpoints (:mod:`engine.trainer.checkpoint`)
+through thin methods.
 
-:class:`engine.trainer.MAGRPOTrainer` and the actor-critic trainers differ in how a step rolls out
-and updates; everything around that is here, once.
+:class:`engine.trainer.MAGRPOTrainer`, the actor-critic trainers and MADPO differ in how a step rolls
+out and updates; everything around that is here, once.
 """
 
 from __future__ import annotations
@@ -17,10 +19,19 @@ import numpy as np
 import torch
 
 from engine.sinks.base import Sink
-from engine.trainer.checkpoint import CheckpointMixin
+from engine.trainer.agent_setup import AgentSetup
+from engine.trainer.checkpoint import (
+    load_weights,
+    model_groups,
+    read_checkpoint,
+    restore_training_state,
+    training_state,
+    with_weights,
+    write_checkpoint,
+)
 from engine.trainer.host_memory import keep_freed_memory
-from engine.trainer.loop import TrainLoopMixin
-from engine.trainer.setup import agent_names_for, build_team, check_datasets, resolve_sources
+from engine.trainer.loop import TrainResult, train_trainer
+from engine.trainer.setup import check_datasets, load_agents
 
 
 def seed_everything(seed: int) -> None:
@@ -66,38 +77,36 @@ def step_timing(started: float, updating: float, ended: float, *, generate_s: fl
     }
 
 
-class TrainerCore(TrainLoopMixin, CheckpointMixin):
-    """The shared part of a trainer (see the module docstring); subclasses call :meth:`_setup` and
-    :meth:`_schedule` from their constructor and provide ``train_step``, ``evaluate`` and updates."""
+class TrainerCore:
+    """The shared part of a trainer (see the module docstring). A subclass's constructor resolves its
+    config (:meth:`_configured`) and agents (:func:`engine.trainer.agent_setup.comlrl_agents`), calls
+    :meth:`_setup` and :meth:`_schedule`, and provides ``train_step``, ``evaluate`` and its updates;
+    one with more state to keep extends :meth:`_training_state` and :meth:`_restore_training_state`."""
 
     def _default_config(self) -> Any:
         raise TypeError(f"{type(self).__name__} must define _default_config")
 
+    def _configured(self, args: Any, model_config: dict[str, Any] | None) -> Any:
+        """CoMLRL's ``args`` (default: the trainer's config class) with its ``model_config`` argument."""
+        config = args if args is not None else self._default_config()
+        if model_config is not None:
+            config.model_config = dict(model_config)
+        return config
+
     def _setup(
-        self, *, args: Any, model_config: dict[str, Any] | None, agent_model: Any, agents: Sequence[Any] | None,
-        num_agents: int, tokenizer: Any, train_dataset: Any, eval_dataset: Any, formatters: Any,
+        self, config: Any, agents: Sequence[AgentSetup], *, train_dataset: Any, eval_dataset: Any,
         external_transition: Callable | None, eval_logger: Callable | None, eval_aggregator: Callable | None,
-        agent_names: Sequence[str] | None, agent_learning_rates: Sequence[float | None] | None,
-        agent_generation: Sequence[dict[str, Any] | None] | None, system_prompts: Sequence[str | None] | None,
-        sink: Sink | None, output_dir: str | Path | None, wandb_config: dict[str, Any] | None,
+        sink: Sink | None, wandb_config: dict[str, Any] | None, output_dir: str | Path | None,
     ) -> None:
         """Config, datasets, the team (loaded, placed, with optimizers), hooks and where reports go."""
-        self.args = args if args is not None else self._default_config()
-        if model_config is not None:
-            self.args.model_config = dict(model_config)
-        cfg = self.args
+        self.args = config
         self.num_train_items = check_datasets(train_dataset, eval_dataset)
-        sources = resolve_sources(agent_model, agents, num_agents)
-        self.num_agents = len(sources)
-        if cfg.num_turns > 1 and external_transition is None:
+        if config.num_turns > 1 and external_transition is None:
             raise ValueError("num_turns > 1 needs external_transition to build each turn's next prompts")
-        self.agent_names = agent_names_for(agent_names, cfg, self.num_agents)
-        seed_everything(cfg.seed)
-        self.agents = build_team(
-            sources, tokenizer, cfg, formatters=formatters, names=self.agent_names,
-            agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
-            system_prompts=system_prompts,
-        )
+        self.num_agents = len(agents)
+        self.agent_names = [agent.name for agent in agents]
+        seed_everything(config.seed)
+        self.agents = load_agents(agents, config)
         if any(agent.device.type == "cpu" for agent in self.agents):
             keep_freed_memory()  # a CPU step re-allocates its gradients and activations: reuse them
         self.train_dataset = train_dataset
@@ -122,8 +131,8 @@ class TrainerCore(TrainLoopMixin, CheckpointMixin):
         self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
         self.step = 0
         self.env_step = 0
-        self._update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(update_streams)]
-        self._report_rng = random.Random(cfg.seed + 104729)
+        self.update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(update_streams)]
+        self.report_rng = random.Random(cfg.seed + 104729)
 
     # -- data ------------------------------------------------------------------------------------
     def items_for_step(self, step: int) -> list[int]:
@@ -134,6 +143,48 @@ class TrainerCore(TrainLoopMixin, CheckpointMixin):
     def epoch_of_last_step(self) -> int:
         """The 1-based epoch of the step just taken (``train/epoch``)."""
         return (self.step - 1) // self.steps_per_epoch + 1
+
+    # -- the loop (engine.trainer.loop) ----------------------------------------------------------
+    def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
+              checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
+              sink: Sink | None = None) -> TrainResult:
+        """Train until ``total_steps`` or until the sink asks to stop
+        (:func:`engine.trainer.loop.train_trainer`)."""
+        return train_trainer(self, resume_from_checkpoint, checkpoint_dir, checkpoint_interval,
+                             checkpoint_total_limit, sink=sink)
+
+    # -- state, in memory and in checkpoint folders (engine.trainer.checkpoint) -------------------
+    def _training_state(self) -> dict[str, Any]:
+        """Everything besides the weights that continues training exactly; subclasses add theirs."""
+        return training_state(self.agents, step=self.step, env_step=self.env_step, update_rngs=self.update_rngs,
+                              report_rng=self.report_rng)
+
+    def _restore_training_state(self, state: dict[str, Any]) -> None:
+        self.step, self.env_step = restore_training_state(state, self.agents, self.update_rngs, self.report_rng)
+
+    def _model_groups(self) -> tuple[list[Any], list[int]]:
+        """Distinct model objects and, per agent, the index of its model."""
+        return model_groups([agent.model for agent in self.agents])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: model weights, optimizers, counters, RNG states."""
+        return with_weights(self._training_state(), self.agents)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        load_weights(state, self.agents)
+        self._restore_training_state(state)
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Write a checkpoint folder atomically (temporary folder, then rename). Returns its path."""
+        meta = {"step": self.step, "env_step": self.env_step, "agent_names": self.agent_names,
+                "config": self.args.to_dict()}
+        return write_checkpoint(path, self.agents, self._training_state(), meta)
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore a folder written by :meth:`save_checkpoint` into this (identically built) trainer."""
+        folder, state = read_checkpoint(path, self.agents)
+        self._restore_training_state(state)
+        self.last_checkpoint = str(folder)
 
     # -- export ----------------------------------------------------------------------------------
     def save_model(self, output_dir: str | Path) -> None:

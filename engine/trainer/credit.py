@@ -9,14 +9,15 @@ functions of :mod:`engine.trainer.advantages`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from engine.trainer.advantages import group_advantages, marginal_returns, node_returns, normalize_batch
 from engine.trainer.tree import Rollout
-from engine.trainer.update import TrainSample
+from engine.trainer.update import TrainSample, sample_kl
 
 
 def assign_returns(rollout: Rollout, discount: float) -> None:
@@ -24,6 +25,23 @@ def assign_returns(rollout: Rollout, discount: float) -> None:
     for node in sorted(rollout.nodes, key=lambda n: n.turn, reverse=True):
         child = [node.children[j].returns if j in node.children else None for j in range(len(node.rewards))]
         node.returns = node_returns(node.rewards, child, discount)
+
+
+def credit_rollout(rollout: Rollout, rewards: Sequence[Sequence[float]],
+                   terms: Mapping[str, Sequence[float]] | Sequence[Mapping[str, Sequence[float]]] | None) -> None:
+    """Rewards from outside for an unscored single-turn rollout: ``rewards[n][j]`` for item n's joint
+    action j, ``terms`` per-term values of the same shape (one mapping per item, or one for all)."""
+    if any(node.turn > 0 for node in rollout.nodes):
+        raise ValueError("credit() takes single-turn rollouts; multi-turn rollouts are scored while they grow")
+    if len(rewards) != len(rollout.roots):
+        raise ValueError(f"credit(): got rewards for {len(rewards)} items, the rollout has {len(rollout.roots)}")
+    for n, (root, values) in enumerate(zip(rollout.roots, rewards, strict=True)):
+        if len(values) != len(root.joint_actions):
+            raise ValueError(f"credit(): item {n} has {len(root.joint_actions)} joint actions, got "
+                             f"{len(values)} rewards")
+        root.rewards = [float(v) for v in values]
+        node_terms = terms[n] if isinstance(terms, Sequence) else terms
+        root.reward_terms = {k: [float(x) for x in v] for k, v in (node_terms or {}).items()}
 
 
 @dataclass
@@ -47,9 +65,9 @@ def agent_batch(agent: int, rollouts: Sequence[Rollout]) -> AgentBatch:
     for r_idx, rollout in enumerate(rollouts):
         for node in rollout.nodes:
             s = node.agents[agent]
-            groups.append((len(samples), len(samples) + s.num_samples))
-            returns += marginal_returns(node.returns, node.joint_actions, agent, s.num_samples)
-            for k in range(s.num_samples):
+            groups.append((len(samples), len(samples) + s.num_generations))
+            returns += marginal_returns(node.returns, node.joint_actions, agent, s.num_generations)
+            for k in range(s.num_generations):
                 samples.append(TrainSample((r_idx, node.node_id), node.turn, s.prompt_ids[k], s.completion_ids[k],
                                            old_logps=s.sampled_logps[k] if s.sampled_logps is not None else None))
     return AgentBatch(agent, samples, groups, returns)
@@ -74,6 +92,22 @@ def batch_advantages(values: Sequence[float], groups: Sequence[tuple[int, int]],
     if per_agent_normalization:
         advantages = normalize_batch(torch.tensor(advantages, dtype=torch.float64)).tolist()
     return advantages
+
+
+def fill_advantages(batch: AgentBatch, rollouts: Sequence[Rollout], config: Any) -> None:
+    """An agent's advantages from its scored batch: the KL to the reference when it is measured, each
+    sample's value (less the KL penalty when it is in the reward) and the group-relative advantages,
+    set on the samples the loss reads and recorded on the tree (:func:`record_on_tree`)."""
+    in_reward = config.reference_kl_enabled and config.reference_kl_mode == "reward"
+    kl_coef = config.reference_kl_coef if in_reward else 0.0
+    batch.kl = sample_kl(batch.samples) if config.reference_kl_enabled else None  # (S,)
+    batch.values = sample_values(batch.returns, batch.kl, kl_coef)  # (S,)
+    batch.advantages = batch_advantages(batch.values, batch.groups, mode=config.advantage_mode,  # (S,)
+                                        normalize=config.advantage_normalization,
+                                        per_agent_normalization=config.per_agent_normalization)
+    for sample, advantage in zip(batch.samples, batch.advantages, strict=True):
+        sample.advantage = float(advantage)
+    record_on_tree(batch, rollouts)  # the transcripts show each sample's advantage and KL
 
 
 def record_on_tree(batch: AgentBatch, rollouts: Sequence[Rollout]) -> None:

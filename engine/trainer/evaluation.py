@@ -1,14 +1,14 @@
 """Evaluation: one path per eval item (greedy or sampled), per-turn reward and expected return,
 CoMLRL's ``eval_logger``/``eval_aggregator`` hooks, and unbiased pass@k for every k up to the samples
-per item when a ``check`` is given. The trainer's ``evaluate()`` during training and ``cooplab eval``
-(:mod:`engine.evaluation.evaluate`) share :meth:`EvaluationMixin.evaluate_items`: every item's outcome, the
-metrics and their standard errors over items."""
+per item when a ``check`` is given. A trainer's ``evaluate()`` during training (:func:`evaluate`) and
+``cooplab eval`` (:mod:`engine.evaluation.evaluate`) share :func:`evaluate_items`: every item's outcome,
+the metrics and their standard errors over items."""
 
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from engine.sinks.base import Sink
 from engine.trainer.credit import assign_returns
@@ -67,119 +67,134 @@ class EvalOutcome:
     episodes: list[Any]
 
 
-class EvaluationMixin:
-    """``evaluate()`` for :class:`engine.trainer.MAGRPOTrainer`."""
+class TeamEvaluated(Protocol):
+    """What evaluation reads of a trainer that grows rollout trees (MAGRPO's family, MADPO's)."""
 
-    def evaluate(
-        self,
-        num_eval_samples: int | None = None,
-        *,
-        greedy: bool | None = None,
-        samples_per_item: int | None = None,
-        sink: Sink | None = None,
-    ) -> dict[str, float]:
-        """Evaluate on the first ``num_eval_samples`` eval items (default ``eval_num_samples``).
+    args: Any  # num_turns, discount, turn_order, external_prompt_passthrough, eval_* settings
+    agents: list[Any]
+    agent_names: list[str]
+    num_agents: int
+    reward: Any
+    tree: TreeBuilder  # its pool of agent threads is used
+    external_transition: Any
+    eval_dataset: Any
+    eval_check: Any
+    eval_logger: Any
+    eval_aggregator: Any
+    step: int
+    env_step: int
 
-        Each agent draws ``samples_per_item`` completions per turn (1 when greedy); the per-turn
-        reward averages all of them, the episode follows the first joint action, and pass@k uses
-        all of them at the last turn. Returns ``eval/...`` metrics (also sent to ``sink``), with
-        ``eval/reward_mean_se``, the standard error of the reward over items.
-        """
-        cfg = self.args
-        if self.eval_dataset is None:
-            return {}
-        count = cfg.eval_num_samples if num_eval_samples is None else num_eval_samples
-        outcome = self.evaluate_items(self.eval_dataset, count, greedy=greedy, samples_per_item=samples_per_item)
-        if outcome is None:
-            return {}
-        metrics = dict(outcome.metrics)
-        metrics["eval/reward_mean_se"] = outcome.standard_errors["eval/reward_mean"]
-        if sink is not None:
-            sink.log_metrics(self.step, self.env_step, metrics)
-            sink.log_transcripts(self.step, outcome.episodes)
-        return metrics
+    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]: ...
 
-    def evaluate_items(self, dataset: Any, count: int, *, greedy: bool | None = None,
-                       samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
-        """The team on the first ``count`` items of ``dataset`` (None when there are none): see
-        :meth:`evaluate`. Draws come from the agents' own generators."""
-        cfg = self.args
-        greedy = cfg.eval_greedy if greedy is None else greedy
-        n = 1 if greedy else (samples_per_item or cfg.eval_samples_per_item)
-        count = min(count, len(dataset))
-        if count <= 0:
-            return None
-        items = [dict(dataset[i]) for i in range(count)]
-        builder = TreeBuilder(self.agents, self.reward, self.external_transition, RolloutSettings(
-            num_generations=n, num_turns=cfg.num_turns, joint_mode="aligned", turn_order=cfg.turn_order,
-            early_termination_threshold=None, external_prompt_passthrough=cfg.external_prompt_passthrough,
-            greedy=greedy, expand_first_only=True,
-        ), pool=self.tree.pool)
-        rollout = builder.build(items, list(range(count)))
-        assign_returns(rollout, cfg.discount)
-        metrics: dict[str, float] = {}
-        all_rewards = [x for node in rollout.nodes for x in node.rewards]
-        metrics["eval/reward_mean"] = sum(all_rewards) / len(all_rewards)
-        for t in range(rollout.num_turns):
-            nodes = rollout.nodes_at_turn(t)
-            rewards = [x for node in nodes for x in node.rewards]
-            metrics[f"eval/turn_{t + 1}/reward_mean"] = sum(rewards) / len(rewards)
-            metrics[f"eval/turn_{t + 1}/expected_return"] = sum(node.returns[0] for node in nodes) / len(nodes)
-        # one path per item: root, then each node's child through joint action 0
-        paths = []
-        for root in rollout.roots:
-            path = [root]
-            while 0 in path[-1].children:
-                path.append(path[-1].children[0])
-            paths.append(path)
-        outcomes = [ItemOutcome(index=i, turn_rewards=[sum(node.rewards) / len(node.rewards) for node in path],
-                                episode_return=path[0].returns[0], samples=n) for i, path in enumerate(paths)]
-        if self.eval_check is not None:
-            for outcome, path, item in zip(outcomes, paths, items, strict=True):
-                leaf = path[-1]
-                outcome.samples = len(leaf.joint_actions)
-                outcome.correct = sum(bool(self.eval_check(item, leaf.joint_completions(j)))
-                                      for j in range(outcome.samples))
-            per_k, _ = summarize([{f"eval/pass@{k}": v for k, v in pass_at_ks(o.samples, o.correct).items()}
-                                  for o in outcomes])
-            metrics.update(per_k)
-            metrics[f"eval/avg@{n}"] = mean_and_se([o.correct / o.samples for o in outcomes])[0]
-        if self.eval_logger is not None:
-            rows, reduced = self._hook_metrics(paths, items)
-            metrics.update(reduced)
-            if len(rows) == len(outcomes):
-                for outcome, row in zip(outcomes, rows, strict=True):
-                    outcome.task_metrics = row
-        _, standard_errors = summarize([o.values() for o in outcomes])
-        episodes = [branch_episode(path[-1], 0, self.agent_names, idx, split=split)
-                    for idx, path in enumerate(paths)]
-        return EvalOutcome(metrics, {k: v for k, v in standard_errors.items() if k in metrics}, outcomes, episodes)
 
-    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
-        """``[agent][item][turn]``: each agent's text in joint action 0 along every eval path."""
-        return [[[node.agents[i].texts[node.joint_actions[0][i]] for node in path] for path in paths]
-                for i in range(self.num_agents)]
+def evaluate(trainer: TeamEvaluated, num_eval_samples: int | None = None, *, greedy: bool | None = None,
+             samples_per_item: int | None = None, sink: Sink | None = None) -> dict[str, float]:
+    """A trainer's ``evaluate()``: the first ``num_eval_samples`` eval items (default ``eval_num_samples``).
 
-    def _hook_metrics(self, paths: list[list[Any]], items: list[dict]) -> tuple[list[dict[str, float]], dict[str, float]]:
-        """CoMLRL's hooks: ``eval_logger(agent_completions_turns=[agent][item][turn], batch_items=,
-        prompts=)`` gives one dict per item; ``eval_aggregator(metrics, num_turns=)`` reduces them
-        (without an aggregator numeric values are averaged). Keys are logged under ``eval/``.
-        Returns the per-item rows' numeric values (under ``eval/``) and the reduced metrics."""
-        completions = self._eval_completions(paths)
-        prompts = [str(item.get("prompt", "")) for item in items]
-        per_item = _call_with_accepted(self.eval_logger, agent_completions_turns=completions,
-                                       batch_items=items, prompts=prompts) or []
-        if self.eval_aggregator is not None:
-            reduced = _call_with_accepted(self.eval_aggregator, per_item, num_turns=self.args.num_turns) or {}
-        else:
-            sums: dict[str, list[float]] = {}
-            for row in per_item:
-                for key, value in row.items():
-                    if _is_number(value):
-                        sums.setdefault(key, []).append(float(value))
-            reduced = {k: sum(v) / len(v) for k, v in sums.items()}
-        rows = [{_eval_key(k): float(v) for k, v in row.items() if _is_number(v)} for row in per_item]
-        return rows, {_eval_key(k): float(v) for k, v in reduced.items() if isinstance(v, int | float)}
+    Each agent draws ``samples_per_item`` completions per turn (1 when greedy); the per-turn
+    reward averages all of them, the episode follows the first joint action, and pass@k uses
+    all of them at the last turn. Returns ``eval/...`` metrics (also sent to ``sink``), with
+    ``eval/reward_mean_se``, the standard error of the reward over items.
+    """
+    cfg = trainer.args
+    if trainer.eval_dataset is None:
+        return {}
+    count = cfg.eval_num_samples if num_eval_samples is None else num_eval_samples
+    outcome = evaluate_items(trainer, trainer.eval_dataset, count, greedy=greedy, samples_per_item=samples_per_item)
+    if outcome is None:
+        return {}
+    metrics = dict(outcome.metrics)
+    metrics["eval/reward_mean_se"] = outcome.standard_errors["eval/reward_mean"]
+    if sink is not None:
+        sink.log_metrics(trainer.step, trainer.env_step, metrics)
+        sink.log_transcripts(trainer.step, outcome.episodes)
+    return metrics
+
+
+def evaluate_items(trainer: TeamEvaluated, dataset: Any, count: int, *, greedy: bool | None = None,
+                   samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
+    """The team on the first ``count`` items of ``dataset`` (None when there are none): see
+    :func:`evaluate`. Draws come from the agents' own generators."""
+    cfg = trainer.args
+    greedy = cfg.eval_greedy if greedy is None else greedy
+    n = 1 if greedy else (samples_per_item or cfg.eval_samples_per_item)
+    count = min(count, len(dataset))
+    if count <= 0:
+        return None
+    items = [dict(dataset[i]) for i in range(count)]
+    builder = TreeBuilder(trainer.agents, trainer.reward, trainer.external_transition, RolloutSettings(
+        num_generations=n, num_turns=cfg.num_turns, joint_mode="aligned", turn_order=cfg.turn_order,
+        early_termination_threshold=None, external_prompt_passthrough=cfg.external_prompt_passthrough,
+        greedy=greedy, expand_first_only=True,
+    ), pool=trainer.tree.pool)
+    rollout = builder.build(items, list(range(count)))
+    assign_returns(rollout, cfg.discount)
+    metrics: dict[str, float] = {}
+    all_rewards = [x for node in rollout.nodes for x in node.rewards]
+    metrics["eval/reward_mean"] = sum(all_rewards) / len(all_rewards)
+    for t in range(rollout.num_turns):
+        nodes = rollout.nodes_at_turn(t)
+        rewards = [x for node in nodes for x in node.rewards]
+        metrics[f"eval/turn_{t + 1}/reward_mean"] = sum(rewards) / len(rewards)
+        metrics[f"eval/turn_{t + 1}/expected_return"] = sum(node.returns[0] for node in nodes) / len(nodes)
+    # one path per item: root, then each node's child through joint action 0
+    paths = []
+    for root in rollout.roots:
+        path = [root]
+        while 0 in path[-1].children:
+            path.append(path[-1].children[0])
+        paths.append(path)
+    outcomes = [ItemOutcome(index=i, turn_rewards=[sum(node.rewards) / len(node.rewards) for node in path],
+                            episode_return=path[0].returns[0], samples=n) for i, path in enumerate(paths)]
+    if trainer.eval_check is not None:
+        for outcome, path, item in zip(outcomes, paths, items, strict=True):
+            leaf = path[-1]
+            outcome.samples = len(leaf.joint_actions)
+            outcome.correct = sum(bool(trainer.eval_check(item, leaf.joint_completions(j)))
+                                  for j in range(outcome.samples))
+        per_k, _ = summarize([{f"eval/pass@{k}": v for k, v in pass_at_ks(o.samples, o.correct).items()}
+                              for o in outcomes])
+        metrics.update(per_k)
+        metrics[f"eval/avg@{n}"] = mean_and_se([o.correct / o.samples for o in outcomes])[0]
+    if trainer.eval_logger is not None:
+        rows, reduced = hook_metrics(trainer.eval_logger, trainer.eval_aggregator, cfg.num_turns,
+                                     trainer._eval_completions(paths), items)
+        metrics.update(reduced)
+        if len(rows) == len(outcomes):
+            for outcome, row in zip(outcomes, rows, strict=True):
+                outcome.task_metrics = row
+    _, standard_errors = summarize([o.values() for o in outcomes])
+    episodes = [branch_episode(path[-1], 0, trainer.agent_names, idx, split=split)
+                for idx, path in enumerate(paths)]
+    return EvalOutcome(metrics, {k: v for k, v in standard_errors.items() if k in metrics}, outcomes, episodes)
+
+
+def path_completions(paths: list[list[Any]], num_agents: int) -> list[list[list[str]]]:
+    """``[agent][item][turn]``: each agent's text in joint action 0 along every eval path."""
+    return [[[node.agents[i].texts[node.joint_actions[0][i]] for node in path] for path in paths]
+            for i in range(num_agents)]
+
+
+def hook_metrics(eval_logger: Any, eval_aggregator: Any, num_turns: int, completions: list[list[list[str]]],
+                 items: list[dict]) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """CoMLRL's hooks: ``eval_logger(agent_completions_turns=[agent][item][turn], batch_items=,
+    prompts=)`` gives one dict per item; ``eval_aggregator(metrics, num_turns=)`` reduces them
+    (without an aggregator numeric values are averaged). Keys are logged under ``eval/``.
+    Returns the per-item rows' numeric values (under ``eval/``) and the reduced metrics."""
+    prompts = [str(item.get("prompt", "")) for item in items]
+    per_item = _call_with_accepted(eval_logger, agent_completions_turns=completions,
+                                   batch_items=items, prompts=prompts) or []
+    if eval_aggregator is not None:
+        reduced = _call_with_accepted(eval_aggregator, per_item, num_turns=num_turns) or {}
+    else:
+        sums: dict[str, list[float]] = {}
+        for row in per_item:
+            for key, value in row.items():
+                if _is_number(value):
+                    sums.setdefault(key, []).append(float(value))
+        reduced = {k: sum(v) / len(v) for k, v in sums.items()}
+    rows = [{_eval_key(k): float(v) for k, v in row.items() if _is_number(v)} for row in per_item]
+    return rows, {_eval_key(k): float(v) for k, v in reduced.items() if isinstance(v, int | float)}
 
 
 def _is_number(value: Any) -> bool:

@@ -2,8 +2,9 @@
 through the sink, evaluate and checkpoint on schedule, and stop (with a checkpoint) when the sink
 asks (:func:`run_loop`).
 
-What the loop needs of its owner is written down as :class:`LoopOwner`; what ``train()`` needs of
-a trainer as :class:`Trainable` (every trainer gets both from :class:`engine.trainer.core.TrainerCore`).
+What the loop needs of its owner is written down as :class:`LoopOwner`; what a trainer's ``train()``
+(:func:`train_trainer`) needs of it as :class:`Trainable` (every :class:`engine.trainer.core.TrainerCore`
+is both).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class LoopOwner(Protocol):
 
 
 class Trainable(LoopOwner, Protocol):
-    """What :meth:`TrainLoopMixin.train` needs besides: its config, counters, sink and one step."""
+    """What :func:`train_trainer` needs besides: its config, counters, sink and one step."""
 
     args: Any  # checkpoint_interval, checkpoint_total_limit, eval_interval, logging_steps, to_dict()
     step: int
@@ -114,7 +115,8 @@ def _evaluate(owner: LoopOwner, step: int, sink: Sink, best: BestCheckpoint | No
 
 
 def _checkpoint(owner: LoopOwner, root: Path, step: int, limit: int | None, sink: Sink) -> None:
-    """``checkpoint-<step>`` under ``root``, reported to the sink; only the newest ``limit`` are kept."""
+    """``checkpoint-<step>`` under ``root``, reported to the sink; only the newest ``limit`` are kept,
+    and each one removed is reported too."""
     path = owner.save_checkpoint(root / f"checkpoint-{step}")
     owner.last_checkpoint = str(path)
     sink.log_checkpoint(step, str(path))
@@ -123,42 +125,43 @@ def _checkpoint(owner: LoopOwner, root: Path, step: int, limit: int | None, sink
                           key=lambda p: int(p.name.split("-")[-1]))
         for old in existing[:-limit]:
             shutil.rmtree(old, ignore_errors=True)
+            if not old.exists():
+                sink.log_checkpoint_pruned(int(old.name.split("-")[-1]), str(old))
 
 
-class TrainLoopMixin:
-    """``train()`` as :func:`run_loop` over ``train_step()``."""
+def train_trainer(
+    trainer: Trainable,
+    resume_from_checkpoint: str | Path | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_interval: int | None = None,
+    checkpoint_total_limit: int | None = None,
+    *,
+    sink: Sink | None = None,
+) -> TrainResult:
+    """A trainer's ``train()``: :func:`run_loop` over its ``train_step()`` until ``total_steps`` (epochs
+    or ``max_steps``) or until the sink asks to stop.
 
-    def train(
-        self: Trainable,
-        resume_from_checkpoint: str | Path | None = None,
-        checkpoint_dir: str | Path | None = None,
-        checkpoint_interval: int | None = None,
-        checkpoint_total_limit: int | None = None,
-        *,
-        sink: Sink | None = None,
-    ) -> TrainResult:
-        """Train until ``total_steps`` (epochs or ``max_steps``) or until the sink asks to stop.
-
-        Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
-        ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
-        Evaluation follows :func:`run_loop`; with ``best_checkpoint_metric`` the best evaluated weights
-        are also kept in ``<checkpoint_dir>/best`` (:mod:`engine.trainer.best_checkpoint`).
-        """
-        cfg = self.args
-        root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
-        if resume_from_checkpoint is not None:
-            self.load_checkpoint(resume_from_checkpoint)
-        schedule = LoopSchedule(
-            total=self.total_steps, eval_interval=cfg.eval_interval, logging_steps=cfg.logging_steps,
-            checkpoint_interval=cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval,
-            checkpoint_total_limit=cfg.checkpoint_total_limit if checkpoint_total_limit is None
-            else checkpoint_total_limit,
-        )
-        best = None
-        metric = getattr(cfg, "best_checkpoint_metric", None)
-        if metric and root is not None:
-            earlier = Path(resume_from_checkpoint).parent if resume_from_checkpoint is not None else None
-            best = BestCheckpoint.restored(metric, cfg.best_checkpoint_mode, root, earlier_root=earlier)
-        return run_loop(self, position=lambda: self.step, advance=self.train_step, schedule=schedule,
-                        sink=sink or self.sink or BaseSink(), checkpoint_root=root, run_config=cfg.to_dict(),
-                        best=best)
+    Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
+    ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
+    Evaluation follows :func:`run_loop`; with ``best_checkpoint_metric`` the best evaluated weights
+    are also kept in ``<checkpoint_dir>/best`` (:mod:`engine.trainer.best_checkpoint`).
+    """
+    cfg = trainer.args
+    root = Path(checkpoint_dir) if checkpoint_dir else (
+        trainer.output_dir / "checkpoints" if trainer.output_dir else None)
+    if resume_from_checkpoint is not None:
+        trainer.load_checkpoint(resume_from_checkpoint)
+    schedule = LoopSchedule(
+        total=trainer.total_steps, eval_interval=cfg.eval_interval, logging_steps=cfg.logging_steps,
+        checkpoint_interval=cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval,
+        checkpoint_total_limit=cfg.checkpoint_total_limit if checkpoint_total_limit is None
+        else checkpoint_total_limit,
+    )
+    best = None
+    metric = getattr(cfg, "best_checkpoint_metric", None)
+    if metric and root is not None:
+        earlier = Path(resume_from_checkpoint).parent if resume_from_checkpoint is not None else None
+        best = BestCheckpoint.restored(metric, cfg.best_checkpoint_mode, root, earlier_root=earlier)
+    return run_loop(trainer, position=lambda: trainer.step, advance=trainer.train_step, schedule=schedule,
+                    sink=sink or trainer.sink or BaseSink(), checkpoint_root=root, run_config=cfg.to_dict(),
+                    best=best)

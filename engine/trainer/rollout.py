@@ -1,9 +1,10 @@
 """Growing the rollout tree, level by level.
 
-For every turn all open nodes of the batch are expanded together: each agent samples K completions
-for every node's prompt in **one** batched call (agents run concurrently in ``mp`` mode), the
-joint actions of each node are scored with the team reward, and on non-final turns each joint
-action's branch gets a child node whose prompts come from the external transition.
+For every turn all open nodes of the batch are expanded together: each agent samples
+``num_generations`` completions for every node's prompt in **one** batched call (agents run
+concurrently in ``mp`` mode), the joint actions of each node are scored with the team reward, and on
+non-final turns each joint action's branch gets a child node whose prompts come from the external
+transition.
 """
 
 from __future__ import annotations
@@ -126,11 +127,11 @@ class TreeBuilder:
     def _generate_level(self, level: list[Node]) -> int:
         if self.settings.turn_order == "sequential" and len(self.agents) > 1:
             return self._generate_sequential(level)
-        k = self.settings.num_generations
+        num_generations = self.settings.num_generations
 
         def run(agent: AgentRuntime) -> tuple[list[SampledPrompt], int, list[str]]:
             prompts = [self._render(agent, node.prompt_values[agent.index]) for node in level]
-            sampled, tokens = agent.sample(prompts, k, greedy=self.settings.greedy)
+            sampled, tokens = agent.sample(prompts, num_generations, greedy=self.settings.greedy)
             return sampled, tokens, prompts
 
         results = map_agents(run, self.agents, self.pool)
@@ -138,34 +139,36 @@ class TreeBuilder:
         for sampled, tokens, prompts in results:
             total += tokens
             for node, sp, prompt in zip(level, sampled, prompts, strict=True):
-                node.agents.append(AgentSamples(prompts=[prompt] * k, prompt_ids=[sp.prompt_ids] * k,
+                node.agents.append(AgentSamples(prompts=[prompt] * num_generations,
+                                                prompt_ids=[sp.prompt_ids] * num_generations,
                                                 completion_ids=sp.completion_ids, texts=sp.texts,
                                                 sampled_logps=sp.logprobs))
         return total
 
     def _generate_sequential(self, level: list[Node]) -> int:
-        """Agent 0 samples K per node; agent i > 0 samples once per (node, j) with the replies of
-        agents < i in joint action j added to its prompt, so joint action j is a real dialogue."""
-        k = self.settings.num_generations
+        """Agent 0 samples ``num_generations`` per node; agent i > 0 samples once per (node, j) with the
+        replies of agents < i in joint action j added to its prompt, so joint action j is a real dialogue."""
+        num_generations = self.settings.num_generations
         total = 0
         for agent in self.agents:
             if agent.index == 0:
                 prompts = [self._render(agent, node.prompt_values[0]) for node in level]
-                sampled, tokens = agent.sample(prompts, k, greedy=self.settings.greedy)
+                sampled, tokens = agent.sample(prompts, num_generations, greedy=self.settings.greedy)
                 for node, sp, prompt in zip(level, sampled, prompts, strict=True):
-                    node.agents.append(AgentSamples([prompt] * k, [sp.prompt_ids] * k, sp.completion_ids, sp.texts,
-                                                    sampled_logps=sp.logprobs))
+                    node.agents.append(AgentSamples([prompt] * num_generations, [sp.prompt_ids] * num_generations,
+                                                    sp.completion_ids, sp.texts, sampled_logps=sp.logprobs))
             else:
                 prompts = []
                 for node in level:
-                    for j in range(k):
+                    for j in range(num_generations):
                         peers = [(self.agents[p].name, node.agents[p].texts[j]) for p in range(agent.index)]
                         prompts.append(self._render(agent, node.prompt_values[agent.index], peers))
                 sampled, tokens = agent.sample(prompts, 1, greedy=self.settings.greedy)
                 for n_idx, node in enumerate(level):
-                    chunk = sampled[n_idx * k:(n_idx + 1) * k]
+                    rows = slice(n_idx * num_generations, (n_idx + 1) * num_generations)
+                    chunk = sampled[rows]
                     node.agents.append(AgentSamples(
-                        prompts=prompts[n_idx * k:(n_idx + 1) * k],
+                        prompts=prompts[rows],
                         prompt_ids=[sp.prompt_ids for sp in chunk],
                         completion_ids=[sp.completion_ids[0] for sp in chunk],
                         texts=[sp.texts[0] for sp in chunk],

@@ -1,9 +1,7 @@
-"""Turning the trainer's CoMLRL-style constructor arguments into agent runtimes.
-
-Handles ``agent_model`` (one id for a homogeneous team, loaded once per agent as CoMLRL does),
-``agents`` (ids or model objects, possibly the same object several times = parameter sharing),
-tokenizers (one or a list), ``model_config`` (dtype, model kwargs, special tokens), devices,
-reference models and optimizers.
+"""From agent records (:class:`engine.trainer.agent_setup.AgentSetup`) to agent runtimes: the datasets
+checked, each model and tokenizer loaded or adopted (an id is loaded once per agent, as CoMLRL does; the
+same model object in several records shares its weights), ``model_config`` applied (dtype, model kwargs,
+special tokens), devices, reference models, sampling copies and optimizers.
 """
 
 from __future__ import annotations
@@ -16,8 +14,8 @@ import torch
 
 from engine.lora.adapters import frozen_base
 from engine.schema.configs import MAGRPOConfig
+from engine.trainer.agent_setup import AgentSetup
 from engine.trainer.agents import AgentRuntime, GenerationSettings
-from engine.trainer.formatting import normalize_formatters
 from engine.trainer.optimizer_state import allocate_adam_state
 from engine.trainer.rollout_copy import rollout_copy_for
 
@@ -44,43 +42,6 @@ def dataset_length(dataset: Any, name: str) -> int:
                          f"streaming/iterable datasets are not supported") from None
 
 
-def agent_names_for(names: Sequence[str] | None, config: Any, num_agents: int) -> list[str]:
-    """Explicit names, else the config's, else ``agent_0..``; they must be distinct, one per agent."""
-    chosen = list(names or getattr(config, "agent_names", None) or [f"agent_{i}" for i in range(num_agents)])
-    if len(chosen) != num_agents or len(set(chosen)) != len(chosen):
-        raise ValueError(f"agent_names must be {num_agents} distinct names, got {chosen}")
-    return chosen
-
-
-def resolve_sources(agent_model: Any, agents: Sequence[Any] | None, num_agents: int) -> list[Any]:
-    """The list of per-agent model sources (ids or objects)."""
-    if agents is not None:
-        agents = list(agents)
-        if not agents:
-            raise ValueError("agents: the list is empty; pass one model (or id) per agent")
-        if isinstance(agent_model, str) and any(isinstance(a, str) and a != agent_model for a in agents):
-            raise ValueError("agent_model and agents disagree; pass only one of them")
-        return agents
-    if agent_model is None:
-        raise ValueError("pass agent_model (a model id for every agent) or agents (one model or id per agent)")
-    if not isinstance(agent_model, str):
-        raise ValueError(
-            "agent_model must be a model id or folder; to use loaded model objects pass agents=[...] "
-            "(the same object several times shares its weights)"
-        )
-    if num_agents < 1:
-        raise ValueError(f"num_agents must be >= 1, got {num_agents}")
-    return [agent_model] * num_agents
-
-
-def resolve_tokenizers(tokenizer: Any, num_agents: int) -> list[Any]:
-    if isinstance(tokenizer, list | tuple):
-        if len(tokenizer) != num_agents:
-            raise ValueError(f"tokenizer: got {len(tokenizer)} tokenizers for {num_agents} agents")
-        return list(tokenizer)
-    return [tokenizer] * num_agents
-
-
 def resolve_devices(config: MAGRPOConfig, num_agents: int) -> list[torch.device]:
     """Agent devices: ``mp`` places agent i on ``agent_devices[i]`` (one entry is broadcast);
     ``none`` puts everyone on the first listed device, else CUDA when available, else CPU."""
@@ -102,53 +63,37 @@ def model_dtype(model_config: dict[str, Any] | None) -> Any:
     return cfg.get("torch_dtype", cfg.get("dtype"))
 
 
-def build_team(
-    sources: list[Any],
-    tokenizer: Any,
-    config: MAGRPOConfig,
-    *,
-    formatters: Any,
-    names: list[str],
-    agent_learning_rates: Sequence[float | None] | None,
-    agent_generation: Sequence[dict[str, Any] | None] | None,
-    system_prompts: Sequence[str | None] | None,
-) -> list[AgentRuntime]:
-    """Every agent's runtime from the trainer constructor's arguments (CoMLRL's and CoopLab's): each
-    model and tokenizer loaded or adopted, placed, and given an optimizer."""
+def load_agents(setups: Sequence[AgentSetup], config: MAGRPOConfig) -> list[AgentRuntime]:
+    """Every agent's runtime from its record: the model and tokenizer loaded or adopted, placed on its
+    device, its sampling settings and learning rate resolved against the config, and an optimizer."""
     from engine.models import load_agent
 
-    n = len(sources)
-    tokenizers = resolve_tokenizers(tokenizer, n)
-    formatters = normalize_formatters(formatters, n)
-    learning_rates = list(agent_learning_rates) if agent_learning_rates else None
-    generation_overrides = list(agent_generation) if agent_generation else None
-    system_prompts = list(system_prompts) if system_prompts else None
-    devices = resolve_devices(config, n)
+    devices = resolve_devices(config, len(setups))
     model_cfg = dict(config.model_config or {})
     dtype = model_dtype(model_cfg)
     model_kwargs = dict(model_cfg.get("model_kwargs") or {})
     special = model_cfg.get("special_tokens")
     placed: dict[int, torch.device] = {}
     runtimes: list[AgentRuntime] = []
-    for i, (source, tok) in enumerate(zip(sources, tokenizers, strict=True)):
-        model, tokenizer = load_agent(source, tokenizer=tok, device=devices[i], dtype=dtype, model_kwargs=model_kwargs)
-        if isinstance(source, torch.nn.Module):
-            prev = placed.get(id(source))
+    for i, setup in enumerate(setups):
+        model, tokenizer = load_agent(setup.model, tokenizer=setup.tokenizer, device=devices[i], dtype=dtype,
+                                      model_kwargs=model_kwargs)
+        if isinstance(setup.model, torch.nn.Module):
+            prev = placed.get(id(setup.model))
             if prev is not None and prev != devices[i]:
-                raise ValueError(f"agents {names[i]!r} share a model object but are placed on {prev} and {devices[i]}")
-            placed[id(source)] = devices[i]
+                raise ValueError(f"agents {setup.name!r} share a model object but are placed on {prev} and "
+                                 f"{devices[i]}")
+            placed[id(setup.model)] = devices[i]
         if special:
             tokenizer.add_special_tokens({"additional_special_tokens": list(special)})
             if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
                 model.resize_token_embeddings(len(tokenizer))
-        gen = {k: getattr(config, k) for k in _GENERATION_KEYS}
-        gen.update({k: v for k, v in ((generation_overrides or [None] * n)[i] or {}).items() if v is not None})
+        gen = {k: getattr(config, k) if getattr(setup, k) is None else getattr(setup, k) for k in _GENERATION_KEYS}
         gen["fast_decode"] = bool(getattr(config, "fast_decode", True))  # configs without the field: on
-        lr = (learning_rates or [None] * n)[i] or config.agent_learning_rate
         runtimes.append(AgentRuntime(
-            index=i, name=names[i], model=model, tokenizer=tokenizer, device=devices[i], learning_rate=float(lr),
-            generation=GenerationSettings(**gen), formatter=formatters[i],
-            system_prompt=(system_prompts or [None] * n)[i],
+            index=i, name=setup.name, model=model, tokenizer=tokenizer, device=devices[i],
+            learning_rate=float(setup.learning_rate or config.agent_learning_rate),
+            generation=GenerationSettings(**gen), formatter=setup.formatter, system_prompt=setup.system_prompt,
         ))
     _finish_models(runtimes, config)
     return runtimes

@@ -1,17 +1,18 @@
-"""``MAGRPOTrainer``: CoMLRL's constructor and ``train()``/``evaluate()``/``save_model()``, built from
-small steps a coordinator can also drive one by one:
+"""``MAGRPOTrainer``: CoMLRL's constructor and ``train()``/``evaluate()``/``save_model()``.
+
+A training step is :func:`engine.trainer.step.magrpo_step`, one function from the step's items to
+its metrics. A coordinator can drive the same step in parts:
 
     rollout = trainer.rollout(items)          # grow and score the trees (no gradients)
     metrics = trainer.update([rollout])       # advantages + one policy update per agent
     state = trainer.state_dict()              # everything needed to continue exactly
 
-``train()`` is the loop over those: pick the step's items, roll out, update, report through the
-sink, evaluate and checkpoint on schedule, and stop when the sink asks.
+``train()`` is the shared loop over steps (:mod:`engine.trainer.loop`): report through the sink,
+evaluate and checkpoint on schedule, and stop when the sink asks.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,23 +20,28 @@ from typing import Any
 from engine.rewards.team_reward import TeamReward
 from engine.schema.configs import MAGRPOConfig
 from engine.sinks.base import Episode, Sink
-from engine.trainer.core import TrainerCore, step_timing
-from engine.trainer.credit import agent_batch, assign_returns, batch_advantages, record_on_tree, sample_values
-from engine.trainer.evaluation import EvaluationMixin
+from engine.trainer.agent_setup import comlrl_agents
+from engine.trainer.agents import AgentRuntime
+from engine.trainer.core import TrainerCore
+from engine.trainer.credit import agent_batch, assign_returns, credit_rollout, fill_advantages
+from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items, path_completions
 from engine.trainer.loop import TrainResult  # noqa: F401  (re-exported)
 from engine.trainer.losses import lr_factor
 from engine.trainer.parallel import agent_threads, map_agents
-from engine.trainer.reporting import rollout_metrics, sample_episodes
+from engine.trainer.reporting import agent_metrics
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.setup import dataset_length  # noqa: F401  (re-exported)
+from engine.trainer.step import magrpo_step
 from engine.trainer.tree import Rollout, nodes_per_item
-from engine.trainer.update import UpdateSettings, optimize_agent, sample_kl, score_logprobs
+from engine.trainer.update import UpdateSettings, optimize_agent, score_for_loss, set_learning_rates
 
 
-class MAGRPOTrainer(EvaluationMixin, TrainerCore):
+class MAGRPOTrainer(TrainerCore):
     """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
 
-    Arguments up to ``args`` are CoMLRL's. The keyword-only extras: ``sink`` (where reports go;
+    Arguments up to ``args`` are CoMLRL's; ``agents`` may also be
+    :class:`engine.trainer.agent_setup.AgentSetup` records, one per agent, with every other per-agent
+    argument left unset (the run-config build passes them). The keyword-only extras: ``sink`` (where reports go;
     nothing is reported by default), ``agent_names``, ``agent_learning_rates``, ``agent_generation``
     (per-agent sampling overrides: max_new_tokens, temperature, top_p, top_k), ``system_prompts``,
     ``eval_check(item, agent_completions) -> bool`` (enables pass@k) and ``output_dir`` (default
@@ -69,14 +75,14 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         eval_check: Callable[[dict, list[str]], bool] | None = None,
         output_dir: str | Path | None = None,
     ) -> None:
-        self._setup(
-            args=args, model_config=model_config, agent_model=agent_model, agents=agents, num_agents=num_agents,
-            tokenizer=tokenizer, train_dataset=train_dataset, eval_dataset=eval_dataset, formatters=formatters,
-            external_transition=external_transition, eval_logger=eval_logger, eval_aggregator=eval_aggregator,
-            agent_names=agent_names, agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
-            system_prompts=system_prompts, sink=sink, output_dir=output_dir, wandb_config=wandb_config,
-        )
-        cfg = self.args
+        cfg = self._configured(args, model_config)
+        team = comlrl_agents(cfg, agent_model=agent_model, agents=agents, num_agents=num_agents,
+                             tokenizer=tokenizer, formatters=formatters, agent_names=agent_names,
+                             agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
+                             system_prompts=system_prompts)
+        self._setup(cfg, team, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                    external_transition=external_transition, eval_logger=eval_logger,
+                    eval_aggregator=eval_aggregator, sink=sink, wandb_config=wandb_config, output_dir=output_dir)
         self.reward = TeamReward(reward_func, reward_processor)
         self.reward_func = reward_func
         self.eval_check = eval_check
@@ -99,7 +105,15 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
     def _default_config(self) -> MAGRPOConfig:
         return MAGRPOConfig()
 
-    # -- the three steps a coordinator drives -------------------------------------------------------
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """One training step (:func:`engine.trainer.step.magrpo_step`): metrics and episodes."""
+        return magrpo_step(self)
+
+    def map_agents(self, fn: Callable[[AgentRuntime], Any]) -> list[Any]:
+        """``fn(agent)`` for every agent, in order; in the agents' threads when they have them."""
+        return map_agents(fn, self.agents, self._pool)
+
+    # -- the step in two calls, for a coordinator (engine.systems) --------------------------------
     def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None, *,
                 score: bool = True) -> Rollout:
         """Grow and score the rollout trees of ``items`` (no gradients); returns carry the discount.
@@ -118,98 +132,50 @@ class MAGRPOTrainer(EvaluationMixin, TrainerCore):
         """Give an unscored single-turn rollout its rewards: ``rewards[n][j]`` for item n's joint
         action j (``terms``: per-term values of the same shape, one mapping per item or one for all);
         returns are then computed with this trainer's discount, ready for :meth:`update`."""
-        if any(node.turn > 0 for node in rollout.nodes):
-            raise ValueError("credit() takes single-turn rollouts; multi-turn rollouts are scored while they grow")
-        if len(rewards) != len(rollout.roots):
-            raise ValueError(f"credit(): got rewards for {len(rewards)} items, the rollout has {len(rollout.roots)}")
-        for n, (root, values) in enumerate(zip(rollout.roots, rewards, strict=True)):
-            if len(values) != len(root.joint_actions):
-                raise ValueError(f"credit(): item {n} has {len(root.joint_actions)} joint actions, got "
-                                 f"{len(values)} rewards")
-            root.rewards = [float(v) for v in values]
-            node_terms = terms[n] if isinstance(terms, Sequence) else terms
-            root.reward_terms = {k: [float(x) for x in v] for k, v in (node_terms or {}).items()}
+        credit_rollout(rollout, rewards, terms)
         assign_returns(rollout, self.args.discount)
 
     def update(self, rollouts: Sequence[Rollout], *, advance_step: bool = False) -> dict[str, float]:
-        """Advantages for every agent, then one update per agent. Returns ``agent/<name>/...`` metrics.
+        """Steps 4 and 5 of :func:`engine.trainer.step.magrpo_step` on scored ``rollouts``: per agent its
+        batch, advantages and optimiser steps. Returns the ``agent/<name>/...`` metrics.
 
         The learning rate follows the schedule at ``self.step`` over ``self.total_steps`` (a
         coordinator may set ``total_steps`` to the number of updates it will make);
-        ``advance_step`` counts this update in ``self.step``, as ``train_step`` does.
+        ``advance_step`` counts this update in ``self.step``, as a training step does.
         """
         cfg = self.args
         if any(not node.returns for rollout in rollouts for node in rollout.nodes):
             raise ValueError("update() needs scored rollouts: a rollout(..., score=False) gets its rewards "
                              "from credit(rollout, rewards) first")
-        # per agent, flat over every node of every rollout: S samples, their sibling groups, returns (S,)
         batches = [agent_batch(agent.index, rollouts) for agent in self.agents]
-        self._map(lambda agent: self._score(agent, batches[agent.index].samples))
-        kl_coef = cfg.reference_kl_coef if cfg.reference_kl_enabled and cfg.reference_kl_mode == "reward" else 0.0
+        self.map_agents(lambda agent: score_for_loss(agent, batches[agent.index].samples, cfg))
         for batch in batches:
-            batch.kl = sample_kl(batch.samples) if cfg.reference_kl_enabled else None  # (S,)
-            batch.values = sample_values(batch.returns, batch.kl, kl_coef)  # (S,)
-            batch.advantages = batch_advantages(batch.values, batch.groups, mode=cfg.advantage_mode,  # (S,)
-                                                normalize=cfg.advantage_normalization,
-                                                per_agent_normalization=cfg.per_agent_normalization)
-            for sample, advantage in zip(batch.samples, batch.advantages, strict=True):
-                sample.advantage = float(advantage)
-            record_on_tree(batch, rollouts)  # the transcripts show each sample's advantage and KL
+            fill_advantages(batch, rollouts, cfg)
         factor = lr_factor(self.step, warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
                            schedule=cfg.lr_scheduler)
-        for agent in self.agents:
-            for group in agent.optimizer.param_groups:
-                group["lr"] = agent.learning_rate * factor
-        stats = self._map(lambda agent: optimize_agent(agent, batches[agent.index].samples, self.update_settings,
-                                                       self._update_rngs[agent.index]))
+        set_learning_rates(self.agents, factor)
+        stats = self.map_agents(lambda agent: optimize_agent(agent, batches[agent.index].samples,
+                                                             self.update_settings, self.update_rngs[agent.index]))
         if advance_step:
             self.step += 1
-        metrics: dict[str, float] = {}
-        for agent, batch, agent_stats in zip(self.agents, batches, stats, strict=True):
-            prefix = f"agent/{agent.name}/"
-            metrics.update({prefix + k: v for k, v in agent_stats.items()})
-            metrics[prefix + "lr"] = agent.learning_rate * factor
-            if batch.kl is not None:
-                metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
-        return metrics
+        return agent_metrics(self.agents, batches, stats, factor)
 
-    def _score(self, agent: Any, samples: list) -> None:
-        """The log-probs the loss needs besides the current policy's: the rollout policy's (the
-        sampler keeps them; scored only when missing) and the reference model's. An agent sampling
-        from a ``rollout_dtype`` copy has its log-probs scored again by its own weights for the KL,
-        which must be zero where the trained policy equals the reference."""
-        cfg = self.args
-        missing = any(s.old_logps is None for s in samples)
-        rescore = cfg.reference_kl_enabled and agent.rollout_copy is not None
-        if ((cfg.clip_epsilon is not None or cfg.reference_kl_enabled) and missing) or rescore:
-            score_logprobs(agent, samples, reference=False)
-        if cfg.reference_kl_enabled:
-            score_logprobs(agent, samples, reference=True)
+    # -- evaluation (engine.trainer.evaluation) ---------------------------------------------------
+    def evaluate(self, num_eval_samples: int | None = None, *, greedy: bool | None = None,
+                 samples_per_item: int | None = None, sink: Sink | None = None) -> dict[str, float]:
+        """``eval/...`` metrics on the first ``num_eval_samples`` eval items
+        (:func:`engine.trainer.evaluation.evaluate`)."""
+        return evaluate(self, num_eval_samples, greedy=greedy, samples_per_item=samples_per_item, sink=sink)
 
-    def _map(self, fn: Callable) -> list[Any]:
-        return map_agents(fn, self.agents, self._pool)
+    def evaluate_items(self, dataset: Any, count: int, *, greedy: bool | None = None,
+                       samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
+        """Every item's outcome on the first ``count`` items of ``dataset``
+        (:func:`engine.trainer.evaluation.evaluate_items`)."""
+        return evaluate_items(self, dataset, count, greedy=greedy, samples_per_item=samples_per_item, split=split)
 
-    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
-        """One training step: the step's items rolled out, one update, metrics and episodes."""
-        cfg = self.args
-        t_start = time.perf_counter()
-        indices = self.items_for_step(self.step)
-        rollouts = []
-        for start in range(0, len(indices), self.items_per_step):
-            chunk = indices[start:start + self.items_per_step]
-            rollouts.append(self.rollout([dict(self.train_dataset[i]) for i in chunk], chunk))
-        t_update = time.perf_counter()
-        metrics = self.update(rollouts, advance_step=True)
-        t_end = time.perf_counter()
-        self.env_step += sum(r.env_steps for r in rollouts)
-        metrics.update(rollout_metrics(rollouts, cfg.num_turns))
-        generate_s = sum(r.timings["generate_s"] for r in rollouts)
-        tokens = sum(r.num_tokens for r in rollouts)
-        metrics.update(step_timing(t_start, t_update, t_end, generate_s=generate_s, tokens=tokens,
-                                   reward_s=sum(r.timings["reward_s"] for r in rollouts)))
-        metrics["train/epoch"] = self.epoch_of_last_step()
-        episodes = sample_episodes(rollouts, self.agent_names, cfg.transcripts_per_step, self._report_rng)
-        return metrics, episodes
+    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
+        """``[agent][item][turn]`` texts along the eval paths, for CoMLRL's ``eval_logger``."""
+        return path_completions(paths, self.num_agents)
 
     def close(self) -> None:
         """Stop the per-agent worker threads (``mp`` mode)."""

@@ -1,6 +1,7 @@
 """The rollout tree's data: nodes, each agent's samples at a node, and a whole rollout.
 
-A node is one history (dataset item + earlier turns). At a node every agent has K samples; the
+A node is one history (dataset item + earlier turns). At a node every agent has K samples
+(``num_generations``, a builder's setting: the config's, or evaluation's samples per item); the
 joint actions combine them (aligned: sample j of every agent; cross: every combination). Each
 joint action gets one team reward, and on a non-final turn it may have a child node whose prompts
 the external transition built from that branch's own histories.
@@ -27,7 +28,7 @@ class AgentSamples:
     sampled_logps: list[Any] | None = None  # per sample (T,) token log-probs kept by the sampler
 
     @property
-    def num_samples(self) -> int:
+    def num_generations(self) -> int:
         return len(self.texts)
 
 
@@ -77,18 +78,18 @@ class Rollout:
         return 1 + max((n.turn for n in self.nodes), default=-1)
 
 
-def joint_action_indices(mode: str, num_agents: int, num_samples: int) -> list[tuple[int, ...]]:
+def joint_action_indices(mode: str, num_agents: int, num_generations: int) -> list[tuple[int, ...]]:
     """Joint actions as tuples of per-agent sample indices.
 
     ``aligned``: ``(j, j, ..., j)`` for j < K; ``cross``: the Cartesian product (K^N tuples, the
     last agent varying fastest). One agent is the same in both modes.
     """
     if mode == "cross" and num_agents > 1:
-        return list(product(range(num_samples), repeat=num_agents))
-    return [(j,) * num_agents for j in range(num_samples)]
+        return list(product(range(num_generations), repeat=num_agents))
+    return [(j,) * num_agents for j in range(num_generations)]
 
 
-def nodes_per_item(mode: str, num_agents: int, num_samples: int, num_turns: int) -> int:
+def nodes_per_item(mode: str, num_agents: int, num_generations: int, num_turns: int) -> int:
     """Nodes of a full tree (no early termination): ``sum_t J^t`` with J joint actions per node."""
-    j = len(joint_action_indices(mode, num_agents, num_samples))
+    j = len(joint_action_indices(mode, num_agents, num_generations))
     return sum(j**t for t in range(num_turns))

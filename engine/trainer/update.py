@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import torch
 
@@ -71,6 +72,26 @@ def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference
                     s.old_logps = value
     finally:
         model.train(was_training)
+
+
+def score_for_loss(agent: AgentRuntime, samples: list[TrainSample], config: Any) -> None:
+    """The log-probs the loss needs besides the current policy's: the rollout policy's (the sampler
+    keeps them; scored only when missing) and the reference model's. An agent sampling from a
+    ``rollout_dtype`` copy has its log-probs scored again by its own weights for the KL, which must
+    be zero where the trained policy equals the reference."""
+    missing = any(s.old_logps is None for s in samples)
+    rescore = config.reference_kl_enabled and agent.rollout_copy is not None
+    if ((config.clip_epsilon is not None or config.reference_kl_enabled) and missing) or rescore:
+        score_logprobs(agent, samples, reference=False)
+    if config.reference_kl_enabled:
+        score_logprobs(agent, samples, reference=True)
+
+
+def set_learning_rates(agents: Sequence[AgentRuntime], factor: float) -> None:
+    """Every agent's learning rate times the schedule's ``factor`` (:func:`engine.trainer.losses.lr_factor`)."""
+    for agent in agents:
+        for group in agent.optimizer.param_groups:
+            group["lr"] = agent.learning_rate * factor
 
 
 def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:

@@ -16,7 +16,7 @@ def test_full_length_makes_every_completion_run_to_its_cap() -> None:
 
     models, tokenizers = setup_agents(Workload(model="builtin:tiny-llama", num_agents=1, full_length=True))
     pad = tokenizers[0].pad_token
-    gen = generate_completions(models[0], tokenizers[0], ["Count to 3:", "Hi"], num_samples=4, max_new_tokens=12,
+    gen = generate_completions(models[0], tokenizers[0], ["Count to 3:", "Hi"], num_generations=4, max_new_tokens=12,
                                temperature=1.0, top_p=1.0, top_k=0)
     assert gen.completion_mask.sum(dim=1).tolist() == [12] * 8
     assert tokenizers[0].pad_token == pad and tokenizers[0].eos_token_id >= models[0].config.vocab_size

@@ -81,6 +81,17 @@ def test_build_trainer_shares_weights_and_applies_agent_overrides(tmp_path) -> N
     assert trainer.agent_names == ["first", "second"]
 
 
+def test_the_build_hands_each_agent_to_the_trainer_as_one_record() -> None:
+    from engine.build.team import Team, agent_setups
+
+    run = parse_run_config(_config())
+    model, tokenizer = object(), object()  # one loaded model shared by both agents
+    setups = agent_setups(Team(list(run.agents), [model, model], [tokenizer, tokenizer]), ["fmt0", "fmt1"])
+    assert [(s.name, s.model, s.tokenizer, s.formatter) for s in setups] == [
+        ("first", model, tokenizer, "fmt0"), ("second", model, tokenizer, "fmt1")]
+    assert [(s.learning_rate, s.max_new_tokens) for s in setups] == [(None, None), (2e-3, 3)]
+
+
 def test_multi_turn_on_a_single_turn_task_is_a_config_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="trainer.num_turns"):
         build_trainer(parse_run_config(_config(num_turns=2)), output_dir=tmp_path)
@@ -101,12 +112,31 @@ def test_run_training_writes_config_checkpoint_and_models(tmp_path) -> None:
 
 @pytest.mark.parametrize("name", example_names())
 def test_example_configs_validate(name: str) -> None:
+    """Each shipped example parses, and the parsed config names what its file says: the run, the
+    agents and their models, the task, the algorithm and every trainer setting written there, the
+    system's trainers; its task params and trainer config build for those agents."""
+    from engine.schema.algorithms import CONFIG_CLASSES
+    from engine.schema.safe_yaml import load_yaml
     from engine.tasks import get_task_info, validate_params
 
-    config = load_run_config(example_path(name))
-    validate_params(get_task_info(config.task.name), config.task.params)
-    if config.system is None and config.trainer.algorithm not in ("iac", "maac"):
-        trainer_config(config.trainer, config.agents)
+    path = example_path(name)
+    written = load_yaml(path.read_text(encoding="utf-8"), source=str(path))
+    config = load_run_config(path)
+    assert config.name == written["name"] and config.task.name == written["task"]["name"]
+    names = [agent["name"] for agent in written["agents"]]
+    assert [agent.name for agent in config.agents] == names
+    assert [agent.model for agent, spec in zip(config.agents, written["agents"], strict=True) if "model" in spec] == [
+        spec["model"] for spec in written["agents"] if "model" in spec]
+    assert {key: getattr(config.trainer, key) for key in written["trainer"]} == written["trainer"]
+    assert config.trainer.algorithm == written["trainer"].get("algorithm", "magrpo")
+    params = validate_params(get_task_info(config.task.name), config.task.params)
+    assert params.model_dump().items() >= (written["task"].get("params") or {}).items()
+    if "system" in written:
+        assert [group.name for group in config.system.trainers] == [g["name"] for g in written["system"]["trainers"]]
+    else:
+        assert config.system is None
+    built = trainer_config(config.trainer, config.agents)
+    assert type(built) is CONFIG_CLASSES[config.trainer.algorithm] and built.agent_names == names
 
 
 def test_examples_are_shipped() -> None:

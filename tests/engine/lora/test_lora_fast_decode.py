@@ -28,12 +28,12 @@ def test_lora_agent_fast_step_equals_its_forward(arch) -> None:
     _trained_looking(agent)
     agent.eval()
     assert FastDecoder.supports(agent)
-    runs = [generate_completions(agent, tok, ["Count to 3:", "Hello there, friend"], num_samples=3,
+    runs = [generate_completions(agent, tok, ["Count to 3:", "Hello there, friend"], num_generations=3,
                                  max_new_tokens=10, temperature=1.0, top_p=1.0, top_k=0,
                                  generator=torch.Generator().manual_seed(7), fast_decode=fast) for fast in (True, False)]
     assert torch.equal(runs[0].completion_ids, runs[1].completion_ids)
     assert torch.equal(runs[0].token_logprobs, runs[1].token_logprobs)
-    plain = generate_completions(base, tok, ["Count to 3:"], num_samples=3, max_new_tokens=10, temperature=1.0,
+    plain = generate_completions(base, tok, ["Count to 3:"], num_generations=3, max_new_tokens=10, temperature=1.0,
                                  top_p=1.0, top_k=0, generator=torch.Generator().manual_seed(7))
     assert not torch.equal(plain.token_logprobs, runs[0].token_logprobs[:3])  # the adapter is really applied
 

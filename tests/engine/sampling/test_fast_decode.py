@@ -117,7 +117,7 @@ def test_sampling_with_and_without_the_fast_step_is_identical(arch: str, dtype: 
     runs = []
     for fast in (True, False):
         generator = torch.Generator().manual_seed(77)
-        runs.append(generate_completions(model, tokenizer, PROMPTS, num_samples=3, max_new_tokens=12,
+        runs.append(generate_completions(model, tokenizer, PROMPTS, num_generations=3, max_new_tokens=12,
                                          temperature=0.7, top_p=0.9, top_k=20, generator=generator,
                                          fast_decode=fast))
     fast_run, module_run = runs

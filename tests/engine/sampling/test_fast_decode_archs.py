@@ -71,7 +71,7 @@ def test_qwen3_sliding_layers_and_replaced_head_norms_are_not_claimed() -> None:
 
 def _sample(model, tokenizer, *, fast_decode: bool = True, decoder: str = "lean", prompts=PROMPTS,
             max_new_tokens: int = 12, settings: dict | None = None):
-    return generate_completions(model, tokenizer, prompts, num_samples=3, max_new_tokens=max_new_tokens,
+    return generate_completions(model, tokenizer, prompts, num_generations=3, max_new_tokens=max_new_tokens,
                                 generator=torch.Generator().manual_seed(77), fast_decode=fast_decode,
                                 decoder=decoder, **(settings or SETTINGS["comlrl_defaults"]))
 

@@ -25,7 +25,7 @@ def unverified_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sample(model, tokenizer, *, fast_decode: bool = True):
-    return generate_completions(model, tokenizer, PROMPTS, num_samples=3, max_new_tokens=10, fast_decode=fast_decode,
+    return generate_completions(model, tokenizer, PROMPTS, num_generations=3, max_new_tokens=10, fast_decode=fast_decode,
                                 generator=torch.Generator().manual_seed(3), **SAMPLING)
 
 

@@ -15,7 +15,7 @@ def _sample(model, tokenizer, *, k: int = 4, n: int = 8, seed: int | None = 0, *
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     settings = {**SAMPLED, **kwargs}
     return generate_completions(
-        model, tokenizer, PROMPTS, num_samples=k, max_new_tokens=n, generator=generator, **settings
+        model, tokenizer, PROMPTS, num_generations=k, max_new_tokens=n, generator=generator, **settings
     )
 
 
@@ -54,7 +54,7 @@ def test_everything_after_eos_is_masked_and_padded(eos_llama, decoder: str) -> N
     for p, texts in enumerate(gen.texts):
         for k, text in enumerate(texts):
             assert "<|endoftext|>" not in text and "<|pad|>" not in text
-            row = p * gen.num_samples + k
+            row = p * gen.num_generations + k
             expected = tokenizer.decode(gen.completion_ids[row, : lengths[row]].tolist(), skip_special_tokens=True)
             assert text == expected
 
@@ -82,7 +82,7 @@ def test_samples_differ_across_k_and_the_global_rng_is_untouched(llama) -> None:
 def test_a_generator_advances_so_repeated_calls_differ(llama) -> None:
     model, tokenizer = llama
     generator = torch.Generator().manual_seed(0)
-    kwargs = {"num_samples": 2, "max_new_tokens": 8, "generator": generator, **SAMPLED}
+    kwargs = {"num_generations": 2, "max_new_tokens": 8, "generator": generator, **SAMPLED}
     first = generate_completions(model, tokenizer, PROMPTS, **kwargs)
     second = generate_completions(model, tokenizer, PROMPTS, **kwargs)
     assert not torch.equal(first.completion_ids, second.completion_ids)
@@ -114,7 +114,7 @@ def test_token_id_prompts_match_string_prompts(llama) -> None:
         model,
         tokenizer,
         as_ids,
-        num_samples=4,
+        num_generations=4,
         max_new_tokens=8,
         generator=torch.Generator().manual_seed(2),
         **SAMPLED,
@@ -138,7 +138,7 @@ def test_lean_log_probs_match_a_full_forward(eos_llama) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"num_samples": 0}, "num_samples"),
+        ({"num_generations": 0}, "num_generations"),
         ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"temperature": 0.0}, "temperature"),
         ({"top_p": 0.0}, "top_p"),
@@ -148,7 +148,7 @@ def test_lean_log_probs_match_a_full_forward(eos_llama) -> None:
 )
 def test_bad_settings_are_named(llama, kwargs: dict, message: str) -> None:
     model, tokenizer = llama
-    settings = {"num_samples": 2, "max_new_tokens": 4, **SAMPLED, **kwargs}
+    settings = {"num_generations": 2, "max_new_tokens": 4, **SAMPLED, **kwargs}
     with pytest.raises(ValueError, match=message):
         generate_completions(model, tokenizer, PROMPTS, **settings)
 
@@ -156,6 +156,6 @@ def test_bad_settings_are_named(llama, kwargs: dict, message: str) -> None:
 def test_prompts_must_be_present_and_uniform(llama) -> None:
     model, tokenizer = llama
     with pytest.raises(ValueError, match="at least one prompt"):
-        generate_completions(model, tokenizer, [], num_samples=2, max_new_tokens=4, **SAMPLED)
+        generate_completions(model, tokenizer, [], num_generations=2, max_new_tokens=4, **SAMPLED)
     with pytest.raises(TypeError, match="all strings or all token-id lists"):
-        generate_completions(model, tokenizer, ["a", [1, 2]], num_samples=2, max_new_tokens=4, **SAMPLED)
+        generate_completions(model, tokenizer, ["a", [1, 2]], num_generations=2, max_new_tokens=4, **SAMPLED)

@@ -27,7 +27,7 @@ def _both(model, tokenizer, settings: dict, prompts=PROMPTS, k: int = 4, n: int 
                 model,
                 tokenizer,
                 prompts,
-                num_samples=k,
+                num_generations=k,
                 max_new_tokens=n,
                 generator=generator,
                 decoder=decoder,

@@ -45,7 +45,7 @@ def _model(arch: str):
 
 def _sample(model, tokenizer, prompts, *, share: bool, do_sample: bool = True, fast_decode: bool = True,
             k: int = 4, max_new_tokens: int = 10):
-    return generate_completions(model, tokenizer, prompts, num_samples=k, max_new_tokens=max_new_tokens,
+    return generate_completions(model, tokenizer, prompts, num_generations=k, max_new_tokens=max_new_tokens,
                                 do_sample=do_sample, generator=torch.Generator().manual_seed(11),
                                 fast_decode=fast_decode, share_prompt_prefix=share, **SAMPLING)
 

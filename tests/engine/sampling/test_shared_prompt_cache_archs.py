@@ -34,7 +34,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def _sample(model, tokenizer, *, share: bool, fast_decode: bool = True, k: int = 4):
-    return generate_completions(model, tokenizer, PROMPTS, num_samples=k, max_new_tokens=12,
+    return generate_completions(model, tokenizer, PROMPTS, num_generations=k, max_new_tokens=12,
                                 generator=torch.Generator().manual_seed(7), fast_decode=fast_decode,
                                 share_prompt_cache=share, **SAMPLING)
 

@@ -55,7 +55,7 @@ def test_the_copy_samples_what_a_bfloat16_model_samples() -> None:
     cast = copy.deepcopy(model)
     for p in cast.parameters():
         p.data = p.data.to(torch.bfloat16)
-    theirs = generate_completions(cast, tok, ["Count to 3:", "Count to 5:"], num_samples=3, max_new_tokens=6,
+    theirs = generate_completions(cast, tok, ["Count to 3:", "Count to 5:"], num_generations=3, max_new_tokens=6,
                                   temperature=agent.generation.temperature, top_p=agent.generation.top_p,
                                   top_k=agent.generation.top_k, generator=torch.Generator().manual_seed(7))
     assert [s.texts for s in mine] == theirs.texts

@@ -32,7 +32,7 @@ def test_node_returns_rejects_mismatched_children() -> None:
 def test_marginal_returns_aligned_is_identity() -> None:
     joint = joint_action_indices("aligned", 2, 3)
     assert joint == [(0, 0), (1, 1), (2, 2)]
-    assert marginal_returns([1.0, 2.0, 3.0], joint, agent=1, num_samples=3) == [1.0, 2.0, 3.0]
+    assert marginal_returns([1.0, 2.0, 3.0], joint, agent=1, num_generations=3) == [1.0, 2.0, 3.0]
 
 
 def test_marginal_returns_cross_takes_the_mean_over_partners() -> None:
@@ -40,9 +40,9 @@ def test_marginal_returns_cross_takes_the_mean_over_partners() -> None:
     assert joint == [(0, 0), (0, 1), (1, 0), (1, 1)]
     returns = [1.0, 3.0, 5.0, 7.0]
     # agent 0's sample 0 is in joints 0 and 1 -> (1+3)/2; sample 1 in joints 2, 3 -> (5+7)/2
-    assert marginal_returns(returns, joint, agent=0, num_samples=2) == [2.0, 6.0]
+    assert marginal_returns(returns, joint, agent=0, num_generations=2) == [2.0, 6.0]
     # agent 1's sample 0 is in joints 0 and 2 -> (1+5)/2; sample 1 in 1, 3 -> (3+7)/2
-    assert marginal_returns(returns, joint, agent=1, num_samples=2) == [3.0, 5.0]
+    assert marginal_returns(returns, joint, agent=1, num_generations=2) == [3.0, 5.0]
 
 
 def test_tree_size_counts_every_node() -> None:

@@ -15,7 +15,7 @@ from engine.trainer.agents import AgentRuntime, GenerationSettings, unpack_gener
 def test_training_forward_matches_sampling_logprobs(arch: str) -> None:
     model, tok = build_tiny_model(arch, "xs", seed=0)
     prompts = ["Hi", "Count to ten please:", "A much longer prompt about two agents working together"]
-    gen = generate_completions(model, tok, prompts, num_samples=2, max_new_tokens=10, temperature=1.0, top_p=1.0,
+    gen = generate_completions(model, tok, prompts, num_generations=2, max_new_tokens=10, temperature=1.0, top_p=1.0,
                                top_k=50, generator=torch.Generator().manual_seed(0))
     assert gen.token_logprobs is not None
     sampled, _ = unpack_generation(gen, len(prompts), 2)

@@ -46,7 +46,7 @@ def test_shared_model_halves_weight_memory_and_keeps_two_optimizers() -> None:
         for sample, advantage in zip(samples, advantages, strict=True):
             sample.advantage = advantage
         step_before = snapshot(model)
-        optimize_agent(agent, samples, shared.update_settings, shared._update_rngs[agent.index])
+        optimize_agent(agent, samples, shared.update_settings, shared.update_rngs[agent.index])
         assert changed(step_before, model), f"{agent.name}'s update did not reach the shared weights"
     assert changed(before, model)
     # each agent has its own AdamW moments over the same tensors
