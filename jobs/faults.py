@@ -53,7 +53,8 @@ def space_note(path: str | Path) -> str:
     return f"{human_bytes(usage.free)} free of {human_bytes(usage.total)} on {where}"
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, each once, outermost first."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -99,7 +100,7 @@ def resource_reason(exc: BaseException, *, output_path: str | Path | None = None
 
     ``output_path`` is named when the error does not say which file it was writing (torch, safetensors);
     ``database_url`` when SQLite reports its disk full or the file read-only."""
-    for error in _chain(exc):
+    for error in exception_chain(exc):
         if getattr(error, "free_bytes", None) is not None and isinstance(error, OSError):
             return str(error)  # the engine's CheckpointWriteError: already one line, space measured at the failure
         if isinstance(error, OSError) and error.errno in FILESYSTEM_ERRNOS:

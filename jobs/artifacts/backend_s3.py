@@ -17,6 +17,7 @@ from typing import Any
 from jobs.artifacts.backend import ObjectInfo
 from jobs.artifacts.errors import StoreRefused, describe
 from jobs.artifacts.location import join_key
+from jobs.faults import exception_chain
 
 CREDENTIAL_CODES = frozenset(
     {
@@ -204,7 +205,7 @@ class S3Backend:
             ConnectionError,
             TimeoutError,
         )
-        return any(isinstance(e, kinds) for e in _chain(exc)) or _code(exc) in TRANSIENT_CODES
+        return any(isinstance(e, kinds) for e in exception_chain(exc)) or _code(exc) in TRANSIENT_CODES
 
     def refusal(self, exc: BaseException) -> Exception | None:
         code = _code(exc)
@@ -221,18 +222,9 @@ class S3Backend:
         return None
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def _code(exc: BaseException) -> str | None:
     """The S3 error code of a ``ClientError`` anywhere in the chain (upload failures wrap it)."""
-    for error in _chain(exc):
+    for error in exception_chain(exc):
         response = getattr(error, "response", None)
         if isinstance(response, dict) and response.get("Error", {}).get("Code"):
             return str(response["Error"]["Code"])
@@ -240,7 +232,7 @@ def _code(exc: BaseException) -> str | None:
 
 
 def _message(exc: BaseException) -> str:
-    for error in _chain(exc):
+    for error in exception_chain(exc):
         response = getattr(error, "response", None)
         if isinstance(response, dict) and response.get("Error"):
             err = response["Error"]
