@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +73,12 @@ def short_label(run: Run, names: dict[int, str]) -> str:
     return f"{names.get(run.experiment_id, '?')} #{run.id}"
 
 
-def run_duration(run: Run, now: datetime | None = None) -> float | None:
-    """Seconds a run has trained: from its start to its end (or to now while it is active)."""
+def run_duration(run: Run, now: datetime) -> float | None:
+    """Seconds a run has trained: from its start to its end (or to ``now`` while it is active). ``now`` is
+    the database server's time (:meth:`db.store.Store.server_now`): the run's times are on its clock."""
     if run.started_at is None:
         return None
-    end = run.finished_at or (now or datetime.now(UTC))
+    end = run.finished_at or now
     return max(0.0, (end - run.started_at).total_seconds())
 
 
@@ -95,7 +96,7 @@ def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dic
     reward is the trend's last point (downsampling always keeps the last point).
     """
     rows = []
-    now = datetime.now(UTC)
+    now = store.server_now()  # durations on the clock the runs' times were stamped with, not this machine's
     for run in runs:
         rate = store.run_rate(run.id)
         spark = store.series(run.id, SPARK_KEY, max_points=SPARK_POINTS).ys if run.step else ()
@@ -216,12 +217,13 @@ def read_log(path: str | None, lines: int = LOG_LINES, max_bytes: int = 1_000_00
     return LogTail("\n".join(kept), len(kept), size > max_bytes or len(all_lines) > lines, size)
 
 
-def heartbeat_age(when: datetime | None, now: datetime | None = None) -> str:
-    """How long ago a heartbeat was, for display."""
+def heartbeat_age(when: datetime | None, now: datetime) -> str:
+    """How long ago a heartbeat was, for display. ``now`` is the database server's time
+    (:meth:`db.store.Store.server_now`): heartbeats and worker sightings are stamped with its clock
+    (:mod:`db.clock`), so a dashboard whose own clock is off still shows their true age."""
     if when is None:
         return "never"
-    now = now or datetime.now(UTC)
-    return format_duration((now - when).total_seconds()) + " ago"
+    return format_duration(max(0.0, (now - when).total_seconds())) + " ago"
 
 
 def episodes_by_item(episodes: list[EpisodeView]) -> dict[int | None, EpisodeView]:

@@ -5,6 +5,10 @@ A request moves ``queued → running → done | failed`` (a queued one may also 
 not be sent). Every move is a compare-and-set on the state it leaves, so a redelivered task message
 never evaluates twice and a request settled by one party (the job, the worker that saw its job
 process die, a reader that found its heartbeat stale) is never overwritten by another.
+
+Every time is the database server's (:mod:`db.clock`): the job's heartbeats are judged by a reader on
+another machine (:meth:`EvalRequestStore.reap_stale`), so neither the writer's clock nor the reader's is
+used.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, select, update
 
+from db.clock import db_now, server_now
 from db.engine import read_session, write_session
 from db.errors import NotFoundError
 from db.evaluation_records import (
@@ -24,7 +29,7 @@ from db.evaluation_records import (
     REQUEST_RUNNING,
     EvalRequest,
 )
-from db.models import EvalRequestRow, RunRow, utcnow
+from db.models import EvalRequestRow, RunRow
 from db.ops_runs import ts
 from db.store import Store
 
@@ -59,7 +64,8 @@ class EvalRequestStore:
             if s.get(RunRow, run_id) is None:
                 raise NotFoundError(f"no run with id {run_id}")
             row = EvalRequestRow(run_id=run_id, status=REQUEST_QUEUED, checkpoint=str(checkpoint),
-                                 options=dict(options), queue=queue, evaluation_ids=[])
+                                 options=dict(options), queue=queue, evaluation_ids=[],
+                                 created_at=server_now(s))
             s.add(row)
             s.flush()
             return _record(row)
@@ -87,11 +93,11 @@ class EvalRequestStore:
     def claim(self, request_id: int, *, worker: str | None = None) -> EvalRequest | None:
         """``queued → running`` for the job that will evaluate it; None (nothing changed) when the
         request is not queued any more (another delivery took it, or it was settled)."""
-        now = utcnow()
         with write_session(self.engine) as s:
             result = s.execute(update(EvalRequestRow)
                                .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_QUEUED))
-                               .values(status=REQUEST_RUNNING, worker=worker, started_at=now, heartbeat_at=now)
+                               .values(status=REQUEST_RUNNING, worker=worker, started_at=db_now(),
+                                       heartbeat_at=db_now())
                                .execution_options(synchronize_session=False))
             if result.rowcount != 1:
                 return None
@@ -102,7 +108,7 @@ class EvalRequestStore:
         with write_session(self.engine) as s:
             result = s.execute(update(EvalRequestRow)
                                .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_RUNNING))
-                               .values(heartbeat_at=utcnow()).execution_options(synchronize_session=False))
+                               .values(heartbeat_at=db_now()).execution_options(synchronize_session=False))
             return result.rowcount == 1
 
     def finish(self, request_id: int, status: str, *, error: str | None = None,
@@ -118,7 +124,7 @@ class EvalRequestStore:
             s.execute(update(EvalRequestRow)
                       .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status.in_(tuple(expected_from))))
                       .values(status=status, error=one_line(error) if error else None,
-                              evaluation_ids=[int(i) for i in evaluation_ids], finished_at=utcnow())
+                              evaluation_ids=[int(i) for i in evaluation_ids], finished_at=db_now())
                       .execution_options(synchronize_session=False))
             row = s.get(EvalRequestRow, request_id)
             if row is None:
@@ -128,12 +134,14 @@ class EvalRequestStore:
 
     def reap_stale(self, timeout_s: float, now: datetime | None = None) -> list[int]:
         """Fail the ``running`` requests whose job sent no heartbeat for ``timeout_s`` seconds (its worker
-        died or hung); returns their ids."""
+        died or hung); returns their ids. ``now`` defaults to the database server's time, the clock the
+        heartbeats were stamped with."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
-        now = now or utcnow()
-        stale = func.coalesce(EvalRequestRow.heartbeat_at, EvalRequestRow.created_at) < ts(now - timedelta(seconds=timeout_s))
         with write_session(self.engine) as s:
+            now = now or server_now(s)
+            stale = (func.coalesce(EvalRequestRow.heartbeat_at, EvalRequestRow.created_at)
+                     < ts(now - timedelta(seconds=timeout_s)))
             ids = list(s.scalars(select(EvalRequestRow.id).where(EvalRequestRow.status == REQUEST_RUNNING, stale)))
             changed = []
             for request_id in ids:

@@ -7,7 +7,8 @@ queue, registered in the workers through :mod:`jobs.tasks`) hands the request id
 1. claims the request with a compare-and-set ``queued → running`` (a redelivered message, or a
    request settled meanwhile, is left alone);
 2. refreshes the request's heartbeat from a thread while it works, so a reader can tell a job that
-   died (:meth:`db.eval_request_store.EvalRequestStore.reap_stale`);
+   died (:meth:`db.eval_request_store.EvalRequestStore.reap_stale`); the heartbeat is stamped with the
+   database server's clock, not this worker's (:mod:`db.clock`);
 3. evaluates with the engine's own code, the same as ``cooplab eval``: the run folder's
    ``config.yaml`` on this worker's device, the chosen checkpoint, :func:`engine.evaluation.evaluate.evaluate_run`
    or, for a team analysis, :func:`engine.evaluation.team_analysis.analyze_team`;

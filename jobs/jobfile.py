@@ -11,6 +11,9 @@ The file is created at a fixed size (:data:`JOB_FILE_BYTES`), so writing the *la
 needs no new disk space: when the final state cannot be written (the database's disk is full), the job
 records the state and its reason there, and whoever settles the run next uses them, so ``failed`` or
 ``lost`` carries the real cause.
+
+The file also records the job's memory cgroup and its OOM-kill counter at the start (:mod:`jobs.oom`),
+so a job that died by ``SIGKILL`` is told apart from one the kernel killed for want of memory.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from jobs import oom
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,7 @@ class JobFile:
         self.run_id = run_id
         self.host = socket.gethostname()
         self.keep = False  # True once last words are written: the file stays for whoever settles the run
+        self.oom: dict | None = None  # the OOM-kill counter at the start (jobs.oom), kept in every record
         self._pulse_stop = threading.Event()
 
     def touch(self) -> None:
@@ -114,8 +120,10 @@ class JobFile:
                     return None
                 time.sleep(0.05)
         job = cls(path, fd, run_id)
+        counter = oom.read_counter()
+        job.oom = None if counter is None else {"cgroup": counter.cgroup, "file": counter.file, "kills": counter.kills}
         try:
-            os.pwrite(fd, _encode({"run_id": run_id, "host": job.host, "pid": os.getpid()}), 0)
+            os.pwrite(fd, _encode({"run_id": run_id, "host": job.host, "pid": os.getpid(), "oom": job.oom}), 0)
             os.ftruncate(fd, JOB_FILE_BYTES)
         except OSError as exc:
             log.warning("run %s: could not write its job file (%s)", run_id, exc)
@@ -126,7 +134,8 @@ class JobFile:
         no new disk space: the file was created at its full size. Returns True when written."""
         if self.fd is None:
             return False
-        record = {"run_id": self.run_id, "host": self.host, "pid": os.getpid(), "status": status, "reason": reason}
+        record = {"run_id": self.run_id, "host": self.host, "pid": os.getpid(), "oom": self.oom, "status": status,
+                  "reason": reason}
         try:
             os.pwrite(self.fd, _encode(record), 0)
             os.fsync(self.fd)
@@ -161,6 +170,15 @@ class JobState:
     reason: str | None
     touched_at: float | None = None
     """When its job last pulsed (:meth:`JobFile.start_pulse`; epoch seconds of this machine's clock)."""
+    oom_cgroup: str | None = None
+    oom_file: str | None = None
+    oom_kills: int | None = None
+    """The job's memory cgroup, its OOM-kill counter file and value when the job started (:mod:`jobs.oom`)."""
+
+    def oom_cause(self) -> str | None:
+        """"out of memory (...)" when the kernel's OOM killer has killed in the job's cgroup since the job
+        started (read now: call it on the job's machine); else None."""
+        return oom.oom_cause(self.oom_cgroup, self.oom_file, self.oom_kills)
 
 
 def probe(data_dir: Path, run_id: int) -> JobState | None:
@@ -182,8 +200,12 @@ def probe(data_dir: Path, run_id: int) -> JobState | None:
     finally:
         os.close(fd)
     pid = record.get("pid")
+    counter = record.get("oom") if isinstance(record.get("oom"), dict) else {}
+    kills = counter.get("kills")
     return JobState(held=held, host=record.get("host"), pid=int(pid) if isinstance(pid, int) else None,
-                    status=record.get("status"), reason=record.get("reason"), touched_at=touched_at)
+                    status=record.get("status"), reason=record.get("reason"), touched_at=touched_at,
+                    oom_cgroup=counter.get("cgroup"), oom_file=counter.get("file"),
+                    oom_kills=kills if isinstance(kills, int) else None)
 
 
 def remove(data_dir: Path, run_id: int) -> None:

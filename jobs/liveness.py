@@ -96,7 +96,11 @@ def dead_job_end(run: Run, state: jobfile.JobState | None, cause: str, *, grace_
 def settle_dead_job(store: Store, settings: Settings, run: Run, cause: str,
                     state: jobfile.JobState | None = None) -> str:
     """Settle live ``run`` whose job process is known to be gone (compare-and-set on the state it was
-    seen in); removes its partial writes and job file. Returns the state the run is in afterwards."""
+    seen in); removes its partial writes and job file. Returns the state the run is in afterwards.
+    When the kernel's OOM killer killed in the job's memory cgroup since the job started, the cause
+    says "out of memory" (:mod:`jobs.oom`; its job file is on this machine)."""
+    if state is not None and state.host == socket.gethostname():
+        cause = state.oom_cause() or cause
     now = store.server_now() if run.status == states.STOPPING else None
     to, error = dead_job_end(run, state, cause, grace_s=settings.stop_grace_s, now=now)
     status = finish_run(store, run.id, to, error=error, expected_from=run.status)

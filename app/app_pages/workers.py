@@ -15,6 +15,7 @@ from db.store import Store
 def live_workers(store: Store) -> None:
     """Workers, queues and utilisation, re-read on each refresh."""
     workers = store.list_workers()
+    now = store.server_now()  # sightings are stamped with the database server's clock
     if not workers:
         st.info("No worker has connected yet. `cooplab up` starts the dashboard with one CPU worker; "
                 "`cooplab worker --device cuda:0` adds a GPU worker (one per GPU).")
@@ -24,7 +25,7 @@ def live_workers(store: Store) -> None:
                 {
                     "worker": w.name,
                     "online": "● online" if w.online else "○ offline",
-                    "last heartbeat": heartbeat_age(w.last_seen),
+                    "last heartbeat": heartbeat_age(w.last_seen, now),
                     "clock skew": "?" if w.clock_skew_s is None else f"{w.clock_skew_s:+.1f} s vs database",
                     "devices": ", ".join(w.devices),
                     "queues": ", ".join(w.queues),

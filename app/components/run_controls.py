@@ -29,7 +29,7 @@ def status_line(store: Store, run_id: int) -> Run | None:
     c2.metric("step", f"{step}/{run.total_steps}" if run.total_steps else str(step))
     c3.metric("steps/s", f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—")
     c4.metric("ETA", format_duration(rate.eta_s) if run.status in ("starting", "running") else "—")
-    c5.metric("heartbeat", heartbeat_age(run.heartbeat_at))
+    c5.metric("heartbeat", heartbeat_age(run.heartbeat_at, store.server_now()))
     if run.total_steps:
         st.progress(min(1.0, step / run.total_steps))
     st.caption(f"device {md_code(run.device or run.queue)} · worker {md_code(run.worker) if run.worker else '—'} · "
