@@ -90,11 +90,14 @@ class SeaweedServer:
             self.proc = subprocess.Popen(
                 args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.folder
             )
+        # a restart serves its old volumes only once the volume server has registered them with the
+        # master (seconds after the gateway answers): until then a read fails with InternalError
+        volumes = len(list((self.folder / "data").rglob("*.dat")))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"weed server exited with {self.proc.returncode}:\n{self.log()}")
-            if self._answers():
+            if self._answers() and self._volumes_registered() >= volumes:
                 return
             time.sleep(0.3)
         self.stop()
@@ -110,6 +113,16 @@ class SeaweedServer:
         except OSError:
             return False
         return True
+
+    def _volumes_registered(self) -> int:
+        """How many volumes the master knows of (its ``/dir/status`` topology); 0 while it knows none."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['master']}/dir/status", timeout=2) as r:  # noqa: S310
+                topology = json.loads(r.read()).get("Topology", {})
+        except (OSError, ValueError):
+            return 0
+        return sum(node.get("Volumes", 0) for center in topology.get("DataCenters") or ()
+                   for rack in center.get("Racks") or () for node in rack.get("DataNodes") or ())
 
     def stop(self) -> None:
         """Kill the server and everything it started (its process group)."""
