@@ -106,8 +106,7 @@ if [[ "$processes" == 1 ]]; then
   "$PY" -m pytest "$@"
   exit $?
 fi
-# --no-loadscope-reorder: files are handed out in the order tests/conftest.py gives (the slowest first)
-COOPLAB_TEST_PHASE=parallel "$PY" -m pytest -n "$processes" --dist loadfile --no-loadscope-reorder "$@"
+COOPLAB_TEST_PHASE=parallel "$PY" -m pytest -n "$processes" --dist loadfile "$@"
 parallel_status=$?
 if [[ $parallel_status -eq 2 || $parallel_status -eq 3 || $parallel_status -eq 4 ]]; then
   exit $parallel_status  # interrupted, an internal error or a usage error: no second phase

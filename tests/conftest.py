@@ -16,23 +16,6 @@ import pytest
 
 PHASE_ENV = "COOPLAB_TEST_PHASE"
 
-SLOWEST_FILES = (
-    # the slowest test files, slowest first (wall seconds measured on 2 cores): in the parallel phase
-    # they are handed out first, so the two processes end together instead of one running the last
-    # long file alone (pytest-xdist otherwise hands out the files with the most tests first)
-    "tests/engine/preference/test_pref_learning_shares.py",
-    "tests/jobs/test_jobs_faults_broker.py",
-    "tests/e2e/test_dashboard_e2e.py",
-    "tests/engine/actor_critic/test_ac_values.py",
-    "tests/jobs/test_jobs_worker_runs.py",
-    "tests/jobs/test_jobs_study_workers.py",
-    "tests/e2e/test_evaluations_e2e.py",
-    "tests/jobs/test_jobs_faults.py",
-    "tests/e2e/test_studies_e2e.py",
-    "tests/jobs/test_jobs_faults_hung.py",
-    "tests/jobs/test_jobs_up.py",
-)
-
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -59,13 +42,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
-    if phase == "parallel":
-        items.sort(key=_slowest_first)  # stable: each file keeps its own order
-
-
-def _slowest_first(item: pytest.Item) -> int:
-    path = item.nodeid.split("::", 1)[0]
-    return SLOWEST_FILES.index(path) if path in SLOWEST_FILES else len(SLOWEST_FILES)
 
 
 @pytest.fixture
