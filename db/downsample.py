@@ -169,19 +169,27 @@ def _step_bucket_sql(dialect: str, bounds: list[tuple[int, int]]) -> str:
     values = ", ".join(f"({int(a)}, {int(z)})" for a, z in bounds)
     bucket_range = ("m.run_id = :run_id AND m.key = :key AND m.value IS NOT NULL"
                     " AND m.step >= bk.lo AND m.step < bk.hi")
+    return _bucket_extremes_sql(dialect, values, bucket_range, "step",
+                                ("CAST(m.step AS DOUBLE PRECISION)", "-CAST(m.step AS DOUBLE PRECISION)"))
+
+
+def _bucket_extremes_sql(dialect: str, values: str, bucket_range: str, column: str,
+                         pg_keys: tuple[str, str]) -> str:
+    """Per bucket of ``values`` (``(lo, hi)`` rows), the row of the smallest and of the largest value
+    among the metrics matching ``bucket_range``; ``column`` is the axis read back (``step``,
+    ``wall_time``), ``pg_keys`` its expression for the low and the (negated) high aggregate."""
     if dialect == "sqlite":
         # SQLite fills a bare column from the row holding the single min()/max(): one pass, no sort;
         # the rowid is part of every index entry, so this stays index-only.
         pick = "(SELECT i FROM (SELECT m.id AS i, {agg}(m.value) FROM metrics m WHERE " + bucket_range + "))"
         low, high = pick.format(agg="MIN"), pick.format(agg="MAX")
-        return (f"WITH bk(lo, hi) AS (VALUES {values}) "
-                f"SELECT step, value FROM metrics WHERE id IN (SELECT {low} FROM bk UNION ALL SELECT {high} FROM bk)")
-    # PostgreSQL: one index-only pass per bucket; min/max over (value, step) arrays compare value first,
-    # then step, so each aggregate carries the step of its extreme (the earliest step on ties).
+        return (f"WITH bk(lo, hi) AS (VALUES {values}) SELECT {column}, value FROM metrics"
+                f" WHERE id IN (SELECT {low} FROM bk UNION ALL SELECT {high} FROM bk)")
+    # PostgreSQL: one index-only pass per bucket; min/max over (value, axis) arrays compare value first,
+    # then the axis, so each aggregate carries the axis value of its extreme (the earliest on ties).
     return (f"WITH bk(lo, hi) AS (VALUES {values}) "
             "SELECT p.low, p.high FROM bk CROSS JOIN LATERAL (SELECT"
-            " min(ARRAY[m.value, CAST(m.step AS DOUBLE PRECISION)]) AS low,"
-            " max(ARRAY[m.value, -CAST(m.step AS DOUBLE PRECISION)]) AS high"
+            f" min(ARRAY[m.value, {pg_keys[0]}]) AS low, max(ARRAY[m.value, {pg_keys[1]}]) AS high"
             " FROM metrics m WHERE " + bucket_range + ") AS p")
 
 
@@ -222,16 +230,7 @@ def _wall_bucket_sql(dialect: str, mark: str, count: int, step_min: int | None, 
         bucket_range += f" AND m.step >= {mark}"
     if step_max is not None:
         bucket_range += f" AND m.step <= {mark}"
-    if dialect == "sqlite":
-        # As along the step axis: the bare id comes from the row holding the min()/max(), index-only.
-        pick = "(SELECT i FROM (SELECT m.id AS i, {agg}(m.value) FROM metrics m WHERE " + bucket_range + "))"
-        low, high = pick.format(agg="MIN"), pick.format(agg="MAX")
-        return (f"WITH bk(lo, hi) AS (VALUES {values}) SELECT wall_time, value FROM metrics"
-                f" WHERE id IN (SELECT {low} FROM bk UNION ALL SELECT {high} FROM bk)")
-    return (f"WITH bk(lo, hi) AS (VALUES {values}) "
-            "SELECT p.low, p.high FROM bk CROSS JOIN LATERAL (SELECT"
-            " min(ARRAY[m.value, m.wall_time]) AS low, max(ARRAY[m.value, -m.wall_time]) AS high"
-            " FROM metrics m WHERE " + bucket_range + ") AS p")
+    return _bucket_extremes_sql(dialect, values, bucket_range, "wall_time", ("m.wall_time", "-m.wall_time"))
 
 
 _MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}
