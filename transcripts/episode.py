@@ -17,6 +17,7 @@ class TurnRecord:
     reward: float  # team reward of the joint action at this turn
     ret: float  # (discounted) return from this turn on
     advantage: float
+    credit: float | None = None  # team reward less the reward with this agent's reply left empty, when measured
 
 
 @dataclass(frozen=True)

@@ -198,6 +198,17 @@ CATALOG: dict[str, Setting] = {
                                   **_BOOL, reads=_but(DPO), compat_only=DPO),
     "per_agent_normalization": _s("rollout", bool, False, "Also z-normalise each agent's advantages over its "
                                   "whole update batch.", **_BOOL, reads=_but(ACTOR_CRITIC, DPO)),
+    "credit_assignment": _s("rollout", Literal["group", "counterfactual", "turn_group"], "group",
+                            "How each agent's advantage is credited from the one team reward. group: against "
+                            "its sibling samples at the node (MAGRPO, CoMLRL); counterfactual: against the team "
+                            "reward with the agent's sample replaced by its other samples, partners held fixed "
+                            "(extra reward calls, no extra generation); turn_group: against every sample the "
+                            "agent wrote at that turn of that item's tree (multi-turn).",
+                            reads=_but(ACTOR_CRITIC, DPO)),
+    "credit_samples": _s("rollout", int, 8, "Joint actions per step whose credit is measured for every agent "
+                         "(agent/<name>/credit: the team reward less the reward with that agent's reply left "
+                         "empty; one extra reward call per agent and joint action); 0 turns it off.", ge=0,
+                         reads=_but(ACTOR_CRITIC, DPO)),
     "reference_kl_enabled": _s("rollout", bool, False, "Penalise divergence from the initial model (k3 KL).",
                                **_BOOL, reads=_but(DPO), compat_only=DPO),
     "reference_kl_coef": _s("rollout", float, 0.1, "Weight of the reference KL.", ge=0,
@@ -212,6 +223,15 @@ CATALOG: dict[str, Setting] = {
                         "sampling call; training stays in the model's dtype. bfloat16 samples faster on CPUs "
                         "with bfloat16 instructions and on GPUs; the samples come from the rounded policy. "
                         "Empty: sample from the trained weights. Not with LoRA."),
+    "rollout_correction": _s("sampling", Literal["auto", "tis", "none"], "auto",
+                             "Correct for sampling from a rollout_dtype copy: tis weights each token's "
+                             "policy-gradient term by min(p_train / p_sample, tis_cap) (truncated importance "
+                             "sampling); auto: tis whenever the sampling copy's dtype differs from the trained "
+                             "weights'; none: no correction.",
+                             before=_aliases({"auto": "auto", "tis": "tis", "none": "none", "null": "none"}),
+                             reads=_but(ACTOR_CRITIC, DPO)),
+    "tis_cap": _s("sampling", float, 2.0, "Upper bound of the truncated importance weight of rollout_correction.",
+                  ge=1.0, reads=_but(ACTOR_CRITIC, DPO)),
     # --- devices and models --------------------------------------------------------------------
     "parallel_training": _s("devices", Literal["auto", "none", "mp"], "auto", "auto: the team on one device; "
                             "on a CPU with a thread per agent the agents run concurrently (not with dropout), "
