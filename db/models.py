@@ -173,6 +173,7 @@ class TurnRow(Base):
     reward: Mapped[float] = mapped_column(Float)
     ret: Mapped[float] = mapped_column(Float)
     advantage: Mapped[float] = mapped_column(Float)
+    credit: Mapped[float | None] = mapped_column(Float)
 
 
 class CheckpointRow(Base):
@@ -183,6 +184,8 @@ class CheckpointRow(Base):
     step: Mapped[int]
     path: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    artifact_url: Mapped[str | None] = mapped_column(Text)
+    """The store URL of the checked upload of this checkpoint (None: only the local copy)."""
 
 
 class WorkerRow(Base):
