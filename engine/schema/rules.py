@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.schema.catalog import CATALOG, GROUP_BASELINE, LEARNED_REWARD
+from engine.schema.catalog import ALGORITHM_BASELINES, CATALOG, GROUP_BASELINE, LEARNED_REWARD
 
 _MISSING = object()
 
@@ -44,7 +44,44 @@ def combination_problems(settings: Any) -> list[str]:
                         "gap (CoMLRL's rule); leave preference_pairs_per_sample empty (null), or choose reward_gap "
                         "or random to keep a number of pairs per item")
     problems += _comparator_problems(get)
+    problems += _credit_problems(get, algorithm)
     return problems
+
+
+def _credit_problems(get: Any, algorithm: Any) -> list[str]:
+    """The credit estimators' meaningless combinations (the team's size is :func:`team_problems`')."""
+    estimator = get("credit_assignment")
+    if estimator in (_MISSING, None, "group"):
+        return []
+    if estimator == "turn_group" and get("num_turns") == 1:
+        return ["credit_assignment: 'turn_group' pools an agent's samples over the nodes of one turn; with "
+                "num_turns 1 there is one node per item and it equals 'group'. Set num_turns >= 2 or use 'group'"]
+    if estimator != "counterfactual":
+        return []
+    problems = []
+    forced = get("forced_advantage_mode")
+    mode = forced if forced not in (_MISSING, None) else get("advantage_mode")
+    if mode in (_MISSING, None):
+        mode = ALGORITHM_BASELINES.get(str(get("rl_algorithm") if algorithm in LEARNED_REWARD else algorithm), "mean")
+    if mode == "raw":
+        problems.append("credit_assignment: 'counterfactual' is a baseline (the agent's other samples, partners held "
+                        "fixed) and advantage_mode 'raw' (mareinforce) has none; use magrpo, marloo or maremax")
+    if get("turn_order") == "sequential":
+        problems.append("credit_assignment: 'counterfactual' swaps an agent's sample while its partners' stay; with "
+                        "turn_order 'sequential' a later agent's reply answers its predecessor's sample, so the "
+                        "swapped dialogue never happened. Use turn_order 'simultaneous' or credit_assignment 'group'")
+    if algorithm == "centralized_magrpo" or get("collaboration_mode") == "centralized":
+        problems.append("credit_assignment: 'counterfactual' needs partners to hold fixed; a centralized team is one "
+                        "model writing every role in one completion. Use 'group'")
+    return problems
+
+
+def team_problems(settings: Any, num_agents: int) -> list[str]:
+    """Problems of a combination of settings with a team of ``num_agents`` models."""
+    if getattr(settings, "credit_assignment", "group") == "counterfactual" and num_agents < 2:
+        return ["credit_assignment: 'counterfactual' replaces one agent's sample with its partners held fixed; "
+                "a team of one agent has no partners. Use 'group' (GRPO)"]
+    return []
 
 
 def _best_checkpoint_problems(get: Any) -> list[str]:

@@ -30,7 +30,7 @@ from engine.schema.catalog import ACTOR_CRITIC
 from engine.schema.collaboration import collaboration_problem
 from engine.schema.derive import agent_override, run_config_settings, schema_fields
 from engine.schema.errors import ConfigError, format_validation_error
-from engine.schema.rules import combination_problems
+from engine.schema.rules import combination_problems, team_problems
 from engine.schema.safe_yaml import YamlLimitError, load_yaml_file
 from engine.schema.secrets import (
     key_variable_problem,
@@ -249,6 +249,9 @@ class RunConfig(_Strict):
                              f"torch_dtype for the whole model")
         if self.system is not None:
             parse_system_spec(self)
+        else:
+            for problem in team_problems(self.trainer, len(self.agents)):
+                raise ValueError(f"trainer.{problem}")
         return self
 
 

@@ -7,7 +7,7 @@ same history. Baselines are taken within that group, as in MAGRPO / TreeRPO.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 
@@ -83,6 +83,18 @@ def group_advantages(values: torch.Tensor, mode: str, normalize: bool) -> torch.
     if normalize and k > 1:
         adv = (adv - adv.mean()) / adv.std(unbiased=False).clamp_min(ADVANTAGE_EPS)
     return adv
+
+
+def pooled_groups(groups: Sequence[tuple[int, int]], keys: Sequence[Hashable]) -> list[list[int]]:
+    """Sample indices of the groups that share a key, merged, in first-seen order: ``groups[g]`` is a
+    node's sibling range ``[start, end)`` and ``keys[g]`` its pool (``turn_group``: the item's tree
+    and the turn, so an agent's samples at every node of one turn of one item form one group)."""
+    if len(groups) != len(keys):
+        raise ValueError(f"{len(groups)} groups but {len(keys)} keys")
+    pools: dict[Hashable, list[int]] = {}
+    for (start, end), key in zip(groups, keys, strict=True):
+        pools.setdefault(key, []).extend(range(start, end))
+    return list(pools.values())
 
 
 def normalize_batch(advantages: torch.Tensor) -> torch.Tensor:

@@ -50,6 +50,23 @@ def k3_kl(logp_policy: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1.0
 
 
+def tis_weights(train_logps: torch.Tensor, sampler_logps: torch.Tensor, mask: torch.Tensor,
+                cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Truncated importance weights of tokens drawn by a sampler that is not the trained policy:
+    ``min(p_train / p_sample, cap)`` per token, 0 on padding (no gradient flows through them).
+    (B, T) x3 -> (B, T), with ``sampler_kl`` (mean k3 estimate of KL(sampler || trained) over the
+    completion tokens) and ``tis_clipped`` (the share of tokens whose ratio exceeded ``cap``)."""
+    with torch.no_grad():
+        m = mask.bool()
+        log_ratio = (train_logps - sampler_logps).float()
+        ratio = torch.exp(log_ratio)
+        weights = torch.clamp(ratio, max=cap) * m
+        tokens = m.sum().clamp_min(1)
+        kl = k3_kl(sampler_logps.float(), train_logps.float())
+        stats = {"sampler_kl": float((kl * m).sum() / tokens), "tis_clipped": float(((ratio > cap) & m).sum() / tokens)}
+    return weights, stats
+
+
 def reduce_tokens(values: torch.Tensor, mask: torch.Tensor, loss_type: str) -> torch.Tensor:
     """Per-sequence reduction of token values: ``seq_sum`` sums, ``token_mean`` averages over the
     sequence's own completion tokens. (B, T) -> (B,)."""
@@ -72,6 +89,7 @@ def policy_loss(
     clip_epsilon: float | None = None,
     ref_logps: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Policy-gradient loss per sequence, averaged over the batch. Returns ``(loss, stats)``.
 
@@ -79,6 +97,8 @@ def policy_loss(
     With ``clip_epsilon``: PPO's pessimistic surrogate per token,
     ``-min(rho A, clip(rho, 1-eps, 1+eps) A)`` with ``rho = exp(log p - old log p)``; on the first
     pass ``rho = 1`` and its gradient equals the unclipped one.
+    With ``token_weights`` (B, T) (:func:`tis_weights`, no gradient): each token's policy-gradient
+    term is multiplied by its weight (truncated importance sampling for an off-policy sampler).
     With ``ref_logps`` and ``kl_coef > 0``: adds ``kl_coef * reduce(k3 KL)`` (KL as a loss term).
     """
     adv = advantages.to(logps.dtype).unsqueeze(-1)  # (B, 1)
@@ -95,6 +115,8 @@ def policy_loss(
             stats["clip_fraction"] = float(was_clipped.sum() / m.sum().clamp_min(1))
     else:
         surrogate = logps * adv
+    if token_weights is not None:
+        surrogate = surrogate * token_weights.detach().to(surrogate.dtype)
     per_seq = -reduce_tokens(surrogate, mask, loss_type)
     if ref_logps is not None and kl_coef > 0:
         kl = reduce_tokens(k3_kl(logps, ref_logps), mask, loss_type)

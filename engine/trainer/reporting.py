@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.sinks.base import Episode, TurnRecord
 from engine.trainer.credit import AgentBatch
+from engine.trainer.credit_probe import branch_path
 from engine.trainer.tree import Node, Rollout
 
 
@@ -26,6 +27,10 @@ def agent_metrics(agents: Sequence[Any], batches: Sequence[AgentBatch], stats: S
         metrics[prefix + "lr"] = agent.learning_rate * lr_factor
         if batch.kl is not None:
             metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
+    for key in ("sampler_kl", "tis_clipped"):  # the rollout correction, across agents
+        values = [s[key] for s in stats if key in s]
+        if values:
+            metrics[f"perf/{key}"] = sum(values) / len(values)
     return metrics
 
 
@@ -58,30 +63,34 @@ def rollout_metrics(rollouts: Sequence[Rollout], num_turns: int) -> dict[str, fl
     return metrics
 
 
-def sample_episodes(rollouts: Sequence[Rollout], names: Sequence[str], count: int, rng: random.Random,
-                    *, split: str = "train") -> list[Episode]:
-    """``count`` random branches (leaf to root), each as an :class:`Episode` of per-turn records."""
+def choose_branches(rollouts: Sequence[Rollout], count: int, rng: random.Random) -> list[tuple[Node, int]]:
+    """``count`` random branches, each as its leaf: a node and a joint action with no child."""
     leaves: list[tuple[Node, int]] = []
     for rollout in rollouts:
         for node in rollout.nodes:
             leaves.extend((node, j) for j in range(len(node.rewards)) if j not in node.children)
     if not leaves or count <= 0:
         return []
-    chosen = rng.sample(leaves, min(count, len(leaves)))
-    return [branch_episode(node, j, names, index, split=split) for index, (node, j) in enumerate(chosen)]
+    return rng.sample(leaves, min(count, len(leaves)))
+
+
+def sample_episodes(rollouts: Sequence[Rollout], names: Sequence[str], count: int, rng: random.Random,
+                    *, split: str = "train") -> list[Episode]:
+    """``count`` random branches (leaf to root), each as an :class:`Episode` of per-turn records."""
+    return branch_episodes(choose_branches(rollouts, count, rng), names, split=split)
+
+
+def branch_episodes(branches: Sequence[tuple[Node, int]], names: Sequence[str], *, split: str = "train") -> list[Episode]:
+    """Each branch (its leaf node and joint action) as an :class:`Episode`."""
+    return [branch_episode(node, j, names, index, split=split) for index, (node, j) in enumerate(branches)]
 
 
 def branch_episode(node: Node, joint: int, names: Sequence[str], sample_index: int, *, split: str) -> Episode:
-    """The branch ending at joint action ``joint`` of ``node``, root first."""
-    path: list[tuple[Node, int]] = []
-    current: Node | None = node
-    j = joint
-    while current is not None:
-        path.append((current, j))
-        j = current.parent_joint if current.parent_joint is not None else 0
-        current = current.parent
+    """The branch ending at joint action ``joint`` of ``node``, root first, with each turn's measured
+    credit where the step measured it (:mod:`engine.trainer.credit_probe`)."""
     turns: list[TurnRecord] = []
-    for n, jj in reversed(path):
+    for n, jj in branch_path(node, joint):
+        credit = n.credit.get(jj)
         for i, k in enumerate(n.joint_actions[jj]):
             samples = n.agents[i]
             turns.append(TurnRecord(
@@ -89,5 +98,6 @@ def branch_episode(node: Node, joint: int, names: Sequence[str], sample_index: i
                 completion=samples.texts[k], reward=float(n.rewards[jj]),
                 ret=float(n.returns[jj]) if n.returns else float(n.rewards[jj]),
                 advantage=float(samples.advantages[k]) if samples.advantages else 0.0,
+                credit=float(credit[i]) if credit is not None else None,
             ))
     return Episode(sample_index=sample_index, split=split, item_index=node.item_index, turns=tuple(turns))

@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.rewards.team_reward import TeamReward
 from engine.trainer.agents import AgentRuntime, SampledPrompt
+from engine.trainer.counterfactual import counterfactual_joints
 from engine.trainer.formatting import call_formatter, render_prompt, with_peer_replies
 from engine.trainer.parallel import map_agents
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
@@ -34,6 +35,7 @@ class RolloutSettings:
     external_prompt_passthrough: bool
     greedy: bool = False
     expand_first_only: bool = False  # evaluation: follow one path (joint action 0) instead of a tree
+    counterfactual: bool = False  # also score the joint actions that replace one agent's sample
 
 
 class TransitionError(RuntimeError):
@@ -101,6 +103,7 @@ class TreeBuilder:
         nodes: list[Node] = []
         env_steps = 0
         num_tokens = 0
+        extra_calls = 0
         for turn in range(s.num_turns):
             if not level:
                 break
@@ -112,6 +115,7 @@ class TreeBuilder:
                 node.joint_actions = joint_action_indices(s.joint_mode, len(self.agents), s.num_generations)
                 if score:
                     self.score_node(node)
+                    extra_calls += self.score_counterfactuals(node)
                 env_steps += len(node.joint_actions)
             timings["reward_s"] += time.perf_counter() - t0
             nodes.extend(level)
@@ -121,7 +125,7 @@ class TreeBuilder:
             level = self._expand(level)
             timings["transition_s"] += time.perf_counter() - t0
         return Rollout(roots=[n for n in nodes if n.turn == 0], nodes=nodes, env_steps=env_steps,
-                       num_tokens=num_tokens, timings=timings)
+                       num_tokens=num_tokens, timings=timings, credit_reward_calls=extra_calls)
 
     # -- generation ----------------------------------------------------------------------------
     def _generate_level(self, level: list[Node]) -> int:
@@ -185,6 +189,20 @@ class TreeBuilder:
         completions = [[node.agents[i].texts[ja[i]] for ja in joint] for i in range(len(self.agents))]
         prompts = [[node.agents[i].prompts[ja[i]] for ja in joint] for i in range(len(self.agents))]
         node.rewards, node.reward_terms = self.reward.score(completions, [node.item] * len(joint), prompts)
+
+    def score_counterfactuals(self, node: Node) -> int:
+        """With ``counterfactual``: the team reward of every joint action that replaces one agent's sample
+        by another of its samples and is not a joint action of the node already
+        (``node.counterfactual_rewards``), in one reward call per node. Returns how many were scored."""
+        if not self.settings.counterfactual or len(self.agents) < 2:
+            return 0
+        joints = counterfactual_joints(node.joint_actions, self.settings.num_generations)
+        if joints:
+            completions = [[node.agents[i].texts[ja[i]] for ja in joints] for i in range(len(self.agents))]
+            prompts = [[node.agents[i].prompts[ja[i]] for ja in joints] for i in range(len(self.agents))]
+            rewards, _ = self.reward.score(completions, [node.item] * len(joints), prompts)
+            node.counterfactual_rewards = dict(zip(joints, rewards, strict=True))
+        return len(joints)
 
     def _expand(self, level: list[Node]) -> list[Node]:
         s = self.settings

@@ -1,10 +1,12 @@
 """One MAGRPO training step, top to bottom (:func:`magrpo_step`; ``MAGRPOTrainer.train_step`` runs it):
 
-    the step's items  ->  rollout trees  ->  returns  ->  per agent: batch, advantages, optimise  ->  metrics
+    the step's items  ->  rollout trees  ->  returns  ->  per agent: batch, advantages, optimise
+      ->  credit measured  ->  metrics and episodes
 
 Each stage is a named helper, hand-tested on its own: the tree (:mod:`engine.trainer.rollout`),
 returns and advantages (:mod:`engine.trainer.credit`, pure arithmetic in
-:mod:`engine.trainer.advantages`), the loss and the optimiser (:mod:`engine.trainer.update`,
+:mod:`engine.trainer.advantages` and :mod:`engine.trainer.counterfactual`), each agent's measured
+credit (:mod:`engine.trainer.credit_probe`), the loss and the optimiser (:mod:`engine.trainer.update`,
 :mod:`engine.trainer.losses`) and the reports (:mod:`engine.trainer.reporting`). A coordinator of
 several trainers runs the same helpers in two calls, ``rollout`` and ``update``
 (:class:`engine.trainer.trainer.MAGRPOTrainer`).
@@ -22,8 +24,9 @@ from engine.sinks.base import Episode
 from engine.trainer.agents import AgentRuntime
 from engine.trainer.core import step_timing
 from engine.trainer.credit import agent_batch, assign_returns, fill_advantages
+from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit
 from engine.trainer.losses import lr_factor
-from engine.trainer.reporting import agent_metrics, rollout_metrics, sample_episodes
+from engine.trainer.reporting import agent_metrics, branch_episodes, choose_branches, rollout_metrics
 from engine.trainer.rollout import TreeBuilder
 from engine.trainer.update import UpdateSettings, optimize_agent, score_for_loss, set_learning_rates
 
@@ -61,8 +64,9 @@ def magrpo_step(trainer: Stepped) -> tuple[dict[str, float], list[Episode]]:
     indices = trainer.items_for_step(trainer.step)
 
     # 2. Rollout trees, items_per_step items at a time. At every node each agent samples
-    #    num_generations completions in one batched call, the team reward scores each joint action,
-    #    and on a non-final turn the external transition builds each joint action's child node.
+    #    num_generations completions in one batched call, the team reward scores each joint action
+    #    (and, for counterfactual credit, each joint action with one agent's sample replaced), and on
+    #    a non-final turn the external transition builds each joint action's child node.
     rollouts = []
     for start in range(0, len(indices), trainer.items_per_step):
         chunk = indices[start:start + trainer.items_per_step]
@@ -78,7 +82,8 @@ def magrpo_step(trainer: Stepped) -> tuple[dict[str, float], list[Episode]]:
     #    The log-probs the loss needs besides the current policy's (rollout policy, reference).
     trainer.map_agents(lambda agent: score_for_loss(agent, batches[agent.index].samples, cfg))
     #    Advantages: the return (less the KL penalty when it is in the reward) against the baseline
-    #    of its sibling group (advantage_mode), optionally normalised over the agent's samples.
+    #    (advantage_mode) of its credit_assignment group: the node's siblings, the turn's samples, or
+    #    the agent's other samples with partners held fixed; optionally normalised over its samples.
     for batch in batches:
         fill_advantages(batch, rollouts, cfg)
 
@@ -93,12 +98,20 @@ def magrpo_step(trainer: Stepped) -> tuple[dict[str, float], list[Episode]]:
     metrics = agent_metrics(agents, batches, stats, factor)
     ended = time.perf_counter()
 
-    # 6. Metrics and a few episodes (random branches, root to leaf) for the sink.
+    # 6. Credit made visible: on the reported branches' joint actions and a few more, each agent's
+    #    team reward less the reward with its reply left empty (agent/<name>/credit).
+    branches = choose_branches(rollouts, cfg.transcripts_per_step, trainer.report_rng)
+    probes = choose_probes(rollouts, branches, cfg.credit_samples, trainer.report_rng)
+    probe_calls = measure_credit(trainer.tree.reward, probes, len(agents))
+    metrics.update(credit_metrics(probes, trainer.agent_names))
+
+    # 7. Metrics and the reported episodes (root to leaf) for the sink.
     trainer.env_step += sum(r.env_steps for r in rollouts)
     metrics.update(rollout_metrics(rollouts, cfg.num_turns))
     metrics.update(step_timing(started, updating, ended, tokens=sum(r.num_tokens for r in rollouts),
                                generate_s=sum(r.timings["generate_s"] for r in rollouts),
                                reward_s=sum(r.timings["reward_s"] for r in rollouts)))
+    metrics["perf/credit_reward_calls"] = float(probe_calls + sum(r.credit_reward_calls for r in rollouts))
+    metrics["perf/credit_s"] = time.perf_counter() - ended
     metrics["train/epoch"] = trainer.epoch_of_last_step()
-    episodes = sample_episodes(rollouts, trainer.agent_names, cfg.transcripts_per_step, trainer.report_rng)
-    return metrics, episodes
+    return metrics, branch_episodes(branches, trainer.agent_names)

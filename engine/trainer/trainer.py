@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.rewards.team_reward import TeamReward
 from engine.schema.configs import MAGRPOConfig
+from engine.schema.rules import team_problems
 from engine.sinks.base import Episode, Sink
 from engine.trainer.agent_setup import comlrl_agents
 from engine.trainer.agents import AgentRuntime
@@ -80,6 +81,8 @@ class MAGRPOTrainer(TrainerCore):
                              tokenizer=tokenizer, formatters=formatters, agent_names=agent_names,
                              agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
                              system_prompts=system_prompts)
+        for problem in team_problems(cfg, len(team)):
+            raise ValueError(problem)
         self._setup(cfg, team, train_dataset=train_dataset, eval_dataset=eval_dataset,
                     external_transition=external_transition, eval_logger=eval_logger,
                     eval_aggregator=eval_aggregator, sink=sink, wandb_config=wandb_config, output_dir=output_dir)
@@ -92,12 +95,14 @@ class MAGRPOTrainer(TrainerCore):
             num_generations=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,
             turn_order=cfg.turn_order, early_termination_threshold=cfg.early_termination_threshold,
             external_prompt_passthrough=cfg.external_prompt_passthrough,
+            counterfactual=cfg.credit_assignment == "counterfactual",
         ), pool=self._pool)  # None for agents sharing a model: it is never sampled from two threads
         self.update_settings = UpdateSettings(
             loss_type=cfg.loss_type, clip_epsilon=cfg.clip_epsilon, num_inner_epochs=cfg.num_inner_epochs,
             train_batch_size=cfg.effective_train_batch_size, micro_batch_size=cfg.micro_batch_size,
             max_grad_norm=cfg.max_grad_norm, reference_kl_enabled=cfg.reference_kl_enabled,
             reference_kl_mode=cfg.reference_kl_mode, reference_kl_coef=cfg.reference_kl_coef,
+            rollout_correction=cfg.rollout_correction, tis_cap=cfg.tis_cap,
         )
         self._schedule(nodes_per_item(cfg.joint_mode, self.num_agents, cfg.num_generations, cfg.num_turns),
                        update_streams=self.num_agents)

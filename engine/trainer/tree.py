@@ -51,6 +51,9 @@ class Node:
     reward_terms: dict[str, list[float]] = field(default_factory=dict)
     children: dict[int, Node] = field(default_factory=dict)
     returns: list[float] = field(default_factory=list)
+    # credit_assignment='counterfactual': the team reward of joint actions that replace one agent's sample
+    counterfactual_rewards: dict[tuple[int, ...], float] = field(default_factory=dict)
+    credit: dict[int, list[float]] = field(default_factory=dict)  # joint action -> each agent's measured credit
 
     def joint_completions(self, j: int) -> list[str]:
         """Every agent's completion in joint action ``j``."""
@@ -69,6 +72,7 @@ class Rollout:
     env_steps: int  # joint-action reward evaluations
     num_tokens: int  # generated completion tokens (all agents)
     timings: dict[str, float] = field(default_factory=dict)
+    credit_reward_calls: int = 0  # reward evaluations of counterfactual joint actions (not in env_steps)
 
     def nodes_at_turn(self, turn: int) -> list[Node]:
         return [n for n in self.nodes if n.turn == turn]

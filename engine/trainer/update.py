@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from engine.trainer.agents import AgentRuntime, SequenceBatch
-from engine.trainer.losses import k3_kl, policy_loss
+from engine.trainer.losses import k3_kl, policy_loss, tis_weights
 
 NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
 
@@ -35,6 +35,8 @@ class UpdateSettings:
     reference_kl_enabled: bool
     reference_kl_mode: str
     reference_kl_coef: float
+    rollout_correction: str = "none"  # auto | tis | none (see corrects_sampler)
+    tis_cap: float = 2.0
 
 
 @dataclass
@@ -47,6 +49,7 @@ class TrainSample:
     completion_ids: list[int]
     advantage: float = 0.0
     old_logps: torch.Tensor | None = None  # (T,) rollout policy
+    sampler_logps: torch.Tensor | None = None  # (T,) the sampler's own, kept for the rollout correction
     ref_logps: torch.Tensor | None = None  # (T,) reference model
 
 
@@ -74,13 +77,29 @@ def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference
         model.train(was_training)
 
 
+def corrects_sampler(agent: AgentRuntime, rollout_correction: str) -> bool:
+    """Whether ``agent``'s update weights its tokens by truncated importance sampling: ``tis`` always
+    (where the sampler kept its log-probs), ``auto`` when the agent samples from a copy in another
+    dtype than the weights it trains (``rollout_dtype``), ``none`` never."""
+    if rollout_correction == "tis":
+        return True
+    if rollout_correction != "auto" or agent.rollout_copy is None:
+        return False
+    trained = next((p.dtype for p in agent.model.parameters() if p.is_floating_point()), None)
+    return agent.rollout_copy.dtype != trained
+
+
 def score_for_loss(agent: AgentRuntime, samples: list[TrainSample], config: Any) -> None:
     """The log-probs the loss needs besides the current policy's: the rollout policy's (the sampler
     keeps them; scored only when missing) and the reference model's. An agent sampling from a
     ``rollout_dtype`` copy has its log-probs scored again by its own weights for the KL, which must
-    be zero where the trained policy equals the reference."""
+    be zero where the trained policy equals the reference, and for the clipped ratio when its tokens
+    are importance-weighted (the ratio is then the trained policy's against itself at rollout time,
+    and the sampler's difference is the weight's)."""
     missing = any(s.old_logps is None for s in samples)
-    rescore = config.reference_kl_enabled and agent.rollout_copy is not None
+    tis = corrects_sampler(agent, getattr(config, "rollout_correction", "none"))
+    rescore = agent.rollout_copy is not None and (
+        config.reference_kl_enabled or (tis and config.clip_epsilon is not None))
     if ((config.clip_epsilon is not None or config.reference_kl_enabled) and missing) or rescore:
         score_logprobs(agent, samples, reference=False)
     if config.reference_kl_enabled:
@@ -140,6 +159,8 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
     params = agent.trainable_parameters()
     loss_sum, loss_count, grad_norms, entropy_sum, entropy_count, clip_fracs, kl_losses = 0.0, 0, [], 0.0, 0, [], []
     kl_as_loss = settings.reference_kl_enabled and settings.reference_kl_mode == "loss"
+    tis = corrects_sampler(agent, settings.rollout_correction) and all(s.sampler_logps is not None for s in samples)
+    correction: dict[str, list[float]] = {"sampler_kl": [], "tis_clipped": []}
     agent.model.train()
     for epoch in range(settings.num_inner_epochs):
         for batch in minibatches(samples, settings.train_batch_size, rng):
@@ -155,10 +176,18 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
                 old = _pad_rows([s.old_logps for s in chunk], width, logps.device) \
                     if settings.clip_epsilon is not None else None
                 ref = _pad_rows([s.ref_logps for s in chunk], width, logps.device) if kl_as_loss else None
+                weights = None
+                if tis:  # the trained policy at rollout time: the rescored old log-probs, or the first pass's
+                    sampler = _pad_rows([s.sampler_logps for s in chunk], width, logps.device)
+                    weights, tis_stats = tis_weights(old if old is not None else logps.detach(), sampler,
+                                                     packed.completion_mask, settings.tis_cap)
+                    if epoch == 0:
+                        for key, value in tis_stats.items():
+                            correction[key].append(value)
                 loss, stats = policy_loss(
                     logps, packed.completion_mask, adv, loss_type=settings.loss_type, old_logps=old,
                     clip_epsilon=settings.clip_epsilon, ref_logps=ref,
-                    kl_coef=settings.reference_kl_coef if kl_as_loss else 0.0,
+                    kl_coef=settings.reference_kl_coef if kl_as_loss else 0.0, token_weights=weights,
                 )
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
@@ -195,4 +224,7 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
         stats_out["clip_fraction"] = sum(clip_fracs) / len(clip_fracs)
     if kl_losses:
         stats_out["kl_loss"] = sum(kl_losses) / len(kl_losses)
+    for key, values in correction.items():
+        if values:
+            stats_out[key] = sum(values) / len(values)
     return stats_out
