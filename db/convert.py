@@ -49,7 +49,8 @@ def run(row: RunRow) -> Run:
 
 def turn(row: TurnRow) -> TurnRecord:
     return TurnRecord(turn=row.turn, agent_index=row.agent_index, agent_name=row.agent_name, prompt=row.prompt,
-                      completion=row.completion, reward=row.reward, ret=row.ret, advantage=row.advantage)
+                      completion=row.completion, reward=row.reward, ret=row.ret, advantage=row.advantage,
+                      credit=row.credit)
 
 
 def episode(row: EpisodeRow, turns: Sequence[TurnRow]) -> EpisodeView:
@@ -59,7 +60,8 @@ def episode(row: EpisodeRow, turns: Sequence[TurnRow]) -> EpisodeView:
 
 
 def checkpoint(row: CheckpointRow) -> Checkpoint:
-    return Checkpoint(id=row.id, run_id=row.run_id, step=row.step, path=row.path, created_at=row.created_at)
+    return Checkpoint(id=row.id, run_id=row.run_id, step=row.step, path=row.path, created_at=row.created_at,
+                      artifact_url=row.artifact_url)
 
 
 def worker(row: WorkerRow) -> Worker:

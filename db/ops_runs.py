@@ -310,6 +310,16 @@ def delete_checkpoints(session: Session, run_id: int, checkpoint_ids: Iterable[i
                            .execution_options(synchronize_session=False)).rowcount
 
 
+def set_checkpoint_artifact(session: Session, run_id: int, checkpoint_id: int, url: str) -> bool:
+    """Record the artifact store URL of a checkpoint's checked upload; False when the row is gone (pruned)."""
+    if not str(url).strip():
+        raise ValueError("a checkpoint's artifact URL may not be empty")
+    result = session.execute(update(CheckpointRow)
+                             .where(CheckpointRow.run_id == run_id, CheckpointRow.id == int(checkpoint_id))
+                             .values(artifact_url=str(url)).execution_options(synchronize_session=False))
+    return result.rowcount == 1
+
+
 def list_checkpoints(session: Session, run_id: int) -> list[Checkpoint]:
     query = select(CheckpointRow).where(CheckpointRow.run_id == run_id).order_by(CheckpointRow.step,
                                                                                   CheckpointRow.id)

@@ -1,11 +1,14 @@
 """Episodes and turns: batch writes of a step's transcripts, filtered reads, export.
 
 Each prompt and completion is stored capped (:func:`db.text_cap.cap_text`, 64 KiB with a marker
-naming the cap), an agent name cut to its column's 200 characters."""
+naming the cap), an agent name cut to its column's 200 characters. A turn's credit (the team reward
+less the reward with that agent's reply left empty) is stored where the step measured it and NULL
+otherwise (not measured, not finite, or a turn of a writer from before credit existed)."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +41,16 @@ def episode_totals(turns: Sequence[Any]) -> tuple[float, float]:
     return reward, ret
 
 
+def turn_credit(turn: Any) -> float | None:
+    """A turn's credit as stored: a finite float, or None when it was not measured (a turn record
+    without the field, ``None``, or a non-finite value)."""
+    value = getattr(turn, "credit", None)
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def _check_episode(ep: Any) -> None:
     for name in ("sample_index", "split", "turns"):
         if not hasattr(ep, name):
@@ -62,8 +75,7 @@ def insert_episodes(session: Session, run_id: int, *, step: int, episodes: Seque
         {"episode_id": episode_id, "run_id": run_id, "step": step, "turn": int(t.turn),
          "agent_index": int(t.agent_index), "agent_name": str(t.agent_name)[:AGENT_NAME_CHARS],
          "prompt": cap_text(str(t.prompt)), "completion": cap_text(str(t.completion)), "reward": float(t.reward),
-         "ret": float(t.ret),
-         "advantage": float(t.advantage)}
+         "ret": float(t.ret), "advantage": float(t.advantage), "credit": turn_credit(t)}
         for episode_id, ep in zip(ids, episodes, strict=True)
         for t in ep.turns
     ]
@@ -124,7 +136,7 @@ def jsonl_batch(session: Session, run_id: int, *, after_id: int, batch_size: int
         "reward": ep.reward, "return": ep.ret,
         "turns": [{"turn": t.turn, "agent_index": t.agent_index, "agent_name": t.agent_name,
                    "prompt": t.prompt, "completion": t.completion, "reward": t.reward, "return": t.ret,
-                   "advantage": t.advantage} for t in ep.turns],
+                   "advantage": t.advantage, "credit": t.credit} for t in ep.turns],
     }) + "\n" for ep in _with_turns(session, rows)]
     return "".join(lines), (rows[-1].id if rows else after_id)
 

@@ -125,13 +125,15 @@ class EpisodeView:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A saved training state on disk."""
+    """A saved training state on disk; ``artifact_url`` is the artifact store URL of its checked copy
+    (None while only the local folder exists, and always with the embedded local store)."""
 
     id: int
     run_id: int
     step: int
     path: str
     created_at: datetime
+    artifact_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -369,6 +369,12 @@ class Store:
         with write_session(self.engine) as s:
             return ops_runs.add_checkpoint(s, run_id, step=step, path=path)
 
+    def set_checkpoint_artifact(self, run_id: int, checkpoint_id: int, url: str) -> bool:
+        """Record ``url``, the artifact store copy of checkpoint ``checkpoint_id`` of ``run_id``, once its
+        upload completed and was checked; False when the row is gone (the checkpoint was pruned)."""
+        with write_session(self.engine) as s:
+            return ops_runs.set_checkpoint_artifact(s, run_id, checkpoint_id, url)
+
     def list_checkpoints(self, run_id: int) -> list[Checkpoint]:
         """A run's checkpoints by ascending step."""
         with read_session(self.engine) as s:

@@ -12,10 +12,17 @@ import yaml
 
 from app import context
 from app.components.charts import line_figure
-from app.components.downloads import exported_models, file_chunks, offer, zip_folder
+from app.components.credit_chart import render_contribution
+from app.components.downloads import offer
 from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_best_models, render_evaluations
 from app.components.run_controls import choose_run, notes_editor, run_header
+from app.components.stored_files import (
+    local_log_offer,
+    render_checkpoints,
+    render_exported_models,
+    render_stored_log,
+)
 from app.escape import md_code, md_message, md_text
 from app.metricgroups import applicable_keys, default_charts, group_metrics
 from app.queries import (
@@ -125,7 +132,8 @@ def charts_tab(store: Store, shown: Shown) -> None:
     @st.fragment(run_every=context.refresh_every())
     def live_charts() -> None:
         """The chosen charts, re-queried (downsampled in SQL) on each refresh."""
-        if {c.title for c in group_metrics(_chart_keys(store, shown))} != set(charts):
+        keys = _chart_keys(store, shown)
+        if {c.title for c in group_metrics(keys)} != set(charts):
             st.rerun()  # new metric keys appeared: rebuild the chart picker (and its defaults) with them
         for title in chosen:
             chart = charts[title]
@@ -137,6 +145,8 @@ def charts_tab(store: Store, shown: Shown) -> None:
             figure = line_figure(data.series, title=title, smoothing=method, amount=amount,
                                  boundaries=data.boundaries)
             st.plotly_chart(figure, key=f"chart.{run_id}.{title}", config={"displaylogo": False})
+        render_contribution(store, run_id, keys, shown.run.config, history=history if joined else None,
+                            smoothing=method, amount=amount, max_points=max_points)
 
     live_charts()
 
@@ -168,6 +178,8 @@ def logs_tab(store: Store, run: Run) -> None:
         path = store.get_run(run_id).log_path
         tail = read_log(path, lines=LOG_LINES)
         if not tail.text:
+            if path and not Path(path).exists():
+                return  # written on another machine: its copy in the artifact store is shown below
             st.caption("No log output yet." if path else "This run has no log file yet (it starts when a worker "
                                                           "takes the run).")
             return
@@ -176,9 +188,8 @@ def logs_tab(store: Store, run: Run) -> None:
         st.code(tail.text, language="text", height=480)
 
     live_log()
-    if run.log_path and Path(run.log_path).is_file():
-        offer("whole log", lambda: file_chunks(run.log_path), file_name=f"run{run_id}.log", mime="text/plain",
-              key=f"dl_log_{run_id}")
+    if not local_log_offer(run) and run.log_path:
+        render_stored_log(run)
 
 
 def evaluations_tab(store: Store, run: Run) -> None:
@@ -195,30 +206,12 @@ def files_tab(store: Store, run: Run) -> None:
     checkpoints = store.list_checkpoints(run_id)
     if not checkpoints:
         st.caption("No checkpoints yet (see the trainer's checkpoint_interval).")
-    for ckpt in checkpoints:
-        c1, c2 = st.columns([3, 1])
-        c1.markdown(f"step **{ckpt.step}** · {md_code(ckpt.path)} · {ckpt.created_at:%Y-%m-%d %H:%M:%S}")
-        with c2:
-            if Path(ckpt.path).exists():
-                offer("zip", lambda p=ckpt.path: zip_folder(p), file_name=f"run{run_id}-step{ckpt.step}.zip",
-                      mime="application/zip", key=f"ckpt.{ckpt.id}")
-            else:
-                st.caption("folder not on this machine")
+    render_checkpoints(run, checkpoints)
     if checkpoints:
         st.caption("A checkpoint holds the weights (safetensors), optimizer and RNG state, for resuming "
                    "(the Resume button) or for `cooplab train --resume`.")
     st.markdown("**Exported models**")
-    exported = exported_models(run.output_dir)
-    if not exported:
-        st.caption("A run that completes exports each agent as a Hugging Face model folder "
-                   "(`<output_dir>/model`); none yet.")
-    for folder in exported:
-        c1, c2 = st.columns([3, 1])
-        c1.markdown(f"{md_code(folder)}: load it with `AutoModelForCausalLM.from_pretrained(path)` or use the path "
-                    "as an agent's model source")
-        with c2:
-            offer("zip", lambda p=folder: zip_folder(p), file_name=f"run{run_id}-{Path(folder).name}.zip",
-                  mime="application/zip", key=f"model.{folder}")
+    render_exported_models(run)
     st.divider()
     d1, d2, d3 = st.columns(3)
     with d1:

@@ -1,12 +1,15 @@
-"""Workers: who is connected, what they run, the queues, and this machine's CPU/RAM/GPU use."""
+"""Workers: who is connected, what they run, the queues, the artifact store they share, and this machine's
+CPU/RAM/GPU use."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app import context
+from app.components.stored_files import render_store_line
 from app.escape import md_code, md_text
 from app.queries import experiment_names, heartbeat_age, run_label
+from app.run_files import store_line
 from app.sysinfo import gpu_stats, host_stats
 from db.store import Store
 
@@ -70,9 +73,31 @@ def live_workers(store: Store) -> None:
         g3.metric("memory", f"{gpu.mem_used_gb:.1f} / {gpu.mem_total_gb:.1f} GiB")
 
 
+STORE_REFRESH_S = 30.0
+
+
+def store_refresh() -> float | None:
+    """The store's line is asked every 30 s at most (or the live interval when that is longer)."""
+    every = context.refresh_every()
+    return None if every is None else max(STORE_REFRESH_S, every)
+
+
+def artifact_store() -> None:
+    """Where runs keep their checkpoints, models and logs, as this dashboard reaches it, and its free space."""
+
+    st.subheader("Artifact store")
+
+    @st.fragment(run_every=store_refresh())
+    def live_store() -> None:
+        render_store_line(store_line(context.settings()))
+
+    live_store()
+
+
 def workers_page() -> None:
     st.title("Workers")
     live_workers(context.store())
+    artifact_store()
 
 
 workers_page()

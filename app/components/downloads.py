@@ -15,7 +15,9 @@ runs through ``app/server.py`` (``cooplab up`` / ``cooplab ui``), downloads are 
   sign-in gate draws links, so only signed-in sessions hold tokens;
 - the file is produced in a worker thread when the request arrives and streamed in chunks (a
   checkpoint zip or a 1M-point CSV is never held in memory, and the server's event loop never waits
-  on it); at most ``COOPLAB_UI_MAX_DOWNLOADS`` downloads stream at once, one more is answered 503.
+  on it); at most ``COOPLAB_UI_MAX_DOWNLOADS`` downloads stream at once, one more is answered 503;
+- a file whose producer fails on the artifact store (``app/run_files.py``: the store does not answer,
+  or its copy fails its check) is answered 503 with the store's one-line reason, before any byte.
 
 Under ``streamlit run app/main.py`` (or in AppTest) there is no such route, and the links fall back
 to ``st.download_button`` (``on_click="ignore"``: no rerun on click). So does a session of a server
@@ -184,6 +186,7 @@ async def serve(request: Any) -> Any:
     from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
     from starlette.responses import PlainTextResponse
 
+    from jobs.artifacts.errors import ArtifactStoreError
     from jobs.settings import get_settings
 
     found = lookup(request.path_params.get("token", ""), browser_id(request.cookies.get(BROWSER_COOKIE)))
@@ -197,6 +200,10 @@ async def serve(request: Any) -> Any:
     release = _Release()
     try:
         chunks = await run_in_threadpool(lambda: chunks_of(found.produce()))
+    except ArtifactStoreError as exc:  # the store did not answer, or its copy failed its check
+        release()
+        return PlainTextResponse(f"{found.file_name} could not be downloaded: {exc}", status_code=503,
+                                 headers={"Retry-After": "30", "Cache-Control": "no-store"})
     except BaseException:
         release()
         raise

@@ -1,7 +1,7 @@
 """Dialogue rendering of stored episodes: turn by turn, one chat bubble per agent with its role name,
-the prompt it saw (collapsible, "view as agent"), its reply, and reward/return/advantage beside it;
-preference pairs (winner and loser side by side with the reward gap). Replies are shown by
-``app.reply_text``: whole characters, code highlighted."""
+the prompt it saw (collapsible, "view as agent"), its reply, and reward/return/advantage beside it, with
+its credit where the step measured it; preference pairs (winner and loser side by side with the reward
+gap). Replies are shown by ``app.reply_text``: whole characters, code highlighted."""
 
 from __future__ import annotations
 
@@ -19,9 +19,20 @@ AVATARS = (":material/smart_toy:", ":material/psychology:", ":material/support_a
            ":material/person:", ":material/face:")
 
 
+CREDIT_HELP = ("credit: the team reward of this joint action less the team reward with this agent's reply "
+               "left empty (what its reply added; measured for `credit_samples` joint actions per step).")
+
+
 def turn_caption(turn: TurnRecord) -> str:
-    """``reward 0.50 · return 0.75 · advantage +0.12``."""
-    return f"reward {turn.reward:.3f} · return {turn.ret:.3f} · advantage {turn.advantage:+.3f}"
+    """``reward 0.500 · return 0.750 · advantage +0.120``, then ``· credit +0.300`` where the turn's
+    credit was measured (nothing when it is None)."""
+    caption = f"reward {turn.reward:.3f} · return {turn.ret:.3f} · advantage {turn.advantage:+.3f}"
+    return caption if turn.credit is None else f"{caption} · credit {turn.credit:+.3f}"
+
+
+def has_credit(episodes: list[EpisodeView]) -> bool:
+    """Whether any turn of these episodes carries a measured credit."""
+    return any(turn.credit is not None for episode in episodes for turn in episode.turns)
 
 
 def episode_title(episode: EpisodeView) -> str:
@@ -55,7 +66,8 @@ def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False
             for turn in turns:
                 with st.chat_message(turn.agent_name, avatar=AVATARS[turn.agent_index % len(AVATARS)]):
                     name = md_text(turn.agent_name)  # a stored name: shown as text, never as markdown
-                    st.markdown(f"**{name}** · {turn_caption(turn)}")
+                    st.markdown(f"**{name}** · {turn_caption(turn)}",
+                                help=None if turn.credit is None else CREDIT_HELP)
                     with st.expander(f"view as {name}: the prompt it saw", expanded=show_prompts):
                         st.code(turn.prompt, language="text", wrap_lines=True)
                     render_reply(turn.completion, code=code)
@@ -66,7 +78,10 @@ def render_episodes(episodes: list[EpisodeView], *, key: str, show_prompts: bool
                     max_pairs: int | None = None) -> None:
     """Episodes one after the other, or (``as_pairs``) preference pairs: winner and loser side by
     side, each agent's reply in both, under the pair's reward gap; only pairs whose gap lies in
-    ``gap`` (min, max; None = unbounded), at most ``max_pairs`` of them."""
+    ``gap`` (min, max; None = unbounded), at most ``max_pairs`` of them. Where a turn carries credit,
+    one caption says what credit is."""
+    if has_credit(episodes):
+        st.caption(CREDIT_HELP[0].upper() + CREDIT_HELP[1:])
     if not as_pairs:
         for episode in episodes:
             render_episode(episode, key=f"{key}.{episode.id}", show_prompts=show_prompts, code=code)

@@ -5,7 +5,9 @@ reported and other processes can tail them:
 
 - ``metrics.jsonl``: ``{"step", "env_step", "wall_time", "metrics": {key: value}}`` per report;
 - ``transcripts.jsonl``: one episode per line, ``{"step", "sample_index", "split", "item_index",
-  "turns": [{turn, agent_index, agent_name, prompt, completion, reward, ret, advantage}]}``;
+  "turns": [{turn, agent_index, agent_name, prompt, completion, reward, ret, advantage, credit}]}``
+  (``credit``: the team reward less the reward with that agent's reply left empty, ``null`` where the
+  step did not measure it; files written before credit existed have no such key and read as None);
 - ``events.jsonl``: ``start`` (total steps, config), ``checkpoint`` (step, path), ``checkpoint_pruned``
   (step, path: a folder removed to keep ``checkpoint_total_limit``), ``finish`` (status).
 
@@ -52,7 +54,8 @@ def episode_to_dict(step: int, episode: Episode) -> dict[str, Any]:
 
 
 def episode_from_dict(data: dict[str, Any]) -> tuple[int, Episode]:
-    """Inverse of ``episode_to_dict``: ``(step, Episode)``; null numbers come back as NaN."""
+    """Inverse of ``episode_to_dict``: ``(step, Episode)``; a null reward, return or advantage comes
+    back as NaN, a null or missing credit as None (not measured)."""
     turns = tuple(
         TurnRecord(
             **{

@@ -78,3 +78,34 @@ def normalise_key(key: str, *, allow_empty: bool = False) -> str:
 def join_key(*parts: str) -> str:
     """Keys joined with ``/`` (empty parts dropped)."""
     return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+def run_key(run_id: int) -> str:
+    """The folder of run ``run_id`` in the store: ``runs/run-<id>``."""
+    return f"runs/run-{int(run_id)}"
+
+
+def checkpoint_key(run_id: int, step: int) -> str:
+    """A checkpoint of run ``run_id`` at ``step``: ``runs/run-<id>/checkpoints/checkpoint-<step>``."""
+    return f"{run_key(run_id)}/checkpoints/checkpoint-{int(step)}"
+
+
+def checkpoints_key(run_id: int) -> str:
+    """The folder holding run ``run_id``'s checkpoints: ``runs/run-<id>/checkpoints``."""
+    return f"{run_key(run_id)}/checkpoints"
+
+
+def logs_key(run_id: int) -> str:
+    """The per-run logs of run ``run_id``: ``runs/run-<id>/logs``."""
+    return f"{run_key(run_id)}/logs"
+
+
+def export_key(run_id: int, name: str) -> str:
+    """An exported model or LoRA adapter folder ``name`` of run ``run_id``:
+    ``runs/run-<id>/exports/<name>`` (``ValueError`` for an empty name or one with ``..``)."""
+    return f"{run_key(run_id)}/exports/{normalise_key(name)}"
+
+
+def iterations_key(run_id: int) -> str:
+    """The preference trainers' iteration files of run ``run_id``: ``runs/run-<id>/iterations``."""
+    return f"{run_key(run_id)}/iterations"

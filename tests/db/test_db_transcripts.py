@@ -81,4 +81,4 @@ def test_export_jsonl(store: Store, run_id: int) -> None:
     assert (row["step"], row["split"], row["reward"], len(row["turns"])) == (1, "train", 1.0, 2)
     assert row["turns"][1] == {"turn": 1, "agent_index": 1, "agent_name": "writer", "prompt": "prompt t1 writer",
                                "completion": "writer says x at 1", "reward": 1.0, "return": 1.0,
-                               "advantage": 0.1}
+                               "advantage": 0.1, "credit": None}
