@@ -17,6 +17,12 @@ whose answer was lost. After ``outage_s`` the error is raised and the run fails 
 starting, running or stopping, checked in the same UPDATE; when one is refused (the run was marked
 ``lost`` or ``stopped`` elsewhere) the job stops at once (``on_settled``), or the write raises
 :class:`db.errors.RunSettledError`.
+
+**Checkpoints in the artifact store.** With ``uploads`` (a
+:class:`~jobs.artifacts.uploads.CheckpointUploads`, when ``COOPLAB_ARTIFACTS_URL`` names a shared
+store), each recorded checkpoint is handed to the upload thread; its row gets its ``artifact_url``
+only once the upload completed and was checked. A pruned checkpoint's stored copy is deleted too. An
+upload that failed after the store's retries fails the run at its next step.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from db import states
 from db.errors import RunSettledError
@@ -35,6 +41,9 @@ from engine.sinks.base import BaseSink
 from jobs.db_identity import DatabaseFile, DatabaseFileGone
 from jobs.faults import first_line, transient_database_error
 from transcripts import Episode
+
+if TYPE_CHECKING:
+    from jobs.artifacts.uploads import CheckpointUploads
 
 log = logging.getLogger(__name__)
 # One line per step, evaluation and checkpoint, for the run's own log file (the dashboard's Logs tab).
@@ -91,14 +100,16 @@ class DbSink(BaseSink):
     def __init__(self, store: Store, run_id: int, *, worker: str | None = None,
                  heartbeat_interval_s: float = 5.0, on_settled: Callable[[str], None] | None = None,
                  outage_s: float = 60.0, sleep: Callable[[float], None] = time.sleep,
-                 database_file: DatabaseFile | None = None) -> None:
+                 database_file: DatabaseFile | None = None, uploads: CheckpointUploads | None = None) -> None:
         """``on_settled(status)`` is called when the run has been settled elsewhere while this process
         still trains (the stop enforcer marked it ``stopped`` after the grace period, or the reaper
         ``lost``): from the heartbeat thread, or from the step whose write was refused; the job process
         uses it to exit at once. ``outage_s``: how long a write retries a database that does not answer.
         ``database_file``: the SQLite file the job opened; every write and heartbeat first checks that its
         path still leads to it (:mod:`jobs.db_identity`), and a write raises
-        :class:`~jobs.db_identity.DatabaseFileGone` once it does not."""
+        :class:`~jobs.db_identity.DatabaseFileGone` once it does not. ``uploads``: where recorded
+        checkpoints go to be stored in the artifact store (None: they stay in the data directory)."""
+        self.uploads = uploads
         self.database_file = database_file
         self._database_gone: str | None = None
         self.store = store
@@ -227,6 +238,8 @@ class DbSink(BaseSink):
                       else "unknown number of")
 
     def log_step(self, step: int, env_step: int, metrics: dict[str, float], episodes: list[Episode]) -> None:
+        if self.uploads is not None:
+            self.uploads.raise_if_failed()  # a checkpoint that could not be stored fails the run now
         self._mark_running()
         values, records, wall_time = _floats(metrics), list(episodes), time.time()
         stop = self._write(f"step {step}", lambda again: self.store.log_step(
@@ -249,8 +262,18 @@ class DbSink(BaseSink):
             self._write(f"episodes of step {step}", lambda again: self.store.log_episodes(self.run_id, int(step), records))
 
     def log_checkpoint(self, step: int, path: str) -> None:
-        self._write(f"checkpoint {step}", lambda again: self.store.add_checkpoint(self.run_id, int(step), str(path)))
+        checkpoint = self._write(f"checkpoint {step}",
+                                 lambda again: self.store.add_checkpoint(self.run_id, int(step), str(path)))
         progress.info("checkpoint at step %s: %s", step, path)
+        if self.uploads is not None:
+            self.uploads.raise_if_failed()
+            self.uploads.submit(int(step), path, stored=lambda url: self._record_artifact(checkpoint.id, step, url))
+
+    def _record_artifact(self, checkpoint_id: int, step: int, url: str) -> None:
+        """From the upload thread: the checkpoint's stored copy is complete and checked."""
+        self._write(f"the stored copy of checkpoint {step}",
+                    lambda again: self.store.set_checkpoint_artifact(self.run_id, checkpoint_id, url))
+        progress.info("checkpoint at step %s stored: %s", step, url)
 
     def log_checkpoint_pruned(self, step: int, path: str) -> None:
         """The trainer removed an older checkpoint folder (``checkpoint_total_limit``): its row goes too,
@@ -261,6 +284,8 @@ class DbSink(BaseSink):
 
         self._write(f"the removal of checkpoint {step}", forget)
         progress.info("checkpoint at step %s removed (checkpoint_total_limit): %s", step, path)
+        if self.uploads is not None:
+            self.uploads.prune(int(step))
 
     def should_stop(self) -> bool:
         if not self._stop_flag:

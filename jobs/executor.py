@@ -23,6 +23,15 @@ freed host memory (``COOPLAB_KEEP_FREED_MEMORY``); it checks that the devices th
 this job. A checkpoint folder the trainer prunes (``checkpoint_total_limit``) is reported through the
 sink, which deletes its row.
 
+**The artifact store.** With ``COOPLAB_ARTIFACTS_URL`` naming a shared store (S3, a shared folder),
+each checkpoint is uploaded by a thread of the job after it is written locally
+(:mod:`jobs.artifacts.uploads`), and its row gets its ``artifact_url`` once the upload completed and
+was checked. The run's end waits for the pending uploads, then stores the exported models, the best
+checkpoint and the iteration files (:mod:`jobs.artifacts.run_outputs`) before it is written; a
+failed upload fails the run naming the store and the cause. The run's log is stored after its end.
+A resumed attempt whose checkpoint is not on this machine downloads it from the store
+(:mod:`jobs.artifacts.resume`). With the embedded store (unset) nothing is copied.
+
 A stop requested while the run is ``starting`` moves it to ``stopping``; the job then never trains:
 before building it ends the run ``stopped`` at once, and when the stop arrives while agents and task
 are being built, the sink's refused ``starting → running`` raises the stop flag, so the trainer stops
@@ -52,12 +61,13 @@ from jobs import jobfile
 from jobs.datadir import DataDirOwnedError, claim_data_dir
 from jobs.db_identity import DatabaseFile, DatabaseFileGone
 from jobs.faults import describe_failure, resource_reason
-from jobs.lineage import resume_checkpoint
 from jobs.liveness import cleanup_partial_writes, finish_run
 from jobs.settings import Settings, apply_engine_settings, apply_host_memory_setting, get_settings
 
 if TYPE_CHECKING:
     from engine.schema.run_config import RunConfig
+    from jobs.artifacts import ArtifactStore
+    from jobs.artifacts.uploads import CheckpointUploads
     from jobs.db_sink import DbSink
 
 log = logging.getLogger(__name__)
@@ -116,6 +126,14 @@ class JobContext:
     @property
     def device(self) -> str:
         return local_device(self.run.queue)
+
+    @functools.cached_property
+    def artifacts(self) -> ArtifactStore | None:
+        """The shared artifact store, or None for the embedded one (the data directory: nothing to copy)."""
+        from jobs.artifacts import open_store
+
+        store = open_store(self.settings)
+        return None if store.in_data_dir else store
 
 
 FINISH_RETRY_DELAYS_S = (0.2, 0.5, 1.0, 2.0, 3.0, 3.0)
@@ -239,6 +257,7 @@ def _claimed(ctx: JobContext) -> str:
     if ctx.worker:
         _set_worker_run(store, ctx.worker, run_id)
     with contextlib.ExitStack() as run_log:  # the run's log file, once open, also gets how the run failed
+        run_log.callback(_store_log, ctx)  # runs last: after the run's end is written and its log closed
         try:
             # A run queued long ago has no heartbeat yet; beat now so the reaper does not count from creation.
             store.heartbeat(run_id, worker=ctx.worker)
@@ -292,9 +311,10 @@ def _train(ctx: JobContext) -> str:
         message = f"invalid run config:\n{exc}\nFix the config and submit it again."
         log.error("run %s: %s", ctx.run_id, message)
         return _finish(ctx, states.FAILED, error=message)
+    uploads = _checkpoint_uploads(ctx)
     sink = DbSink(ctx.store, ctx.run_id, worker=ctx.worker, heartbeat_interval_s=settings.heartbeat_interval_s,
                   on_settled=_exit_job_process if ctx.exit_when_settled else None, outage_s=settings.db_outage_s,
-                  database_file=_database_file(ctx.store))
+                  database_file=_database_file(ctx.store), uploads=uploads)
     try:
         sink.start_heartbeat()
         if sink.should_stop():
@@ -303,7 +323,10 @@ def _train(ctx: JobContext) -> str:
             status = "stopped"
         else:
             status = _run_training(ctx, config, sink)
+            _store_outputs(ctx, config, uploads)  # the heartbeat goes on while the uploads finish
     finally:
+        if uploads is not None:
+            uploads.close()  # a failed run: what was not started is dropped
         sink.close()
     return _finish(ctx, states.STOPPED if status == "stopped" else states.SUCCEEDED)
 
@@ -327,7 +350,7 @@ def _job_config(ctx: JobContext) -> RunConfig:
 def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink) -> str:
     """Train ``config`` into the run's folder (from the checkpoint a resumed run continues); returns the
     trainer's status (``completed`` or ``stopped``)."""
-    resume_from = _resume_from(ctx.store, ctx.run)
+    resume_from = _resume_from(ctx)
     train_fn = ctx.train_fn or _engine_training(ctx.settings)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     result = train_fn(config, output_dir=str(ctx.output_dir), sink=sink, resume_from=resume_from)
@@ -345,21 +368,54 @@ def _engine_training(settings: Settings) -> TrainFn:
     return functools.partial(run_training, write_roots=(settings.data_dir,))
 
 
-def _resume_from(store: Store, run: Run) -> str | None:
-    """The checkpoint folder a resumed run starts from (None for a first attempt); raises
-    ``FileNotFoundError`` naming the problem when a resumed run has no usable checkpoint."""
-    if run.resumed_from is None:
+def _resume_from(ctx: JobContext) -> str | None:
+    """The checkpoint folder a resumed run starts from (None for a first attempt): on this machine, or
+    downloaded from the artifact store into this machine's cache (:mod:`jobs.artifacts.resume`).
+    Raises ``FileNotFoundError`` naming the problem when a resumed run has no usable checkpoint, and
+    the store's error naming it when a download fails."""
+    from jobs.artifacts.resume import resume_folder
+
+    return resume_folder(ctx.store, ctx.run, ctx.artifacts, ctx.settings.artifacts_cache_dir)
+
+
+def _checkpoint_uploads(ctx: JobContext) -> CheckpointUploads | None:
+    """The upload thread of the run's checkpoints, or None with the embedded store."""
+    if ctx.artifacts is None:
         return None
-    path = resume_checkpoint(store, run)
-    if path is None:
-        raise FileNotFoundError(f"run {run.id} resumes run {run.resumed_from}, which recorded no checkpoint; "
-                                "submit the config again to start over")
-    if not Path(path).exists():
-        raise FileNotFoundError(f"run {run.id} resumes from checkpoint {path}, which is not on this machine "
-                                "(checkpoints stay where they were written: run resumed attempts on that "
-                                "machine's worker, or share the data directory)")
-    log.info("run %s resumes run %s from %s", run.id, run.resumed_from, path)
-    return path
+    from jobs.artifacts.uploads import CheckpointUploads
+
+    return CheckpointUploads(ctx.artifacts, ctx.run_id)
+
+
+def _store_outputs(ctx: JobContext, config: RunConfig, uploads: CheckpointUploads | None) -> None:
+    """At the run's end, before it is written: wait for the checkpoints' uploads, then store the exported
+    models, the best checkpoint and the iteration files (:mod:`jobs.artifacts.run_outputs`)."""
+    if ctx.artifacts is None:
+        return
+    from jobs.artifacts.run_outputs import store_run_outputs
+
+    if uploads is not None:
+        waited = time.monotonic()
+        uploads.finish()
+        total = sum(t.size for t in uploads.times)
+        log.info("run %s: %d checkpoint(s) stored in %s (%.1f MB, %.1f s of uploads, waited %.1f s at the end)",
+                 ctx.run_id, len(uploads.times), ctx.artifacts.url, total / 1e6,
+                 sum(t.seconds for t in uploads.times), time.monotonic() - waited)
+    store_run_outputs(ctx.artifacts, ctx.run_id, ctx.output_dir, config.trainer)
+
+
+def _store_log(ctx: JobContext) -> None:
+    """After the run's end: its log file into the artifact store (a failure is only logged: the run's
+    end is written already)."""
+    try:
+        if ctx.artifacts is None:
+            return
+        from jobs.artifacts.run_outputs import store_run_log
+
+        store_run_log(ctx.artifacts, ctx.run_id, ctx.log_path)
+    except Exception as exc:
+        log.warning("run %s: its log %s could not be stored in the artifact store: %s", ctx.run_id, ctx.log_path,
+                    exc)
 
 
 def _database_file(store: Store) -> DatabaseFile | None:

@@ -8,7 +8,8 @@ checkpoints and ends ``stopped`` instead of ``lost``.
 
 Each worker has its own name (device, pid and host, or ``--name``), so two workers on one host are
 two rows in the worker registry and each stops only its own runs; a name a live worker uses is
-refused. A worker refuses a data directory that belongs to another database (:mod:`jobs.datadir`).
+refused. A worker refuses a data directory that belongs to another database (:mod:`jobs.datadir`),
+and an artifact store it cannot use (wrong credentials, a missing bucket).
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def check_worker_name(store: Any, name: str, settings: Settings) -> None:
 
 def prepare_worker(settings: Settings, name: str) -> None:
     """Before a worker starts: the database is migrated, the data directory belongs to it
-    (:func:`jobs.datadir.claim_data_dir`) and no live worker has this name."""
+    (:func:`jobs.datadir.claim_data_dir`), no live worker has this name, and the artifact store
+    (``COOPLAB_ARTIFACTS_URL``) takes this worker's credentials (:func:`check_artifact_store`)."""
     from db.migrate import upgrade
     from db.store import Store
     from jobs.datadir import claim_data_dir
@@ -86,6 +88,20 @@ def prepare_worker(settings: Settings, name: str) -> None:
     with Store(settings.resolved_database_url) as store:
         claim_data_dir(settings, store)
         check_worker_name(store, name, settings)
+    check_artifact_store(settings)
+
+
+def check_artifact_store(settings: Settings) -> None:
+    """Refuse to start with a shared artifact store this worker cannot use: wrong credentials or a
+    missing bucket raise :class:`jobs.artifacts.StoreRefused` (one line; the bucket is created instead
+    with ``COOPLAB_ARTIFACTS_CREATE_BUCKET``), a store that does not answer ``StoreUnavailable``. The
+    embedded store (unset) needs no check."""
+    if not settings.artifacts_url.strip():
+        return
+    from jobs.artifacts import check_store
+
+    store = check_store(settings)
+    log.info("artifact store %s: checked", store.where)
 
 
 def pin_device(device: str, environ: dict[str, str] | None = None) -> None:

@@ -67,6 +67,11 @@ class ArtifactStore:
         return self.backend.url
 
     @property
+    def in_data_dir(self) -> bool:
+        """True for the embedded store: this machine's data directory itself (nothing is copied)."""
+        return bool(getattr(self.backend, "in_place", False))
+
+    @property
     def where(self) -> str:
         """The URL, with the server's endpoint where it is not AWS."""
         return getattr(self.backend, "where", self.backend.url)
