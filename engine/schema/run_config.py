@@ -243,7 +243,7 @@ class RunConfig(_Strict):
                     f"each) or none; set lora_rank on both {agent.name!r} and {target!r}, or on neither"
                 )
         lora = [a.name for a in self.agents if a.lora_rank is not None]
-        if self.trainer.rollout_dtype is not None and lora:
+        if self.trainer.rollout_dtype not in (None, "auto") and lora:
             raise ValueError(f"trainer.rollout_dtype: LoRA agents ({', '.join(lora)}) sample from their adapters on "
                              f"the frozen base and have no sampling copy; leave rollout_dtype empty, or set "
                              f"torch_dtype for the whole model")
@@ -286,9 +286,12 @@ def dump_run_config(config: RunConfig) -> str:
 
 def agents_from_folders(data: dict[str, Any], folders: list[str | Path]) -> dict[str, Any]:
     """A copy of a run config's plain form with agent i's model (and tokenizer) read from ``folders[i]``:
-    each folder is a whole model, so weight sharing and LoRA adapters are dropped from the agents."""
+    each folder is a whole model, so weight sharing and LoRA adapters are dropped from the agents (and a
+    tiny built-in model's builder arguments)."""
     out = copy.deepcopy(data)
     for agent, folder in zip(out["agents"], folders, strict=True):
+        if str(agent.get("model") or "").startswith("builtin:tiny-"):
+            agent["model_kwargs"] = {}  # 'size' and 'seed' built the tiny model; from_pretrained takes neither
         agent.update(model=str(folder), tokenizer=None, share_weights_with=None)
         for key in [k for k in agent if k.startswith("lora_")]:
             del agent[key]  # the defaults: no adapter

@@ -130,3 +130,15 @@ def test_humaneval_slices_that_overlap_are_refused() -> None:
     task = build_task("humaneval", {"workers": 1}, 2)  # the defaults: 133 for training, the last 31 held out
     assert (len(task.train_dataset), len(task.eval_dataset)) == (133, 31)
     assert shared_items(task.train_dataset, task.eval_dataset) == []
+
+
+def test_model_folders_drop_a_tiny_built_in_model_s_builder_arguments(tmp_path) -> None:
+    """``size`` and ``seed`` build a tiny model; ``from_pretrained`` of its exported folder takes neither."""
+    from engine.schema.run_config import agents_from_folders
+
+    data = quickstart_config()
+    data["agents"][0]["model_kwargs"] = {"seed": 5, "size": "s"}
+    data["agents"][1] = {"name": "second", "model": str(tmp_path), "model_kwargs": {"attn_implementation": "eager"}}
+    out = agents_from_folders(data, [tmp_path / "a", tmp_path / "b"])
+    assert out["agents"][0]["model_kwargs"] == {} and out["agents"][0]["model"] == str(tmp_path / "a")
+    assert out["agents"][1]["model_kwargs"] == {"attn_implementation": "eager"}  # a real model's own arguments stay
