@@ -16,7 +16,10 @@ models: nothing is downloaded. Then, on the device:
 3. ``bf16``: the same in bfloat16, plus one MAGRPO training step of two agents (weights change, stay
    bfloat16, finite loss);
 4. ``mp``: ``parallel_training="mp"`` with both agents on the same GPU (``agent_devices=[dev, dev]``),
-   one training step: both agents train, each on the device.
+   one training step: both agents train, each on the device;
+5. ``vllm`` (where the vLLM venv of ``scripts/install_vllm.sh`` exists, else a ``[SKIP]`` line): the
+   ``rollout_backend: vllm`` engine's greedy tokens against the lean sampler's, before and after a
+   weight sync (the same near-tie tolerance), its sampling throughput and the sync's seconds.
 
 It prints one line per check, sampling throughput (tokens/s) and step time, and peak allocated
 memory per check. Without a CUDA device it says so and exits 0 (``--require-gpu``: exit 3); a failed
@@ -276,9 +279,50 @@ def _copy_follows(agent: Any) -> bool:
                                                                   strict=True))
 
 
+def check_vllm(model: Any, tokenizer: Any, device: str, *, new_tokens: int, python: Any) -> Check:
+    """``rollout_backend: vllm``: the engine's greedy tokens against the lean sampler's, before and
+    after a weight sync, its sampling throughput and the sync's seconds."""
+    import torch
+
+    from engine.sampling.sampler import generate_completions
+    from engine.sampling.vllm_backend import VLLMRollout
+
+    started = time.perf_counter()
+    engine = VLLMRollout(model, tokenizer, python=python, device=torch.device(device), seed=0)
+    start_s = time.perf_counter() - started
+    common = dict(num_generations=1, max_new_tokens=new_tokens, temperature=1.0, top_p=1.0, top_k=0, do_sample=False)
+    prompt_ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
+
+    def gaps() -> list[float]:
+        ours = engine.generate(PROMPTS, **common)
+        lean = generate_completions(model, tokenizer, PROMPTS, **common)
+        rows = [[r[m.bool()].tolist() for r, m in zip(g.completion_ids, g.completion_mask, strict=True)]
+                for g in (ours, lean)]
+        return [_first_divergence_gap(model, p, a, b) for p, a, b in zip(prompt_ids, *rows, strict=True)]
+    try:
+        before = gaps()
+        with torch.no_grad():
+            for param in model.parameters():
+                param.add_(torch.randn_like(param) * 1e-3)  # a stand-in for an optimizer step
+        after = gaps()  # the engine syncs first
+        sync_s = engine.take_sync_seconds()
+        begin = time.perf_counter()
+        sampled = engine.generate(PROMPTS * 4, num_generations=4, max_new_tokens=new_tokens, temperature=1.0,
+                                  top_p=1.0, top_k=50, generator=torch.Generator().manual_seed(0))
+        seconds = time.perf_counter() - begin
+    finally:
+        engine.close()
+    ok = engine.syncs == 1 and all(g <= TIE_TOLERANCE["float32"] for g in before + after)
+    return Check("vllm", ok, f"engine greedy vs lean sampler first-divergence logit gaps {[round(g, 5) for g in before]}, "
+                 f"after a weight sync {[round(g, 5) for g in after]} (<= {TIE_TOLERANCE['float32']}); syncs "
+                 f"{engine.syncs}", {"start_s": start_s, "weight_sync_s": sync_s,
+                                     "sample_tokens_per_s": sampled.num_tokens / seconds})
+
+
 def run_checks(device: str = "cuda", shape: str = "qwen2-0.5b", new_tokens: int = 32,
-               report: Callable[[Check], None] = lambda c: None) -> list[Check]:
-    """Every check in turn (see the module docstring); ``report`` sees each result as it comes."""
+               report: Callable[[Check], None] = lambda c: None, vllm_python: Any = None) -> list[Check]:
+    """Every check in turn (see the module docstring); ``report`` sees each result as it comes;
+    ``vllm_python`` (the vLLM venv's python) adds the ``vllm`` check."""
     import torch
 
     results: list[Check] = []
@@ -302,7 +346,22 @@ def run_checks(device: str = "cuda", shape: str = "qwen2-0.5b", new_tokens: int 
     run("rollout_bfloat16",
         lambda: check_training(fp32_team, tok, device, name="rollout_bfloat16", new_tokens=new_tokens, mp=False,
                                rollout_dtype="bfloat16"))
+    if vllm_python is not None:
+        fp32_team = None
+        served = build_model(shape, device, torch.float32)[0]
+        run("vllm", lambda: check_vllm(served, tok, device, new_tokens=new_tokens, python=vllm_python))
     return results
+
+
+def vllm_python_or_skip(setting: str) -> Any:
+    """The vLLM venv's python, or None after printing the line that says the check is skipped."""
+    from engine.sampling.vllm_backend import VLLMBackendError, resolve_vllm_python
+
+    try:
+        return resolve_vllm_python(setting)
+    except VLLMBackendError as exc:
+        print(f"[SKIP] vllm: {exc}", flush=True)
+        return None
 
 
 def _print(check: Check) -> None:
@@ -317,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=32, help="completion length of every check")
     parser.add_argument("--require-gpu", action="store_true", help=f"exit {EXIT_NO_GPU} when there is no GPU")
     parser.add_argument("--json", action="store_true", help="also print every result as one JSON line")
+    parser.add_argument("--vllm-python", default=".venv-vllm/bin/python",
+                        help="the vLLM venv's python (scripts/install_vllm.sh) for the vllm check; skipped without it")
     args = parser.parse_args(argv)
     if args.device.startswith("cuda"):
         message = no_gpu_message()
@@ -327,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"gpu check on {torch.cuda.get_device_name(args.device)} (torch {torch.__version__}, "
               f"CUDA {torch.version.cuda}), shape {args.shape}", flush=True)
-    results = run_checks(args.device, args.shape, args.new_tokens, report=_print)
+    vllm_python = vllm_python_or_skip(args.vllm_python)
+    results = run_checks(args.device, args.shape, args.new_tokens, report=_print, vllm_python=vllm_python)
     if args.json:
         print(json.dumps([asdict(r) for r in results]))
     failed = [r.name for r in results if not r.ok]

@@ -4,20 +4,43 @@
 collects every test but the ``serial`` ones (run in two pytest-xdist processes), then
 ``COOPLAB_TEST_PHASE=serial`` collects only those (one process, with the machine to itself). Without the
 variable every test is collected.
+
+With two or more pytest-xdist processes, each computes on one torch thread (see
+:func:`one_torch_thread_per_process`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 PHASE_ENV = "COOPLAB_TEST_PHASE"
+THREADS_ENV = "OMP_NUM_THREADS"
+
+
+def one_torch_thread_per_process() -> None:
+    """In a pytest-xdist process of two or more, torch computes on one thread (``OMP_NUM_THREADS=1``, which
+    the workers, servers and job processes a test starts inherit), unless ``OMP_NUM_THREADS`` is set.
+
+    torch takes a thread per core by default, so two test processes on two cores run four compute threads;
+    OpenMP threads that wait at the end of each (tiny) operation spin on a core another process needs.
+    Measured on a loaded 2-core machine: tests/engine/actor_critic/test_ac_values.py took 301 s (108 s of
+    CPU) with two threads and 35 s (14 s of CPU) with one. The serial phase and a plain ``pytest`` keep
+    torch's default. A test that needs more threads sets them itself (``torch.set_num_threads``)."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) < 2 or THREADS_ENV in os.environ:
+        return
+    os.environ[THREADS_ENV] = "1"
+    torch = sys.modules.get("torch")  # imported before this process read the variable
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    one_torch_thread_per_process()
     config.addinivalue_line(
         "markers", "serial: a test that needs the machine to itself (a fault test whose real worker must replace its "
                    "job process in time; the sandbox attack suite, judged by the sandboxes left on the machine), "
@@ -77,3 +100,12 @@ def _operator_permissions_restored() -> Iterator[None]:
     set_api_hosts(hosts)
     set_api_keys(keys)
     allow_remote_code(remote)
+
+
+@pytest.fixture(autouse=True)
+def _float32_sampling_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process the default ``rollout_dtype: auto`` samples float32 weights in float32 on every
+    machine, so a test's samples do not depend on whether the CPU has bfloat16 instructions; the tests
+    of ``auto`` itself set the answer they need (tests/engine/trainer/test_rollout_dtype_auto.py).
+    Worker and job processes started by a test choose with the machine's own answer."""
+    monkeypatch.setattr("engine.trainer.rollout_copy.native_bfloat16", lambda device: False)

@@ -218,11 +218,13 @@ CATALOG: dict[str, Setting] = {
     # --- sampling ------------------------------------------------------------------------------
     "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
                       "token step (falls back by itself).", **_BOOL, reads=_but(ACTOR_CRITIC)),
-    "rollout_dtype": _s("sampling", Literal["float32", "bfloat16", "float16"] | None, None,
+    "rollout_dtype": _s("sampling", Literal["auto", "float32", "bfloat16", "float16"] | None, "auto",
                         "Sample from a copy of each agent's weights in this dtype, refreshed before every "
-                        "sampling call; training stays in the model's dtype. bfloat16 samples faster on CPUs "
-                        "with bfloat16 instructions and on GPUs; the samples come from the rounded policy. "
-                        "Empty: sample from the trained weights. Not with LoRA."),
+                        "sampling call; training stays in the model's dtype, and rollout_correction weights the "
+                        "update for the difference. auto: a bfloat16 copy of float32 weights where the device "
+                        "computes bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU with bfloat16), "
+                        "otherwise none; the choice is printed when training starts. Empty: sample from the "
+                        "trained weights. LoRA agents sample from their adapters (auto leaves them alone)."),
     "rollout_correction": _s("sampling", Literal["auto", "tis", "none"], "auto",
                              "Correct for sampling from a rollout_dtype copy: tis weights each token's "
                              "policy-gradient term by min(p_train / p_sample, tis_cap) (truncated importance "
@@ -232,6 +234,16 @@ CATALOG: dict[str, Setting] = {
                              reads=_but(ACTOR_CRITIC, DPO)),
     "tis_cap": _s("sampling", float, 2.0, "Upper bound of the truncated importance weight of rollout_correction.",
                   ge=1.0, reads=_but(ACTOR_CRITIC, DPO)),
+    "rollout_backend": _s("sampling", Literal["hf", "vllm"], "hf",
+                          "hf: sample with the built-in decoders over the transformers model; vllm: each model is "
+                          "served by a vLLM engine in a process of its own (the optional venv of "
+                          "scripts/install_vllm.sh), its weights pushed to it after every optimizer step "
+                          "(perf/weight_sync_s). It samples in the model's dtype (rollout_dtype auto is ignored). "
+                          "Not with LoRA."),
+    "vllm_python": _s("sampling", str, ".venv-vllm/bin/python",
+                      "The python of the vLLM venv that rollout_backend: vllm runs its engines with (relative: to "
+                      "the working folder, then the project root). scripts/install_vllm.sh makes it.",
+                      min_length=1),
     # --- devices and models --------------------------------------------------------------------
     "parallel_training": _s("devices", Literal["auto", "none", "mp"], "auto", "auto: the team on one device; "
                             "on a CPU with a thread per agent the agents run concurrently (not with dropout), "

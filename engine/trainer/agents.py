@@ -87,6 +87,7 @@ class AgentRuntime:
     reference_model: Any = None
     generator: torch.Generator | None = None
     rollout_copy: Any = None  # engine.trainer.rollout_copy.RolloutCopy with rollout_dtype, else None
+    rollout_engine: Any = None  # engine.sampling.vllm_backend.VLLMRollout with rollout_backend vllm, else None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -104,6 +105,12 @@ class AgentRuntime:
         and the number of generated completion tokens."""
         from engine.sampling.sampler import generate_completions
 
+        if self.rollout_engine is not None and self.rollout_engine.serves(self.model):
+            gen = self.rollout_engine.generate(
+                prompts, num_generations=num_generations, max_new_tokens=self.generation.max_new_tokens,
+                temperature=self.generation.temperature, top_p=self.generation.top_p, top_k=self.generation.top_k,
+                do_sample=not greedy, generator=self.generator)
+            return unpack_generation(gen, len(prompts), num_generations)
         gen = generate_completions(
             self.sampling_model(),
             self.tokenizer,
@@ -118,6 +125,11 @@ class AgentRuntime:
             fast_decode=self.generation.fast_decode,
         )
         return unpack_generation(gen, len(prompts), num_generations)
+
+    def take_weight_sync_s(self) -> float:
+        """Seconds spent pushing weights to the agent's rollout engine since the last call (0 without one);
+        agents that share an engine share its seconds, so sum over distinct engines."""
+        return 0.0 if self.rollout_engine is None else float(self.rollout_engine.take_sync_seconds())
 
     def sampling_model(self) -> Any:
         """The model the agent samples from: its weights, or their ``rollout_dtype`` copy refreshed."""
@@ -140,6 +152,15 @@ class AgentRuntime:
             with torch.no_grad():
                 entropy = token_entropy(logits.detach())
         return logps, entropy
+
+
+def weight_sync_metrics(agents: list[AgentRuntime]) -> dict[str, float]:
+    """``perf/weight_sync_s``: the seconds the team's rollout engines spent taking in new weights
+    since the last call (each engine once, however many agents share it); empty without engines."""
+    engines = {id(a.rollout_engine): a for a in agents if a.rollout_engine is not None}
+    if not engines:
+        return {}
+    return {"perf/weight_sync_s": sum(agent.take_weight_sync_s() for agent in engines.values())}
 
 
 def unpack_generation(gen: Any, num_prompts: int, num_generations: int) -> tuple[list[SampledPrompt], int]:

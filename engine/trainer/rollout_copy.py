@@ -74,14 +74,50 @@ def _tensors(model: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 natively: a GPU that supports it, or a CPU whose flags list
+    AVX512-BF16 or AMX-BF16 (read from ``/proc/cpuinfo``; elsewhere False, so sampling stays float32)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    if device.type != "cpu":
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def choose_rollout_dtype(model: torch.nn.Module, rollout_dtype: str | None) -> tuple[str | None, str]:
+    """The dtype ``model`` samples in (None: its own weights) and why, for ``rollout_dtype``."""
+    weights = next(model.parameters())
+    own = str(weights.dtype).removeprefix("torch.")
+    if rollout_dtype is None:
+        return None, f"rollout_dtype is empty: sampling from the {own} weights"
+    if rollout_dtype != "auto":
+        return rollout_dtype, f"rollout_dtype is {rollout_dtype}"
+    if is_lora(model):
+        return None, f"LoRA adapters sample on their frozen base: sampling from the {own} weights"
+    if weights.dtype != torch.float32:
+        return None, f"the weights are {own} already"
+    device = weights.device
+    if not native_bfloat16(device):
+        return None, f"{device.type} has no native bfloat16: sampling from the float32 weights"
+    where = "this GPU computes bfloat16" if device.type == "cuda" else "this CPU has bfloat16 instructions"
+    return "bfloat16", f"rollout_dtype auto: {where}"
+
+
 def rollout_copy_for(model: torch.nn.Module, rollout_dtype: str | None, copies: dict[int, Any]) -> RolloutCopy | None:
     """The sampling copy of ``model`` for ``rollout_dtype`` (one per model object, kept in ``copies``);
-    None when unset or when the model already has that dtype."""
+    None when unset, when ``auto`` chooses none (:func:`choose_rollout_dtype`) or when the model
+    already has that dtype."""
     from engine.models.loading import resolve_dtype  # transformers, only when a copy is asked for
 
-    if rollout_dtype is None:
+    chosen, _ = choose_rollout_dtype(model, rollout_dtype)
+    if chosen is None:
         return None
-    dtype = resolve_dtype(rollout_dtype)
+    dtype = resolve_dtype(chosen)
     if next(model.parameters()).dtype == dtype:
         return None
     if id(model) not in copies:

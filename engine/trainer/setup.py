@@ -104,6 +104,7 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
     generators."""
     references: dict[int, Any] = {}
     rollout_copies: dict[int, Any] = {}
+    engines: dict[int, Any] = {}
     ref_devices = config.reference_devices
     if isinstance(ref_devices, str):
         ref_devices = [ref_devices]
@@ -130,13 +131,31 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
                 ref.requires_grad_(False)
                 references[id(model)] = ref
             agent.reference_model = references[id(model)]
-        agent.rollout_copy = rollout_copy_for(model, getattr(config, "rollout_dtype", None), rollout_copies)
+        sampling_dtype = getattr(config, "rollout_dtype", None)
+        if sampling_dtype == "auto" and getattr(config, "rollout_backend", "hf") != "hf":
+            sampling_dtype = None  # an inference engine samples in the model's own dtype
+        agent.rollout_copy = rollout_copy_for(model, sampling_dtype, rollout_copies)
         agent.optimizer = make_adamw(agent.trainable_parameters(), lr=agent.learning_rate,
                                      weight_decay=config.weight_decay)
         allocate_adam_state(agent.optimizer)  # now, not in the first (timed) step
         if agent.rollout_copy is not None:
             agent.rollout_copy.watch(agent.optimizer)
         agent.generator = torch.Generator(device=agent.device).manual_seed(config.seed * 1000 + agent.index)
+        agent.rollout_engine = _rollout_engine(agent, config, engines)
+
+
+def _rollout_engine(agent: AgentRuntime, config: MAGRPOConfig, engines: dict[int, Any]) -> Any:
+    """The agent's vLLM engine with ``rollout_backend: vllm`` (one per model object), else None."""
+    if getattr(config, "rollout_backend", "hf") != "vllm":
+        return None
+    if agent.rollout_copy is not None:
+        raise ValueError("rollout_backend: vllm samples in the model's own dtype; leave rollout_dtype empty")
+    from engine.sampling.vllm_backend import rollout_engine_for
+
+    engine = rollout_engine_for(agent.model, agent.tokenizer, python_setting=config.vllm_python,
+                                device=agent.device, seed=config.seed, engines=engines)
+    engine.watch(agent.optimizer)
+    return engine
 
 
 _FUSED_DEVICES = {"cpu", "cuda", "mps", "xpu"}

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from engine.schema.configs import MAGRPOConfig
 from engine.sinks.base import Episode
-from engine.trainer.agents import AgentRuntime
+from engine.trainer.agents import AgentRuntime, weight_sync_metrics
 from engine.trainer.core import step_timing
 from engine.trainer.credit import agent_batch, assign_returns, fill_advantages
 from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit
@@ -111,6 +111,7 @@ def magrpo_step(trainer: Stepped) -> tuple[dict[str, float], list[Episode]]:
     metrics.update(step_timing(started, updating, ended, tokens=sum(r.num_tokens for r in rollouts),
                                generate_s=sum(r.timings["generate_s"] for r in rollouts),
                                reward_s=sum(r.timings["reward_s"] for r in rollouts)))
+    metrics.update(weight_sync_metrics(agents))  # rollout_backend vllm: pushing new weights to the engines
     metrics["perf/credit_reward_calls"] = float(probe_calls + sum(r.credit_reward_calls for r in rollouts))
     metrics["perf/credit_s"] = time.perf_counter() - ended
     metrics["train/epoch"] = trainer.epoch_of_last_step()

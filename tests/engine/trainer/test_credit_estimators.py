@@ -15,7 +15,12 @@ from engine.trainer.counterfactual import (
     joint_values,
     removal_credit,
 )
-from engine.trainer.credit import agent_batch, assign_returns, batch_advantages, counterfactual_batch_advantages
+from engine.trainer.credit import (
+    agent_batch,
+    assign_returns,
+    batch_advantages,
+    counterfactual_batch_advantages,
+)
 from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 
