@@ -9,10 +9,12 @@
 # The suite runs in two phases. First every test but the `serial` ones, in COOPLAB_TEST_PROCESSES
 # pytest processes (pytest-xdist, a test file per process at a time; default 2): most integration tests
 # wait on workers, browsers and heartbeats, so two processes finish in about half the time even on
-# two cores. Then the `serial` tests, in one process with the machine to themselves: fault tests whose
-# worker must replace its job process in time (under a second process's load a worker was seen not to
-# start the replacement: after a job-process kill, and after a job that ended while the worker
-# reconnected to a restarted Redis). COOPLAB_TEST_PROCESSES=1 runs everything in one process.
+# two cores; each computes on one torch thread (OMP_NUM_THREADS=1, set by tests/conftest.py unless the
+# variable is set), as two processes of two threads each on two cores spin more than they compute.
+# Then the `serial` tests, in one process with the machine to themselves: fault tests whose worker
+# must replace its job process in time (under a second process's load a worker was seen not to start
+# the replacement: after a job-process kill, and after a job that ended while the worker reconnected
+# to a restarted Redis). COOPLAB_TEST_PROCESSES=1 runs everything in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.tasks.base import TaskError
+from engine.schema.task_table import TaskError
 
 TermFunc = Callable[..., Sequence[float]]
 GroupFunc = Callable[..., Mapping[str, Sequence[float]]]

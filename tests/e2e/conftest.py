@@ -78,27 +78,25 @@ def cooplab_up(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Ite
 
 
 def _stop_tree(proc: subprocess.Popen) -> None:
-    """Stop ``cooplab up`` like Ctrl-C would, then make sure none of its children outlives the test."""
+    """Kill ``cooplab up`` (or ``cooplab ui``) and every process under it at once: the browser tests are
+    done with it, and its orderly stop on SIGTERM (dashboard, then the worker and its run) is tested by
+    tests/jobs/test_jobs_up.py; waiting for it here cost about 6 s per test file."""
     import psutil
 
     try:
         children = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         children = []
+    for process in [proc, *children]:  # the dashboard and the worker run in sessions of their own
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)  # the supervisor stops the dashboard and the worker
-        try:
-            proc.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        proc.kill()
+    proc.wait(timeout=10)
     for child in children:
         with contextlib.suppress(psutil.NoSuchProcess):
-            child.terminate()
-    _, alive = psutil.wait_procs(children, timeout=10)
-    for child in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
+    psutil.wait_procs(children, timeout=10)
 
 
 @pytest.fixture(scope="module")

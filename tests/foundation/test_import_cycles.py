@@ -62,14 +62,30 @@ def _nearest_module(graph: grimp.ImportGraph, name: str) -> str | None:
     return None
 
 
+def add_package_imports(graph: grimp.ImportGraph) -> None:
+    """Importing ``p.q.r`` first runs ``p/__init__.py`` and ``p/q/__init__.py``: from outside a package,
+    an import of one of its modules is an import of the package too (from inside, the package is
+    already being set up). Without these edges ``a.x -> b.y`` and ``b/__init__ -> a.x`` look fine."""
+    for importer in list(graph.modules):
+        for imported in list(graph.find_modules_directly_imported_by(importer)):
+            parts = imported.split(".")
+            for depth in range(1, len(parts)):
+                package = ".".join(parts[:depth])
+                inside = importer == package or importer.startswith(package + ".")
+                if not inside and package in graph.modules:
+                    graph.add_import(importer=importer, imported=package)
+
+
 def import_graph(*packages: str) -> grimp.ImportGraph:
-    """Every import of ``packages``: grimp's (top level, lazy and ``TYPE_CHECKING``) plus string imports."""
+    """Every import of ``packages``: grimp's (top level, lazy and ``TYPE_CHECKING``), string imports, and
+    the package ``__init__`` modules each import runs first (:func:`add_package_imports`)."""
     graph = grimp.build_graph(*packages, exclude_type_checking_imports=False, cache_dir=None)  # fresh: no stale cache
     for module, path in _module_files(graph, packages).items():
         for name in string_imports(path.read_text(encoding="utf-8")):
             imported = _nearest_module(graph, name)
             if imported is not None and imported != module:
                 graph.add_import(importer=module, imported=imported)
+    add_package_imports(graph)
     return graph
 
 
@@ -164,3 +180,14 @@ def test_lazy_type_checking_and_string_imports_close_a_circle(tmp_path, monkeypa
 
 def test_no_import_circles_in_the_repo():
     assert import_cycles(import_graph(*PACKAGES)) == []
+
+
+def test_a_package_s_init_closes_a_circle(tmp_path, monkeypatch):
+    """``a.x`` imports ``b.y``, which runs ``b/__init__.py`` first, which imports ``a.x``: a circle that
+    fails at import time though no module imports another that imports it back."""
+    for name, text in {"a/__init__.py": "", "a/x.py": "from b.y import thing\n",
+                       "b/__init__.py": "from a.x import thing\n", "b/y.py": "thing = 1\n"}.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles(import_graph("a", "b")) == [["a.x", "b"]]
