@@ -104,8 +104,8 @@ def _operator_permissions_restored() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _float32_sampling_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In this process the default ``rollout_dtype: auto`` samples float32 weights in float32 on every
-    machine, so a test's samples do not depend on whether the CPU has bfloat16 instructions; the tests
-    of ``auto`` itself set the answer they need (tests/engine/trainer/test_rollout_dtype_auto.py).
-    Worker and job processes started by a test choose with the machine's own answer."""
+    """In this process ``rollout_dtype: auto`` samples float32 weights in float32 on every machine, so a
+    test's samples do not depend on whether the CPU has bfloat16 instructions; the tests of ``auto``
+    itself set the answer they need (tests/engine/trainer/test_rollout_dtype_auto.py). Worker and job
+    processes started by a test choose with the machine's own answer."""
     monkeypatch.setattr("engine.trainer.rollout_copy.native_bfloat16", lambda device: False)

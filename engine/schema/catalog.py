@@ -218,13 +218,14 @@ CATALOG: dict[str, Setting] = {
     # --- sampling ------------------------------------------------------------------------------
     "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
                       "token step (falls back by itself).", **_BOOL, reads=_but(ACTOR_CRITIC)),
-    "rollout_dtype": _s("sampling", Literal["auto", "float32", "bfloat16", "float16"] | None, "auto",
+    "rollout_dtype": _s("sampling", Literal["auto", "float32", "bfloat16", "float16"] | None, None,
                         "Sample from a copy of each agent's weights in this dtype, refreshed before every "
                         "sampling call; training stays in the model's dtype, and rollout_correction weights the "
                         "update for the difference. auto: a bfloat16 copy of float32 weights where the device "
                         "computes bfloat16 natively (a CPU with AVX512-BF16 or AMX, a GPU with bfloat16), "
-                        "otherwise none; the choice is printed when training starts. Empty: sample from the "
-                        "trained weights. LoRA agents sample from their adapters (auto leaves them alone)."),
+                        "otherwise none. Empty (the default): sample from the trained weights. Each agent's "
+                        "choice is printed when training starts. LoRA agents sample from their adapters (auto "
+                        "leaves them alone)."),
     "rollout_correction": _s("sampling", Literal["auto", "tis", "none"], "auto",
                              "Correct for sampling from a rollout_dtype copy: tis weights each token's "
                              "policy-gradient term by min(p_train / p_sample, tis_cap) (truncated importance "

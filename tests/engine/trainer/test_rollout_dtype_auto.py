@@ -1,4 +1,4 @@
-"""``rollout_dtype: auto`` (the default): a bfloat16 sampling copy of float32 weights where the device
+"""``rollout_dtype: auto``: a bfloat16 sampling copy of float32 weights where the device
 computes bfloat16 natively, float32 elsewhere, never for LoRA or weights in another dtype; the
 choice is printed when training starts, with the correction it gets."""
 
@@ -38,9 +38,9 @@ def test_auto_chooses_bfloat16_for_float32_weights_only_where_native(monkeypatch
     assert choose_rollout_dtype(model.to(torch.bfloat16), "auto") == (None, "the weights are bfloat16 already")
 
 
-def test_a_default_run_samples_from_bfloat16_copies_with_the_correction_where_native(monkeypatch, caplog) -> None:
+def test_an_auto_run_samples_from_bfloat16_copies_with_the_correction_where_native(monkeypatch, caplog) -> None:
     monkeypatch.setattr(rollout_copy, "native_bfloat16", lambda device: True)
-    trainer = make_trainer(_team(), fast_config(max_steps=1))
+    trainer = make_trainer(_team(), fast_config(max_steps=1, rollout_dtype="auto"))
     assert all(a.rollout_copy is not None and a.rollout_copy.dtype == torch.bfloat16 for a in trainer.agents)
     notes = sampling_notes(trainer.agents, trainer.args)
     assert notes[0] == ("sampling: agent 'agent_0' samples from a bfloat16 copy of its float32 weights (rollout_dtype "
@@ -53,9 +53,10 @@ def test_a_default_run_samples_from_bfloat16_copies_with_the_correction_where_na
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_without_native_bfloat16_or_when_turned_off_the_weights_sample_themselves(monkeypatch, native) -> None:
+def test_without_native_bfloat16_or_by_default_the_weights_sample_themselves(monkeypatch, native) -> None:
     monkeypatch.setattr(rollout_copy, "native_bfloat16", lambda device: native)
-    trainer = make_trainer(_team(), fast_config(max_steps=1, rollout_dtype=None if native else "auto"))
+    config = fast_config(max_steps=1) if native else fast_config(max_steps=1, rollout_dtype="auto")
+    trainer = make_trainer(_team(), config)
     assert all(a.rollout_copy is None for a in trainer.agents)
     note = sampling_notes(trainer.agents, trainer.args)[1]
     assert note.startswith("sampling: agent 'agent_1' samples from its float32 weights (")
