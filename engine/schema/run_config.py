@@ -291,7 +291,7 @@ def agents_from_folders(data: dict[str, Any], folders: list[str | Path]) -> dict
     out = copy.deepcopy(data)
     for agent, folder in zip(out["agents"], folders, strict=True):
         if str(agent.get("model") or "").startswith("builtin:tiny-"):
-            agent["model_kwargs"] = {}  # 'size' and 'seed' built the tiny model; from_pretrained takes neither
+            agent.pop("model_kwargs", None)  # 'size' and 'seed' built the tiny model; from_pretrained takes neither
         agent.update(model=str(folder), tokenizer=None, share_weights_with=None)
         for key in [k for k in agent if k.startswith("lora_")]:
             del agent[key]  # the defaults: no adapter
