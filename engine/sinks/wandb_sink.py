@@ -14,7 +14,7 @@ from engine.sinks.base import BaseSink, Episode
 INSTALL_HINT = "pip install wandb (or the project's extra: pip install 'cooplab[wandb]')"
 TRANSCRIPT_COLUMNS = [
     "step", "split", "sample_index", "item_index", "turn", "agent", "prompt", "completion", "reward", "return",
-    "advantage",
+    "advantage", "credit",
 ]  # fmt: skip
 
 
@@ -55,7 +55,7 @@ class WandbSink(BaseSink):
     def log_transcripts(self, step: int, episodes: list[Episode]) -> None:
         rows = [
             [step, e.split, e.sample_index, e.item_index, t.turn, t.agent_name, t.prompt, t.completion, t.reward,
-             t.ret, t.advantage]
+             t.ret, t.advantage, t.credit]
             for e in episodes
             for t in e.turns
         ]  # fmt: skip
