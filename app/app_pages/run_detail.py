@@ -102,15 +102,19 @@ def charts_tab(store: Store, shown: Shown) -> None:
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     # Until the user picks charts, the defaults follow the metrics as they appear (team reward first);
     # once picked, the choice is kept (and new charts are only offered).
+    # The picker's value is set on every full run (before the widget is drawn), never left to a widget
+    # state from an earlier run: a run page opened before the first step once kept an empty picker
+    # ("Choose options") after the charts arrived, until a reload.
     user_choice = f"detail_user_charts_{run_id}"
-    picker_key = f"detail_charts_{run_id}_{abs(hash(tuple(charts)))}"
+    picker_key = f"detail_charts_{run_id}"
     remembered = st.session_state.get(user_choice)
-    default = [t for t in remembered if t in charts] if remembered is not None else default_charts(list(charts.values()))
+    st.session_state[picker_key] = ([t for t in remembered if t in charts] if remembered is not None
+                                    else default_charts(list(charts.values())))
 
     def _picked() -> None:
         st.session_state[user_choice] = list(st.session_state[picker_key])
 
-    chosen = c1.multiselect("charts", list(charts), default=default, key=picker_key, on_change=_picked)
+    chosen = c1.multiselect("charts", list(charts), key=picker_key, on_change=_picked)
     x_axis = c2.radio("x axis", ["step", "env_step", "wall_time"], horizontal=True, key="detail_x",
                       format_func=lambda x: {"step": "step", "env_step": "env step", "wall_time": "wall time"}[x])
     method = c3.selectbox("smoothing", ["ema", "window", "none"], key="detail_smoothing")
