@@ -11,18 +11,12 @@ from engine.models.tiny import build_tiny_model
 from engine.schema.errors import ConfigError
 from engine.schema.run_config import parse_run_config
 from engine.sinks import MemorySink
-from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
-
-
-def _team():
-    m1, t1 = build_tiny_model("llama", "xs", seed=0)
-    m2, t2 = build_tiny_model("qwen2", "xs", seed=1)
-    return [m1, m2], [t1, t2]
+from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, tiny_team
 
 
 def test_counterfactual_costs_k_k_minus_1_reward_calls_per_node_for_two_agents_and_no_generation() -> None:
-    group = make_trainer(_team(), fast_config(num_generations=3, credit_samples=0, max_steps=1))
-    counter = make_trainer(_team(), fast_config(num_generations=3, credit_samples=0, max_steps=1,
+    group = make_trainer(tiny_team(), fast_config(num_generations=3, credit_samples=0, max_steps=1))
+    counter = make_trainer(tiny_team(), fast_config(num_generations=3, credit_samples=0, max_steps=1,
                                                 credit_assignment="counterfactual"))
     g_metrics, _ = group.train_step()
     c_metrics, _ = counter.train_step()
@@ -36,21 +30,21 @@ def test_counterfactual_costs_k_k_minus_1_reward_calls_per_node_for_two_agents_a
 
 
 def test_every_step_measures_each_agent_s_credit_and_reports_it_in_the_transcripts() -> None:
-    trainer = make_trainer(_team(), fast_config(num_generations=2, num_turns=2, credit_samples=3,
+    trainer = make_trainer(tiny_team(), fast_config(num_generations=2, num_turns=2, credit_samples=3,
                                                 transcripts_per_step=1, max_steps=1))
     metrics, episodes = trainer.train_step()
     assert {"agent/agent_0/credit", "agent/agent_1/credit"} <= set(metrics)
     assert metrics["perf/credit_reward_calls"] == 3 * 2  # 3 joint actions x 2 agents
     assert all(turn.credit is not None for turn in episodes[0].turns)  # the reported branch is probed first
-    off = make_trainer(_team(), fast_config(credit_samples=0, transcripts_per_step=1, max_steps=1))
+    off = make_trainer(tiny_team(), fast_config(credit_samples=0, transcripts_per_step=1, max_steps=1))
     off_metrics, off_episodes = off.train_step()
     assert "agent/agent_0/credit" not in off_metrics
     assert all(turn.credit is None for turn in off_episodes[0].turns)
 
 
-def test_turn_group_trains_a_two_turn_team() -> None:
-    before = [p.detach().clone() for p in _team()[0][0].parameters()]
-    trainer = make_trainer(_team(), fast_config(num_turns=2, credit_assignment="turn_group", max_steps=1))
+def test_turn_group_trains_a_two_turntiny_team() -> None:
+    before = [p.detach().clone() for p in tiny_team()[0][0].parameters()]
+    trainer = make_trainer(tiny_team(), fast_config(num_turns=2, credit_assignment="turn_group", max_steps=1))
     trainer.train_step()
     after = list(trainer.agents[0].model.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
@@ -81,13 +75,13 @@ def test_meaningless_combinations_are_refused_with_the_fix() -> None:
 def test_resume_with_each_estimator_is_exact(tmp_path, estimator) -> None:
     config = dict(max_steps=4, num_turns=2, checkpoint_interval=2, credit_assignment=estimator, credit_samples=2)
     full_sink = MemorySink()
-    full = make_trainer(_team(), fast_config(**config), sink=full_sink, output_dir=tmp_path / "full")
+    full = make_trainer(tiny_team(), fast_config(**config), sink=full_sink, output_dir=tmp_path / "full")
     full.train()
-    first = make_trainer(_team(), fast_config(**config), sink=MemorySink(stop_after_steps=2),
+    first = make_trainer(tiny_team(), fast_config(**config), sink=MemorySink(stop_after_steps=2),
                          output_dir=tmp_path / "part")
     assert first.train().status == "stopped"
     resumed_sink = MemorySink()
-    resumed = make_trainer(_team(), fast_config(**config), sink=resumed_sink, output_dir=tmp_path / "part")
+    resumed = make_trainer(tiny_team(), fast_config(**config), sink=resumed_sink, output_dir=tmp_path / "part")
     resumed.train(resume_from_checkpoint=tmp_path / "part" / "checkpoints" / "checkpoint-2")
     for a, b in zip(full.agents, resumed.agents, strict=True):
         for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):

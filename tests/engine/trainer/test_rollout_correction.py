@@ -8,10 +8,9 @@ import math
 import pytest
 import torch
 
-from engine.models.tiny import build_tiny_model
 from engine.trainer.losses import policy_loss, tis_weights
 from engine.trainer.update import corrects_sampler
-from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
+from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, tiny_team
 
 MASK = torch.tensor([[1, 1, 0]])
 
@@ -48,31 +47,25 @@ def test_token_weights_scale_each_token_s_policy_gradient_term() -> None:
     assert logps.grad[0, 2] == 0.0
 
 
-def _team():
-    m1, t1 = build_tiny_model("llama", "xs", seed=0)
-    m2, t2 = build_tiny_model("qwen2", "xs", seed=1)
-    return [m1, m2], [t1, t2]
-
-
 def test_auto_corrects_agents_sampling_from_a_copy_in_another_dtype() -> None:
-    bf16 = make_trainer(_team(), fast_config(rollout_dtype="bfloat16", max_steps=1))
+    bf16 = make_trainer(tiny_team(), fast_config(rollout_dtype="bfloat16", max_steps=1))
     assert all(corrects_sampler(a, "auto") for a in bf16.agents)
     assert not any(corrects_sampler(a, "none") for a in bf16.agents)
-    same = make_trainer(_team(), fast_config(rollout_dtype="float32", max_steps=1))
+    same = make_trainer(tiny_team(), fast_config(rollout_dtype="float32", max_steps=1))
     assert not any(corrects_sampler(a, "auto") for a in same.agents)
     assert all(corrects_sampler(a, "tis") for a in same.agents)
-    plain = make_trainer(_team(), fast_config(max_steps=1))
+    plain = make_trainer(tiny_team(), fast_config(max_steps=1))
     assert not any(corrects_sampler(a, "auto") for a in plain.agents)
 
 
 @pytest.mark.parametrize("clip_epsilon", [None, 0.2])
 def test_a_bfloat16_sampler_is_measured_and_corrected_by_default(clip_epsilon) -> None:
-    trainer = make_trainer(_team(), fast_config(rollout_dtype="bfloat16", clip_epsilon=clip_epsilon, max_steps=1))
+    trainer = make_trainer(tiny_team(), fast_config(rollout_dtype="bfloat16", clip_epsilon=clip_epsilon, max_steps=1))
     metrics, _ = trainer.train_step()
     assert metrics["perf/sampler_kl"] > 0.0  # the rounded copy is a (slightly) different policy
     assert 0.0 <= metrics["perf/tis_clipped"] <= 1.0
     assert {"agent/agent_0/sampler_kl", "agent/agent_1/tis_clipped"} <= set(metrics)
-    off = make_trainer(_team(), fast_config(rollout_dtype="bfloat16", clip_epsilon=clip_epsilon, max_steps=1,
+    off = make_trainer(tiny_team(), fast_config(rollout_dtype="bfloat16", clip_epsilon=clip_epsilon, max_steps=1,
                                             rollout_correction="none"))
     off_metrics, _ = off.train_step()
     assert "perf/sampler_kl" not in off_metrics
@@ -80,8 +73,8 @@ def test_a_bfloat16_sampler_is_measured_and_corrected_by_default(clip_epsilon) -
 
 def test_the_correction_changes_the_update_only_by_the_weights() -> None:
     """Same seed, same samples: the corrected and the uncorrected first steps differ, and stay finite."""
-    a = make_trainer(_team(), fast_config(rollout_dtype="bfloat16", max_steps=1, rollout_correction="none"))
-    b = make_trainer(_team(), fast_config(rollout_dtype="bfloat16", max_steps=1, rollout_correction="tis",
+    a = make_trainer(tiny_team(), fast_config(rollout_dtype="bfloat16", max_steps=1, rollout_correction="none"))
+    b = make_trainer(tiny_team(), fast_config(rollout_dtype="bfloat16", max_steps=1, rollout_correction="tis",
                                           tis_cap=1e6))
     a.train_step()
     b.train_step()

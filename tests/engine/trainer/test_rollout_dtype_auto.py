@@ -11,13 +11,7 @@ from engine.models.tiny import build_tiny_model
 from engine.trainer import rollout_copy
 from engine.trainer.rollout_copy import choose_rollout_dtype, native_bfloat16
 from engine.trainer.sampling_note import announce, sampling_notes
-from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
-
-
-def _team():
-    m1, t1 = build_tiny_model("llama", "xs", seed=0)
-    m2, t2 = build_tiny_model("qwen2", "xs", seed=1)
-    return [m1, m2], [t1, t2]
+from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, tiny_team
 
 
 def test_the_cpu_flags_decide_natively(monkeypatch) -> None:
@@ -40,7 +34,7 @@ def test_auto_chooses_bfloat16_for_float32_weights_only_where_native(monkeypatch
 
 def test_an_auto_run_samples_from_bfloat16_copies_with_the_correction_where_native(monkeypatch, caplog) -> None:
     monkeypatch.setattr(rollout_copy, "native_bfloat16", lambda device: True)
-    trainer = make_trainer(_team(), fast_config(max_steps=1, rollout_dtype="auto"))
+    trainer = make_trainer(tiny_team(), fast_config(max_steps=1, rollout_dtype="auto"))
     assert all(a.rollout_copy is not None and a.rollout_copy.dtype == torch.bfloat16 for a in trainer.agents)
     notes = sampling_notes(trainer.agents, trainer.args)
     assert notes[0] == ("sampling: agent 'agent_0' samples from a bfloat16 copy of its float32 weights (rollout_dtype "
@@ -56,7 +50,7 @@ def test_an_auto_run_samples_from_bfloat16_copies_with_the_correction_where_nati
 def test_without_native_bfloat16_or_by_default_the_weights_sample_themselves(monkeypatch, native) -> None:
     monkeypatch.setattr(rollout_copy, "native_bfloat16", lambda device: native)
     config = fast_config(max_steps=1) if native else fast_config(max_steps=1, rollout_dtype="auto")
-    trainer = make_trainer(_team(), config)
+    trainer = make_trainer(tiny_team(), config)
     assert all(a.rollout_copy is None for a in trainer.agents)
     note = sampling_notes(trainer.agents, trainer.args)[1]
     assert note.startswith("sampling: agent 'agent_1' samples from its float32 weights (")

@@ -19,6 +19,15 @@ def echo_transition(prompt, agent_completions, num_agents, prompt_history_per_ag
     return [f"{prompt} You said: {c[:20]}" for c in agent_completions]
 
 
+def tiny_team() -> tuple[list, list]:
+    """Two tiny agents of different architectures (a Llama and a Qwen2), fixed weights: (models, tokenizers)."""
+    from engine.models.tiny import build_tiny_model
+
+    m1, t1 = build_tiny_model("llama", "xs", seed=0)
+    m2, t2 = build_tiny_model("qwen2", "xs", seed=1)
+    return [m1, m2], [t1, t2]
+
+
 def fast_config(**overrides: Any) -> MAGRPOConfig:
     values = dict(num_turns=1, num_generations=2, max_new_tokens=6, num_train_epochs=1, logging_steps=1,
                   agent_learning_rate=1e-3, eval_interval=0, max_steps=2)
