@@ -35,7 +35,7 @@ from celery import Celery, bootsteps
 from db import states
 from db.states import InvalidTransition
 from db.store import Store
-from jobs import jobfile
+from jobs import fork_guard, jobfile
 from jobs.liveness import (
     LIVENESS_LOCK_WAIT_S,
     dead_job_cause,
@@ -239,7 +239,7 @@ class WorkerMaintenance:
 
     def tick(self) -> MaintenanceReport | None:
         try:
-            with self._store() as store:
+            with fork_guard.bookkeeping(), self._store() as store:
                 self.settle_orphans(store)
                 current = active_run_id()
                 if current is not None and store.get_run(current).status not in states.LIVE_STATUSES:
@@ -273,12 +273,18 @@ class WorkerMaintenance:
         process): a cheap check, run every second, with no database access unless a job died."""
         settled = []
         try:
-            for run_id in held_run_ids():
-                state = jobfile.probe(self.settings.data_dir, run_id)
-                if job_is_gone(state) and settle_lost_job(run_id, dead_job_cause(state), self.settings) is not None:
-                    settled.append(run_id)
+            with fork_guard.bookkeeping():
+                settled = self._settle_dead_jobs()
         except Exception:  # keep the timer alive
             log.warning("watching the job processes failed", exc_info=True)
+        return settled
+
+    def _settle_dead_jobs(self) -> list[int]:
+        settled = []
+        for run_id in held_run_ids():
+            state = jobfile.probe(self.settings.data_dir, run_id)
+            if job_is_gone(state) and settle_lost_job(run_id, dead_job_cause(state), self.settings) is not None:
+                settled.append(run_id)
         return settled
 
     def unregister(self) -> None:
@@ -342,6 +348,9 @@ class MaintenanceStep(bootsteps.StartStopStep):
         # the first time it imports that module (jobs.studies pulls in the run-config schema).
         import jobs.reconcile  # noqa: F401
         import jobs.studies  # noqa: F401
+
+        # Whatever a later pass imports or locks, a job process is forked between passes, never during one.
+        fork_guard.install()
 
         self.maintenance: WorkerMaintenance | None = None
         self.passes: Repeater | None = None

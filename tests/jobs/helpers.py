@@ -129,10 +129,18 @@ def wait_until_step(store, run_id: int, step: int) -> None:
     wait_for(reached, START_TIMEOUT_S, f"run {run_id} to reach step {step}")
 
 
-def wait_until_final(store, run_id: int, timeout: float) -> float:
-    """Wait for a final state; returns the seconds it took."""
+def wait_until_final(store, run_id: int, timeout: float, worker: WorkerProcess | None = None) -> float:
+    """Wait for a final state; returns the seconds it took. On a time-out the failure says the run's
+    state and, given its ``worker``, ends with that worker's log."""
     t0 = time.monotonic()
-    wait_for(lambda: not store.get_run(run_id).is_active, timeout, f"run {run_id} to end")
+    try:
+        wait_for(lambda: not store.get_run(run_id).is_active, timeout, f"run {run_id} to end")
+    except AssertionError as exc:
+        run = store.get_run(run_id)
+        detail = f"{exc}; it is {run.status} at step {run.step} on worker {run.worker!r}"
+        if worker is not None:
+            detail += f"\n--- the worker's log, last 8000 characters ---\n{worker.log()[-8000:]}"
+        raise AssertionError(detail) from None
     return time.monotonic() - t0
 
 

@@ -301,7 +301,7 @@ def test_queued_runs_lost_by_a_redis_restart_are_sent_again_and_run_once(jobs_en
     wait_for(resent, 60, "the reconciler to send the lost runs again")
     detect = time.monotonic() - restarted
     for run_id in waiting:
-        wait_until_final(store, run_id, START_TIMEOUT_S)
+        wait_until_final(store, run_id, START_TIMEOUT_S, worker)
     total = time.monotonic() - restarted
     print(f"\nRedis restarted without persistence: lost messages sent again after {detect:.1f} s, "
           f"both runs done {total:.1f} s after the restart")
