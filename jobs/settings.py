@@ -58,6 +58,10 @@ class Settings(BaseSettings):
         False, description="Let run configs ask for code that comes with a model (model_kwargs trust_remote_code, "
         "hub kernels): its Python then runs in the trainer. Off by default: such configs are refused, and a "
         "folder's auto_map never runs.")
+    worker_preload: bool = Field(
+        True, description="A worker imports torch, transformers and the trainer once, before it forks job "
+        "processes, so each run starts with them loaded instead of importing them (seconds of CPU per run). The "
+        "worker never initialises CUDA either way. Set false for a worker parent that stays small (about 0.5 GB less).")
     keep_freed_memory: bool = Field(
         True, description="A job, `cooplab train` or `cooplab eval` whose team runs on the CPU keeps the memory "
         "it frees for the next step instead of handing it back to the kernel (faster steps; the process holds "

@@ -1,7 +1,9 @@
 """Starting a worker for one device: ``cooplab worker --device cuda:0``.
 
 One worker process per device consumes that device's queue with one prefork child at a time, a fresh
-child per run. A ``cuda:N`` worker pins its GPU with ``CUDA_VISIBLE_DEVICES=N`` before anything can
+child per run. Before it forks any, the worker imports torch, transformers and the trainer
+(``COOPLAB_WORKER_PRELOAD``, on by default): every child starts with them loaded, copy-on-write,
+instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its GPU with ``CUDA_VISIBLE_DEVICES=N`` before anything can
 initialise CUDA (the job then sees it as ``cuda:0``); a ``cpu`` worker hides the GPUs. On start the
 worker upgrades the database schema; on shutdown it first asks its current run to stop, so the run
 checkpoints and ends ``stopped`` instead of ``lost``.
@@ -14,9 +16,11 @@ and an artifact store it cannot use (wrong credentials, a missing bucket).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import socket
+import time
 import warnings
 from typing import Any
 
@@ -156,6 +160,27 @@ def quiet_console() -> None:
         log.info("the worker runs as root; it accepts only JSON task messages")
 
 
+PRELOADED_MODULES = ("torch", "transformers", "transformers.modeling_utils", "engine.build.run")
+"""What every job imports before it trains; a worker imports them once, before it forks job processes."""
+
+
+def preload_engine(settings: Settings) -> float | None:
+    """Import :data:`PRELOADED_MODULES` in this (worker parent) process; returns the seconds it took,
+    None when ``worker_preload`` is off. Call it before the pool forks, from the main thread."""
+    if not settings.worker_preload:
+        return None
+    t0 = time.monotonic()
+    for name in PRELOADED_MODULES:
+        importlib.import_module(name)
+    seconds = time.monotonic() - t0
+    torch = importlib.import_module("torch")
+    if torch.cuda.is_initialized():  # a fork would hand the children a CUDA context they cannot use
+        raise RuntimeError("preloading the engine initialised CUDA in the worker parent; set "
+                           "COOPLAB_WORKER_PRELOAD=false and report this")
+    log.info("preloaded torch, transformers and the trainer in %.1f s: job processes start with them", seconds)
+    return seconds
+
+
 def start_worker(device: str = "cpu", *, settings: Settings | None = None, loglevel: str | None = None,
                  name: str | None = None, slots: int = 1) -> None:
     """Run a worker for ``device`` in this process until it is shut down (blocks); it runs up to
@@ -171,6 +196,7 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     from db.migrate import upgrade
 
     upgrade(settings.resolved_database_url)
+    preload_engine(settings)
     app = create_app(settings, devices=(device,))
     quiet_console()
     worker_shutting_down.connect(_stop_active_run, weak=False)

@@ -33,6 +33,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_stop_resume_kill_and_the_queue_through_the_life_of_runs(jobs_env, store, experiment_id, start_worker):
     worker = start_worker()
+    # the parent loaded torch before forking (COOPLAB_WORKER_PRELOAD), so its job processes start with it
+    assert "libtorch_cpu" in Path(f"/proc/{worker.pid}/maps").read_text()
 
     # 1. submit: the run trains, metrics and transcripts arrive, the worker reports it
     first = submit_run(tiny_config(max_steps=500), experiment_id=experiment_id, settings=jobs_env)
