@@ -16,6 +16,7 @@ from engine.lora.adapters import frozen_base
 from engine.schema.configs import MAGRPOConfig
 from engine.trainer.agent_setup import AgentSetup
 from engine.trainer.agents import AgentRuntime, GenerationSettings
+from engine.trainer.mapped_weights import own_mapped_weights
 from engine.trainer.optimizer_state import allocate_adam_state
 from engine.trainer.rollout_copy import rollout_copy_for
 
@@ -110,6 +111,7 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
         ref_devices = [ref_devices]
     for agent in runtimes:
         model = agent.model
+        own_mapped_weights(agent.trainable_parameters())  # else the first step faults on every page it writes
         if config.gradient_checkpointing:
             enable = getattr(model, "activation_checkpointing_enable", None) or getattr(
                 model, "gradient_checkpointing_enable", None)
