@@ -11,7 +11,9 @@ queue, registered in the workers through :mod:`jobs.tasks`) hands the request id
    database server's clock, not this worker's (:mod:`db.clock`);
 3. evaluates with the engine's own code, the same as ``cooplab eval``: the run folder's
    ``config.yaml`` on this worker's device, the chosen checkpoint, :func:`engine.evaluation.evaluate.evaluate_run`
-   or, for a team analysis, :func:`engine.evaluation.team_analysis.analyze_team`;
+   or, for a team analysis, :func:`engine.evaluation.team_analysis.analyze_team`. A run trained on
+   another machine is evaluated from the shared artifact store: its stored config snapshot and the
+   checkpoint downloaded into this machine's cache (:mod:`jobs.artifacts.eval_source`);
 4. stores every record in one transaction (:meth:`db.evaluation_store.EvaluationStore.add_evaluations`)
    and ends the request ``done`` with their ids; anything that goes wrong ends it ``failed`` with one
    line that names the problem, and nothing half-written.
@@ -73,22 +75,36 @@ def _device(queue: str) -> str:
     return "cpu" if queue == "cpu" else "cuda:0"
 
 
-def evaluate_request(store: Store, request: Any) -> list[int]:
+def _config_and_checkpoint(store: Store, run: Any, which: str, settings: Settings) -> tuple[Any, Path]:
+    """The run's config and the folder of checkpoint ``which``: from the run's folder on this machine,
+    else from the shared artifact store (:mod:`jobs.artifacts.eval_source`)."""
+    from engine.evaluation.evaluate import find_checkpoint
+    from engine.schema.run_config import load_run_config, parse_run_config
+
+    folder = Path(run.output_dir) if run.output_dir else None
+    if folder is not None and (folder / "config.yaml").is_file():
+        return load_run_config(folder / "config.yaml"), find_checkpoint(folder, which)
+    from jobs.artifacts import open_store
+    from jobs.artifacts.eval_source import stored_checkpoint
+
+    artifacts = open_store(settings)
+    chosen = stored_checkpoint(store, run, which, None if artifacts.in_data_dir else artifacts,
+                               settings.artifacts_cache_dir)
+    log.info("run %s's folder is not on this machine: evaluating checkpoint %s from %s", run.id, which, chosen)
+    return parse_run_config(dict(run.config)), chosen
+
+
+def evaluate_request(store: Store, request: Any, settings: Settings | None = None) -> list[int]:
     """Evaluate what ``request`` asks for and store the records (one transaction); their ids. Raises
     with a message naming the problem when it cannot."""
     from db.evaluation_store import EvaluationStore
-    from engine.evaluation.evaluate import evaluate_run, find_checkpoint
-    from engine.schema.run_config import load_run_config
+    from engine.evaluation.evaluate import evaluate_run
     from jobs.eval_inputs import analysis_inputs, report_inputs
 
     run = store.get_run(request.run_id)
-    folder = Path(run.output_dir) if run.output_dir else None
-    if folder is None or not (folder / "config.yaml").is_file():
-        raise FileNotFoundError(f"run {run.id}'s folder ({run.output_dir or 'none recorded'}) is not on this "
-                                f"worker's machine: evaluate it on a worker that shares the data directory")
-    stored = load_run_config(folder / "config.yaml")  # parsed once; only the device is this worker's
+    stored, chosen = _config_and_checkpoint(store, run, request.checkpoint, settings or get_settings())
+    # parsed once; only the device is this worker's
     config = stored.model_copy(update={"trainer": stored.trainer.model_copy(update={"device": _device(run.queue)})})
-    chosen = find_checkpoint(folder, request.checkpoint)
     options = EvalOptions.from_json(dict(request.options))
     common = {"split": options.split, "items": options.items, "samples": options.samples,
               "greedy": options.greedy, "seed": options.seed}
@@ -151,7 +167,7 @@ def execute_evaluation(request_id: int, *, settings: Settings | None = None, sto
         try:
             with _Heartbeat(requests, request_id, settings.heartbeat_interval_s):
                 apply_host_memory_setting(settings)  # the evaluation builds a trainer
-                ids = evaluate_request(store, request)
+                ids = evaluate_request(store, request, settings)
         except Exception as exc:
             log.exception("evaluation request %s failed", request_id)
             reason = str(exc).strip() or type(exc).__name__

@@ -172,3 +172,67 @@ def test_a_claim_is_tried_again_while_the_database_is_locked() -> None:
 
     with pytest.raises(OperationalError):
         _claim_through_outage(always, 7, "w", 2.0, sleep=pauses.append)
+
+
+# ------------------------------------------------------------- a run trained on another machine
+
+
+def _stored_elsewhere(store, run_id: int, settings: Settings, steps: tuple[int, ...]) -> None:
+    """Upload the run's checkpoints at ``steps`` to ``settings``' store as its job would (the others'
+    uploads never completed), then remove its folder: the run was trained on another machine."""
+    from jobs.artifacts import open_store
+    from jobs.artifacts.location import checkpoint_key
+
+    artifacts = open_store(settings)
+    for row in store.list_checkpoints(run_id):
+        if row.step not in steps:
+            continue
+        artifacts.upload_folder(row.path, checkpoint_key(run_id, row.step))
+        assert store.set_checkpoint_artifact(run_id, row.id, f"{artifacts.url}/{checkpoint_key(run_id, row.step)}")
+    shutil.rmtree(store.get_run(run_id).output_dir)
+
+
+def test_a_run_trained_on_another_machine_is_evaluated_from_the_artifact_store(
+        jobs_env: Settings, store, run_id, trained, tmp_path, monkeypatch) -> None:
+    shared = tmp_path / "shared-store"
+    shared.mkdir()
+    monkeypatch.setenv("COOPLAB_ARTIFACTS_URL", f"file://{shared}")
+    settings = Settings()
+    _stored_elsewhere(store, run_id, settings, steps=(2,))
+    requests = EvalRequestStore(store)
+
+    request = queue_evaluation(run_id, checkpoint="last", options=EvalOptions(greedy=True), settings=settings,
+                               store=store)
+    assert execute_evaluation(request.id, settings=settings, store=store) == "done", requests.get(request.id).error
+    (evaluation_id,) = requests.get(request.id).evaluation_ids
+    stored = EvaluationStore(store).get_evaluation(evaluation_id)
+    expected = evaluate_run(parse_run_config(_config()), checkpoint=find_checkpoint(trained, 2), greedy=True)
+    assert stored.checkpoint_step == 2 and dict(stored.metrics) == expected.metrics
+    cached = settings.artifacts_cache_dir / "runs" / f"run-{run_id}" / "checkpoints" / "checkpoint-2"
+    assert cached.is_dir()  # downloaded into this machine's cache
+
+    folder = store.get_run(run_id).output_dir
+    unstored = queue_evaluation(run_id, checkpoint="1", settings=settings, store=store)
+    assert execute_evaluation(unstored.id, settings=settings, store=store) == "failed"
+    assert requests.get(unstored.id).error == (
+        f"run {run_id}'s folder ({folder}) is not on this worker's machine, and checkpoint 1 is not among the "
+        f"checkpoints stored in file://{shared} (steps 2)")
+
+    from jobs.artifacts import open_store
+    from jobs.artifacts.eval_source import stored_checkpoint
+
+    with pytest.raises(FileNotFoundError) as best:
+        stored_checkpoint(store, store.get_run(run_id), "best", open_store(settings), settings.artifacts_cache_dir)
+    assert str(best.value) == (
+        f"run {run_id}'s folder ({folder}) is not on this worker's machine, and its best checkpoint is kept only "
+        "there: evaluate it at 'last' or at a stored step (2), or on the machine that trained it")
+
+
+def test_without_a_shared_store_a_run_from_another_machine_fails_naming_the_fix(jobs_env: Settings, store,
+                                                                                 run_id) -> None:
+    shutil.rmtree(store.get_run(run_id).output_dir)
+    request = queue_evaluation(run_id, checkpoint="last", settings=jobs_env, store=store)
+    assert execute_evaluation(request.id, settings=jobs_env, store=store) == "failed"
+    error = EvalRequestStore(store).get(request.id).error
+    assert error.startswith(f"run {run_id}'s folder (") and "is not on this worker's machine" in error
+    assert "set COOPLAB_ARTIFACTS_URL to a store every worker reaches" in error
