@@ -6,7 +6,8 @@ filesystem transport under the data directory (one machine, no server). Both sup
 (revoke silently does nothing), so it is refused.
 
 Worker policy: prefork pool, concurrency 1, prefetch 1, late acks and a fresh child process per task,
-so each run gets a clean process (GPU memory freed when it exits) and the parent never imports torch.
+so each run gets a clean process (GPU memory freed when it exits); the parent imports torch before it
+forks (``COOPLAB_WORKER_PRELOAD``, :mod:`jobs.worker`) but never initialises CUDA.
 Each device has its own queue (``cpu``, ``cuda:0``, ...) on one direct exchange; the task is sent by
 name (``jobs.run_training``), so senders never import the task module.
 """

@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     worker_preload: bool = Field(
         True, description="A worker imports torch, transformers and the trainer once, before it forks job "
         "processes, so each run starts with them loaded instead of importing them (seconds of CPU per run). The "
-        "worker never initialises CUDA either way. Set false for a worker parent that stays small (about 0.5 GB less).")
+        "worker never initialises CUDA either way. Set false for a worker parent that stays small (measured: 96 MiB resident instead of 403 MiB).")
     keep_freed_memory: bool = Field(
         True, description="A job, `cooplab train` or `cooplab eval` whose team runs on the CPU keeps the memory "
         "it frees for the next step instead of handing it back to the kernel (faster steps; the process holds "

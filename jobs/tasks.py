@@ -1,7 +1,8 @@
 """The Celery task: receives a run id and hands the work to :func:`jobs.executor.execute_run`.
 
 Registered under the name ``jobs.run_training``; senders use that name (``send_task``) and never
-import this module. The executor imports torch and the engine inside the job process only.
+import this module. The engine runs inside the job process only (its libraries are already loaded
+there when the worker preloaded them before forking, :func:`jobs.worker.preload_engine`).
 
 A message whose run was cancelled while it waited is dropped in the worker parent, before a job
 process is forked for it (:class:`jobs.consume.RunRequest`).
