@@ -8,6 +8,7 @@ are per agent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,11 +127,6 @@ class AgentRuntime:
         )
         return unpack_generation(gen, len(prompts), num_generations)
 
-    def take_weight_sync_s(self) -> float:
-        """Seconds spent pushing weights to the agent's rollout engine since the last call (0 without one);
-        agents that share an engine share its seconds, so sum over distinct engines."""
-        return 0.0 if self.rollout_engine is None else float(self.rollout_engine.take_sync_seconds())
-
     def sampling_model(self) -> Any:
         """The model the agent samples from: its weights, or their ``rollout_dtype`` copy refreshed."""
         return self.model if self.rollout_copy is None else self.rollout_copy.refreshed()
@@ -154,13 +150,18 @@ class AgentRuntime:
         return logps, entropy
 
 
+def rollout_engines(agents: Sequence[AgentRuntime]) -> list[Any]:
+    """The team's distinct rollout engines (agents that share a model share its engine)."""
+    return list({id(a.rollout_engine): a.rollout_engine for a in agents if a.rollout_engine is not None}.values())
+
+
 def weight_sync_metrics(agents: list[AgentRuntime]) -> dict[str, float]:
     """``perf/weight_sync_s``: the seconds the team's rollout engines spent taking in new weights
     since the last call (each engine once, however many agents share it); empty without engines."""
-    engines = {id(a.rollout_engine): a for a in agents if a.rollout_engine is not None}
+    engines = rollout_engines(agents)
     if not engines:
         return {}
-    return {"perf/weight_sync_s": sum(agent.take_weight_sync_s() for agent in engines.values())}
+    return {"perf/weight_sync_s": sum(float(engine.take_sync_seconds()) for engine in engines)}
 
 
 def unpack_generation(gen: Any, num_prompts: int, num_generations: int) -> tuple[list[SampledPrompt], int]:

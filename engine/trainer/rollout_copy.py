@@ -89,6 +89,15 @@ def native_bfloat16(device: torch.device) -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def configured_rollout_dtype(config: Any) -> str | None:
+    """The ``rollout_dtype`` a trainer config asks for, ``auto`` dropped when an inference engine
+    samples (``rollout_backend`` other than ``hf``: it samples in the model's own dtype)."""
+    setting = getattr(config, "rollout_dtype", None)
+    if setting == "auto" and getattr(config, "rollout_backend", "hf") != "hf":
+        return None
+    return setting
+
+
 def choose_rollout_dtype(model: torch.nn.Module, rollout_dtype: str | None) -> tuple[str | None, str]:
     """The dtype ``model`` samples in (None: its own weights) and why, for ``rollout_dtype``."""
     weights = next(model.parameters())

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from engine.trainer.rollout_copy import choose_rollout_dtype
+from engine.trainer.rollout_copy import choose_rollout_dtype, configured_rollout_dtype
 from engine.trainer.update import corrects_sampler
 
 log = logging.getLogger("cooplab.sampling")
@@ -16,9 +16,7 @@ log = logging.getLogger("cooplab.sampling")
 
 def sampling_notes(agents: Sequence[Any], config: Any) -> list[str]:
     """One line per agent: the dtype it samples in and why, and the rollout correction it gets."""
-    setting = getattr(config, "rollout_dtype", None)
-    if setting == "auto" and getattr(config, "rollout_backend", "hf") != "hf":
-        setting = None
+    setting = configured_rollout_dtype(config)
     correction = getattr(config, "rollout_correction", "none")
     lines = []
     for agent in agents:

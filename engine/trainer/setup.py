@@ -18,7 +18,7 @@ from engine.trainer.agent_setup import AgentSetup
 from engine.trainer.agents import AgentRuntime, GenerationSettings
 from engine.trainer.mapped_weights import own_mapped_weights
 from engine.trainer.optimizer_state import allocate_adam_state
-from engine.trainer.rollout_copy import rollout_copy_for
+from engine.trainer.rollout_copy import configured_rollout_dtype, rollout_copy_for
 
 _GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
 
@@ -133,10 +133,7 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
                 ref.requires_grad_(False)
                 references[id(model)] = ref
             agent.reference_model = references[id(model)]
-        sampling_dtype = getattr(config, "rollout_dtype", None)
-        if sampling_dtype == "auto" and getattr(config, "rollout_backend", "hf") != "hf":
-            sampling_dtype = None  # an inference engine samples in the model's own dtype
-        agent.rollout_copy = rollout_copy_for(model, sampling_dtype, rollout_copies)
+        agent.rollout_copy = rollout_copy_for(model, configured_rollout_dtype(config), rollout_copies)
         agent.optimizer = make_adamw(agent.trainable_parameters(), lr=agent.learning_rate,
                                      weight_decay=config.weight_decay)
         allocate_adam_state(agent.optimizer)  # now, not in the first (timed) step

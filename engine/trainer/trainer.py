@@ -22,7 +22,7 @@ from engine.schema.configs import MAGRPOConfig
 from engine.schema.rules import team_problems
 from engine.sinks.base import Episode, Sink
 from engine.trainer.agent_setup import comlrl_agents
-from engine.trainer.agents import AgentRuntime
+from engine.trainer.agents import AgentRuntime, rollout_engines
 from engine.trainer.core import TrainerCore
 from engine.trainer.credit import agent_batch, assign_returns, credit_rollout, fill_advantages
 from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items, path_completions
@@ -189,6 +189,5 @@ class MAGRPOTrainer(TrainerCore):
             self._pool.shutdown(wait=True)
             self._pool = None
             self.tree.pool = None
-        engines = {id(a.rollout_engine): a.rollout_engine for a in self.agents if a.rollout_engine is not None}
-        for engine in engines.values():
+        for engine in rollout_engines(self.agents):
             engine.close()
