@@ -7,10 +7,12 @@
 #  - PostgreSQL: used by the store tests when one answers on 127.0.0.1:5432 (database `test`).
 # Extra arguments go to pytest, e.g. `make test ARGS="tests/db -x"`.
 # The suite runs in two phases. First every test but the `serial` ones, in COOPLAB_TEST_PROCESSES
-# pytest processes (pytest-xdist, a test file per process at a time; default 2): most integration tests
-# wait on workers, browsers and heartbeats, so two processes finish in about half the time even on
-# two cores; each computes on one torch thread (OMP_NUM_THREADS=1, set by tests/conftest.py unless the
-# variable is set), as two processes of two threads each on two cores spin more than they compute.
+# pytest processes (pytest-xdist, a test file per process at a time; default 3). Most integration tests
+# wait on workers, browsers, heartbeats and timeouts rather than compute: with two processes on two
+# cores the phase used 52% of the CPU time it had (user + system 9 min 45 s over 9 min 25 s of wall
+# time), and three processes took it from 8 min 17 s to 6 min 40 s; four were no faster (6 min 48 s).
+# Each process computes on one torch thread (OMP_NUM_THREADS=1, set by tests/conftest.py unless the
+# variable is set), as several processes of two threads each on two cores spin more than they compute.
 # Then the `serial` tests, in one process with the machine to themselves: fault tests whose worker
 # must replace its job process in time (under a second process's load a worker was seen not to start
 # the replacement: after a job-process kill, and after a job that ended while the worker reconnected
@@ -102,7 +104,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_
 export COOPLAB_TEST_ARTIFACTS="${COOPLAB_TEST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$COOPLAB_TEST_ARTIFACTS"
 
-processes=${COOPLAB_TEST_PROCESSES:-2}
+processes=${COOPLAB_TEST_PROCESSES:-3}
 set +e
 if [[ "$processes" == 1 ]]; then
   "$PY" -m pytest "$@"

@@ -1,7 +1,7 @@
 """Fixtures shared by every test package, and the ``serial`` marker.
 
 ``make test`` runs the suite in two phases (``scripts/test.sh``): ``COOPLAB_TEST_PHASE=parallel``
-collects every test but the ``serial`` ones (run in two pytest-xdist processes), then
+collects every test but the ``serial`` ones (run in three pytest-xdist processes), then
 ``COOPLAB_TEST_PHASE=serial`` collects only those (one process, with the machine to itself). Without the
 variable every test is collected.
 
