@@ -100,6 +100,8 @@ class RunRow(Base):
     resumed_from: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
     stop_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     stop_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the last time the run's job finished storing a file of the run's artifacts (checkpoints, exports)
+    storing_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
     notes: Mapped[str] = mapped_column(Text, default="")
     log_path: Mapped[str | None] = mapped_column(Text)

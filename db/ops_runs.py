@@ -162,6 +162,14 @@ def request_stop(session: Session, run_id: int) -> Run:
     return get_run(session, run_id)
 
 
+def note_storing(session: Session, run_id: int) -> bool:
+    """Stamp ``storing_at`` with the server's time on a live run; False when the run is settled."""
+    changed = session.execute(
+        update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(LIVE_STATUSES)).values(storing_at=db_now())
+        .execution_options(synchronize_session=False)).rowcount
+    return changed == 1
+
+
 def stop_requested(session: Session, run_id: int) -> bool:
     flag = session.scalar(select(RunRow.stop_requested).where(RunRow.id == run_id))
     if flag is None:

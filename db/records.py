@@ -34,7 +34,8 @@ class Experiment:
 @dataclass(frozen=True)
 class Run:
     """One attempt at training one config. ``step`` / ``env_step`` is the progress last logged;
-    ``stop_requested_at`` is when a stop was first asked for (None while nobody asked)."""
+    ``stop_requested_at`` is when a stop was first asked for (None while nobody asked); ``storing_at`` is
+    when its job last finished storing a file of its artifacts in the artifact store (None before that)."""
 
     id: int
     experiment_id: int
@@ -60,6 +61,7 @@ class Run:
     notes: str
     log_path: str | None
     output_dir: str | None
+    storing_at: datetime | None = None
 
     @property
     def is_active(self) -> bool:

@@ -170,6 +170,13 @@ class Store:
         with write_session(self.engine) as s:
             return ops_runs.request_stop(s, run_id)
 
+    def note_storing(self, run_id: int) -> bool:
+        """Record (on the server's clock) that the run's job just stored a file of its artifacts: a
+        ``stopping`` run's grace period counts from its stop request or this, whichever is later
+        (:class:`jobs.maintenance.StopEnforcer`). False when the run is already settled."""
+        with write_session(self.engine) as s:
+            return ops_runs.note_storing(s, run_id)
+
     def stop_requested(self, run_id: int) -> bool:
         """True once someone asked this run to stop."""
         with read_session(self.engine) as s:

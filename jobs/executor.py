@@ -67,6 +67,7 @@ from jobs.settings import Settings, apply_engine_settings, apply_host_memory_set
 if TYPE_CHECKING:
     from engine.schema.run_config import RunConfig
     from jobs.artifacts import ArtifactStore
+    from jobs.artifacts.storing_marks import StoringMarks
     from jobs.artifacts.uploads import CheckpointUploads
     from jobs.db_sink import DbSink
 
@@ -384,7 +385,15 @@ def _checkpoint_uploads(ctx: JobContext) -> CheckpointUploads | None:
         return None
     from jobs.artifacts.uploads import CheckpointUploads
 
-    return CheckpointUploads(ctx.artifacts, ctx.run_id)
+    return CheckpointUploads(ctx.artifacts, ctx.run_id, progress=_storing_marks(ctx))
+
+
+def _storing_marks(ctx: JobContext) -> StoringMarks:
+    """The run's ``storing_at`` stamped as its files are stored: a stop's grace period counts from the
+    last one (:mod:`jobs.artifacts.storing_marks`)."""
+    from jobs.artifacts.storing_marks import StoringMarks
+
+    return StoringMarks(lambda: ctx.store.note_storing(ctx.run_id))
 
 
 def _store_outputs(ctx: JobContext, config: RunConfig, uploads: CheckpointUploads | None) -> None:
@@ -401,7 +410,7 @@ def _store_outputs(ctx: JobContext, config: RunConfig, uploads: CheckpointUpload
         log.info("run %s: %d checkpoint(s) stored in %s (%.1f MB, %.1f s of uploads, waited %.1f s at the end)",
                  ctx.run_id, len(uploads.times), ctx.artifacts.url, total / 1e6,
                  sum(t.seconds for t in uploads.times), time.monotonic() - waited)
-    store_run_outputs(ctx.artifacts, ctx.run_id, ctx.output_dir, config.trainer)
+    store_run_outputs(ctx.artifacts, ctx.run_id, ctx.output_dir, config.trainer, progress=_storing_marks(ctx))
 
 
 def _store_log(ctx: JobContext) -> None:

@@ -67,6 +67,14 @@ class MaintenanceReport:
     failed: tuple[int, ...] = ()
 
 
+def grace_start(asked: datetime, storing_at: datetime | None) -> tuple[datetime, bool]:
+    """When a stopping run's grace period starts: at the stop request ``asked``, or at ``storing_at``
+    (the job's last file stored) when that is later; and whether it was the latter (pure function)."""
+    if storing_at is not None and storing_at > asked:
+        return storing_at, True
+    return asked, False
+
+
 class StopEnforcer:
     """Terminates runs that stay ``stopping`` past the grace period and marks them ``stopped``.
 
@@ -75,7 +83,10 @@ class StopEnforcer:
     off neither shortens nor extends it),
     so an enforcer that starts late, or runs in another process than the one that asked, does not
     extend it. A ``stopping`` run without that time (moved there directly, never flagged) counts from
-    the first time this enforcer saw it stopping.
+    the first time this enforcer saw it stopping. A job that has stopped training and is storing its
+    last checkpoint and exports in the artifact store stamps ``storing_at`` after each file it stored:
+    the grace period then counts from the later of the two, so a stop never cuts off an upload that is
+    making progress, and an upload that stalls for the grace period is terminated like a hung step.
     """
 
     def __init__(self) -> None:
@@ -87,7 +98,7 @@ class StopEnforcer:
         self._first_seen = {r.id: self._first_seen.get(r.id, now) for r in stopping}
         settled: list[int] = []
         for run in stopping:
-            since = run.stop_requested_at or self._first_seen[run.id]
+            since, storing = grace_start(run.stop_requested_at or self._first_seen[run.id], run.storing_at)
             if now - since < timedelta(seconds=grace_s):
                 continue
             if app is not None and run.celery_task_id:
@@ -96,8 +107,10 @@ class StopEnforcer:
                 except Exception:  # the broker may be down; the job's own sink also ends a settled run
                     log.warning("could not revoke task %s of run %s", run.celery_task_id, run.id, exc_info=True)
             try:
-                store.transition(run.id, states.STOPPED, expected_from=states.STOPPING,
-                                 error=f"did not stop within the {grace_s:g} s grace period; its job was terminated")
+                reason = (f"stored no file of its artifacts for the {grace_s:g} s grace period while stopping; "
+                          "its job was terminated") if storing else \
+                    f"did not stop within the {grace_s:g} s grace period; its job was terminated"
+                store.transition(run.id, states.STOPPED, expected_from=states.STOPPING, error=reason)
             except InvalidTransition:
                 continue  # it stopped by itself (or was reaped) meanwhile
             log.warning("run %s ignored its stop for %g s: terminated and marked stopped", run.id, grace_s)

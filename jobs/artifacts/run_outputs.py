@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.artifacts.location import export_key, iterations_key, logs_key
-from jobs.artifacts.store import ArtifactStore
+from jobs.artifacts.store import ArtifactStore, Progress
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +49,10 @@ def run_output_folders(run_id: int, output_dir: str | Path, trainer: Any = None)
     return [(folder, key) for folder, key in found if folder is not None and folder.is_dir() and any(folder.iterdir())]
 
 
-def store_run_outputs(store: ArtifactStore, run_id: int, output_dir: str | Path, trainer: Any = None) -> list[str]:
+def store_run_outputs(store: ArtifactStore, run_id: int, output_dir: str | Path, trainer: Any = None, *,
+                      progress: Progress | None = None) -> list[str]:
     """Upload the run's outputs (checked, each with its completion marker); returns their keys. The
-    best checkpoint goes with its record ``best.json``."""
+    best checkpoint goes with its record ``best.json``. ``progress`` is called after each file stored."""
     stored = []
     for folder, key in run_output_folders(run_id, output_dir, trainer):
         if key == export_key(run_id, BEST_CHECKPOINT):
@@ -61,9 +62,9 @@ def store_run_outputs(store: ArtifactStore, run_id: int, output_dir: str | Path,
                 shutil.copytree(folder, staged / "best", copy_function=_link_or_copy)
                 if record.is_file():
                     _link_or_copy(record, staged / "best.json")
-                store.upload_folder(staged, key)
+                store.upload_folder(staged, key, progress=progress)
         else:
-            store.upload_folder(folder, key)
+            store.upload_folder(folder, key, progress=progress)
         log.info("run %s: %s stored in %s/%s", run_id, folder, store.url, key)
         stored.append(key)
     return stored

@@ -27,7 +27,7 @@ from pathlib import Path
 from engine.schema.folders import human_bytes
 from jobs.artifacts.errors import ArtifactStoreError, describe
 from jobs.artifacts.location import checkpoint_key
-from jobs.artifacts.store import ArtifactStore
+from jobs.artifacts.store import ArtifactStore, Progress
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,11 @@ class UploadTime:
 
 
 class CheckpointUploads:
-    """Uploads the checkpoints of run ``run_id`` to ``store`` on a thread of its own, one at a time."""
+    """Uploads the checkpoints of run ``run_id`` to ``store`` on a thread of its own, one at a time;
+    ``progress`` is called after each file stored (:class:`jobs.artifacts.storing_marks.StoringMarks`)."""
 
-    def __init__(self, store: ArtifactStore, run_id: int) -> None:
-        self.store, self.run_id = store, int(run_id)
+    def __init__(self, store: ArtifactStore, run_id: int, *, progress: Progress | None = None) -> None:
+        self.store, self.run_id, self.progress = store, int(run_id), progress
         self.times: list[UploadTime] = []
         self._jobs: queue.Queue[_Upload | _Delete | None] = queue.Queue()
         self._pruned: set[int] = set()
@@ -143,7 +144,7 @@ class CheckpointUploads:
             return
         key, started = self.key(job.step), time.monotonic()
         try:
-            manifest = self.store.upload_folder(job.folder, key)
+            manifest = self.store.upload_folder(job.folder, key, progress=self.progress)
         except Exception as exc:
             if job.step in self._pruned or not job.folder.is_dir():  # pruned under the upload: its deletion follows
                 log.info("run %s: checkpoint %s was removed while it was being uploaded (%s); not stored",
