@@ -106,14 +106,16 @@ class StopEnforcer:
                     app.control.revoke(run.celery_task_id, terminate=True, signal=TERMINATE_SIGNAL)
                 except Exception:  # the broker may be down; the job's own sink also ends a settled run
                     log.warning("could not revoke task %s of run %s", run.celery_task_id, run.id, exc_info=True)
+            if storing:
+                reason = f"stored no file of its artifacts for the {grace_s:g} s grace period while stopping"
+            else:
+                reason = f"did not stop within the {grace_s:g} s grace period"
             try:
-                reason = (f"stored no file of its artifacts for the {grace_s:g} s grace period while stopping; "
-                          "its job was terminated") if storing else \
-                    f"did not stop within the {grace_s:g} s grace period; its job was terminated"
-                store.transition(run.id, states.STOPPED, expected_from=states.STOPPING, error=reason)
+                store.transition(run.id, states.STOPPED, expected_from=states.STOPPING,
+                                 error=f"{reason}; its job was terminated")
             except InvalidTransition:
                 continue  # it stopped by itself (or was reaped) meanwhile
-            log.warning("run %s ignored its stop for %g s: terminated and marked stopped", run.id, grace_s)
+            log.warning("run %s %s: terminated and marked stopped", run.id, reason)
             settled.append(run.id)
         return settled
 

@@ -3,10 +3,11 @@
 One worker process per device consumes that device's queue with one prefork child at a time, a fresh
 child per run. Before it forks any, the worker imports torch, transformers and the trainer
 (``COOPLAB_WORKER_PRELOAD``, on by default): every child starts with them loaded, copy-on-write,
-instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its GPU with ``CUDA_VISIBLE_DEVICES=N`` before anything can
-initialise CUDA (the job then sees it as ``cuda:0``); a ``cpu`` worker hides the GPUs. On start the
-worker upgrades the database schema; on shutdown it first asks its current run to stop, so the run
-checkpoints and ends ``stopped`` instead of ``lost``.
+instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its
+GPU with ``CUDA_VISIBLE_DEVICES=N`` before anything can initialise CUDA (the job then sees it as
+``cuda:0``); a ``cpu`` worker hides the GPUs. On start the worker upgrades the database schema; on
+shutdown it first asks its current run to stop, so the run checkpoints and ends ``stopped`` instead
+of ``lost``.
 
 Each worker has its own name (device, pid and host, or ``--name``), so two workers on one host are
 two rows in the worker registry and each stops only its own runs; a name a live worker uses is

@@ -55,4 +55,3 @@ def stored_checkpoint(store: Store, run: Run, which: str, artifacts: ArtifactSto
     except NotComplete as exc:
         raise FileNotFoundError(f"checkpoint {chosen.step} of run {run.id} is no longer complete in "
                                 f"{artifacts.url} ({exc}): choose another stored step ({steps})") from exc
-
