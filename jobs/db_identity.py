@@ -69,13 +69,18 @@ class DatabaseFile:
         try:
             found = os.stat(self.path)
         except FileNotFoundError:
-            return (f"the database file {self.path} (database id {self.database_id}) was deleted while the run "
-                    f"trained: what the job wrote since went to the deleted file and is lost. Restore the file "
-                    f"(with its -wal file) from a backup, or submit the run again")
+            return self._deleted("")
         if (found.st_dev, found.st_ino) == (self.device, self.inode):
             return None
-        now = read_database_id(self.path) or "none"
+        now = read_database_id(self.path)
+        if now is None:  # a connection opened after the deletion created an empty file there
+            return self._deleted(f" (an empty file, inode {found.st_ino}, has been created at its path since)")
         return (f"the database file {self.path} was replaced while the run trained: it is now another file "
                 f"(inode {found.st_ino}, database id {now}), not the one the job opened (inode {self.inode}, "
                 f"database id {self.database_id}); what the job wrote since is in the old file and is lost. "
                 f"Put the old file back, or submit the run again")
+
+    def _deleted(self, since: str) -> str:
+        return (f"the database file {self.path} (database id {self.database_id}) was deleted while the run "
+                f"trained{since}: what the job wrote since went to the deleted file and is lost. Restore the "
+                f"file (with its -wal file) from a backup, or submit the run again")

@@ -28,6 +28,14 @@ def test_the_identity_of_a_sqlite_file_follows_its_path(tmp_path: Path):
     os.replace(tmp_path / "cooplab.db", tmp_path / "moved.db")
     assert known.problem().startswith(f"the database file {known.path} (database id {known.database_id}) was "
                                       "deleted while the run trained")
+    # a connection made after the deletion (a worker's maintenance pass) creates an empty file at the path:
+    # the database was still deleted, not replaced by another one
+    with Store(url) as empty:
+        empty.server_now()
+    said = known.problem()
+    assert said.startswith(f"the database file {known.path} (database id {known.database_id}) was deleted while "
+                           "the run trained (an empty file, inode "), said
+    (tmp_path / "cooplab.db").unlink()
     upgrade(url)  # another database at the same place
     with Store(url) as other:
         other_id = other.database_id()

@@ -107,7 +107,8 @@ def test_a_run_stopped_on_one_machine_resumes_on_another_from_the_store(redis_en
         # an uninterrupted run of the same config (on B) has the same metrics, step for step
         whole = submit_run(config, experiment_id=experiment, settings=settings)
         wait_until_final(store, whole, 180)
-        assert store.get_run(whole).status == states.SUCCEEDED
+        ended = store.get_run(whole)
+        assert ended.status == states.SUCCEEDED, f"{ended.error}\n{started[-1].log()[-6000:]}"
         reference, before = _series(store, whole), _series(store, first)
         assert "train/reward_mean" in reference and len(reference) > 3, sorted(reference)
         for key, points in reference.items():
