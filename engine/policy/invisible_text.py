@@ -12,7 +12,13 @@ removes, by Unicode category and property rather than by a list of known tricks:
 - control characters (Cc) other than newline and tab (a carriage return becomes a newline);
 - the remaining default-ignorable code points, which are letters or marks by category: variation
   selectors (U+FE00–FE0F, U+E0100–E01EF, Mongolian U+180B–180F), Hangul fillers (U+115F, U+1160,
-  U+3164, U+FFA0), the combining grapheme joiner U+034F and Khmer U+17B4/U+17B5.
+  U+3164, U+FFA0), the combining grapheme joiner U+034F and Khmer U+17B4/U+17B5;
+- letters and symbols whose glyph is blank (:data:`BLANK_GLYPHS`): the braille blank U+2800, the
+  musical null notehead U+1D159 and the Khitan filler U+16FE4.
+
+Blanks that are spaces stay spaces, as plain ones: every space separator (category Zs: U+00A0,
+U+1680, U+2000–200A, U+202F, U+205F, U+3000) becomes U+0020, so the choice among them carries
+nothing; the line and paragraph separators (Zl, Zp: U+2028, U+2029) become newlines.
 
 Ordinary text in every script, punctuation, symbols, emoji, newlines and tabs stay.
 """
@@ -31,14 +37,21 @@ _IGNORABLE_RANGES = (
 """Default-ignorable code points outside the categories above (and the whole tag/selector plane
 block U+E0000–E0FFF, whatever its category)."""
 
+BLANK_GLYPHS = frozenset("\u2800\U0001d159\U00016fe4")
+"""Letters and symbols (not spaces, not default-ignorable) that render as an empty cell."""
+
+_PLAIN = {"Zs": 0x20, "Zl": 0x0A, "Zp": 0x0A}
+"""What the separators become: a plain space, a newline."""
+
 _KEPT_CONTROLS = frozenset("\n\t")
 
 
 class _Removals(dict):
-    """``str.translate`` table: each character looked up once, then remembered (None removes it)."""
+    """``str.translate`` table: each character looked up once, then remembered (None removes it; a
+    separator maps to a plain space or a newline)."""
 
     def __missing__(self, code: int) -> int | None:
-        value = None if is_invisible(chr(code)) else code
+        value = None if is_invisible(chr(code)) else _PLAIN.get(unicodedata.category(chr(code)), code)
         if len(self) < 65_536:  # a bounded cache; beyond it, each lookup is computed again
             self[code] = value
         return value
@@ -55,10 +68,11 @@ def is_invisible(char: str) -> bool:
     if category in INVISIBLE_CATEGORIES or category == "Cc":
         return True
     code = ord(char)
-    return any(low <= code <= high for low, high in _IGNORABLE_RANGES)
+    return char in BLANK_GLYPHS or any(low <= code <= high for low, high in _IGNORABLE_RANGES)
 
 
 def strip_invisible(text: str) -> str:
-    """``text`` without the invisible characters listed in the module docstring; ``\\r\\n`` and
-    ``\\r`` become ``\\n``, newlines and tabs stay."""
+    """``text`` without the invisible characters listed in the module docstring; ``\\r\\n``, ``\\r``
+    and the line and paragraph separators become ``\\n``, every other space separator a plain space;
+    newlines and tabs stay."""
     return str(text).replace("\r\n", "\n").replace("\r", "\n").translate(_REMOVALS)
