@@ -8,7 +8,8 @@ working directory), a private ``/proc`` and a minimal ``/dev``: no project sourc
 data directory, no sockets. The PID namespace ends every descendant when the program ends. A
 system-call filter (:mod:`engine.sandbox.seccomp`, installed by bubblewrap in the program and in
 the namespace's first process) refuses the calls that reach kernel code the namespaces do not
-need: ``ptrace``, new namespaces, mounts, BPF, ``io_uring``, keys, modules... The namespace's
+need: ``ptrace``, new namespaces, mounts, BPF, ``io_uring``, keys, modules, and sockets of every
+family but ``AF_UNIX`` (``AF_INET``/``AF_INET6`` too when the sandbox shares the network). The namespace's
 first process (bubblewrap, same uid) is hidden behind an empty read-only ``/proc/1``.
 
 It fails closed: when bubblewrap is missing, cannot create the namespaces or cannot install the
@@ -75,12 +76,14 @@ class Boundary:
     binds: tuple[tuple[str, str], ...]  # (host path, path inside), read-only
     hidden: tuple[str, ...]  # folders inside the binds covered by an empty tmpfs
     seccomp: bytes  # the compiled system-call filter
+    seccomp_network: bytes  # the same, allowing internet sockets, for a sandbox that shares the network
 
-    def seccomp_fd(self) -> int:
-        """A pipe's read end holding the filter, for ``--seccomp`` (the caller passes and closes it)."""
+    def seccomp_fd(self, *, network: bool = False) -> int:
+        """A pipe's read end holding the filter (the one for ``network``), for ``--seccomp`` (the caller
+        passes and closes it)."""
         read, write = os.pipe()
         try:
-            os.write(write, self.seccomp)  # a few hundred bytes: far below a pipe's buffer
+            os.write(write, self.seccomp_network if network else self.seccomp)  # far below a pipe's buffer
         finally:
             os.close(write)
         return read
@@ -236,10 +239,11 @@ def _discover() -> Boundary | str:
     try:
         interpreter, stdlib = _choose_interpreter()
         binds, hidden = _root_binds(interpreter, stdlib)
-        seccomp = filter_program()
+        seccomp, seccomp_network = filter_program(), filter_program(network=True)
     except (SandboxUnavailable, SeccompUnsupported) as exc:
         return str(exc)
-    boundary = Boundary(bwrap=bwrap, interpreter=interpreter, binds=binds, hidden=hidden, seccomp=seccomp)
+    boundary = Boundary(bwrap=bwrap, interpreter=interpreter, binds=binds, hidden=hidden, seccomp=seccomp,
+                        seccomp_network=seccomp_network)
     problem = _probe(boundary)
     if problem == "the system-call filter is not in force inside the sandbox":
         return f"{problem} (bubblewrap {bwrap} ignored --seccomp)"

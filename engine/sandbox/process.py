@@ -101,7 +101,7 @@ class Guest(contextlib.AbstractContextManager):
         if self.boundary is not None:
             self._info_read, info_write = os.pipe()
             self._stack.callback(os.close, self._info_read)
-            filter_fd = self.boundary.seccomp_fd()
+            filter_fd = self.boundary.seccomp_fd(network=self.limits.network)
             pass_fds = (*pass_fds, info_write, filter_fd)
             argv = self.boundary.argv(str(self.box), tmpfs_mb=self.limits.tmpfs_mb, network=self.limits.network,
                                       config=config, seccomp_fd=filter_fd, info_fd=info_write)

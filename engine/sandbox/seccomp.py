@@ -15,6 +15,11 @@ What it does, for the machine's own ABI (x86-64 or AArch64):
 * ``clone`` with a namespace flag fails with EPERM; ``clone3`` (whose flags sit behind a pointer
   a filter cannot read) fails with ENOSYS, so the C library falls back to ``clone``;
 * ``ioctl`` ``TIOCSTI`` / ``TIOCLINUX`` (typing into a terminal) fail with EPERM;
+* ``socket`` and ``socketpair`` fail with EPERM for every address family but :data:`LOCAL_FAMILIES`
+  (``AF_UNIX``: a socket pair is a pipe, and the sandbox has no socket file of the host), and
+  :data:`NETWORK_FAMILIES` too for a sandbox that shares the host's network. The network namespace
+  does not isolate every family: ``AF_VSOCK`` reaches the hypervisor's host from a VM whatever the
+  namespace, and netlink, packet, ``AF_ALG``, Bluetooth... are kernel code no test program needs;
 * everything else is allowed.
 """
 
@@ -43,6 +48,8 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
 CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 TERMINAL_IOCTLS = (0x5412, 0x541C)  # TIOCSTI, TIOCLINUX
+LOCAL_FAMILIES = (1,)  # AF_UNIX
+NETWORK_FAMILIES = (2, 10)  # AF_INET, AF_INET6: only with network=True
 
 # name: (x86-64 number, AArch64 number or None where the call does not exist there)
 DENIED = {
@@ -68,6 +75,7 @@ DENIED = {
 CLONE = (56, 220)
 CLONE3 = (435, 435)
 IOCTL = (16, 29)
+SOCKET_CALLS = ((41, 198), (53, 199))  # socket, socketpair: (x86-64, AArch64)
 
 
 class SeccompUnsupported(RuntimeError):
@@ -105,14 +113,16 @@ def _assemble(lines: list[tuple]) -> bytes:
     return b"".join(program)
 
 
-def filter_program(arch: str | None = None) -> bytes:
+def filter_program(arch: str | None = None, *, network: bool = False) -> bytes:
     """The compiled filter (``struct sock_filter[]``, native byte order) for ``arch`` (default: this
-    machine). Raises :class:`SeccompUnsupported` for an architecture it does not know."""
+    machine); ``network`` allows the internet families (a sandbox that shares the host's network).
+    Raises :class:`SeccompUnsupported` for an architecture it does not know."""
     arch = arch or machine()
     if arch not in AUDIT_ARCH or sys.byteorder != "little":
         raise SeccompUnsupported(
             f"no system-call filter for {arch} ({sys.byteorder}-endian): the sandbox supports x86_64 and aarch64")
     column = 0 if arch == "x86_64" else 1
+    families = LOCAL_FAMILIES + (NETWORK_FAMILIES if network else ())
     lines: list[tuple] = [
         (_LD_ABS, _ARCH, None, None),
         (_JEQ, AUDIT_ARCH[arch], None, "kill"),
@@ -126,6 +136,7 @@ def filter_program(arch: str | None = None) -> bytes:
         (_JEQ, CLONE3[column], "enosys", None),
         (_JEQ, CLONE[column], "clone", None),
         (_JEQ, IOCTL[column], "ioctl", None),
+        *[(_JEQ, numbers[column], "socket", None) for numbers in SOCKET_CALLS],
         (_RET, RET_ALLOW, None, None),
         ("clone",),
         (_LD_ABS, _ARG0, None, None),
@@ -134,6 +145,12 @@ def filter_program(arch: str | None = None) -> bytes:
         ("ioctl",),
         (_LD_ABS, _ARG1, None, None),
         *[(_JEQ, request, "eperm", None) for request in TERMINAL_IOCTLS],
+        (_RET, RET_ALLOW, None, None),
+        ("socket",),  # the address family is the first argument of both calls
+        (_LD_ABS, _ARG0, None, None),
+        *[(_JEQ, family, "allow", None) for family in families],
+        (_RET, RET_ERRNO | errno.EPERM, None, None),
+        ("allow",),
         (_RET, RET_ALLOW, None, None),
         ("eperm",),
         (_RET, RET_ERRNO | errno.EPERM, None, None),

@@ -55,6 +55,27 @@ def test_clone_with_a_namespace_flag_clone3_and_terminal_ioctls():
     assert run_filter(program, 16, X86, (1, 0x5401)) == RET_ALLOW  # ioctl TCGETS
 
 
+# (socket, socketpair) numbers on each machine
+SOCKET_CALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK = 1, 2, 10, 16, 17, 40
+
+
+@pytest.mark.parametrize(("arch", "audit"), [("x86_64", X86), ("aarch64", ARM)])
+def test_socket_families_are_denied_unless_allowed(arch, audit):
+    """Only AF_UNIX without network; AF_INET and AF_INET6 too with network; never AF_VSOCK, which the
+    network namespace does not isolate, nor AF_NETLINK or AF_PACKET (socket and socketpair alike)."""
+    closed, shared = filter_program(arch), filter_program(arch, network=True)
+    for call in SOCKET_CALLS[arch]:
+        for family in range(64):
+            expected = RET_ALLOW if family == AF_UNIX else EPERM
+            assert run_filter(closed, call, audit, (family, 1, 0)) == expected, (call, family)
+            expected = RET_ALLOW if family in (AF_UNIX, AF_INET, AF_INET6) else EPERM
+            assert run_filter(shared, call, audit, (family, 1, 0)) == expected, (call, family)
+        for program in (closed, shared):
+            for family in (AF_VSOCK, AF_NETLINK, AF_PACKET, 0xFFFFFFFF, 1 << 16 | AF_UNIX):
+                assert run_filter(program, call, audit, (family, 1, 0)) == EPERM, (call, family)
+
+
 def test_other_abis_are_refused():
     program = filter_program("x86_64")
     assert run_filter(program, 0x40000000 | 39, X86) == EPERM  # x32 getpid
@@ -96,3 +117,12 @@ def test_the_real_boundary_runs_code_under_the_filter():
     result = run_python("print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp:')])",
                         limits=SandboxLimits(timeout_s=5.0))
     assert result.ok and result.stdout.strip() == "['2']", result
+
+
+def test_a_sandbox_that_shares_the_network_gets_internet_sockets_and_no_others():
+    from engine.sandbox import SandboxLimits, run_python
+
+    program = ("import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()\n"
+               "try:\n    socket.socket(40, socket.SOCK_STREAM)\nexcept OSError as exc:\n    print('vsock', exc.errno)\n")
+    result = run_python(program, limits=SandboxLimits(timeout_s=5.0, network=True, audit_hook=False))
+    assert result.ok and result.stdout.strip() == "vsock 1", result
