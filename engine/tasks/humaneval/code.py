@@ -35,7 +35,8 @@ def _defines(code: str, name: str) -> bool:
 
 @dataclass(frozen=True)
 class CodeFacts:
-    """What the reward's structure and cooperation levels look at."""
+    """What the reward's structure and cooperation levels look at. ``main_problem`` and
+    ``helper_problem`` say why a function cannot be tested (empty when it can), for the feedback."""
 
     helper_defined: bool
     helper_returns: bool
@@ -46,20 +47,80 @@ class CodeFacts:
     calls_helper: bool
     trivial_wrapper: bool
     helper_result_ignored: bool
+    main_problem: str = ""
+    helper_problem: str = ""
 
 
-def _last_def(tree: ast.AST, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    found = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            found = node
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
+    """Every node of ``fn``'s own body: nested functions, classes and lambdas are not entered."""
+    found, stack = [], list(fn.body)
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if not isinstance(node, _SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
     return found
 
 
-def _returns_value(fn: ast.AST | None) -> bool:
-    return fn is not None and any(
-        isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)
-    )
+def _binds(statement: ast.stmt, name: str) -> bool:
+    """Whether a module-level ``statement`` binds or deletes ``name`` in the module's namespace (an
+    assignment, a def or class, an import, ``del``, a loop or ``with`` target, ``except ... as``, a
+    walrus, a match capture), in any block; not inside functions, classes or comprehensions."""
+    stack: list[ast.AST] = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == name:
+                return True
+            stack.extend(node.decorator_list)
+            continue
+        if isinstance(node, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            if any(isinstance(n, ast.NamedExpr) and n.target.id == name for n in ast.walk(node)):
+                return True  # a walrus in a comprehension binds in the enclosing scope
+            continue
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store | ast.Del):
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name:
+            return True
+        if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name == name:
+            return True
+        if isinstance(node, ast.MatchMapping) and node.rest == name:
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def top_level_def(tree: ast.Module, name: str) -> tuple[ast.FunctionDef | None, str]:
+    """The function the tests would call as ``name`` after running the program, and why there is
+    none ("" when there is): it must be a plain ``def`` at the top level of the module (not under
+    ``if``, ``try`` or a loop, not a method, not nested), with a body, bound to nothing else after
+    it, neither async nor a generator, and its own body (not a nested function's) must return a value."""
+    defs = [i for i, node in enumerate(tree.body)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name]
+    index = defs[-1] if defs else None
+    fn = tree.body[index] if index is not None else None
+    if fn is None or not _body_without_docstring(fn):
+        nested = any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name and n not in tree.body
+                     for n in ast.walk(tree))
+        if nested:
+            return None, ("is defined only inside a class, a function or a block (if, try, a loop...): the tests "
+                          "call a function defined at the top level of the program")
+        return None, "has no body" if fn is not None else "is not defined"
+    if any(_binds(statement, name) for statement in tree.body[index + 1:]):
+        return None, f"is bound again after its definition (an assignment, del, class or import of `{name}`)"
+    if isinstance(fn, ast.AsyncFunctionDef):
+        return None, "is async: calling it gives a coroutine, not a value"
+    own = _own_nodes(fn)
+    if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in own):
+        return None, "is a generator (it yields): calling it gives a generator, not a value"
+    if not any(isinstance(n, ast.Return) and n.value is not None for n in own):
+        if any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+            return fn, "returns a value only from a nested function or class, never from its own body"
+        return fn, "never returns a value"
+    return fn, ""
 
 
 def _body_without_docstring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
@@ -119,10 +180,10 @@ def analyze(
     syntax_ok = tree is not None
     # structure is read from parsed code only: a program that does not parse defines nothing
     helper_tree = _parse(helper_code)[0] if syntax_ok and helper_code.strip() else None
-    helper_fn = _last_def(helper_tree, helper_name) if helper_tree is not None else None
-    main_fn = _last_def(tree, entry_point) if tree is not None else None
-    main_defined = main_fn is not None and bool(_body_without_docstring(main_fn))
-    main_returns = _returns_value(main_fn)
+    helper_fn, helper_problem = top_level_def(helper_tree, helper_name) if helper_tree is not None else (None, "")
+    main_fn, main_problem = top_level_def(tree, entry_point) if tree is not None else (None, "")
+    main_defined = main_fn is not None
+    main_returns = main_defined and not main_problem
     calls = main_fn is not None and any(_is_call_to(n, helper_name) for n in ast.walk(main_fn))
     body = _body_without_docstring(main_fn) if main_fn is not None else []
     trivial = (
@@ -134,7 +195,7 @@ def analyze(
     )
     return CodeFacts(
         helper_defined=helper_fn is not None,
-        helper_returns=_returns_value(helper_fn),
+        helper_returns=helper_fn is not None and not helper_problem,
         main_defined=main_defined,
         main_returns=main_returns,
         syntax_ok=syntax_ok,
@@ -142,4 +203,6 @@ def analyze(
         calls_helper=calls,
         trivial_wrapper=trivial,
         helper_result_ignored=ignored,
+        main_problem=main_problem if syntax_ok else "",
+        helper_problem=helper_problem if helper_tree is not None else ("is not defined" if syntax_ok else ""),
     )

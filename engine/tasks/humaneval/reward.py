@@ -8,7 +8,11 @@ code, then code that really uses its partner's helper. Bottom to top (:data:`LAD
   text that merely looks like code (``return return return``) earns nothing.
 * ``structure`` (up to 1.0): in the parsed program, the helper is defined and returns a value
   (+0.4, two-agent only), the main function is defined and returns a value (+0.6, :data:`MAIN_SHARE`;
-  single-agent: +1.0).
+  single-agent: +1.0). Defined means as the tests would call it
+  (:func:`engine.tasks.humaneval.code.top_level_def`): a plain ``def`` at the top level of the
+  program (not under ``if False:``, not a method, not nested), bound to nothing else after it, neither
+  async nor a generator, whose own body returns a value (a ``return`` inside a nested function does not
+  count). Anything else earns no share, and the feedback says why.
 * ``syntax`` (0 or 0.5): the parsing program has main's structure, so it can be tested. Without it
   nothing above counts.
 * ``tests`` (0..1): fraction of the problem's checks that pass (run in the sandbox).

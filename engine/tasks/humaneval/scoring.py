@@ -132,9 +132,10 @@ class CodeScorer:
             return f"The team's program does not parse: {facts.syntax_error}."
         notes = []
         if self.team and agent_index == 0 and not (facts.helper_defined and facts.helper_returns):
-            notes.append(f"Your helper function `{self.helper_name}` is missing or returns nothing.")
+            why = facts.helper_problem or "is missing or returns nothing"
+            notes.append(f"Your helper function `{self.helper_name}` {why}.")
         if not (facts.main_defined and facts.main_returns):
-            notes.append(f"The main function `{entry}` is missing or returns nothing.")
+            notes.append(f"The main function `{entry}` {facts.main_problem or 'is missing or returns nothing'}.")
         elif evaluation.outcome is not None:
             out = evaluation.outcome
             notes.append(f"Tests: {out.passed}/{out.total} passed.")

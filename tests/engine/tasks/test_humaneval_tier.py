@@ -143,3 +143,71 @@ def test_a_real_answer_still_climbs_the_whole_ladder():
     assert _terms("", main, fraction=0.0)[0] == {"structure": MAIN_SHARE, "syntax": 0.5, "tests": 0.0,
                                                  "cooperation": 0.0}
     assert _terms(HELPER, "", fraction=1.0)[0] == {"structure": 0.4, "syntax": 0.0, "tests": 0.0, "cooperation": 0.0}
+
+
+# entry points the tests can never call and get a value from (issue 38, item 14): each earned structure and
+# syntax before, as long as a `return <value>` appeared somewhere inside it
+UNTESTABLE = {
+    "under if False": ("if False:\n    def f(x):\n        return x + 1\n", "only inside"),
+    "under the main guard": ("if __name__ == '__main__':\n    def f(x):\n        return x + 1\n", "only inside"),
+    "a method": ("class C:\n    def f(x):\n        return x + 1\n", "only inside"),
+    "inside another function": ("def g():\n    def f(x):\n        return x + 1\n    return f\n", "only inside"),
+    "returns only from a nested function": (
+        "def f(x):\n    def inner():\n        return x + 1\n    inner()\n", "only from a nested function or class"),
+    "returns only from a nested class": (
+        "def f(x):\n    class K:\n        def m(self):\n            return x\n    K()\n",
+        "only from a nested function or class"),
+    "a generator": ("def f(x):\n    yield x\n    return x\n", "a generator"),
+    "async": ("async def f(x):\n    return x + 1\n", "a coroutine"),
+    "rebound to None": ("def f(x):\n    return x + 1\nf = None\n", "bound again"),
+    "deleted": ("def f(x):\n    return x + 1\ndel f\n", "bound again"),
+    "a class of its name under a block": ("def f(x):\n    return x + 1\nif True:\n    class f:\n        pass\n",
+                                          "bound again"),
+    "imported over": ("def f(x):\n    return x + 1\nfrom os import getcwd as f\n", "bound again"),
+}
+
+
+@pytest.mark.parametrize(("main", "fragment"), UNTESTABLE.values(), ids=UNTESTABLE)
+def test_an_entry_point_the_tests_cannot_call_earns_no_structure(main, fragment):
+    terms, facts = _terms(HELPER, main, fraction=1.0)
+    assert facts.syntax_ok and fragment in facts.main_problem, facts
+    assert terms == {"structure": 0.4, "syntax": 0.0, "tests": 0.0, "cooperation": 0.0}, terms
+    single, _ = _terms("", main, team=False, fraction=1.0)
+    assert single == dict.fromkeys(TERMS_SINGLE, 0.0), single
+    # the same rule for the helper: only its own share is lost
+    helper = main.replace("f(", "aux(").replace("del f", "del aux").replace("f = None", "aux = None")
+    helper = helper.replace("class f", "class aux").replace(" as f", " as aux")
+    terms, facts = _terms(helper, "def f(x):\n    return x + 1\n", fraction=0.0)
+    assert fragment in facts.helper_problem and terms["structure"] == MAIN_SHARE, (helper, facts)
+
+
+def test_the_feedback_says_why_an_entry_point_cannot_be_tested():
+    from engine.sandbox import SandboxPool
+    from engine.tasks.humaneval.execution import default_limits
+
+    item = {"prompt": STUB, "entry_point": "f", "test": "def check(candidate):\n    assert candidate(1) == 2\n"}
+    with SandboxPool(1, limits=default_limits(4.0)) as pool:
+        scorer = CodeScorer(pool, team=True)
+        text = scorer.feedback(item, [HELPER, UNTESTABLE["under if False"][0]], 1)
+        assert "The main function `f` is defined only inside" in text and "top level" in text, text
+        text = scorer.feedback(item, [HELPER, UNTESTABLE["returns only from a nested function"][0]], 1)
+        assert "returns a value only from a nested function or class" in text, text
+        text = scorer.feedback(item, ["class C:\n    def aux(x):\n        return x\n", "    return x + 1\n"], 0)
+        assert "Your helper function `aux` is defined only inside" in text, text
+        assert scorer.evaluate(item, [HELPER, UNTESTABLE["a method"][0]]).outcome is None  # never sent to the sandbox
+
+
+TESTABLE = [
+    "def f(x):\n    return x + 1\n", "    return x + 1\n", "def f(x):\n    if x:\n        return 1\n    return 2\n",
+    "import functools\n@functools.lru_cache\ndef f(x):\n    return x\n", "if True:\n    pass\ndef f(x):\n    return x\n",
+    "def f(x):\n    g = lambda: 1\n    def h():\n        return 2\n    return g() + h()\n",
+    "def f(x):\n    try:\n        return int(x)\n    except ValueError as f:\n        return 0\n",
+    "def f(x):\n    return x\nprint(f(1))\nvalues = [f for f in range(2)]\n",
+    "f = None\ndef f(x):\n    return x\n",
+]
+
+
+@pytest.mark.parametrize("main", TESTABLE)
+def test_a_top_level_entry_point_that_returns_keeps_its_credit(main):
+    terms, facts = _terms(HELPER, main, fraction=1.0)
+    assert facts.main_problem == "" and terms["structure"] == 1.0 and terms["syntax"] == 0.5, (facts, terms)
