@@ -21,8 +21,12 @@ A URL is then accepted when (:func:`url_problem`, :func:`address_problem`):
 - it carries no user info (``user:password@``);
 - a key from a variable goes only to a host bound to that variable;
 - an unlisted host is public: every address its name resolves to is a global unicast address (no
-  loopback, private, link-local, carrier-grade NAT, multicast, reserved or unspecified address, nor
-  an IPv4 address wrapped in IPv6). A listed host may be private (the operator vouched for it).
+  loopback, private, link-local, site-local, carrier-grade NAT, multicast, reserved or unspecified
+  address). An IPv6 address that carries an IPv4 address a router or this host may turn into an IPv4
+  connection is judged by that IPv4 address: IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible
+  ``::a.b.c.d`` (deprecated: refused even when public), the NAT64 prefix ``64:ff9b::/96`` and 6to4
+  ``2002::/16`` (the IPv4 address in bits 16-47). Teredo ``2001::/32`` and the local-use NAT64 prefix
+  ``64:ff9b:1::/48`` are refused whole. A listed host may be private (the operator vouched for it).
 
 The connection goes to an address that was checked (:func:`checked_target`), so a name that
 resolves to a public address when checked and to 127.0.0.1 a moment later (DNS rebinding) cannot
@@ -49,6 +53,13 @@ _VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*")
 _HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 # IPv6 ranges that carry an IPv4 address a router or this host may turn into an IPv4 connection
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# IPv6 ranges refused whole, whatever this Python's ipaddress tables say about them
+_REFUSED_V6 = (
+    (ipaddress.ip_network("fec0::/10"), "a site-local address"),
+    (ipaddress.ip_network("2001::/32"), "a Teredo address"),
+    (ipaddress.ip_network("64:ff9b:1::/48"), "a local-use NAT64 address"),
+)
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -184,10 +195,26 @@ def address_kind(address: str) -> str | None:
     """Why ``address`` is not a public unicast address ("a loopback address", ...), or None when it is."""
     ip = ipaddress.ip_address(normalise_host(address.split("%", 1)[0]))
     if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
-        if embedded is not None:
-            kind = address_kind(str(embedded))
-            return f"{kind} inside IPv6" if kind else None
+        return _ipv6_kind(ip)
+    return _plain_kind(ip)
+
+
+def _ipv6_kind(ip: ipaddress.IPv6Address) -> str | None:
+    """:func:`address_kind` of an IPv6 address: an embedded IPv4 address judged as itself first."""
+    if ip.sixtofour is not None:
+        kind = _plain_kind(ip.sixtofour)
+        return f"{kind} inside 6to4" if kind else None
+    compatible = ip in _IPV4_COMPATIBLE and int(ip) > 1  # :: and ::1 are themselves
+    if ip.ipv4_mapped or ip in _NAT64 or compatible:
+        kind = _plain_kind(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if kind:
+            return f"{kind} inside IPv6"
+        return "a deprecated IPv4-compatible address" if compatible else None
+    refused = next((kind for network, kind in _REFUSED_V6 if ip in network), None)
+    return refused or _plain_kind(ip)
+
+
+def _plain_kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     checks = (("an unspecified", ip.is_unspecified), ("a loopback", ip.is_loopback),
               ("a link-local", ip.is_link_local), ("a multicast", ip.is_multicast), ("a reserved", ip.is_reserved),
               ("a private", ip.is_private), ("a non-global", not ip.is_global))

@@ -104,6 +104,33 @@ def test_address_kinds(address: str, kind: str | None) -> None:
     assert address_kind(address) == kind
 
 
+@pytest.mark.parametrize(("address", "kind"), [
+    # 6to4 (2002::/16) carries an IPv4 address in bits 16-47: it is judged as that address
+    ("2002:7f00:1::1", "a loopback address inside 6to4"), ("2002:a00:1::1", "a private address inside 6to4"),
+    ("2002:a9fe:a9fe::1", "a link-local address inside 6to4"), ("2002::1", "an unspecified address inside 6to4"),
+    ("2002:6440:1::1", "a non-global address inside 6to4"), ("2002:808:808::1", None),
+    # deprecated site-local, Teredo tunnels, the local-use NAT64 prefix: never a public unicast address
+    ("fec0::1", "a site-local address"), ("feff:ffff::1", "a site-local address"),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "a Teredo address"), ("2001::1", "a Teredo address"),
+    ("64:ff9b:1::808:808", "a local-use NAT64 address"), ("64:ff9b:1:ffff::7f00:1", "a local-use NAT64 address"),
+    # the well-known NAT64 prefix, IPv4-mapped and IPv4-compatible addresses: judged by the IPv4 address
+    ("64:ff9b::7f00:1", "a loopback address inside IPv6"), ("64:ff9b::808:808", None),
+    ("::ffff:a9fe:a9fe", "a link-local address inside IPv6"), ("::ffff:8.8.8.8", None),
+    ("::127.0.0.1", "a loopback address inside IPv6"), ("::10.0.0.1", "a private address inside IPv6"),
+    ("::8.8.8.8", "a deprecated IPv4-compatible address"), ("::1", "a loopback address"),
+    ("::", "an unspecified address"), ("2001:4860:4860::8888", None),
+])
+def test_ipv6_ranges_that_carry_or_hide_other_addresses(address: str, kind: str | None) -> None:
+    assert address_kind(address) == kind
+
+
+def test_a_6to4_or_site_local_address_is_refused_in_a_url_and_when_resolved() -> None:
+    problem = url_problem("https://[2002:7f00:1::1]:6379/x", ApiHosts())
+    assert problem is not None and "2002:7f00:1::1 is a loopback address inside 6to4" in problem
+    problem = address_problem("https://api.example.com/v1", ApiHosts(), ["2606:4700::1", "fec0::1"])
+    assert problem is not None and "resolves to fec0::1, a site-local address" in problem
+
+
 @pytest.mark.parametrize(("url", "fragment"), [
     ("file:///etc/passwd", "got file://"), ("gopher://127.0.0.1:6379/_x", "got gopher://"),
     ("ftp://h/x", "got ftp://"), ("localhost:8000/v1", "got localhost://"), ("//h/x", "got no scheme"),
