@@ -39,7 +39,7 @@ from jobs.artifacts import (
     parse_location,
 )
 from jobs.artifacts.errors import VerificationFailed
-from jobs.artifacts.location import export_key, join_key, logs_key, normalise_key
+from jobs.artifacts.location import cache_path, export_key, join_key, logs_key, normalise_key
 from jobs.settings import Settings
 
 PAGE_TRIES = 2
@@ -162,7 +162,7 @@ def fetch_folder(store: ArtifactStore, key: str, cache_dir: Path) -> Path:
     """The store's folder ``key`` on this machine: downloaded into ``cache_dir/<key>``, every file
     checked, or the copy already there. Two downloads of one folder in this process wait for each
     other (the store's temporary folder is named by process)."""
-    dest = Path(cache_dir) / normalise_key(key)
+    dest = cache_path(cache_dir, key)
     with _lock(dest):
         return store.download_folder(key, dest)
 
@@ -214,6 +214,9 @@ def _checked(store: ArtifactStore, file: StoredFile, chunks: Iterator[bytes]) ->
         digest.update(chunk)
         size += len(chunk)
         held = chunk
+        if size > file.size:  # more than the manifest says: stop reading at once
+            raise VerificationFailed(store.where, file.key, [
+                f"the stored object is longer than the {file.size} bytes its manifest gives"])
     if size != file.size or digest.hexdigest() != file.md5:
         raise VerificationFailed(store.where, file.key, [
             f"streamed {size} bytes with MD5 {digest.hexdigest()}, expected {file.size} bytes with {file.md5}"])

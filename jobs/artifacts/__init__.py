@@ -15,6 +15,7 @@ from jobs.artifacts.errors import (
     NotComplete,
     StoreRefused,
     StoreUnavailable,
+    TamperedMarker,
     VerificationFailed,
 )
 from jobs.artifacts.location import FILE, LOCAL, S3, Location, parse_location
@@ -35,6 +36,7 @@ __all__ = [
     "NotComplete",
     "StoreRefused",
     "StoreUnavailable",
+    "TamperedMarker",
     "VerificationFailed",
     "check_store",
     "open_store",
@@ -76,11 +78,13 @@ def open_store(settings: Settings | None = None, *, s3_env: S3Env | None = None)
 
         assert location.root is not None
         backend = FolderBackend(location.root, location.url, in_place=location.kind == LOCAL)
+    signing_key = settings.artifacts_signing_key
     return ArtifactStore(
         backend,
         tries=settings.artifacts_tries,
         retry_base_s=settings.artifacts_retry_base_s,
         part_size=part_size,
+        signing_key=signing_key.get_secret_value().encode() if signing_key else None,
     )
 
 

@@ -32,6 +32,18 @@ class VerificationFailed(ArtifactStoreError):
         super().__init__(f"artifact store {url}: {key} failed its check: {shown}")
 
 
+class TamperedMarker(ArtifactStoreError):
+    """A completion marker is not one the store writes (a path out of its folder, a forged size, another
+    folder's key, a wrong signature): nothing it lists is downloaded, written or deleted."""
+
+    def __init__(self, url: str, marker: str, problem: str) -> None:
+        self.url, self.marker, self.problem = url, marker, problem
+        super().__init__(
+            f"artifact store {url}: the completion marker {marker} was refused: {problem}; nothing it lists "
+            "was downloaded, written or deleted. Someone with write access to the store wrote it: check the "
+            "store's access, then delete that folder from the store (its checkpoint is not usable)")
+
+
 class CacheFull(ArtifactStoreError):
     """Not enough local space to download a folder; nothing of it was left behind."""
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from db.records import Run
 from db.store import Store
 from jobs.artifacts.errors import NotComplete
+from jobs.artifacts.location import cache_path
 from jobs.artifacts.resume import stored_key
 from jobs.artifacts.store import ArtifactStore
 
@@ -51,7 +52,7 @@ def stored_checkpoint(store: Store, run: Run, which: str, artifacts: ArtifactSto
         chosen = found[0]
     key = stored_key(artifacts, chosen)
     try:
-        return artifacts.download_folder(key, Path(cache_dir) / key)
+        return artifacts.download_folder(key, cache_path(cache_dir, key))
     except NotComplete as exc:
         raise FileNotFoundError(f"checkpoint {chosen.step} of run {run.id} is no longer complete in "
                                 f"{artifacts.url} ({exc}): choose another stored step ({steps})") from exc

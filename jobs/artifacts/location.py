@@ -75,6 +75,12 @@ def normalise_key(key: str, *, allow_empty: bool = False) -> str:
     return "/".join(parts)
 
 
+def cache_path(cache_dir: str | Path, key: str) -> Path:
+    """Where the store's folder ``key`` is kept in this machine's ``cache_dir``: always inside it
+    (``ValueError`` for a key with ``..``)."""
+    return Path(cache_dir).joinpath(*normalise_key(key).split("/"))
+
+
 def join_key(*parts: str) -> str:
     """Keys joined with ``/`` (empty parts dropped)."""
     return "/".join(p.strip("/") for p in parts if p and p.strip("/"))

@@ -54,17 +54,17 @@ class Manifest:
     def name(self) -> str:
         return self.key.rsplit("/", 1)[-1]
 
-    def to_json(self) -> bytes:
-        body = {"version": MANIFEST_VERSION, **asdict(self), "files": [asdict(f) for f in self.files]}
-        return json.dumps(body, indent=1, sort_keys=True).encode()
+    def body(self) -> dict[str, Any]:
+        """The marker's fields as JSON values (what :mod:`jobs.artifacts.signing` signs)."""
+        return {"version": MANIFEST_VERSION, **asdict(self), "files": [asdict(f) for f in self.files]}
 
-    @classmethod
-    def from_json(cls, data: bytes | str) -> Manifest:
-        body: dict[str, Any] = json.loads(data)
-        if body.get("version") != MANIFEST_VERSION:
-            raise ValueError(f"unknown manifest version {body.get('version')!r}")
-        files = tuple(FileEntry(**f) for f in body["files"])
-        return cls(body["key"], files, int(body["part_size"]), str(body["created_at"]), str(body["host"]))
+    def to_json(self, signature: str | None = None) -> bytes:
+        """The completion marker's bytes; a marker read back is checked by
+        :func:`jobs.artifacts.marker_check.parse_marker`."""
+        body = self.body()
+        if signature is not None:
+            body["signature"] = signature
+        return json.dumps(body, indent=1, sort_keys=True).encode()
 
 
 def part_size_for(size: int, part_size: int) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 from db.records import Checkpoint, Run
 from db.store import Store
 from jobs.artifacts.errors import ArtifactStoreError, NotComplete
+from jobs.artifacts.location import cache_path, normalise_key
 from jobs.artifacts.store import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,11 @@ def stored_key(artifacts: ArtifactStore, checkpoint: Checkpoint) -> str:
         raise ArtifactStoreError(
             f"checkpoint {checkpoint.step} of run {checkpoint.run_id} is stored at {url}, outside this "
             f"worker's artifact store {artifacts.url}: set COOPLAB_ARTIFACTS_URL as on the worker that wrote it")
-    return url[len(base):]
+    try:
+        return normalise_key(url[len(base):])
+    except ValueError as exc:
+        raise ArtifactStoreError(f"checkpoint {checkpoint.step} of run {checkpoint.run_id} is recorded at {url}, "
+                                 f"which names no folder of the store ({exc})") from None
 
 
 def resume_folder(store: Store, run: Run, artifacts: ArtifactStore | None, cache_dir: str | Path) -> str | None:
@@ -71,7 +76,7 @@ def resume_folder(store: Store, run: Run, artifacts: ArtifactStore | None, cache
     for row in stored:
         key = stored_key(artifacts, row)
         try:
-            path = artifacts.download_folder(key, Path(cache_dir) / key)
+            path = artifacts.download_folder(key, cache_path(cache_dir, key))
         except NotComplete:  # deleted behind the database's back: an older one may still be whole
             log.warning("run %s: stored checkpoint %s is no longer complete; trying an older one", run.id,
                         row.artifact_url)

@@ -30,11 +30,14 @@ from jobs.artifacts.errors import (
     CacheFull,
     NotComplete,
     StoreUnavailable,
+    TamperedMarker,
     VerificationFailed,
 )
-from jobs.artifacts.location import join_key, normalise_key
+from jobs.artifacts.location import cache_path, join_key, normalise_key
 from jobs.artifacts.manifest import FileEntry, Manifest, folder_manifest, newest_first, same_etag
+from jobs.artifacts.marker_check import MAX_MARKER_BYTES, parse_marker
 from jobs.artifacts.retry import with_retries
+from jobs.artifacts.signing import sign
 
 T = TypeVar("T")
 MARKERS = ".complete"
@@ -55,9 +58,11 @@ class ArtifactStore:
         retry_base_s: float = 0.5,
         part_size: int = DEFAULT_PART_SIZE,
         host: str | None = None,
+        signing_key: bytes | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.backend = backend
+        self.signing_key = signing_key or None
         self.tries, self.retry_base_s, self.part_size = max(1, tries), retry_base_s, part_size
         self.host = host or os.uname().nodename
         self._sleep = sleep
@@ -129,27 +134,29 @@ class ArtifactStore:
         problems += self._object_problems(manifest)
         if problems:
             raise VerificationFailed(self.where, key, problems)
+        signature = sign(manifest.body(), self.signing_key) if self.signing_key else None
         self._call(
             f"writing the completion marker of {key}",
-            lambda: self.backend.put_bytes(marker, manifest.to_json()),
+            lambda: self.backend.put_bytes(marker, manifest.to_json(signature)),
         )
         return manifest
 
     def manifest(self, key: str) -> Manifest | None:
-        """The manifest of a complete folder, or None when ``key`` has no completion marker."""
+        """The manifest of a complete folder, or None when ``key`` has no completion marker. The marker
+        is checked before it is returned (:func:`~jobs.artifacts.marker_check.parse_marker`):
+        ``TamperedMarker`` names it when it is not one the store writes."""
         key = normalise_key(key)
-        data = self._call(
-            f"reading the completion marker of {key}", lambda: self.backend.get_bytes(_marker_key(key))
-        )
-        if data is None:
+        marker = _marker_key(key)
+        info = self._call(f"reading the completion marker of {key}", lambda: self.backend.head(marker))
+        if info is None:
             return None
-        try:
-            return Manifest.from_json(data)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ArtifactStoreError(
-                f"artifact store {self.where}: the completion marker of {key} is unreadable "
-                f"({exc}); delete the folder and store it again"
-            ) from exc
+        if info.size > MAX_MARKER_BYTES:
+            raise TamperedMarker(self.where, marker, f"it is {info.size} bytes, more than the "
+                                 f"{MAX_MARKER_BYTES} a marker may be")
+        data = self._call(f"reading the completion marker of {key}", lambda: self.backend.get_bytes(marker))
+        if data is None:  # deleted meanwhile
+            return None
+        return parse_marker(data, key, signing_key=self.signing_key, where=self.where, marker_key=marker)
 
     def verify(self, key: str) -> list[str]:
         """What is wrong with a stored folder (missing objects, other sizes or ETags); empty when whole."""
@@ -189,12 +196,15 @@ class ArtifactStore:
             )
         if dest.is_dir() and _holds(dest, manifest):
             return dest
+        problems = self._object_problems(manifest)  # before a byte is written: sizes as the marker says
+        if problems:
+            raise VerificationFailed(self.where, key, problems)
         self._ensure_space(dest, manifest)
         source = f"{self.url}/{key}"
         try:
             with atomic_folder(dest, f"download of {source} to") as tmp:
                 for entry in manifest.files:
-                    self._download_file(manifest, entry, tmp / entry.path)
+                    self._download_file(manifest, entry, _inside(tmp, entry.path))
                     if progress is not None:
                         progress(entry)
         except WriteError as exc:
@@ -213,16 +223,22 @@ class ArtifactStore:
             if missing:
                 raise VerificationFailed(self.where, newest.key, missing)
             return here
-        return self.download_folder(newest.key, Path(cache_dir) / newest.key)
+        return self.download_folder(newest.key, cache_path(cache_dir, newest.key))
 
     def delete_folder(self, key: str) -> int:
-        """Delete a folder: its completion marker first (it is offered no more), then its objects.
-        Returns the number of objects deleted."""
+        """Delete a folder: its completion marker first (it is offered no more), then the objects the
+        marker lists, and only those; a folder without a marker (an upload that never finished) loses
+        the objects stored under its key. A marker that fails its check (``TamperedMarker``) deletes
+        nothing. Returns the number of objects deleted."""
         key = normalise_key(key)
+        manifest = self.manifest(key)
         self._call(
             f"deleting the completion marker of {key}", lambda: self.backend.delete([_marker_key(key)])
         )
-        keys = [o.key for o in self._call(f"listing {key}", lambda: list(self.backend.list(key + "/")))]
+        if manifest is not None:
+            keys = [join_key(key, entry.path) for entry in manifest.files]
+        else:
+            keys = [o.key for o in self._call(f"listing {key}", lambda: list(self.backend.list(key + "/")))]
         if keys:
             self._call(f"deleting {key}", lambda: self.backend.delete(keys))
         return len(keys)
@@ -307,6 +323,16 @@ class ArtifactStore:
 
 def _marker_key(key: str) -> str:
     return join_key(MARKERS, key) + ".json"
+
+
+def _inside(folder: Path, path: str) -> Path:
+    """Where file ``path`` of a checked manifest goes in the fresh download folder ``folder``: refused
+    (``ValueError``) unless it resolves inside it, a last guard behind the marker's own check."""
+    target = folder.joinpath(*path.split("/"))
+    real_folder = os.path.realpath(folder)
+    if os.path.commonpath([real_folder, os.path.realpath(target)]) != real_folder or target == folder:
+        raise ValueError(f"{path!r} is not a file inside {folder}")
+    return target
 
 
 def _size_and_md5(path: Path) -> tuple[int, str]:
