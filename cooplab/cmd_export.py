@@ -15,8 +15,10 @@ EXIT_SERVER = 1
 # The MLflow client's defaults wait minutes on a server that is down (7 retries, 120 s each) and send
 # usage statistics to MLflow's developers; an export talks to the tracking server alone, and gives up sooner.
 _MLFLOW_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "60", "MLFLOW_DISABLE_TELEMETRY": "true",
-                    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "60", "MLFLOW_DISABLE_TELEMETRY": "true"}
+# Always: the client's own "View run at" line prints the tracking URI with its password; the command
+# prints the run's link itself, masked.
+_MLFLOW_FORCED = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 export_app = typer.Typer(help="Send runs to other tools: `cooplab export mlflow RUN_ID...`.",
                          no_args_is_help=True)
@@ -26,7 +28,9 @@ export_app = typer.Typer(help="Send runs to other tools: `cooplab export mlflow 
 def export_mlflow_command(
     run_ids: list[int] = typer.Argument(..., help="Run ids (`cooplab runs`)."),
     tracking_uri: str = typer.Option(
-        ..., "--tracking-uri", help="The MLflow tracking server, e.g. http://mlflow:5000."),
+        ..., "--tracking-uri",
+        help="The MLflow tracking server, http(s)://, e.g. http://mlflow:5000; artifacts go through its "
+             "artifact API only."),
     experiment: str | None = typer.Option(
         None, "--experiment",
         help="MLflow experiment to log into (default: the run's CoopLab experiment name)."),
@@ -36,8 +40,17 @@ def export_mlflow_command(
     """Log each run to MLflow: params from its config, metrics with their steps, tags (lineage, seed,
     study point), and artifacts (config, metrics CSV, transcripts JSONL, evaluation records, final
     model folders when the run's folder is on this machine)."""
+    from jobs.mlflow_export.artifacts import ArtifactLocationError, TrackingUriError, check_tracking_uri
+    from jobs.mlflow_export.redact import redact_message
+
+    try:
+        check_tracking_uri(tracking_uri)
+    except TrackingUriError as exc:
+        typer.echo(f"cooplab export mlflow: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     for name, value in _MLFLOW_DEFAULTS.items():
         os.environ.setdefault(name, value)
+    os.environ.update(_MLFLOW_FORCED)
     try:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -47,6 +60,7 @@ def export_mlflow_command(
         raise typer.Exit(EXIT_BAD_INPUT) from None
     from db.errors import NotFoundError
     from db.migrate import upgrade
+    from db.urls import redact_url
     from jobs.client import get_store
     from jobs.mlflow_export import export_run
     from jobs.settings import get_settings
@@ -55,6 +69,7 @@ def export_mlflow_command(
     upgrade(settings.resolved_database_url)
     store = get_store(settings)
     client = MlflowClient(tracking_uri=tracking_uri)
+    shown_uri = redact_url(tracking_uri).rstrip("/")  # every line shows the URI masked, never its password
     for run_id in run_ids:
         try:
             done = export_run(store, run_id, client, experiment=experiment, again=again)
@@ -63,11 +78,15 @@ def export_mlflow_command(
                        "the runs",
                        err=True)
             raise typer.Exit(EXIT_BAD_INPUT) from None
-        except MlflowException as exc:
-            first = " ".join(str(exc).split())[:400]
-            typer.echo(f"cooplab export mlflow: run {run_id}: the tracking server {tracking_uri} failed: "
-                       f"{first}",
+        except ArtifactLocationError as exc:
+            typer.echo(f"cooplab export mlflow: run {run_id}: {redact_message(str(exc), tracking_uri)}",
                        err=True)
+            raise typer.Exit(EXIT_SERVER) from None
+        except Exception as exc:  # noqa: BLE001 - MLflow's and requests' errors embed the URL: shown masked
+            what = (f"the tracking server {shown_uri} failed: " if isinstance(exc, MlflowException)
+                    else f"the export to {shown_uri} failed: {type(exc).__name__}: ")
+            detail = redact_message(str(exc), tracking_uri)[:400]
+            typer.echo(f"cooplab export mlflow: run {run_id}: {what}{detail}", err=True)
             raise typer.Exit(EXIT_SERVER) from None
         if done.skipped:
             typer.echo(f"run {run_id}: already in MLflow experiment '{done.experiment}' as run "
@@ -76,7 +95,7 @@ def export_mlflow_command(
             continue
         typer.echo(f"run {run_id} -> MLflow run {done.mlflow_run_id} in experiment '{done.experiment}': "
                    f"{done.params} params, {done.metric_points} metric points, artifacts "
-                   f"{', '.join(done.artifacts) or 'none'}; {tracking_uri.rstrip('/')}/#/experiments/"
+                   f"{', '.join(done.artifacts) or 'none'}; {shown_uri}/#/experiments/"
                    f"{done.experiment_id}/runs/{done.mlflow_run_id}")
 
 

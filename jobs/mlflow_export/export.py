@@ -6,10 +6,16 @@ from its config, every metric point with its step and time, tags
 transcripts JSONL, the evaluation records JSONL and the final model folders (``model``,
 ``model_best``) where the run's folder is on this machine. A run exported before (same database id
 and run id, found by its tags) is skipped unless ``again``.
+
+Artifacts go only through the tracking server's own artifact API (:mod:`jobs.mlflow_export.artifacts`),
+never through the client's ``log_artifact``, which writes wherever the server's ``artifact_uri`` says
+(a ``file://`` location is a folder on this machine). The experiment's artifact location is checked
+before a run is made, and the new run's before anything is logged to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +28,7 @@ from db.evaluation_store import EvaluationStore
 from db.records import Run
 from db.store import Store
 from db.study_store import StudyStore
+from jobs.mlflow_export.artifacts import ArtifactLocationError, ServerArtifacts, artifact_folder
 from jobs.mlflow_export.mapping import (
     TAG_PREFIX,
     clean_key,
@@ -69,9 +76,17 @@ def _study(store: Store, lineage: tuple[int, ...]) -> dict[str, Any] | None:
     }
 
 
-def _experiment_id(client: Any, name: str) -> str:
+def _experiment(client: Any, name: str) -> Any:
     found = client.get_experiment_by_name(name)
-    return found.experiment_id if found is not None else client.create_experiment(name)
+    return found if found is not None else client.get_experiment(client.create_experiment(name))
+
+
+def _forget(client: Any, mlflow_id: str) -> None:
+    """Delete a run just made (so it is not found later as exported); a failure leaves it."""
+    from mlflow.exceptions import MlflowException
+
+    with contextlib.suppress(MlflowException):
+        client.delete_run(mlflow_id)
 
 
 def _earlier(client: Any, experiment_id: str, tags: dict[str, str]) -> str | None:
@@ -128,7 +143,9 @@ def model_folders(output_dir: str | None) -> list[Path]:
 def export_run(
     store: Store, run_id: int, client: Any, *, experiment: str | None = None, again: bool = False
 ) -> Exported:
-    """Export run ``run_id`` of ``store`` through the MLflow ``client`` (an ``MlflowClient``)."""
+    """Export run ``run_id`` of ``store`` through the MLflow ``client`` (an ``MlflowClient`` of an
+    ``http(s)://`` tracking server); :class:`~jobs.mlflow_export.artifacts.ArtifactLocationError` when
+    the server keeps the experiment's or the new run's artifacts anywhere but its artifact API."""
     from mlflow.entities import Param
 
     run = store.get_run(run_id)
@@ -147,16 +164,24 @@ def export_run(
         tags=run.tags,
         study=_study(store, lineage),
     )
-    experiment_id = _experiment_id(client, experiment_name)
+    found = _experiment(client, experiment_name)
+    experiment_id = found.experiment_id
     earlier = None if again else _earlier(client, experiment_id, tags)
     if earlier is not None:
         return Exported(run.id, earlier, experiment_name, experiment_id, 0, 0, (), skipped=True)
 
+    artifact_folder(client.tracking_uri, found.artifact_location, f"experiment '{experiment_name}'")
     name = f"{run.config.get('name') or experiment_name} #{run.id}"
     mlrun = client.create_run(
         experiment_id, start_time=_ms(run.started_at or run.created_at), tags=tags, run_name=name
     )
     mlflow_id = mlrun.info.run_id
+    try:
+        on_server = artifact_folder(client.tracking_uri, mlrun.info.artifact_uri, "the new MLflow run")
+    except ArtifactLocationError:
+        _forget(client, mlflow_id)
+        raise
+    artifacts = ServerArtifacts(client.tracking_uri, on_server)
     params = flatten_params(run.config)
     items = [Param(k, v) for k, v in params.items()]
     for start in range(0, len(items), _PARAM_BATCH):
@@ -168,10 +193,10 @@ def export_run(
     logged: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cooplab-mlflow-") as tmp:
         for path in _record_files(store, run, Path(tmp)):
-            client.log_artifact(mlflow_id, str(path))
+            artifacts.put_file(path)
             logged.append(path.name)
     for folder in model_folders(run.output_dir):
-        client.log_artifacts(mlflow_id, str(folder), artifact_path=folder.name)
+        artifacts.put_folder(folder, folder.name)
         logged.append(f"{folder.name}/")
     status = mlflow_status(run.status)
     if status is not None:
