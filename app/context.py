@@ -11,6 +11,7 @@ from typing import Any
 import streamlit as st
 
 from db.store import Store
+from jobs.data_permissions import private_folders
 from jobs.settings import Settings, apply_engine_settings, get_settings
 
 
@@ -32,7 +33,7 @@ def store() -> Store:
 
     current = get_settings()
     if current.database_url is None:
-        current.data_dir.mkdir(parents=True, exist_ok=True)
+        private_folders([current.data_dir])  # owner-only, like every process that creates it
     found = _store_for(current.resolved_database_url)
     look_now(found, current)
     return found

@@ -15,14 +15,20 @@ ended by the server, which releases its locks; no CoopLab write transaction wait
 long). Readers are left unbounded (an export streams for as long as it takes) and are never blocked by
 a writer's lock (MVCC). On SQLite a writer waits for the write lock at most
 :data:`SQLITE_BUSY_TIMEOUT_MS`.
+
+A SQLite database file is its owner's alone (0600; SQLite gives its ``-wal`` and ``-shm`` the mode of
+the database file), and so is a folder created for it (0700); an existing database file that other
+users can read is tightened when an engine is made for it, with a warning.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +77,8 @@ def resolve_url(url: str) -> URL:
 def make_engine(url: str, *, echo: bool = False, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Engine:
     """Create an engine for ``url`` (``sqlite:///file.db``, ``sqlite://`` in memory, ``postgresql://...``).
 
-    For a SQLite file the parent folder is created. Raises ``ValueError`` naming the URL when it is
-    not a database URL.
+    For a SQLite file the parent folder is created, and the file, owner-only
+    (:func:`_private_sqlite_files`). Raises ``ValueError`` naming the URL when it is not a database URL.
     """
     parsed = resolve_url(url)
     if parsed.get_backend_name() != "sqlite":
@@ -88,13 +94,35 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_ms: int = SQLITE_B
         # One shared connection, or every checkout would see its own empty database.
         kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        _private_sqlite_files(Path(database).expanduser())
         kwargs.update(connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000})
     engine = create_engine(parsed, **kwargs)
     _configure_sqlite(engine, in_memory=in_memory, busy_timeout_ms=busy_timeout_ms)
     if not in_memory:
         _name_lock_holders(engine, Path(database).expanduser())
     return engine
+
+
+def _private_sqlite_files(path: Path) -> None:
+    """Create ``path``'s folder (0700) and the empty database file (0600) when missing, so SQLite, which
+    gives its ``-wal`` and ``-shm`` the database file's mode, never makes any of them readable by other
+    users; take group and other access from those that exist, with one warning."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with suppress(FileExistsError, PermissionError):  # SQLite names an unwritable folder itself
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    tightened = []
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o077:
+                file.chmod(mode & ~0o077)
+                tightened.append(f"{file} ({mode:04o})")
+        except FileNotFoundError:
+            continue
+        except PermissionError as exc:  # another user's file: say so, SQLite decides whether it opens
+            log.warning("%s is readable by other users and cannot be made owner-only: %s", file, exc)
+    if tightened:
+        log.warning("SQLite files were readable by other users: %s; now owner-only (0600)", ", ".join(tightened))
 
 
 def _name_lock_holders(engine: Engine, path: Path) -> None:

@@ -66,7 +66,7 @@ def _record(settings: Settings, owner: dict) -> dict:
     """Create the owner file if there is none (atomically: the first of several processes wins) and
     return what it says."""
     path = owner_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data directory: owner-only
     tmp = path.with_name(f".{OWNER_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
     tmp.write_text(json.dumps(owner, indent=2) + "\n", encoding="utf-8")
     try:

@@ -157,10 +157,12 @@ class Settings(BaseSettings):
         return self.data_dir / "logs"
 
     def ensure_dirs(self) -> None:
-        """Create the data directory layout (idempotent)."""
-        for folder in (self.data_dir, self.broker_dir / "in", self.broker_dir / "processed",
-                       self.runs_dir, self.logs_dir, self.data_dir / "results"):
-            folder.mkdir(parents=True, exist_ok=True)
+        """Create the data directory layout (idempotent), owner-only (0700); folders of it that other
+        users can read are tightened, with a warning (:mod:`jobs.data_permissions`)."""
+        from jobs.data_permissions import private_folders
+
+        private_folders((self.data_dir, self.broker_dir, self.broker_dir / "in", self.broker_dir / "processed",
+                         self.runs_dir, self.logs_dir, self.data_dir / "results"))
 
     ui_password_hash: str | None = Field(
         None, description="Dashboard sign-in (needed off 127.0.0.1): a hash from `cooplab hash-password`.")
