@@ -15,7 +15,9 @@ from pydantic.fields import FieldInfo
 from app.fields import field_form
 from engine.schema.run_config import AgentSpec, ConfigError, TrainerSpec, parse_run_config
 from engine.schema.safe_yaml import YamlLimitError, load_yaml
+from jobs.study_limits import LIMIT_SETTINGS, StudyLimits
 from jobs.study_space import SEED_PATH, StudySpaceError, point_config
+from jobs.study_spec import parse_study_spec, study_trials
 
 AGENT_SKIPPED = ("name", "share_weights_with")
 """Agent fields a search would break the team with (roles and sharing are structure, not settings)."""
@@ -37,10 +39,16 @@ def _scalar(name: str, field: FieldInfo) -> bool:
     return field_form(name, field).kind not in ("json", "list_str")
 
 
-def parse_values(text: str) -> list[Any]:
+def parse_values(text: str, *, max_values: int | None = None) -> list[Any]:
     """``"0.001, 0.01"`` → ``[0.001, 0.01]``: comma-separated values, each read as YAML (numbers,
-    booleans, ``null``), anything else kept as text (``builtin:tiny-qwen2``)."""
-    items = [part.strip() for part in str(text or "").split(",")]
+    booleans, ``null``), anything else kept as text (``builtin:tiny-qwen2``). More than ``max_values``
+    values (a study's most points) are refused before any is read."""
+    text = str(text or "")
+    given = text.count(",") + 1
+    if max_values is not None and given > max_values:
+        raise StudySpaceError(f"{given:,} values, more than a study's {max_values:,} points; list fewer, or have "
+                              f"the operator raise {LIMIT_SETTINGS['max_points']}")
+    items = [part.strip() for part in text.split(",")]
     if not any(items):
         raise StudySpaceError("give at least one value (comma-separated)")
     values = []
@@ -105,11 +113,13 @@ def _form_of(path: str) -> Any:
     return field_form(name, model.model_fields[name])
 
 
-def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool = True) -> list[Any]:
-    """The values typed into ``path``'s field; with ``check``, each one is set in the base config and
-    validated through the run-config schema, so a value the field refuses is named at the field.
-    Raises :class:`StudySpaceError` (without the path: the message is shown under the field)."""
-    values = parse_values(text)
+def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool = True,
+                 max_values: int | None = None) -> list[Any]:
+    """The values typed into ``path``'s field (at most ``max_values``); with ``check``, each one is set
+    in the base config and validated through the run-config schema, so a value the field refuses is
+    named at the field. Raises :class:`StudySpaceError` (without the path: the message is shown under
+    the field)."""
+    values = parse_values(text, max_values=max_values)
     repeated = sorted({value_text(v) for i, v in enumerate(values) if v in values[:i]})
     if repeated:
         raise StudySpaceError(f"{', '.join(repeated)} given twice; list each value once")
@@ -125,10 +135,11 @@ def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool =
     return values
 
 
-def space_from_fields(base: Mapping[str, Any], texts: Mapping[str, str]) -> tuple[dict[str, list[Any]], dict[str, str]]:
+def space_from_fields(base: Mapping[str, Any], texts: Mapping[str, str], *,
+                      max_values: int | None = None) -> tuple[dict[str, list[Any]], dict[str, str]]:
     """The search space of the editor's fields (path → the text typed for it) and each field's problem,
-    by path. Values are checked one by one against the schema when the base config itself is valid
-    (otherwise the study's own check names the base's problems)."""
+    by path. Values (at most ``max_values`` per field) are checked one by one against the schema when
+    the base config itself is valid (otherwise the study's own check names the base's problems)."""
     try:
         parse_run_config(dict(base))
         check = True
@@ -138,10 +149,20 @@ def space_from_fields(base: Mapping[str, Any], texts: Mapping[str, str]) -> tupl
     problems: dict[str, str] = {}
     for path, text in texts.items():
         try:
-            space[path] = field_values(base, path, text, check=check)
+            space[path] = field_values(base, path, text, check=check, max_values=max_values)
         except StudySpaceError as exc:
             problems[path] = str(exc)
     return space, problems
+
+
+def study_preview(spec: Mapping[str, Any], limits: StudyLimits) -> tuple[int, str | None]:
+    """How many runs the study ``spec`` (a plain mapping) makes, every config validated through the
+    schema, or 0 and the problem. Its size is counted within ``limits`` before anything is expanded,
+    so a study over a limit is refused at once (the page caches this, keyed on the spec)."""
+    try:
+        return len(study_trials(parse_study_spec(spec), limits=limits)), None
+    except StudySpaceError as exc:
+        return 0, str(exc)
 
 
 def promoted_config(base: Mapping[str, Any], params: Mapping[str, Any], *, name: str) -> dict[str, Any]:

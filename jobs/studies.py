@@ -33,6 +33,7 @@ from db.study_records import ACTIVE, FINISHED, PENDING, STOPPED, Study, StudyTri
 from db.study_store import StudyStore
 from jobs.client import BrokerUnavailable, get_store, resend_run, stop_run
 from jobs.settings import Settings, get_settings
+from jobs.study_limits import study_limits
 from jobs.study_rules import median_rule
 from jobs.study_spec import StudySpec, parse_study_spec, study_trials
 
@@ -76,8 +77,9 @@ def find_study(ref: str | int, *, settings: Settings | None = None, store: Store
 
 def create_study(spec: StudySpec | Mapping[str, Any], *, settings: Settings | None = None,
                  schedule: bool = True) -> Study:
-    """Validate the study and every config it generates (the run-config schema and the pre-flight
-    checks, :func:`jobs.preflight.check_run_config`), store it with all its children waiting, and
+    """Validate the study, its size within the operator's limits (``COOPLAB_MAX_STUDY_*``,
+    :mod:`jobs.study_limits`, counted before anything is built) and every config it generates (the
+    run-config schema and the pre-flight checks, :func:`jobs.preflight.check_run_config`), store it with all its children waiting, and
     (``schedule``) queue the first ``max_concurrent`` of them. Raises
     :class:`jobs.study_space.StudySpaceError` naming the point and field before anything is stored."""
     from jobs.celery_app import validate_device
@@ -86,7 +88,8 @@ def create_study(spec: StudySpec | Mapping[str, Any], *, settings: Settings | No
     settings = settings or get_settings()
     spec = spec if isinstance(spec, StudySpec) else parse_study_spec(spec)
     validate_device(spec.device)
-    inputs = study_trials(spec, validate=lambda config: check_run_config(config, settings=settings))
+    inputs = study_trials(spec, validate=lambda config: check_run_config(config, settings=settings),
+                          limits=study_limits(settings))  # COOPLAB_MAX_STUDY_*, counted before expanding
     study = _studies(settings, None).create_study(spec.name, spec.model_dump(mode="json"), inputs, queue=spec.device,
                                                   max_concurrent=spec.max_concurrent, description=spec.description)
     log.info("study %s (%s): %d children, at most %d at once", study.id, study.name, len(inputs), spec.max_concurrent)

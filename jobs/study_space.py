@@ -5,9 +5,10 @@ a dimension: a list of values (grid and random both draw from it), or for random
 ``{uniform: [lo, hi]}``, ``{loguniform: [lo, hi]}`` or ``{int: [lo, hi]}`` (both ends included). Grid
 search takes every combination, the first path varying slowest; random search draws ``samples``
 points with ``random.Random(study seed)``, so the same study seed gives the same points. Each point
-is run once per seed (``trainer.seed``). Every generated config is validated through the one schema
-(:func:`engine.schema.run_config.parse_run_config`) before anything is stored: a bad point raises
-:class:`StudySpaceError` naming the point, its values and the field.
+is run once per seed (``trainer.seed``). The study's size is counted before any point is built and
+refused over the limits of :mod:`jobs.study_limits`. Every generated config is validated through the
+one schema (:func:`engine.schema.run_config.parse_run_config`) before anything is stored: a bad point
+raises :class:`StudySpaceError` naming the point, its values and the field.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import copy
 import itertools
 import math
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from db.study_records import TrialInput
 from engine.schema.run_config import ConfigError, RunConfig, parse_run_config
+from jobs.study_limits import StudyLimits, expansion_problem, size_problems
 
 RANGE_KINDS = ("uniform", "loguniform", "int")
 SEED_PATH = "trainer.seed"
@@ -183,12 +186,24 @@ def point_config(base: Mapping[str, Any], params: Mapping[str, Any], seed: int) 
 
 def generate(base: RunConfig | Mapping[str, Any], dims: Sequence[Dimension], *, method: str = "grid",
              samples: int = 0, seeds: int | Sequence[int] = 1, seed: int = 0,
-             validate: Callable[[dict[str, Any]], RunConfig] = parse_run_config) -> list[TrialInput]:
+             validate: Callable[[dict[str, Any]], RunConfig] = parse_run_config,
+             limits: StudyLimits | None = None, clock: Callable[[], float] = time.monotonic) -> list[TrialInput]:
     """Every child of a study, each config validated by ``validate`` (the run-config schema).
 
+    The study's size is counted first, before any point is built: over one of ``limits`` (default
+    :class:`jobs.study_limits.StudyLimits`' defaults; callers pass the operator's) it is refused at
+    once, and building the points stops once it has taken longer than ``limits.max_expand_s``.
+
     Raises :class:`StudySpaceError` naming the point, its values and each bad field when a point
-    gives an invalid config; nothing is returned then (so nothing gets stored or queued).
+    gives an invalid config, or the count, the limit and its setting for a study over a limit;
+    nothing is returned then (so nothing gets stored or queued).
     """
+    limits = limits or StudyLimits()
+    if isinstance(seeds, bool) or not isinstance(seeds, (int, list, tuple)):
+        raise StudySpaceError(f"seeds: give a count (e.g. 3) or a list of seeds, got {seeds!r}")
+    too_large = size_problems(dims, method=method, samples=samples, seeds=seeds, limits=limits)
+    if too_large:
+        raise StudySpaceError("\n".join(too_large))
     base_config = base if isinstance(base, RunConfig) else _validated_base(base, validate)
     plain = base_config.model_dump(mode="json")
     if method == "grid":
@@ -199,7 +214,11 @@ def generate(base: RunConfig | Mapping[str, Any], dims: Sequence[Dimension], *, 
         raise StudySpaceError(f"method: {method!r} is not a search method; use 'grid' or 'random'")
     seeds_of_point = seed_list(seeds, seed)
     trials: list[TrialInput] = []
+    started = clock()
     for index, params in enumerate(points):
+        late = expansion_problem(clock() - started, index, len(points), limits) if index else None
+        if late:
+            raise StudySpaceError(late)
         try:
             checked = validate(point_config(plain, params, seeds_of_point[0])).model_dump(mode="json")
         except ConfigError as exc:

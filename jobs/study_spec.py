@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from db.study_records import TrialInput
 from engine.schema.errors import format_validation_error
 from engine.schema.run_config import ConfigError, RunConfig, load_run_config, parse_run_config
 from engine.schema.safe_yaml import YamlLimitError, load_yaml_file
+from jobs.study_limits import StudyLimits
 from jobs.study_space import StudySpaceError, generate, parse_space
 
 DEFAULT_OBJECTIVE = "train/reward_mean"
@@ -65,6 +66,36 @@ class StudySpec(BaseModel):
     objective: str = DEFAULT_OBJECTIVE
     early_stopping: EarlyStopping | None = None
 
+    @field_validator("samples", "seeds", "seed", "max_concurrent", mode="before")
+    @classmethod
+    def _whole_numbers(cls, value: Any) -> Any:
+        """Counts and seeds written as ``3.0``, ``1.0e+9`` or ``1e9`` (which YAML reads as text) are the
+        whole numbers they stand for (the size limits then judge them); anything else is refused."""
+        return [whole_number(v) for v in value] if isinstance(value, list) else whole_number(value)
+
+
+def whole_number(value: Any) -> Any:
+    """``value`` as an ``int`` when it is a whole number however written (``3``, ``3.0``, ``"1e9"``,
+    ``"1_000"``); anything else (a fraction, a boolean, a text that is no number) raises ``ValueError``
+    saying so."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number = value
+    if isinstance(value, str):
+        text = value.strip().replace("_", "") if len(value) <= 40 else ""
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            number = float(text)
+        except ValueError:
+            number = None
+    if isinstance(value, bool) or not isinstance(number, float) or not number.is_integer():
+        shown = repr(value) if not isinstance(value, str) else repr(value[:40])
+        raise ValueError(f"{shown} is not a whole number; write a count such as 3")
+    return int(number)
+
 
 def parse_study_spec(data: Mapping[str, Any]) -> StudySpec:
     """Validate a study mapping; :class:`StudySpaceError` names each bad field."""
@@ -97,12 +128,10 @@ def load_study_file(path: str | Path) -> StudySpec:
     return parse_study_spec(data)
 
 
-def study_trials(spec: StudySpec, validate: Callable[[dict[str, Any]], RunConfig] = parse_run_config,
-                 ) -> list[TrialInput]:
-    """Every child of the study, each config validated by ``validate`` (raises :class:`StudySpaceError`)."""
-    try:
-        base = validate(dict(spec.base))
-    except ConfigError as exc:
-        raise StudySpaceError(f"base config is invalid:\n{exc}") from None
-    return generate(base, parse_space(spec.space), method=spec.method, samples=spec.samples, seeds=spec.seeds,
-                    seed=spec.seed, validate=validate)
+def study_trials(spec: StudySpec, validate: Callable[[dict[str, Any]], RunConfig] = parse_run_config, *,
+                 limits: StudyLimits | None = None) -> list[TrialInput]:
+    """Every child of the study, each config validated by ``validate``, once its size has been counted
+    within ``limits`` (default :class:`jobs.study_limits.StudyLimits`; raises :class:`StudySpaceError`)."""
+    # the base is validated inside, after the size is counted: a study over a limit is refused at once
+    return generate(dict(spec.base), parse_space(spec.space), method=spec.method, samples=spec.samples,
+                    seeds=spec.seeds, seed=spec.seed, validate=validate, limits=limits)

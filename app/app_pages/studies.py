@@ -9,6 +9,7 @@ against the schema with the base's other settings) before the whole study is."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import streamlit as st
@@ -22,6 +23,7 @@ from app.study_form import (
     default_values,
     searchable_paths,
     space_from_fields,
+    study_preview,
     value_hint,
     value_text,
 )
@@ -30,8 +32,8 @@ from db.records import Experiment
 from db.store import Store
 from db.study_records import ACTIVE
 from db.study_store import StudyStore
-from jobs.study_space import StudySpaceError
-from jobs.study_spec import StudySpec, parse_study_spec, study_trials
+from jobs.study_limits import StudyLimits, study_limits
+from jobs.study_spec import StudySpec, parse_study_spec
 
 FIRST_FIELD = "trainer.agent_learning_rate"  # what a new study searches until told otherwise
 PER_ROW = 2  # value fields side by side
@@ -41,9 +43,26 @@ def _many(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def search_space(base: dict[str, Any]) -> dict[str, list[Any]] | None:
+@st.cache_data(max_entries=16, show_spinner=False)
+def _checked_fields(base_json: str, texts_json: str, max_values: int) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """:func:`space_from_fields`, kept for the same base, texts and limit: a rerun checks nothing again."""
+    return space_from_fields(json.loads(base_json), json.loads(texts_json), max_values=max_values)
+
+
+@st.cache_data(max_entries=16, show_spinner="Checking every config of the study…")
+def _preview(spec_json: str, max_points: int, max_seeds: int, max_runs: int, max_expand_s: float,
+             ) -> tuple[int, str | None]:
+    """:func:`study_preview`, kept per study and limits: a rerun of the page does not expand it again."""
+    return study_preview(json.loads(spec_json), StudyLimits(max_points, max_seeds, max_runs, max_expand_s))
+
+
+def _key(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def search_space(base: dict[str, Any], limits: StudyLimits) -> dict[str, list[Any]] | None:
     """The fields to search and one values box per field, each problem said under its box; the space
-    when every box reads, else None."""
+    when every box reads, else None. A box holds at most as many values as a study may have points."""
     paths = searchable_paths(base)
     fields = st.multiselect("fields to search", paths, default=[p for p in (FIRST_FIELD,) if p in paths],
                             key="st_fields", help="From the run-config schema: the trainer's settings and each "
@@ -62,7 +81,7 @@ def search_space(base: dict[str, Any]) -> dict[str, list[Any]] | None:
                                             placeholder=value_hint(path), help=f"{value_hint(path)}. The base "
                                             f"experiment's value: {md_code(value_text(base_value(base, path)))}.")
                 boxes[path] = st.empty()
-    space, problems = space_from_fields(base, texts)
+    space, problems = _checked_fields(_key(base), _key(texts), limits.max_points)
     for path, problem in problems.items():
         with boxes[path].container():
             st.error(md_message(problem), icon=":material/error:")
@@ -85,17 +104,19 @@ def study_options() -> dict[str, Any]:
 
 
 def checked_spec(name: str, base: dict[str, Any], space: dict[str, list[Any]] | None,
-                 options: dict[str, Any]) -> tuple[StudySpec | None, int]:
+                 options: dict[str, Any], limits: StudyLimits) -> tuple[StudySpec | None, int]:
     """The study and how many runs it makes, every generated config validated through the one schema;
-    (None, 0) with the problem shown when it cannot be queued."""
+    (None, 0) with the problem shown when it cannot be queued. Its size is counted within the
+    operator's ``limits`` first, and the expansion is kept per study, so a rerun does not repeat it."""
     if space is None:
         return None, 0
-    try:
-        spec = parse_study_spec({"name": name, "base": base, "space": space, **options})
-        count = len(study_trials(spec))
-    except StudySpaceError as exc:
-        st.error(md_message(exc))
+    data = {"name": name, "base": base, "space": space, **options}
+    count, problem = _preview(_key(data), limits.max_points, limits.max_seeds, limits.max_runs,
+                              limits.max_expand_s)
+    if problem is not None:
+        st.error(md_message(problem))
         return None, 0
+    spec = parse_study_spec(data)
     st.success(f"{_many(count // options['seeds'], 'point')} × {_many(options['seeds'], 'seed')} = "
                f"{_many(count, 'run')}, every config valid.")
     return spec, count
@@ -128,8 +149,9 @@ def define_tab(experiments: list[Experiment]) -> None:
     base_id = c1.selectbox("base experiment", list(by_id), format_func=lambda i: by_id[i].name, key="st_base")
     name = c2.text_input("study name", value=f"{by_id[base_id].name} sweep", key="st_name")
     base = dict(by_id[base_id].config)
-    space = search_space(base)
-    spec, count = checked_spec(name, base, space, study_options())
+    limits = study_limits(context.settings())  # COOPLAB_MAX_STUDY_*
+    space = search_space(base, limits)
+    spec, count = checked_spec(name, base, space, study_options(), limits)
     queue_button(spec, count)
 
 
