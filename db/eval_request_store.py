@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, func, select, text, update
 
 from db.clock import db_now, server_now
 from db.engine import read_session, write_session
-from db.errors import NotFoundError
+from db.errors import NotFoundError, StoreError
 from db.evaluation_records import (
     REQUEST_DONE,
     REQUEST_FAILED,
@@ -35,6 +35,19 @@ from db.store import Store
 
 MAX_ERROR_CHARS = 500
 """A failed request's reason is one line of at most this many characters."""
+ACTIVE = (REQUEST_QUEUED, REQUEST_RUNNING)
+"""The states of a request that waits for or holds a worker."""
+_PG_CREATE_LOCK = 0x636F_6F70_6576_616C  # "coopeval": serialises the count-then-insert of create() on PostgreSQL
+
+
+class EvalRequestLimitError(StoreError, ValueError):
+    """A new request was refused: ``active`` requests (queued or running) already reach ``limit``, of
+    run ``run_id`` or (``run_id`` None) of all runs. The caller names the setting that raises it."""
+
+    def __init__(self, run_id: int | None, active: int, limit: int) -> None:
+        self.run_id, self.active, self.limit = run_id, active, limit
+        whose = f"of run {run_id}" if run_id is not None else "of all runs"
+        super().__init__(f"{active} evaluation requests {whose} are queued or running, the limit of {limit}")
 
 
 def one_line(text: str) -> str:
@@ -58,17 +71,38 @@ class EvalRequestStore:
         self.store = store
         self.engine = store.engine
 
-    def create(self, run_id: int, *, checkpoint: str, options: Mapping[str, Any], queue: str) -> EvalRequest:
-        """A new ``queued`` request to evaluate run ``run_id`` (else :class:`NotFoundError`)."""
+    def create(self, run_id: int, *, checkpoint: str, options: Mapping[str, Any], queue: str,
+               max_active_for_run: int | None = None, max_active: int | None = None) -> EvalRequest:
+        """A new ``queued`` request to evaluate run ``run_id`` (else :class:`NotFoundError`). With
+        ``max_active_for_run`` / ``max_active``, refused (:class:`EvalRequestLimitError`, nothing
+        stored) when that many requests of the run / of all runs are already queued or running; the
+        count and the insert are one transaction that no other create interleaves with (SQLite's write
+        lock, a transaction-scoped advisory lock on PostgreSQL)."""
         with write_session(self.engine) as s:
             if s.get(RunRow, run_id) is None:
                 raise NotFoundError(f"no run with id {run_id}")
+            if max_active_for_run is not None or max_active is not None:
+                self._within_limits(s, run_id, max_active_for_run, max_active)
             row = EvalRequestRow(run_id=run_id, status=REQUEST_QUEUED, checkpoint=str(checkpoint),
                                  options=dict(options), queue=queue, evaluation_ids=[],
                                  created_at=server_now(s))
             s.add(row)
             s.flush()
             return _record(row)
+
+    def _within_limits(self, s: Any, run_id: int, max_active_for_run: int | None, max_active: int | None) -> None:
+        if self.engine.dialect.name == "postgresql":
+            s.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_CREATE_LOCK})
+        active = EvalRequestRow.status.in_(ACTIVE)
+        if max_active_for_run is not None:
+            mine = s.scalar(select(func.count()).select_from(EvalRequestRow)
+                            .where(active, EvalRequestRow.run_id == run_id))
+            if mine >= max_active_for_run:
+                raise EvalRequestLimitError(run_id, mine, max_active_for_run)
+        if max_active is not None:
+            every = s.scalar(select(func.count()).select_from(EvalRequestRow).where(active))
+            if every >= max_active:
+                raise EvalRequestLimitError(None, every, max_active)
 
     def set_task_id(self, request_id: int, task_id: str) -> None:
         """Record the id of the task message sent for the request."""

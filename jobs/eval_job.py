@@ -9,8 +9,10 @@ queue, registered in the workers through :mod:`jobs.tasks`) hands the request id
 2. refreshes the request's heartbeat from a thread while it works, so a reader can tell a job that
    died (:meth:`db.eval_request_store.EvalRequestStore.reap_stale`); the heartbeat is stamped with the
    database server's clock, not this worker's (:mod:`db.clock`);
-3. evaluates with the engine's own code, the same as ``cooplab eval``: the run folder's
-   ``config.yaml`` on this worker's device, the chosen checkpoint, :func:`engine.evaluation.evaluate.evaluate_run`
+3. checks the request's options and size against this worker's resource budget (``COOPLAB_MAX_*``,
+   :func:`jobs.eval_queue.check_budget`, as the queue did), then evaluates with the engine's own
+   code, the same as ``cooplab eval``: the run folder's ``config.yaml`` on this worker's device,
+   the chosen checkpoint, :func:`engine.evaluation.evaluate.evaluate_run`
    or, for a team analysis, :func:`engine.evaluation.team_analysis.analyze_team`. A run trained on
    another machine is evaluated from the shared artifact store: its stored config snapshot and the
    checkpoint downloaded into this machine's cache (:mod:`jobs.artifacts.eval_source`);
@@ -39,7 +41,7 @@ from db.errors import NotFoundError
 from db.eval_request_store import EvalRequestStore
 from db.evaluation_records import REQUEST_DONE, REQUEST_FAILED, REQUEST_QUEUED, REQUEST_RUNNING
 from db.store import Store
-from jobs.eval_queue import EVAL_TASK_NAME, EvalOptions
+from jobs.eval_queue import EVAL_TASK_NAME, EvalOptions, EvalRequestError, check_budget, check_options
 from jobs.settings import Settings, apply_engine_settings, apply_host_memory_setting, get_settings
 
 log = logging.getLogger(__name__)
@@ -99,22 +101,26 @@ def evaluate_request(store: Store, request: Any, settings: Settings | None = Non
     with a message naming the problem when it cannot."""
     from db.evaluation_store import EvaluationStore
     from engine.evaluation.evaluate import evaluate_run
+    from engine.policy.read_paths import ReadArea, reading_within
     from jobs.eval_inputs import analysis_inputs, report_inputs
 
+    settings = settings or get_settings()
     run = store.get_run(request.run_id)
-    stored, chosen = _config_and_checkpoint(store, run, request.checkpoint, settings or get_settings())
+    options = check_options(EvalOptions.from_json(dict(request.options)))
+    check_budget(run.id, dict(run.config), options, settings)  # this worker's COOPLAB_MAX_*, before loading
+    stored, chosen = _config_and_checkpoint(store, run, request.checkpoint, settings)
     # parsed once; only the device is this worker's
     config = stored.model_copy(update={"trainer": stored.trainer.model_copy(update={"device": _device(run.queue)})})
-    options = EvalOptions.from_json(dict(request.options))
     common = {"split": options.split, "items": options.items, "samples": options.samples,
               "greedy": options.greedy, "seed": options.seed}
-    if options.team_analysis:
-        from engine.evaluation.team_analysis import analyze_team
+    with reading_within(ReadArea.of(settings.read_roots)):  # the config's models and dataset: COOPLAB_DATA_ROOTS
+        if options.team_analysis:
+            from engine.evaluation.team_analysis import analyze_team
 
-        analysis = analyze_team(config, chosen, metric=options.metric, **common)
-        inputs = analysis_inputs(run.id, analysis, checkpoint_path=str(chosen))
-    else:
-        inputs = report_inputs(run.id, evaluate_run(config, checkpoint=chosen, **common))
+            analysis = analyze_team(config, chosen, metric=options.metric, **common)
+            inputs = analysis_inputs(run.id, analysis, checkpoint_path=str(chosen))
+        else:
+            inputs = report_inputs(run.id, evaluate_run(config, checkpoint=chosen, **common))
     return [e.id for e in EvaluationStore(store).add_evaluations(inputs)]
 
 
@@ -187,7 +193,7 @@ def _named(exc: BaseException) -> bool:
     from engine.schema.run_config import ConfigError
     from engine.tasks import TaskError
 
-    return isinstance(exc, (EvalError, ConfigError, TaskError, FileNotFoundError, NotFoundError))
+    return isinstance(exc, (EvalError, ConfigError, TaskError, FileNotFoundError, NotFoundError, EvalRequestError))
 
 
 @shared_task(name=EVAL_TASK_NAME, bind=True, acks_late=True, ignore_result=True)

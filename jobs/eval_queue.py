@@ -2,7 +2,10 @@
 --queue`` call.
 
 :func:`queue_evaluation` checks the request (a known run that has checkpoints, a checkpoint it has,
-sane options), stores it as a ``queued`` evaluation request (:mod:`db.eval_request_store`) and sends
+sane options, a size within the operator's resource budget ``COOPLAB_MAX_*`` as a run's is, and room
+under ``COOPLAB_MAX_QUEUED_EVALUATIONS_PER_RUN`` and ``COOPLAB_MAX_QUEUED_EVALUATIONS``: the requests
+of the run, and of all runs, queued or running), stores it as a ``queued`` evaluation request
+(:mod:`db.eval_request_store`) and sends
 the evaluation task (``jobs.run_evaluation``, by name) to the run's own queue, so the run's device
 evaluates it after whatever it is running. A worker then runs :func:`jobs.eval_job.execute_evaluation`:
 the request becomes ``running``, then ``done`` with the evaluation records it stored, or ``failed``
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from db.errors import NotFoundError
-from db.eval_request_store import EvalRequestStore
+from db.eval_request_store import EvalRequestLimitError, EvalRequestStore
 from db.evaluation_records import REQUEST_FAILED, REQUEST_QUEUED, EvalRequest
 from db.store import Store
 from jobs.celery_app import device_queue, get_sender_app
@@ -89,6 +92,39 @@ def check_options(options: EvalOptions) -> EvalOptions:
     return options
 
 
+def budget_problems(run_id: int, run_config: dict[str, Any], options: EvalOptions, settings: Settings) -> list[str]:
+    """The resource budget (``COOPLAB_MAX_*``, :func:`engine.schema.budget.evaluation_problems`) of
+    evaluating run ``run_id``, whose stored config is ``run_config``, as ``options`` ask: one
+    ``field: message`` line per limit exceeded."""
+    from engine.schema.budget import evaluation_problems
+    from engine.schema.run_config import ConfigError, parse_run_config
+    from jobs.preflight import run_budget
+    from jobs.settings import apply_engine_settings
+
+    apply_engine_settings(settings)  # the task module allowlist the stored config is read under
+    try:
+        config = parse_run_config(dict(run_config))
+    except ConfigError as exc:
+        return [f"run {run_id}'s config does not validate here: {first_line(str(exc))}"]
+    return [f"{where}: {message}" for where, message in evaluation_problems(
+        config, run_budget(settings), items=options.items, samples=options.samples, greedy=options.greedy)]
+
+
+def check_budget(run_id: int, run_config: dict[str, Any], options: EvalOptions, settings: Settings) -> None:
+    """:class:`EvalRequestError` naming each limit of :func:`budget_problems` the evaluation exceeds."""
+    problems = budget_problems(run_id, run_config, options, settings)
+    if problems:
+        raise EvalRequestError("\n".join(problems))
+
+
+def _limit_message(exc: EvalRequestLimitError) -> str:
+    if exc.run_id is not None:
+        return (f"run {exc.run_id} already has {exc.active} evaluations queued or running, the limit of {exc.limit} "
+                "per run; wait until one ends, or have the operator raise COOPLAB_MAX_QUEUED_EVALUATIONS_PER_RUN")
+    return (f"{exc.active} evaluations of all runs are queued or running, the limit of {exc.limit}; wait until one "
+            "ends, or have the operator raise COOPLAB_MAX_QUEUED_EVALUATIONS")
+
+
 def check_checkpoint(store: Store, run_id: int, checkpoint: str | int) -> str:
     """The checkpoint choice as stored (``last``, ``best`` or a step) when run ``run_id`` can be
     evaluated at it, else :class:`EvalRequestError` naming the run or the checkpoint."""
@@ -121,8 +157,8 @@ def check_checkpoint(store: Store, run_id: int, checkpoint: str | int) -> str:
 def queue_evaluation(run_id: int, *, checkpoint: str | int = "last", options: EvalOptions | None = None,
                      settings: Settings | None = None, store: Store | None = None) -> EvalRequest:
     """Check, store and send an evaluation of run ``run_id`` at ``checkpoint`` (see the module
-    docstring); returns the ``queued`` request. Raises :class:`EvalRequestError` for a bad request
-    (nothing stored) and :class:`jobs.client.BrokerUnavailable` when the message cannot be sent (the
+    docstring); returns the ``queued`` request. Raises :class:`EvalRequestError` for a bad request, one
+    over the budget or over the count of requests queued or running (nothing stored), and :class:`jobs.client.BrokerUnavailable` when the message cannot be sent (the
     request is then ``failed`` with that reason)."""
     from jobs.client import SEND_RETRY_POLICY, BrokerUnavailable, get_store
 
@@ -131,8 +167,14 @@ def queue_evaluation(run_id: int, *, checkpoint: str | int = "last", options: Ev
     options = check_options(options or EvalOptions())
     which = check_checkpoint(store, run_id, checkpoint)
     run = store.get_run(run_id)
+    check_budget(run_id, dict(run.config), options, settings)
     requests = EvalRequestStore(store)
-    request = requests.create(run_id, checkpoint=which, options=options.to_json(), queue=run.queue)
+    try:
+        request = requests.create(run_id, checkpoint=which, options=options.to_json(), queue=run.queue,
+                                  max_active_for_run=settings.max_queued_evaluations_per_run,
+                                  max_active=settings.max_queued_evaluations)
+    except EvalRequestLimitError as exc:
+        raise EvalRequestError(_limit_message(exc)) from None
     task_id = str(uuid.uuid4())
     requests.set_task_id(request.id, task_id)
     try:

@@ -88,8 +88,8 @@ class Settings(BaseSettings):
         128, ge=1, le=200, description="Characters of a run, tag, agent or system-trainer name (at most 200, the "
         "store's column).")
 
-    # The size of a study (jobs.study_limits), counted before any point is expanded: each refusal names the
-    # count, the limit and the setting.
+    # The size of a study (jobs.study_limits), counted before any point is expanded, and the evaluations that
+    # may wait or run at once (jobs.eval_queue): each refusal names the count, the limit and the setting.
     max_study_points: int = Field(
         1000, ge=1, description="Points of one study: the grid's combinations, or random search's samples.")
     max_study_seeds: int = Field(100, ge=1, description="Seeds per point of one study (a count or a list).")
@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     max_study_expand_s: float = Field(
         60.0, gt=0, description="Seconds a study's expansion (every point's config built and checked) may take "
         "before the study is refused.")
+    max_queued_evaluations_per_run: int = Field(
+        16, ge=1, description="Evaluation requests of one run queued or running at once; one more is refused.")
+    max_queued_evaluations: int = Field(
+        128, ge=1, description="Evaluation requests of all runs queued or running at once; one more is refused.")
 
     @field_validator("api_hosts")
     @classmethod

@@ -268,3 +268,34 @@ def limit_problems(config: Any, limits: RunLimits) -> list[tuple[str, str]]:
     if limits.write_area is not None:
         problems += write_path_problems(config.trainer, limits.write_area)
     return problems
+
+
+def evaluation_problems(config: Any, budget: Budget, *, items: int | None, samples: int | None,
+                        greedy: bool) -> list[tuple[str, str]]:
+    """The size of one evaluation of ``config``'s team (``cooplab eval --queue``, the dashboard's
+    Evaluate): ``items`` of the split (None: the whole split, whose size is the task's) with
+    ``samples`` joint answers each (None: the config's ``eval_samples_per_item``; one when
+    ``greedy``). The answers per item against ``max_samples_per_node``, the items against
+    ``max_eval_samples`` and ``items x samples x N x num_turns x max_new_tokens`` against
+    ``max_tokens_per_step`` (per item of the split when ``items`` is None)."""
+    t, n, tokens = config.trainer, _trained_agents(config), _max_new_tokens(config)
+    given = 1 if greedy else samples if samples is not None else t.eval_samples_per_item
+    where = "--samples" if samples is not None or greedy else "trainer.eval_samples_per_item"
+    problems = []
+    if given > budget.max_samples_per_node:
+        fix = "lower --samples or evaluate --greedy" if where == "--samples" else "give a smaller --samples"
+        problems.append((where, _over("asks for", given, "samples per item", "max_samples_per_node",
+                                      budget.max_samples_per_node, fix)))
+    if items is not None and items > budget.max_eval_samples:
+        problems.append(("--items", _over("asks for", items, "evaluation items", "max_eval_samples",
+                                          budget.max_eval_samples, "lower --items")))
+    if problems:
+        return problems
+    sampled = (items or 1) * given * n * t.num_turns * tokens
+    if sampled > budget.max_tokens_per_step:
+        shape = f"{items:,} items" if items is not None else "each item of the split"
+        problems.append(("--items" if items is not None else where, _over(
+            f"an evaluation samples up to ({shape} x {given:,} samples x {n} agents x {t.num_turns:,} turn(s) x "
+            f"{tokens:,} max_new_tokens) =", sampled, "tokens", "max_tokens_per_step", budget.max_tokens_per_step,
+            "lower --items or --samples")))
+    return problems
