@@ -94,15 +94,31 @@ def best_point(results: Sequence[PointResult], key: str, *, use: str = "final") 
     return max(scored, key=lambda item: item[0])[1] if scored else None
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP's list for CSV injection)."""
+
+
+def spreadsheet_cell(value: Any) -> Any:
+    """``value`` for a CSV cell a spreadsheet will open: a number (or None) as it is, any other value as
+    text, with a leading ``'`` when it starts like a formula (``=HYPERLINK(...)``, ``@SUM(...)``,
+    ``-2+3``), so the spreadsheet shows the characters instead of evaluating them."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def results_csv(results: Sequence[PointResult], keys: Sequence[str], held_out_keys: Sequence[str] = ()) -> str:
-    """The :func:`results_rows` table as CSV text (empty cells where there is no value)."""
+    """The :func:`results_rows` table as CSV text (empty cells where there is no value). Searched paths,
+    their values and metric keys are user text: each header and cell goes through
+    :func:`spreadsheet_cell`; lines end in CRLF (RFC 4180), so a cell holding a lone CR is quoted."""
     rows = results_rows(results, keys, held_out_keys)
     if not rows:
         return ""
     columns = list(dict.fromkeys(c for row in rows for c in row))
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow([spreadsheet_cell(c) for c in columns])
     for row in rows:
-        writer.writerow({c: "" if row.get(c) is None else row.get(c) for c in columns})
+        writer.writerow(["" if row.get(c) is None else spreadsheet_cell(row.get(c)) for c in columns])
     return out.getvalue()
