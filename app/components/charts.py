@@ -44,7 +44,7 @@ def _layout(figure: go.Figure, curves_x: str, title: str, subtitle: str, height:
         margin={"l": 40, "r": 10, "t": 40, "b": 30},
         xaxis_title=X_TITLES.get(curves_x, curves_x),
         legend={"orientation": "h", "y": -0.2},
-        uirevision=title,  # keep the user's zoom across live refreshes
+        uirevision=plotly_text(title),  # keep the user's zoom across live refreshes
     )
 
 

@@ -80,7 +80,7 @@ def bar_figure(means: Sequence[tuple[str, float | None]], *, title: str, height:
                                 showlegend=False))
     figure.update_layout(title={"text": plotly_text(title), "font": {"size": 13}}, height=height,
                          margin={"l": 40, "r": 10, "t": 40, "b": 30}, yaxis_title="mean credit",
-                         uirevision=title)
+                         uirevision=plotly_text(title))
     figure.update_yaxes(zeroline=True, zerolinecolor="#888888", zerolinewidth=1)
     return figure
 

@@ -4,6 +4,8 @@ result scatter, CSV, promote the best point, and its seeds' transcripts."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -78,11 +80,19 @@ def _label(result: PointResult) -> str:
     return point_label(result.point, result.params)
 
 
+def setting_value(value: Any) -> Any:
+    """A searched setting's value as a point's x: a number as it is, anything else (text, a list, a
+    mapping) as text Plotly shows literally (it draws tags in category labels and hover text)."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value
+    return plotly_text(value)
+
+
 def scatter_figure(results: list[PointResult], path: str, key: str) -> go.Figure:
     """One marker per point: the setting at ``path`` against the mean final ``key``, ± one std."""
     kept = [r for r in results if key in r.final and r.final[key].mean is not None]
     figure = go.Figure(go.Scatter(
-        x=[r.params.get(path) for r in kept], y=[r.final[key].mean for r in kept], mode="markers",
+        x=[setting_value(r.params.get(path)) for r in kept], y=[r.final[key].mean for r in kept], mode="markers",
         marker={"color": PALETTE[0], "size": 10}, text=[plotly_text(_label(r)) for r in kept],
         name=plotly_text(f"{key} final"),
         error_y={"type": "data", "array": [r.final[key].std or 0.0 for r in kept], "visible": True}))
