@@ -104,6 +104,25 @@ def fingerprint(stored: str) -> str:
     return hashlib.sha256(stored.strip().encode()).hexdigest()[:16]
 
 
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_bucket(client: str) -> str:
+    """The client a sign-in attempt from ``client`` counts against: an IPv4 address as it is, an IPv6
+    address as its /64 (one home or host is handed a whole /64, so rotating addresses inside it buys no
+    guesses), an IPv4-mapped IPv6 address as the IPv4 address; anything else (``forwarded``,
+    ``local``) as it is."""
+    try:
+        address = ipaddress.ip_address(client.strip().strip("[]"))
+    except ValueError:
+        return client
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, IPV6_CLIENT_PREFIX), strict=False))
+    return str(address)
+
+
 @dataclass
 class _Bucket:
     """Failed sign-ins counted against one key: consecutive failures, the last one, attempts in flight."""
@@ -132,7 +151,8 @@ class SigninLimiter:
     - **Atomic.** :meth:`begin` checks the limits and counts the attempt as in flight under one lock,
       before the password is checked; :meth:`finish` records how it went. So parallel attempts can
       never check more passwords than the limit allows.
-    - **Per client** (its address; ``X-Forwarded-For`` only from a trusted proxy): ``max_failures``
+    - **Per client** (its address, an IPv6 one by its /64: :func:`client_bucket`; ``X-Forwarded-For``
+      only from a trusted proxy): ``max_failures``
       consecutive failures are free, then each further attempt waits ``window_s``, then twice that,
       and so on up to ``max_backoff_s``, one at a time. A success clears the client; a client silent
       for ``forget_s`` starts afresh.
@@ -177,9 +197,10 @@ class SigninLimiter:
         """The buckets an attempt from ``client`` with ``browser`` is counted in (call under the lock)."""
         if browser is not None and browser in self._known:
             return (f"browser:{browser}",)
-        bucket = self._buckets.get(f"client:{client}")
+        key = f"client:{client_bucket(client)}"
+        bucket = self._buckets.get(key)
         first_try = bucket is None or (bucket.failures == 0 and bucket.in_flight == 0)
-        return (f"client:{client}",) if first_try else (f"client:{client}", ACCOUNT)
+        return (key,) if first_try else (key, ACCOUNT)
 
     def begin(self, client: str, browser: str | None = None) -> Ticket | float:
         """Let an attempt through (a :class:`Ticket`, now counted as in flight) or say how many seconds to wait."""

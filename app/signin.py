@@ -2,8 +2,9 @@
 
 ``app/main.py`` asks :func:`current` before drawing anything. The decision comes from the address the
 Streamlit server really listens on (``server.address``), so ``streamlit run`` with any
-``--server.address`` is covered as well as ``cooplab ui``. A signed-in session is remembered in
-``st.session_state`` (tied to the configured hash: changing the password signs everyone out).
+``--server.address`` is covered as well as ``cooplab ui``. A signed-in session holds a token in
+``st.session_state`` that the server keeps per browser (``app/signins.py``): signing out in one tab
+signs out every tab of that browser, and changing the password signs everyone out.
 
 A session whose websocket came with a ``Host`` the dashboard does not answer to (or a foreign
 ``Origin``) sees only why: the server's guard (``app/guard.py``) refuses those already, and this
@@ -32,6 +33,7 @@ from app.access import (
     verify_password,
 )
 from app.components import downloads
+from app.signins import SIGN_INS
 from jobs.settings import get_settings
 
 SESSION_KEY = "cooplab_signed_in"
@@ -88,7 +90,7 @@ def granted(access: Access) -> bool:
         return True
     if access.problem or not access.stored:
         return False
-    return st.session_state.get(SESSION_KEY) == fingerprint(access.stored)
+    return SIGN_INS.valid(st.session_state.get(SESSION_KEY), fingerprint(access.stored))
 
 
 @st.cache_resource(show_spinner=False)
@@ -161,7 +163,7 @@ def try_password(access: Access, password: str, client: str, browser: str | None
 def _attempt(access: Access, password: str) -> None:
     outcome = try_password(access, password, client_key(), browser_key())
     if outcome == SIGNED_IN and access.stored:
-        st.session_state[SESSION_KEY] = fingerprint(access.stored)
+        st.session_state[SESSION_KEY] = SIGN_INS.sign_in(fingerprint(access.stored), browser_key())
         st.rerun()
     if isinstance(outcome, float):
         st.error(f"Too many failed attempts: try again in {math.ceil(outcome)} s.")
@@ -170,9 +172,10 @@ def _attempt(access: Access, password: str) -> None:
 
 
 def sign_out_button(access: Access) -> None:
-    """A Sign out button in the sidebar, when this server requires sign-in. Signing out also revokes
-    every download link this session was given."""
+    """A Sign out button in the sidebar, when this server requires sign-in. Signing out ends the sign-in
+    of every tab of this browser (:meth:`app.signins.SignIns.sign_out`) and revokes every download link
+    this session was given (the other tabs' links need a signed-in browser at the guard)."""
     if access.required and st.sidebar.button("Sign out", icon=":material/logout:", key="sign_out"):
-        st.session_state.pop(SESSION_KEY, None)
+        SIGN_INS.sign_out(st.session_state.pop(SESSION_KEY, None))
         downloads.revoke_session()
         st.rerun()

@@ -149,3 +149,29 @@ def test_a_browser_that_signed_in_before_is_limited_by_its_own_failures_only() -
         _fail(limiter, "10.0.0.5", known)
     assert limiter.wait_s("10.0.0.5", known) == 60  # its own failures do count
     assert ACCOUNT not in limiter.keys_for("10.0.0.5", known)
+
+
+@pytest.mark.parametrize(("client", "bucket"), [
+    ("203.0.113.9", "203.0.113.9"),  # IPv4: per address
+    ("2001:db8:0:1::7", "2001:db8:0:1::/64"),
+    ("2001:DB8:0:1:ffff:ffff:ffff:fffe", "2001:db8:0:1::/64"),  # any address of the same /64
+    ("::ffff:203.0.113.9", "203.0.113.9"),  # IPv4-mapped IPv6 is the IPv4 address
+    ("[2001:db8::1]", "2001:db8::/64"),
+    ("forwarded", "forwarded"),
+    ("local", "local"),
+])
+def test_clients_are_counted_per_ipv4_address_and_per_ipv6_64(client: str, bucket: str) -> None:
+    assert access.client_bucket(client) == bucket
+
+
+def test_2000_addresses_of_one_ipv6_64_get_the_free_failures_of_one_client() -> None:
+    limiter = SigninLimiter(max_failures=5, window_s=60, clock=lambda: 0.0)
+    checked = 0
+    for host in range(1, 2001):  # one /64 holds 2**64 addresses: rotating them must not buy guesses
+        ticket = limiter.begin(f"2001:db8:0:1::{host:x}")
+        if isinstance(ticket, Ticket):
+            limiter.finish(ticket, False)
+            checked += 1
+    assert checked == 5
+    assert limiter.wait_s("2001:db8:0:1::ffff") == 60 and limiter.wait_s("::ffff:198.51.100.1") == 0
+    assert isinstance(limiter.begin("2001:db8:0:2::1"), Ticket)  # the next /64 is another client

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import signin
 from app.access import hash_password
+from app.signins import SIGN_INS
 
 PASSWORD = "correct horse battery staple"
 STORED = hash_password(PASSWORD, n=2**10)  # cheap parameters keep the tests fast; the format is the same
@@ -18,6 +19,7 @@ STORED = hash_password(PASSWORD, n=2**10)  # cheap parameters keep the tests fas
 @pytest.fixture(autouse=True)
 def fresh_limiter() -> None:
     signin.limiter.clear()
+    SIGN_INS.clear()
 
 
 @pytest.fixture
@@ -112,3 +114,36 @@ def test_on_this_machine_only_no_signin_is_asked(address, server_address, app, s
     at = app()
     assert at.title[0].value == "Experiments"
     assert "sign_out" not in [b.key for b in at.sidebar.button]
+
+
+def _tab(app, monkeypatch, browser: str | None):
+    """A new tab (session) of the browser with this ``cooplab_browser`` cookie (None: without one)."""
+    monkeypatch.setattr(signin, "browser_key", lambda: browser)
+    return app()
+
+
+def _as(monkeypatch, browser: str | None):
+    monkeypatch.setattr(signin, "browser_key", lambda: browser)
+
+
+def test_signing_out_in_one_tab_signs_out_the_browsers_other_tabs(wide, app, store, monkeypatch) -> None:
+    mine, theirs = "m" * 43, "t" * 43
+    first = _sign_in(_tab(app, monkeypatch, mine), PASSWORD)
+    second = _sign_in(_tab(app, monkeypatch, mine), PASSWORD)
+    other_browser = _sign_in(_tab(app, monkeypatch, theirs), PASSWORD)
+    for at in (first, second, other_browser):
+        assert at.title[0].value == "Experiments"
+    _as(monkeypatch, mine)
+    first.sidebar.button(key="sign_out").click().run()
+    _only_the_form(first)
+    _only_the_form(second.run())  # the other tab of the same browser is signed out too
+    _as(monkeypatch, theirs)
+    assert other_browser.run().title[0].value == "Experiments"  # another browser is not
+
+
+def test_a_session_without_the_browser_cookie_signs_out_alone(wide, app, store, monkeypatch) -> None:
+    first = _sign_in(_tab(app, monkeypatch, None), PASSWORD)
+    second = _sign_in(_tab(app, monkeypatch, None), PASSWORD)
+    first.sidebar.button(key="sign_out").click().run()
+    _only_the_form(first)
+    assert second.run().title[0].value == "Experiments"
