@@ -8,8 +8,12 @@ For every HTTP request and websocket (rules in ``app/hosts.py``):
 - ``x-cooplab-client`` is set to the address sign-in attempts count against (a client's own header of
   that name is dropped), so the sign-in page reads it from the websocket's headers;
 - a browser without the ``cooplab_browser`` cookie gets one (random, HttpOnly, SameSite=Strict): it
-  ties download links to the browser that was shown them and lets a browser that signed in before
-  skip the limits other clients' failures set (``app/access.py``).
+  ties download links to the browser that was shown them, lets a browser that signed in before
+  skip the limits other clients' failures set (``app/access.py``), and is what a sign-in is kept
+  under (``app/signins.py``);
+- every HTTP response forbids framing, a page load into a frame is refused, the Streamlit endpoints
+  beyond the sign-in form answer signed-in browsers only (when sign-in is required), and cookies
+  get ``Secure`` over https (the rules are in ``app/guard_rules.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import secrets
 import socket
 from typing import Any
 
+from app import guard_rules
+from app.access import fingerprint, hash_problem, signin_required
 from app.hosts import (
     BROWSER_COOKIE,
     CLIENT_HEADER,
@@ -29,6 +35,7 @@ from app.hosts import (
     refusal,
     same_address_list,
 )
+from app.signins import SIGN_INS
 
 # what uvicorn believes X-Forwarded-For from when FORWARDED_ALLOW_IPS is not set
 UVICORN_DEFAULT_FORWARDED_ALLOW_IPS = "127.0.0.1,::1"
@@ -60,9 +67,21 @@ class Rules:
             extra = parse_allowed_hosts(settings.ui_allowed_hosts)
         except ValueError as exc:
             extra, self.problem = (), f"This dashboard refuses every request: {exc}."
-        self.names = allowed_names(str(config.get_option("server.address") or ""), extra, (socket.gethostname(),))
+        address = str(config.get_option("server.address") or "")
+        self.names = allowed_names(address, extra, (socket.gethostname(),))
         uvicorn_trusts = os.environ.get("FORWARDED_ALLOW_IPS", UVICORN_DEFAULT_FORWARDED_ALLOW_IPS)
         self.server_trusts_configured_proxies = same_address_list(uvicorn_trusts, settings.ui_trusted_proxies)
+        self.signin_required = signin_required(address)
+        self.tls = bool(config.get_option("server.sslCertFile"))
+        self.base_url = str(config.get_option("server.baseUrlPath") or "")
+
+
+def _signed_in(browser: str | None) -> bool:
+    """Whether ``browser`` (its cookie) is signed in under the password hash configured now."""
+    from jobs.settings import get_settings
+
+    stored = get_settings().ui_password_hash
+    return bool(stored) and hash_problem(stored) is None and SIGN_INS.browser_signed_in(browser, fingerprint(stored))
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
@@ -81,7 +100,8 @@ def _cookie(raw: bytes | None, name: str) -> str | None:
 
 
 class HostGuard:
-    """ASGI middleware: the Host/Origin check, the client header and the browser cookie."""
+    """ASGI middleware: the Host/Origin check, the client header, the browser cookie, the framing
+    headers, the endpoints for signed-in browsers and Secure cookies."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -98,9 +118,8 @@ class HostGuard:
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
-        host = headers[b"host"].decode("latin-1") if b"host" in headers else None
-        origin = headers[b"origin"].decode("latin-1") if b"origin" in headers else None
-        problem = self.rules.problem or refusal(host, origin, self.rules.names)
+        browser = browser_id(_cookie(headers.get(b"cookie"), BROWSER_COOKIE))
+        problem = self._problem(scope, headers, browser)
         if problem is not None:
             await self._refuse(scope, receive, send, problem)
             return
@@ -111,19 +130,39 @@ class HostGuard:
         scope = dict(scope)
         scope["headers"] = [(k, v) for k, v in scope.get("headers", []) if k.lower() != CLIENT_HEADER.encode()]
         scope["headers"].append((CLIENT_HEADER.encode(), identity.encode("latin-1", "replace")))
-        if scope["type"] == "websocket" or browser_id(_cookie(headers.get(b"cookie"), BROWSER_COOKIE)):
+        if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
-        cookie = (f"{BROWSER_COOKIE}={secrets.token_urlsafe(32)}; Path=/; HttpOnly; SameSite=Strict"
-                  ).encode("latin-1")
+        secure = guard_rules.secure_request(scope.get("scheme"), self.rules.tls,
+                                            self.rules.server_trusts_configured_proxies)
+        added = [] if browser else [(b"set-cookie", (f"{BROWSER_COOKIE}={secrets.token_urlsafe(32)}; Path=/; "
+                                                     "HttpOnly; SameSite=Strict").encode("latin-1"))]
 
-        async def send_with_cookie(message: dict[str, Any]) -> None:
+        async def send_guarded(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
-                message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie)]
+                headers = guard_rules.with_framing_headers([*message.get("headers", []), *added])
+                if secure:
+                    headers = [(k, guard_rules.secure_cookie(v) if k.lower() == b"set-cookie" else v)
+                               for k, v in headers]
+                message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, send_with_cookie)
+        await self.app(scope, receive, send_guarded)
+
+    def _problem(self, scope: dict[str, Any], headers: dict[bytes, bytes], browser: str | None) -> str | None:
+        """Why this request is refused (the response's text), or None when it may go on."""
+        host = headers[b"host"].decode("latin-1") if b"host" in headers else None
+        origin = headers[b"origin"].decode("latin-1") if b"origin" in headers else None
+        problem = self.rules.problem or refusal(host, origin, self.rules.names)
+        if problem is not None:
+            return problem
+        if scope["type"] == "http" and guard_rules.framed(headers.get(b"sec-fetch-dest", b"").decode("latin-1")):
+            return guard_rules.FRAMED_REFUSAL
+        if (self.rules.signin_required and guard_rules.needs_signin(scope.get("path", "/"), self.rules.base_url)
+                and not _signed_in(browser)):
+            return guard_rules.SIGNIN_REFUSAL
+        return None
 
     @staticmethod
     async def _refuse(scope: dict[str, Any], receive: Any, send: Any, problem: str) -> None:
@@ -132,7 +171,7 @@ class HostGuard:
             return
         body = (problem + "\n").encode()
         await send({"type": "http.response.start", "status": 403,
-                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]})
+                    "headers": guard_rules.with_framing_headers([
+                        (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+                        (b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")])})
         await send({"type": "http.response.body", "body": body})

@@ -7,7 +7,9 @@ downloads in quick succession both arrive. ``streamlit run app/main.py`` still w
 Streamlit's download buttons instead.
 
 Every request and websocket first passes :class:`app.guard.HostGuard`: a ``Host`` the dashboard does not
-answer to (DNS rebinding) or a foreign ``Origin`` is refused with 403, on loopback too.
+answer to (DNS rebinding) or a foreign ``Origin`` is refused with 403, on loopback too. User middleware
+wraps all of ``st.App`` (its routes and the static mount of the frontend), so every HTTP response gets the
+guard's framing headers, and Streamlit's endpoints beyond the sign-in form answer signed-in browsers only.
 """
 
 from __future__ import annotations

@@ -1,18 +1,21 @@
 """The dashboard's host check on a really started server (``cooplab ui`` on 127.0.0.1): a DNS-rebinding
 page (``Host: evil.test:PORT``, ``Origin: http://evil.test:PORT``) gets neither the websocket nor any
 HTTP route, while 127.0.0.1 and localhost work. Also the browser cookie the downloads and the sign-in
-limiter rely on, and the download route refusing a link without that cookie."""
+limiter rely on, the download route refusing a link without that cookie, and the framing headers on
+every kind of response Streamlit gives."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +94,30 @@ def test_a_rebinding_http_request_is_refused(dashboard: int) -> None:
 def test_a_download_link_without_the_browser_cookie_is_refused(dashboard: int) -> None:
     status, body, _ = _get(dashboard, "/api/download/not-a-token/run1.log", {"Host": f"127.0.0.1:{dashboard}"})
     assert status == 404 and "reload the dashboard page" in body
+
+
+def _headers_of(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Host": f"127.0.0.1:{port}",
+                                                                                 **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return response.status, response.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers
+
+
+def test_every_kind_of_response_forbids_framing(dashboard: int) -> None:
+    """Through Streamlit's whole stack: the page, a bundled script from its static mount, its own
+    endpoints, a 404 from its media route, and a page load into a frame (refused)."""
+    status, page = _get(dashboard, "/", {"Host": f"127.0.0.1:{dashboard}"})[:2]
+    script = re.search(r'src="\.?(/?static/js/[^"]+\.js)"', page)
+    assert status == 200 and script, page[:500]
+    paths = ["/", "/" + script[1].lstrip("/"), "/_stcore/health", "/_stcore/host-config", "/_stcore/metrics",
+             "/media/missing.png"]
+    answers = {path: _headers_of(dashboard, path) for path in paths}
+    assert [answers[p][0] for p in paths] == [200, 200, 200, 200, 200, 404]
+    framed = _headers_of(dashboard, "/", {"Sec-Fetch-Dest": "iframe", "Sec-Fetch-Site": "cross-site"})
+    assert framed[0] == 403
+    for _status, headers in [*answers.values(), framed]:
+        assert headers.get_all("x-frame-options") == ["DENY"], headers
+        assert "frame-ancestors 'none'" in headers.get("content-security-policy", ""), headers

@@ -88,10 +88,10 @@ def test_a_download_link_is_bound_to_the_browser_and_revoked_at_sign_out(dashboa
 
     fetched = page.request.get(href)  # the browser's own cookies go with it
     assert fetched.status == 200 and fetched.text().startswith("key,step,env_step,value,wall_time\n")
-    assert _curl(href) == 404  # the same link without the browser's cookie
+    assert _curl(href) == 403  # the same link without the browser's cookie: the guard wants a signed-in browser
 
     page.get_by_test_id("stSidebar").get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", name="Sign in to CoopLab")).to_be_visible()
     after = page.request.get(href)
-    assert after.status == 404 and "not valid" in after.text()  # revoked, even for the same browser
+    assert after.status == 403 and "Sign in" in after.text()  # signed out, even for the same browser
     page.screenshot(path=str(artifacts / "2-signed-out.png"), full_page=True)
