@@ -19,7 +19,7 @@ import os
 import shutil
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from jobs.artifacts.backend import ObjectInfo
@@ -84,10 +84,8 @@ class FolderBackend:
                     if not create:
                         yield None
                         return
-                    try:
+                    with suppress(FileExistsError):
                         os.mkdir(name, dir_fd=fd)
-                    except FileExistsError:
-                        pass
                     try:
                         nxt = os.open(name, self._dir_flags, dir_fd=fd)
                     except OSError as exc:
@@ -165,10 +163,8 @@ class FolderBackend:
         """Write ``name`` in the open ``folder`` through a new temporary file renamed over it (a link
         in its place is replaced, never followed)."""
         tmp = f".tmp-{name}-{os.getpid()}"
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=folder)
-        except FileNotFoundError:
-            pass
         try:
             with os.fdopen(os.open(tmp, _NEW, 0o666, dir_fd=folder), "wb") as out:
                 fill(out)
@@ -176,10 +172,8 @@ class FolderBackend:
                 os.fsync(out.fileno())
             os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
         finally:
-            try:
+            with suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=folder)
-            except FileNotFoundError:
-                pass
 
     def get_bytes(self, key: str) -> bytes | None:
         with self._open(key) as fd:
@@ -243,10 +237,8 @@ class FolderBackend:
             parts = self._parts(key)
             with self._folder(parts[:-1]) as folder:
                 if folder is not None:
-                    try:
-                        os.unlink(parts[-1], dir_fd=folder)  # a link is removed itself, never followed
-                    except FileNotFoundError:
-                        pass
+                    with suppress(FileNotFoundError):  # a link is removed itself, never followed
+                        os.unlink(parts[-1], dir_fd=folder)
         for key in keys:  # drop the folders left empty, up to the root
             parts = self._parts(key)
             for depth in range(len(parts) - 1, 0, -1):
