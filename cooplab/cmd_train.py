@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
         sink = MultiSink(ConsoleSink(), JsonlSink(out))
         try:
             result = run_training(run_config, output_dir=out, sink=sink, resume_from=resume,
-                                  write_roots=[settings.data_dir])  # besides the output folder
+                                  write_roots=[settings.data_dir],  # besides the output folder
+                                  read_roots=settings.read_roots)  # COOPLAB_DATA_ROOTS and the defaults
         except (ConfigError, TaskError) as exc:
             typer.echo(f"invalid run config {config}:\n{exc}", err=True)
             raise typer.Exit(EXIT_CONFIG_ERROR) from None

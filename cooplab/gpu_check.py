@@ -364,6 +364,13 @@ def vllm_python_or_skip(setting: str) -> Any:
         return None
 
 
+def _operator_vllm_python() -> str:
+    """``COOPLAB_VLLM_PYTHON``: the python the workers start vLLM with."""
+    from jobs.settings import get_settings
+
+    return get_settings().vllm_python
+
+
 def _print(check: Check) -> None:
     numbers = ", ".join(f"{k} {v:.3g}" for k, v in check.numbers.items())
     print(f"[{'PASS' if check.ok else 'FAIL'}] {check.name}: {check.detail} ({numbers})", flush=True)
@@ -376,8 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=32, help="completion length of every check")
     parser.add_argument("--require-gpu", action="store_true", help=f"exit {EXIT_NO_GPU} when there is no GPU")
     parser.add_argument("--json", action="store_true", help="also print every result as one JSON line")
-    parser.add_argument("--vllm-python", default=".venv-vllm/bin/python",
-                        help="the vLLM venv's python (scripts/install_vllm.sh) for the vllm check; skipped without it")
+    parser.add_argument("--vllm-python", default=None,
+                        help="the vLLM venv's python (scripts/install_vllm.sh) for the vllm check (default: the "
+                             "operator setting COOPLAB_VLLM_PYTHON); skipped without it")
     args = parser.parse_args(argv)
     if args.device.startswith("cuda"):
         message = no_gpu_message()
@@ -388,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"gpu check on {torch.cuda.get_device_name(args.device)} (torch {torch.__version__}, "
               f"CUDA {torch.version.cuda}), shape {args.shape}", flush=True)
-    vllm_python = vllm_python_or_skip(args.vllm_python)
+    vllm_python = vllm_python_or_skip(args.vllm_python or _operator_vllm_python())
     results = run_checks(args.device, args.shape, args.new_tokens, report=_print, vllm_python=vllm_python)
     if args.json:
         print(json.dumps([asdict(r) for r in results]))

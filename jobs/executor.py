@@ -362,11 +362,12 @@ def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink) -> str:
 
 def _engine_training(settings: Settings) -> TrainFn:
     """``engine.build.run.run_training`` for this job: the engine keeps freed memory as the settings say,
-    and the run may write into its own folder and the data directory."""
+    the run may write into its own folder and the data directory, and read only inside the operator's
+    read roots (``COOPLAB_DATA_ROOTS``, :mod:`engine.policy.read_paths`)."""
     from engine.build.run import run_training
 
     apply_host_memory_setting(settings)
-    return functools.partial(run_training, write_roots=(settings.data_dir,))
+    return functools.partial(run_training, write_roots=(settings.data_dir,), read_roots=settings.read_roots)
 
 
 def _resume_from(ctx: JobContext) -> str | None:

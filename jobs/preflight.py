@@ -7,9 +7,10 @@ checks (:mod:`engine.schema.preflight`: model sources, ``max_new_tokens`` agains
 task parameters), looking for hub models in this machine's Hugging Face cache unless
 ``COOPLAB_REQUIRE_CACHED_MODELS=false``, and the operator's resource budget (``COOPLAB_MAX_*``,
 :mod:`engine.schema.budget`) and write area (a folder the config names must lie in the run's folder or the
-data directory, :mod:`engine.policy.write_paths`), and what only the operator allows
-(``COOPLAB_API_HOSTS``, ``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.policy.run_permissions`). Torch-free and
-Celery-free.
+data directory, :mod:`engine.policy.write_paths`) and read roots (a file or folder it names for reading
+must lie in the data directory, the bundled data, the Hugging Face cache or ``COOPLAB_DATA_ROOTS``,
+:mod:`engine.policy.read_paths`), and what only the operator allows (``COOPLAB_API_HOSTS``,
+``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.policy.run_permissions`). Torch-free and Celery-free.
 
 Whether a CUDA device exists is known here only when the run's queue is: a job on a ``cuda:N`` queue
 sees that one GPU as ``cuda:0`` (the worker pins it), a job on ``cpu`` sees none. Without a queue
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.policy.outbound import parse_api_hosts
+from engine.policy.read_paths import ReadArea
 from engine.policy.write_paths import WriteArea
 from engine.schema.budget import Budget, RunLimits
 from engine.schema.preflight import Problem, preflight_problems
@@ -54,7 +56,8 @@ def run_config_problems(config: RunConfig, *, settings: Settings | None = None,
     apply_engine_settings(settings)
     return preflight_problems(config, hub_cache_dirs=settings.preflight_hub_cache_dirs(),
                               limits=run_limits(settings, device), api_hosts=parse_api_hosts(settings.api_hosts),
-                              allow_remote_code=settings.allow_remote_code)
+                              allow_remote_code=settings.allow_remote_code,
+                              read_area=ReadArea.of(settings.read_roots))
 
 
 def check_run_config(config: RunConfig | Mapping[str, Any], *, settings: Settings | None = None,

@@ -3,7 +3,7 @@
 Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
 value, so tests and the CLI can change the environment before use. The engine reads no environment
 variables: :func:`apply_engine_settings` hands it what it needs (the task module allowlist, the UNSAFE
-sandbox switch, the API hosts each key may go to, the remote-code permission),
+sandbox switch, the API hosts each key may go to, the remote-code permission, the vLLM venv's python),
 :func:`apply_host_memory_setting` whether a team training on the CPU keeps the memory it frees, and
 :meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the Hugging Face cache is.
 """
@@ -56,8 +56,17 @@ class Settings(BaseSettings):
         "COOPLAB_API_KEY_OPENAI=api.openai.com,COOPLAB_API_KEY_LAB=llm.lab.internal:8000.")
     allow_remote_code: bool = Field(
         False, description="Let run configs ask for code that comes with a model (model_kwargs trust_remote_code, "
-        "hub kernels): its Python then runs in the trainer. Off by default: such configs are refused, and a "
-        "folder's auto_map never runs.")
+        "hub kernels, attention other than eager/sdpa/flex_attention): its Python then runs in the trainer. Off "
+        "by default: such configs are refused, and a folder's auto_map never runs.")
+    vllm_python: str = Field(
+        ".venv-vllm/bin/python", min_length=1, description="The python of the vLLM venv (scripts/install_vllm.sh) "
+        "that rollout_backend: vllm starts its engines with, as the worker's user (relative: to the working "
+        "folder, then the project root). An operator setting only: a run config may not name an interpreter.")
+    data_roots: str = Field(
+        "", description="Folders run configs may read files from besides the data directory, the project's "
+        "bundled data and the Hugging Face hub cache (comma-separated absolute paths): a task's dataset file, "
+        "a model or tokenizer folder, a comparator checkpoint. A path elsewhere (symlinks and .. resolved) is "
+        "refused before the run is stored and again when it is loaded.")
     worker_preload: bool = Field(
         True, description="A worker imports torch, transformers and the trainer once, before it forks job "
         "processes, so each run starts with them loaded instead of importing them (seconds of CPU per run). The "
@@ -115,6 +124,25 @@ class Settings(BaseSettings):
         from engine.policy.task_modules import normalise_modules  # torch-free
 
         return ",".join(normalise_modules(value))
+
+    @field_validator("data_roots")
+    @classmethod
+    def _absolute_roots(cls, value: str) -> str:
+        roots = [part.strip() for part in value.split(",") if part.strip()]
+        relative = [root for root in roots if not Path(root).expanduser().is_absolute()]
+        if relative:
+            raise ValueError(f"COOPLAB_DATA_ROOTS: {relative[0]!r} is not an absolute path; list absolute folders, "
+                             f"comma-separated, e.g. /srv/datasets,/mnt/models")
+        return ",".join(roots)
+
+    @property
+    def read_roots(self) -> list[Path]:
+        """Where a run config may read files (:mod:`engine.policy.read_paths`): the data directory, the
+        project's bundled data, the Hugging Face hub cache and ``COOPLAB_DATA_ROOTS``."""
+        from engine.policy.read_paths import BUNDLED_DATA  # torch-free
+
+        listed = [Path(root).expanduser() for root in self.data_roots.split(",") if root]
+        return [self.data_dir, BUNDLED_DATA, *hf_hub_cache_dirs(), *listed]
 
     @property
     def task_module_list(self) -> tuple[str, ...]:
@@ -261,16 +289,19 @@ def hf_hub_cache_dirs(env: HubCacheEnv | None = None) -> list[Path]:
 
 def apply_engine_settings(settings: Settings) -> None:
     """Hand the engine this process's operator settings: the task module allowlist, whether the code
-    sandbox may run without OS isolation (UNSAFE), the API hosts and whether models may bring code."""
+    sandbox may run without OS isolation (UNSAFE), the API hosts, whether models may bring code and the
+    vLLM venv's python."""
     from engine.policy.outbound import set_api_hosts  # torch-free
     from engine.policy.remote_code import allow_remote_code  # torch-free
     from engine.policy.task_modules import set_allowed_task_modules  # torch-free
+    from engine.sampling.vllm_python import set_vllm_python  # torch-free
     from engine.sandbox.boundary import allow_unisolated_sandbox  # torch-free
 
     set_allowed_task_modules(settings.task_module_list)
     allow_unisolated_sandbox(settings.unsafe_sandbox_without_isolation)
     set_api_hosts(settings.api_hosts)
     allow_remote_code(settings.allow_remote_code)
+    set_vllm_python(settings.vllm_python)
 
 
 def apply_host_memory_setting(settings: Settings) -> None:

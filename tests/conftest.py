@@ -88,18 +88,20 @@ def allow_task_modules() -> Iterator[Callable[..., tuple[str, ...]]]:
 
 @pytest.fixture(autouse=True)
 def _operator_permissions_restored() -> Iterator[None]:
-    """The engine's API hosts, API keys and remote-code permission as they were before each test: a test
+    """The engine's API hosts, API keys, remote-code permission and vLLM python as they were before each test: a test
     (or the pre-flight or job it calls) applies operator settings process-wide, which must not reach the
     next test."""
     from engine.policy.api_keys import api_keys, set_api_keys
     from engine.policy.outbound import api_hosts, set_api_hosts
     from engine.policy.remote_code import allow_remote_code, remote_code_allowed
+    from engine.sampling.vllm_python import set_vllm_python, vllm_python_override
 
-    hosts, keys, remote = api_hosts(), api_keys(), remote_code_allowed()
+    hosts, keys, remote, vllm = api_hosts(), api_keys(), remote_code_allowed(), vllm_python_override()
     yield
     set_api_hosts(hosts)
     set_api_keys(keys)
     allow_remote_code(remote)
+    set_vllm_python(vllm)
 
 
 @pytest.fixture(autouse=True)

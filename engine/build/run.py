@@ -13,7 +13,9 @@ Before anything is built, ``run_training`` checks what the config asks of this m
 it names exists here (:func:`engine.schema.budget.device_problems` against ``torch.cuda.device_count()``),
 and every folder it names for writing lies in the run's output folder or one of the ``write_roots``
 the caller gives (the data directory; :mod:`engine.policy.write_paths`). The iterative preference trainers
-check each target again right before they write it. It also checks what only the operator can allow
+check each target again right before they write it. With the caller's ``read_roots``, every file or
+folder it names for reading lies in one of them (:mod:`engine.policy.read_paths`), checked before anything
+is built and again by each loader. It also checks what only the operator can allow
 (:mod:`engine.policy.run_permissions`: the API comparator's host and key, code that comes with a model).
 """
 
@@ -28,6 +30,7 @@ from typing import Any
 
 from engine.build.run_folder import train_into_folder
 from engine.build.team import agent_setups, load_team
+from engine.policy.read_paths import ReadArea, check_read_paths, reading_within
 from engine.policy.run_permissions import check_permissions
 from engine.policy.write_paths import WriteArea, check_write_paths
 from engine.schema.algorithms import trainer_class
@@ -77,21 +80,29 @@ def check_devices(config: RunConfig) -> None:
 
 def run_training(config: RunConfig, *, output_dir: str | Path, sink: Sink,
                  resume_from: str | Path | None = None,
-                 write_roots: Sequence[str | os.PathLike[str]] = ()) -> TrainResult:
+                 write_roots: Sequence[str | os.PathLike[str]] = (),
+                 read_roots: Sequence[str | os.PathLike[str]] | None = None) -> TrainResult:
     """Train a run config end to end.
 
     Writes ``config.yaml``, checkpoints under ``checkpoints/`` and, when training completes, the
     final models under ``model/agent_{i}/``. ``resume_from`` is a checkpoint folder of an earlier
     attempt of the same config. A folder the config names for writing must lie in ``output_dir`` or
     one of ``write_roots`` (the data directory), symlinks resolved; the devices it names must exist.
+    With ``read_roots`` (the job executor's and the CLI's: the operator's read roots) every file or
+    folder the config names for reading must lie in one of them, checked now and again by each loader
+    while the run trains (:mod:`engine.policy.read_paths`); None (library use) does not confine reads.
     """
     check_permissions(config)  # the operator's API hosts and remote-code permission (engine.policy.run_permissions)
     check_devices(config)
     area = WriteArea.of(output_dir, write_roots)
     check_write_paths([("trainer", config.trainer, output_dir)], area)
-    if config.system is not None:
-        from engine.systems.from_config import run_system
+    reads = None if read_roots is None else ReadArea.of(read_roots)
+    if reads is not None:
+        check_read_paths(config, reads)
+    with reading_within(reads):
+        if config.system is not None:
+            from engine.systems.from_config import run_system
 
-        return run_system(config, output_dir=output_dir, sink=sink, resume_from=resume_from)
-    return train_into_folder(config, functools.partial(build_trainer, write_area=area), output_dir=output_dir,
-                             sink=sink, resume_from=resume_from)
+            return run_system(config, output_dir=output_dir, sink=sink, resume_from=resume_from)
+        return train_into_folder(config, functools.partial(build_trainer, write_area=area), output_dir=output_dir,
+                                 sink=sink, resume_from=resume_from)

@@ -15,7 +15,10 @@ generation needs. Failures raise ``ModelLoadError`` naming the source and what t
 
 Loading passes ``trust_remote_code=False`` unless ``model_kwargs`` ask for it and remote code is allowed
 (:mod:`engine.policy.remote_code`), so a folder's ``auto_map`` never runs on its own; asking where it is not
-allowed raises ``ModelLoadError`` before anything is read.
+allowed raises ``ModelLoadError`` before anything is read. Where operator settings were applied,
+``model_kwargs`` pass the allowlist of :mod:`engine.policy.model_kwargs` too (no ``offload_folder``,
+``device_map``, ``cache_dir``, ...). Inside a run that confines its reads
+(:func:`engine.policy.read_paths.reading_within`) a model or tokenizer folder must lie in a read root.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from engine.models.errors import ModelLoadError
 from engine.models.smollm2 import load_smollm2
 from engine.models.tiny import ARCHS, SIZES, build_tiny_model
+from engine.policy.model_kwargs import ModelKwargsRefused, check_model_kwargs
+from engine.policy.read_paths import ReadPathError, checked_read
 from engine.policy.remote_code import RemoteCodeRefused, remote_code_allowed, trust_remote_code
 
 BUILTIN_PREFIX = "builtin:"
@@ -161,10 +166,16 @@ def load_agent(
     allowed = remote_code_allowed() if allow_remote_code is None else allow_remote_code
     try:
         trust = trust_remote_code(kwargs, allowed)
-    except RemoteCodeRefused as exc:
+        if isinstance(source, str) and not source.startswith(BUILTIN_PREFIX):
+            check_model_kwargs(kwargs, allowed)  # the allowlist of from_pretrained arguments
+    except (RemoteCodeRefused, ModelKwargsRefused) as exc:
         raise ModelLoadError(f"model_kwargs of {source if isinstance(source, str) else 'the model'}: {exc}") from None
-    if isinstance(tokenizer, str):
-        tokenizer = _load_tokenizer(str(Path(tokenizer).expanduser()), tokenizer, trust)
+    try:  # where a run confines its reads (engine.policy.read_paths): the resolved path, checked
+        where = checked_read("model", source) if isinstance(source, str) and source.strip() else ""
+        if isinstance(tokenizer, str):
+            tokenizer = _load_tokenizer(str(Path(checked_read("tokenizer", tokenizer)).expanduser()), tokenizer, trust)
+    except ReadPathError as exc:
+        raise ModelLoadError(str(exc)) from None
     if isinstance(source, torch.nn.Module):
         if not hasattr(source, "generate"):
             raise ModelLoadError(f"model object {type(source).__name__} cannot generate; pass a causal LM")
@@ -177,7 +188,7 @@ def load_agent(
         model, own_tokenizer = _load_builtin(source, kwargs, cache_dir)
         tokenizer, label = tokenizer or own_tokenizer, source
     elif isinstance(source, str) and source.strip():
-        model, tokenizer = _load_pretrained(source, torch_dtype, kwargs, tokenizer, trust)
+        model, tokenizer = _load_pretrained(where, torch_dtype, kwargs, tokenizer, trust)
         label = source
     else:
         raise ModelLoadError(

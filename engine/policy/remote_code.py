@@ -4,10 +4,13 @@
 (or ``tokenizer_config.json``) names in ``auto_map``: any Python file next to the weights, or in a
 cached hub model, runs in the trainer with the worker's rights. A run config could ask for it through
 an agent's ``model_kwargs``, which would get round the task-module allowlist (any cached hub model
-with custom code would do). So:
+with custom code would do). So (the other ``from_pretrained`` arguments a config may pass are listed in
+:mod:`engine.policy.model_kwargs`):
 
-- a run config may ask for code that comes with a model (:data:`REMOTE_CODE_KWARGS`) only when the
-  operator allows it, with the ``COOPLAB_ALLOW_REMOTE_CODE`` setting (read in ``jobs.settings`` and
+- a run config may ask for code that comes with a model (:data:`REMOTE_CODE_KWARGS`: ``trust_remote_code``,
+  ``use_kernels``, and an ``attn_implementation`` other than :data:`SAFE_ATTENTION`, since
+  ``flash_attention_2``, ``org/kernel`` or a mapping may load a kernel from the hub, or offline any kernel
+  in the cache) only when the operator allows it, with the ``COOPLAB_ALLOW_REMOTE_CODE`` setting (read in ``jobs.settings`` and
   handed to :func:`allow_remote_code`; the engine reads no environment);
 - whatever a config says, loading passes ``trust_remote_code=False`` unless code was asked for and
   allowed (:func:`trust_remote_code`), so an ``auto_map`` never runs on its own, and transformers
@@ -25,8 +28,13 @@ from typing import Any
 
 SETTING = "COOPLAB_ALLOW_REMOTE_CODE"
 # from_pretrained arguments that run Python shipped with a model: its auto_map modules, or kernels
-# fetched from the hub (an attn_implementation that names a repository, "org/kernel")
+# fetched from the hub (an attn_implementation other than SAFE_ATTENTION)
 REMOTE_CODE_KWARGS = ("trust_remote_code", "use_kernels", "attn_implementation")
+# Attention implementations built into transformers (5.x) that never fetch a kernel. Every other value may:
+# "org/kernel[@rev][:fn]" names a hub kernel; flash_attention_2/3/4 fall back to one from kernels-community
+# where flash_attn is not installed and the kernels package is (and a model may redirect a flash request to
+# a kernel it lists); a mapping sets one per sub-config, any of which may be such a value.
+SAFE_ATTENTION = ("eager", "sdpa", "flex_attention")
 
 _allowed: bool | None = None
 
@@ -56,7 +64,7 @@ def asked_for(kwargs: Mapping[str, Any] | None) -> list[str]:
             continue
         value = kwargs[name]
         if name == "attn_implementation":
-            if isinstance(value, str) and "/" in value:  # "org/kernel[:fn]": code from the hub
+            if value is not None and value not in SAFE_ATTENTION:  # a hub kernel, maybe (see SAFE_ATTENTION)
                 asked.append(name)
         elif value is not False and value is not None:
             asked.append(name)
@@ -85,5 +93,5 @@ def trust_remote_code(kwargs: Mapping[str, Any] | None, allowed: bool | None) ->
     return bool((kwargs or {}).get("trust_remote_code"))
 
 
-__all__ = ["REMOTE_CODE_KWARGS", "SETTING", "RemoteCodeRefused", "allow_remote_code", "asked_for",
+__all__ = ["REMOTE_CODE_KWARGS", "SAFE_ATTENTION", "SETTING", "RemoteCodeRefused", "allow_remote_code", "asked_for",
            "remote_code_allowed", "remote_code_problem", "trust_remote_code"]

@@ -1,5 +1,6 @@
 """What a run config may do on this machine that only the operator can allow: send a key or a request
-to a host (:mod:`engine.policy.outbound`), run code that comes with a model (:mod:`engine.policy.remote_code`).
+to a host (:mod:`engine.policy.outbound`), run code that comes with a model (:mod:`engine.policy.remote_code`);
+and, whatever the operator allows, only the ``from_pretrained`` arguments of :mod:`engine.policy.model_kwargs`.
 
 :func:`permission_problems` is part of pre-flight (:mod:`engine.schema.preflight`, before a run is stored or
 queued); :func:`check_permissions` runs again when a run starts (:func:`engine.build.run.run_training`),
@@ -11,10 +12,12 @@ and nothing allowed. Torch-free.
 
 from __future__ import annotations
 
+from engine.policy.model_kwargs import model_kwargs_problems
 from engine.policy.outbound import ApiHosts, OutboundRefused, Resolver, api_hosts, checked_target, resolve
 from engine.policy.remote_code import remote_code_allowed, remote_code_problem
 from engine.schema.errors import ConfigError
 from engine.schema.run_config import RunConfig
+from engine.schema.sources import BUILTIN_PREFIX
 
 
 def permission_problems(config: RunConfig, *, hosts: ApiHosts | None = None, allow_remote_code: bool | None = None,
@@ -23,7 +26,8 @@ def permission_problems(config: RunConfig, *, hosts: ApiHosts | None = None, all
 
     The API comparator's URL against ``hosts`` (its key's binding, the scheme, and every address its
     host resolves to: a name this machine cannot resolve is left to the run, which checks again), and
-    every agent's ``model_kwargs`` against ``allow_remote_code``.
+    every agent's ``model_kwargs`` against the allowlist of :mod:`engine.policy.model_kwargs` and
+    ``allow_remote_code``.
     """
     hosts = hosts if hosts is not None else (api_hosts() or ApiHosts())
     allowed = allow_remote_code if allow_remote_code is not None else bool(remote_code_allowed())
@@ -34,9 +38,12 @@ def permission_problems(config: RunConfig, *, hosts: ApiHosts | None = None, all
         if problem:
             problems.append(("trainer.comparator_api_url", problem))
     for i, agent in enumerate(config.agents):
-        problem = remote_code_problem(agent.model_kwargs, allowed)
-        if problem:
-            problems.append((f"agents.{i}.model_kwargs", problem))
+        if agent.model.startswith(BUILTIN_PREFIX):  # its own size and seed, checked where it is built
+            found = [p for p in [remote_code_problem(agent.model_kwargs, allowed)] if p]
+        else:
+            found = model_kwargs_problems(agent.model_kwargs, allowed)
+        if found:
+            problems.append((f"agents.{i}.model_kwargs", "; ".join(found)))
     return problems
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from engine.lora.weights import load_weights_file
+from engine.policy.read_paths import checked_read
 from engine.policy.write_paths import WriteArea
 from engine.preference.comparator_sources import ComparatorSources
 from engine.preference.iteration_files import IterationFiles
@@ -62,6 +63,8 @@ class ComparatorIterations(ComparatorSources):
         self._replay_rng = random.Random(self.args.seed * 7919 + 3)
         self.files = IterationFiles.for_config(self.args, self.output_dir, getattr(self, "write_area", None))
         path = self.args.comparator_checkpoint
+        if path is not None:  # inside the run's read roots (engine.policy.read_paths), resolved once
+            path = self._checkpoint_path = checked_read("trainer.comparator_checkpoint", path)
         if path is not None:  # refused now, before any sampling, when the folder cannot be the comparator
             problem = comparator_checkpoint_problem(path, self.num_agents, self._model_groups()[1])
             if problem is not None:
@@ -150,7 +153,7 @@ class ComparatorIterations(ComparatorSources):
     def _comparator_for(self, source: int) -> TreeBuilder:
         """The comparator of this iteration: the snapshot ``source``, or with ``comparator_checkpoint``
         (comparator_policy='model') the checkpoint's weights, read once."""
-        path = self.args.comparator_checkpoint
+        path = self._checkpoint_path if self.args.comparator_checkpoint is not None else None
         if path is None:
             return self._comparator(self.snapshots[source])
         tree = self._comparator(None)

@@ -2,7 +2,7 @@
 runs in a process of its own.
 
 vLLM pins a ``transformers`` older than the project's, so it is installed into a venv of its own by
-``scripts/install_vllm.sh`` and the setting ``vllm_python`` names that venv's python. A
+``scripts/install_vllm.sh`` and the operator's ``COOPLAB_VLLM_PYTHON`` names that venv's python. A
 :class:`VLLMRollout` serves one model object (agents that share a model share it):
 
 - At start it saves the model's current weights and config to a private folder and starts
@@ -18,10 +18,17 @@ vLLM pins a ``transformers`` older than the project's, so it is installed into a
   them (:meth:`VLLMRollout.sync`); the seconds it took are kept for ``perf/weight_sync_s``. After a
   sync the engine's greedy tokens equal the trainer's.
 
-The server's environment gets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine in the server
-process, so a sync hands it the tensors without another copy), ``VLLM_CPU_KVCACHE_SPACE`` (GB of KV
-cache on a CPU), ``VLLM_CPU_OMP_THREADS_BIND`` (this process's cores) and, for an agent on
-``cuda:i``, ``CUDA_VISIBLE_DEVICES=i``.
+The server's environment (:func:`server_process_environment`, the trainer's own plus these, handed to
+that child alone: the trainer's ``os.environ`` never changes) gets ``VLLM_ENABLE_V1_MULTIPROCESSING=0``
+(the engine in the server process, so a sync hands it the tensors without another copy),
+``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (the sync passes a function to the engine's workers),
+``VLLM_CPU_KVCACHE_SPACE`` (GB of KV cache on a CPU), ``VLLM_CPU_OMP_THREADS_BIND`` (this process's
+cores), ``VLLM_HOST_IP=127.0.0.1`` with ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME=lo`` (the engine's
+torch.distributed group on the loopback interface; the server binds its store there too,
+:mod:`engine.sampling.loopback_store`) and, for an agent on ``cuda:i``, ``CUDA_VISIBLE_DEVICES=i``.
+
+Which python runs the server is the operator's ``COOPLAB_VLLM_PYTHON`` where operator settings were
+applied, else the config's ``vllm_python`` (library use; :mod:`engine.sampling.vllm_python`).
 """
 
 from __future__ import annotations
@@ -33,12 +40,14 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from engine.sampling.decode_text import decode_completions
+from engine.sampling.loopback_store import LOOPBACK_HOST
 from engine.sampling.sampler import Generation, _derive_seed, _tokenize, eos_token_ids, left_pad
 from engine.sampling.vllm_protocol import (
     read_message,
@@ -47,30 +56,17 @@ from engine.sampling.vllm_protocol import (
     trim_completion,
     write_message,
 )
+from engine.sampling.vllm_python import (  # noqa: F401 (re-exported)
+    INSTALL_HINT,
+    ROOT,
+    VLLMBackendError,
+    chosen_vllm_python,
+    resolve_vllm_python,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-INSTALL_HINT = "run scripts/install_vllm.sh (it installs vLLM into .venv-vllm)"
 KV_CACHE_GB = 1  # the KV cache of a CPU engine, in GB
 GPU_MEMORY_FRACTION = 0.3  # of a GPU the trainer shares with its engine
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-
-
-class VLLMBackendError(RuntimeError):
-    """The vLLM rollout server is missing, failed to start, or failed a request."""
-
-
-def resolve_vllm_python(setting: str) -> Path:
-    """The vLLM venv's python named by the ``vllm_python`` setting: as given when absolute, else under
-    the working folder, else under the project root. A clear error when it is not there."""
-    path = Path(setting).expanduser()
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, ROOT / path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    tried = " or ".join(str(c) for c in candidates)
-    raise VLLMBackendError(f"rollout_backend: vllm needs the vLLM venv's python (setting vllm_python={setting!r}), "
-                           f"which is not at {tried}: {INSTALL_HINT}, or set vllm_python to its python, or use "
-                           f"rollout_backend: hf")
 
 
 def cpu_binding(cores: set[int] | None = None) -> str:
@@ -93,10 +89,18 @@ def server_environment(device: torch.device) -> dict[str, str]:
     cores = os.sched_getaffinity(0)
     env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_ALLOW_INSECURE_SERIALIZATION": "1",
            "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GB), "VLLM_CPU_OMP_THREADS_BIND": cpu_binding(cores),
-           "OMP_NUM_THREADS": str(len(cores)), "TOKENIZERS_PARALLELISM": "false"}
+           "OMP_NUM_THREADS": str(len(cores)), "TOKENIZERS_PARALLELISM": "false",
+           # the engine's torch.distributed group and its store on the loopback interface only
+           "VLLM_HOST_IP": LOOPBACK_HOST, "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
     if device.type == "cuda":
         env["CUDA_VISIBLE_DEVICES"] = str(device.index or 0)
     return env
+
+
+def server_process_environment(device: torch.device, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of the server process: ``base`` (default this process's) with
+    :func:`server_environment` on top. A new dict for that child alone; ``os.environ`` is not changed."""
+    return {**(os.environ if base is None else base), **server_environment(device)}
 
 
 def engine_arguments(device: torch.device, *, eager: bool = True) -> dict[str, Any]:
@@ -147,12 +151,14 @@ class VLLMRollout:
     def _start(self, seed: int) -> None:
         model_dir = self.workdir / "model"
         self.source.save_pretrained(model_dir, safe_serialization=True)
-        env = [f"{k}={v}" for k, v in server_environment(self.device).items()]
         log = open(self._log_path, "wb")  # noqa: SIM115 - the server writes it for its whole life
-        self._process = subprocess.Popen(
-            ["env", *env, str(self.python), "-m", "engine.sampling.vllm_server"], cwd=ROOT,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
-        log.close()
+        try:
+            self._process = subprocess.Popen(
+                [str(self.python), "-m", "engine.sampling.vllm_server"], cwd=ROOT,
+                env=server_process_environment(self.device), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log)
+        finally:
+            log.close()
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _shutdown, self._process, self.workdir)
         started = time.perf_counter()
@@ -297,6 +303,6 @@ def rollout_engine_for(model: torch.nn.Module, tokenizer: Any, *, python_setting
         raise VLLMBackendError("rollout_backend: vllm serves full models; LoRA agents are not supported yet. "
                                "Use rollout_backend: hf for LoRA agents")
     if id(model) not in engines:
-        engines[id(model)] = VLLMRollout(model, tokenizer, python=resolve_vllm_python(python_setting),
-                                         device=device, seed=seed)
+        python = resolve_vllm_python(chosen_vllm_python(python_setting))  # the operator's, where one was applied
+        engines[id(model)] = VLLMRollout(model, tokenizer, python=python, device=device, seed=seed)
     return engines[id(model)]

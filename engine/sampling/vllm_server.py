@@ -6,6 +6,10 @@ library, never the trainer's packages. Requests come on stdin and replies leave 
 framing of :mod:`engine.sampling.vllm_protocol`; vLLM's own logging, which prints to stdout, is moved
 to stderr first so nothing else ever writes on the reply stream.
 
+Before the engine starts, ``tcp://`` rendezvous on a loopback host is routed through a store bound to
+that address (:mod:`engine.sampling.loopback_store`; the client sets ``VLLM_HOST_IP=127.0.0.1``), so the
+engine's torch.distributed store does not listen on the machine's other addresses.
+
 The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set by the client), so a
 weight sync hands the worker the tensors without copying them to another process. A sync calls
 ``worker.reload_weights(weights_iterator=...)`` through ``collective_rpc`` (``LLM`` has no weight
@@ -22,6 +26,7 @@ import time
 import traceback
 from typing import Any
 
+from engine.sampling.loopback_store import install_loopback_store
 from engine.sampling.vllm_protocol import read_message, write_message
 
 
@@ -64,6 +69,7 @@ class RolloutServer:
         import vllm
         from vllm import LLM
 
+        install_loopback_store()  # the engine's torch.distributed store on 127.0.0.1 only (VLLM_HOST_IP)
         started = time.perf_counter()
         self.llm = LLM(model=msg["model"], dtype=msg.get("dtype", "auto"), seed=int(msg.get("seed", 0)),
                        skip_tokenizer_init=True, enable_prefix_caching=True, **dict(msg.get("engine") or {}))

@@ -108,6 +108,10 @@ def _device_list(value: Any) -> Any:
 
 _BOOL = {"strict": True}  # "yes" is not a boolean
 
+# Settings that name an executable: the operator's alone, never a run config's (it would run as the worker).
+# name -> (the operator's variable, the default earlier run configs stored, dropped when such a config is read)
+OPERATOR_SETTINGS: dict[str, tuple[str, str]] = {"vllm_python": ("COOPLAB_VLLM_PYTHON", ".venv-vllm/bin/python")}
+
 CATALOG: dict[str, Setting] = {
     # --- the settings most runs change: the experiment form shows these first, in this order ----
     "algorithm": _s("run", Algorithm, "magrpo", "magrpo/grpo (mean baseline), mareinforce (raw), maremax (max), "
@@ -243,8 +247,9 @@ CATALOG: dict[str, Setting] = {
                           "Not with LoRA."),
     "vllm_python": _s("sampling", str, ".venv-vllm/bin/python",
                       "The python of the vLLM venv that rollout_backend: vllm runs its engines with (relative: to "
-                      "the working folder, then the project root). scripts/install_vllm.sh makes it.",
-                      min_length=1),
+                      "the working folder, then the project root). scripts/install_vllm.sh makes it. Library use "
+                      "only: for runs and the CLI the operator sets COOPLAB_VLLM_PYTHON.",
+                      min_length=1, run_config=None),
     # --- devices and models --------------------------------------------------------------------
     "parallel_training": _s("devices", Literal["auto", "none", "mp"], "auto", "auto: the team on one device; "
                             "on a CPU with a thread per agent the agents run concurrently (not with dropout), "

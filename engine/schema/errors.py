@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from engine.schema.catalog import OPERATOR_SETTINGS
+
 
 class ConfigError(ValueError):
     """A run config that cannot be used; the message names each bad field and how to fix it."""
@@ -20,7 +22,8 @@ def format_validation_error(error: ValidationError, model: type[BaseModel], pref
     """One line per problem, ``[prefix.]field.path: message``.
 
     A rule's message that names a field of its section (``num_inner_epochs: ...``) is placed at that
-    field; an unknown field lists the fields allowed in its section, with the closest as a hint.
+    field; an unknown field lists the fields allowed in its section, with the closest as a hint, and an
+    operator's setting (``vllm_python``) names the operator's variable instead.
     """
     lines = []
     for item in error.errors():
@@ -35,7 +38,11 @@ def format_validation_error(error: ValidationError, model: type[BaseModel], pref
             head, named, rest = message.partition(": ")
             if named and head in section_fields(model, loc):
                 where, message = f"{where}.{head}", rest
-        if item["type"] == "extra_forbidden":
+        if item["type"] == "extra_forbidden" and str(loc[-1]) in OPERATOR_SETTINGS:
+            variable = OPERATOR_SETTINGS[str(loc[-1])][0]
+            message = (f"names an executable, which only the operator chooses: remove it from the run config; the "
+                       f"operator sets {variable} where runs train (workers, `cooplab train`)")
+        elif item["type"] == "extra_forbidden":
             allowed = section_fields(model, loc[:-1])
             close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""

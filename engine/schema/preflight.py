@@ -15,8 +15,11 @@ loading either (torch-free, so the dashboard and ``jobs.client`` call it):
 - the resource budget (:mod:`engine.schema.budget`: tokens and joint actions per step, candidates,
   repetitions, evaluation items, transcripts, name lengths, device names and, where known, whether
   a CUDA device exists) and the folders the config names for writing (:mod:`engine.policy.write_paths`);
+- the files and folders the config names for reading (a dataset file, a model, tokenizer or checkpoint
+  folder) lie inside the caller's read roots (:mod:`engine.policy.read_paths`);
 - what only the operator can allow (:mod:`engine.policy.run_permissions`): the API comparator's URL and key
-  against the operator's API hosts, and code that comes with a model (``trust_remote_code``).
+  against the operator's API hosts, and code that comes with a model (``trust_remote_code``); every
+  ``model_kwargs`` against the allowlist of ``from_pretrained`` arguments (:mod:`engine.policy.model_kwargs`).
 
 Each problem names its field (``agents.0.model``, ``trainer.max_new_tokens``, ``task.params.x``);
 :func:`check_preflight` reports all of them together as one :class:`engine.schema.run_config.ConfigError`.
@@ -32,6 +35,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.policy.outbound import ApiHosts
+from engine.policy.read_paths import ReadArea, read_path_problems
 from engine.policy.run_permissions import permission_problems
 from engine.schema.budget import RunLimits, limit_problems
 from engine.schema.collaboration import is_centralized
@@ -63,7 +67,7 @@ class _Model:
 def preflight_problems(config: RunConfig, *,
                        hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None,
                        limits: RunLimits | None = None, api_hosts: ApiHosts | None = None,
-                       allow_remote_code: bool | None = None) -> list[Problem]:
+                       allow_remote_code: bool | None = None, read_area: ReadArea | None = None) -> list[Problem]:
     """Every pre-flight problem of ``config`` (empty when it can be queued).
 
     ``hub_cache_dirs`` are the Hugging Face hub caches a hub id must be found in; None accepts hub
@@ -72,8 +76,13 @@ def preflight_problems(config: RunConfig, *,
     the run may write into, checked first; None checks the default budget only.
     ``api_hosts`` and ``allow_remote_code``: the operator's (:mod:`engine.policy.run_permissions`); None takes
     this process's, and where no operator settings were applied nothing is listed or allowed.
+    ``read_area``: the folders the paths it names for reading must lie in (:mod:`engine.policy.read_paths`;
+    paths that exist here: a missing model is named as missing, and the run checks every path again);
+    None does not check them.
     """
     problems = [Problem(f, m) for f, m in limit_problems(config, limits or RunLimits())]
+    if read_area is not None:
+        problems += [Problem(f, m) for f, m in read_path_problems(config, read_area, existing_only=True)]
     models = _agent_models(config, hub_cache_dirs, problems)
     problems += _max_new_tokens_problems(config, models)
     problems += task_problems(config)
@@ -144,10 +153,10 @@ def algorithm_problems(config: RunConfig) -> list[Problem]:
 
 def check_preflight(config: RunConfig, *, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None,
                     limits: RunLimits | None = None, api_hosts: ApiHosts | None = None,
-                    allow_remote_code: bool | None = None) -> None:
+                    allow_remote_code: bool | None = None, read_area: ReadArea | None = None) -> None:
     """Raise :class:`ConfigError` listing every pre-flight problem, one ``field: message`` line each."""
     problems = preflight_problems(config, hub_cache_dirs=hub_cache_dirs, limits=limits, api_hosts=api_hosts,
-                                  allow_remote_code=allow_remote_code)
+                                  allow_remote_code=allow_remote_code, read_area=read_area)
     if problems:
         raise ConfigError("\n".join(str(p) for p in problems))
 

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from engine.schema.catalog import ACTOR_CRITIC
+from engine.schema.catalog import ACTOR_CRITIC, OPERATOR_SETTINGS
 from engine.schema.collaboration import collaboration_problem
 from engine.schema.derive import agent_override, run_config_settings, schema_fields
 from engine.schema.errors import ConfigError, format_validation_error
@@ -154,6 +154,15 @@ ActorCriticSection = create_model(
 
 class _TrainerRules(_CombinationRules):
     """The cross-setting rules of the catalog, applied to the run config's trainer section."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_operator_defaults(cls, data: Any) -> Any:
+        """Configs stored before an operator's setting (``vllm_python``) left the run config hold its default:
+        that value is dropped; any other is refused as an unknown field naming the operator's variable."""
+        if isinstance(data, dict) and any(data.get(k) == default for k, (_, default) in OPERATOR_SETTINGS.items()):
+            data = {k: v for k, v in data.items() if k not in OPERATOR_SETTINGS or v != OPERATOR_SETTINGS[k][1]}
+        return data
 
     @field_validator("comparator_api_headers", "comparator_api_key_env", "comparator_api_url",
                      "comparator_api_extra_body", check_fields=False)

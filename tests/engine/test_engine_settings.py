@@ -209,7 +209,7 @@ def test_the_run_config_sections_are_the_catalogs_placements() -> None:
     assert list(ActorCriticSection.model_fields) == placed("actor_critic")
     assert [n for n in AgentSpec.model_fields if n.startswith("lora_")] == placed("agent")
     assert set(placed(None)) == {"num_agents", "agent_names", "model_config", "eval_batch_size",
-                                 "comparator_api_key"}
+                                 "comparator_api_key", "vllm_python"}  # vllm_python: COOPLAB_VLLM_PYTHON
     assert set(placed("build")) == {*RUN_LEVEL, "collaboration_mode"} - {"actor_critic"}
     # the families the catalog names are the ones the algorithm table knows
     assert set(ALGORITHMS) == set(CONFIG_CLASSES) and set(ITERATIVE) | set(LEARNED_REWARD) <= set(PAIRS)

@@ -1,0 +1,159 @@
+"""The vLLM interpreter is an operator setting, never a run-config field, and the vLLM server process is
+started with an environment of its own: its torch.distributed store on the loopback interface, and the
+variables vLLM needs only in that child's environment, never in the trainer's. No vLLM needed: these
+check the pure parts (the schema, the interpreter chosen, the child's environment) and the store on the
+trainer's own torch."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.sampling.vllm_python import (
+    SETTING,
+    VLLMBackendError,
+    chosen_vllm_python,
+    resolve_vllm_python,
+    set_vllm_python,
+    vllm_python_override,
+)
+from engine.schema.run_config import ConfigError, parse_run_config
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(autouse=True)
+def _no_override():
+    previous = set_vllm_python(None)
+    yield
+    set_vllm_python(previous)
+
+
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "x.sh"
+    path.write_text("#!/bin/sh\ntouch " + str(tmp_path / "ran") + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize("section", ["trainer", "system"])
+def test_a_run_config_may_not_name_the_vllm_python(tmp_path, section):
+    trainer = {"vllm_python": str(script(tmp_path)), "rollout_backend": "vllm"}
+    data = {"agents": [{"name": "a"}, {"name": "b"}], "task": {"name": "quickstart"}}
+    if section == "trainer":
+        data["trainer"] = trainer
+        where = "trainer.vllm_python"
+    else:
+        data["system"] = {"trainers": [{"name": "t", "agents": ["a", "b"], "trainer": trainer}]}
+        where = "system.trainers.0.trainer.vllm_python"
+    with pytest.raises(ConfigError) as caught:
+        parse_run_config(data)
+    line = next(li for li in str(caught.value).splitlines() if li.startswith(where))
+    assert SETTING in line and "operator" in line, line
+    assert not (tmp_path / "ran").exists()
+
+
+def test_the_operator_setting_wins_over_a_config_and_library_use_keeps_its_own(tmp_path):
+    assert vllm_python_override() is None
+    assert chosen_vllm_python("/library/python") == "/library/python"  # no operator settings applied: as given
+    assert set_vllm_python("/opt/vllm/bin/python") is None
+    assert chosen_vllm_python("/tmp/x.sh") == "/opt/vllm/bin/python"
+    with pytest.raises(VLLMBackendError, match=f"{SETTING}='/opt/vllm/bin/python'"):
+        resolve_vllm_python(chosen_vllm_python("/tmp/x.sh"))
+
+
+def test_a_missing_interpreter_names_the_config_field_in_library_use(tmp_path):
+    with pytest.raises(VLLMBackendError, match="vllm_python='/nowhere/python'"):
+        resolve_vllm_python("/nowhere/python")
+
+
+def test_the_servers_environment_is_the_childs_alone():
+    from engine.sampling.vllm_backend import LOOPBACK_HOST, server_process_environment
+
+    before = dict(os.environ)
+    env = server_process_environment(torch.device("cpu"), base={"PATH": "/usr/bin", "HOME": "/h"})
+    assert dict(os.environ) == before  # nothing set for the trainer's own process
+    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in os.environ
+    assert env["PATH"] == "/usr/bin" and env["HOME"] == "/h"
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["VLLM_HOST_IP"] == LOOPBACK_HOST == "127.0.0.1"  # the address vLLM hands torch.distributed
+    assert env["GLOO_SOCKET_IFNAME"] == "lo" and env["NCCL_SOCKET_IFNAME"] == "lo"
+    cuda = server_process_environment(torch.device("cuda", 1), base={})
+    assert cuda["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_the_server_is_started_with_that_environment_not_on_its_command_line(tmp_path, monkeypatch):
+    """The child gets the variables through its environment (not ``env K=V`` on a command line every user
+    of the machine can read), and the trainer's environment stays as it was."""
+    from engine.sampling import vllm_backend
+
+    seen = {}
+
+    class Refused(Exception):
+        pass
+
+    def popen(args, **kwargs):
+        seen.update(args=args, env=kwargs.get("env"))
+        raise Refused
+
+    monkeypatch.setattr(vllm_backend.subprocess, "Popen", popen)
+    rollout = object.__new__(vllm_backend.VLLMRollout)
+    rollout.python, rollout.device = Path(sys.executable), torch.device("cpu")
+    rollout.workdir = tmp_path
+    rollout._log_path = tmp_path / "server.log"
+
+    class Source:
+        def save_pretrained(self, *a, **k):
+            pass
+
+    rollout.source = Source()
+    with pytest.raises(Refused):
+        rollout._start(seed=0)
+    assert seen["args"][0] == sys.executable and not any("=" in str(a) for a in seen["args"])
+    assert seen["env"]["VLLM_HOST_IP"] == "127.0.0.1"
+    assert "VLLM_HOST_IP" not in os.environ
+
+
+def _listening(port: int) -> list[str]:
+    found = []
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(name):
+            continue
+        for line in Path(name).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and local.endswith(f":{port:04X}"):
+                found.append(local.split(":")[0])
+    return found
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="no /proc/net/tcp to read listening sockets from")
+def test_the_servers_store_listens_on_loopback_only():
+    """What vLLM does in the server process (``init_process_group`` over ``tcp://<VLLM_HOST_IP>:<port>``), in a
+    child with the trainer's torch: with the server's store installed it listens on 127.0.0.1, not on every
+    address."""
+    code = (
+        "import socket, sys, torch.distributed as dist\n"
+        "from engine.sampling.loopback_store import install_loopback_store\n"
+        "if sys.argv[1] == 'installed': install_loopback_store()\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+        "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=0, world_size=1)\n"
+        "print(port, flush=True); sys.stdin.readline()\n"
+    )
+    results = {}
+    for mode in ("installed", "plain"):
+        proc = subprocess.Popen([sys.executable, "-c", code, mode], cwd=ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            port = int(proc.stdout.readline())
+            results[mode] = _listening(port)
+        finally:
+            proc.communicate("\n", timeout=60)
+    assert results["installed"] == ["0100007F"], results  # 127.0.0.1 only
+    assert results["plain"] and results["plain"] != ["0100007F"], results  # torch's own store: every address
+
