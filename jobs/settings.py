@@ -234,6 +234,11 @@ class Settings(BaseSettings):
         0.5, ge=0, le=60, description="The first wait between artifact store tries; each next one doubles.")
     artifacts_part_mib: int = Field(
         16, ge=5, le=5120, description="Files of this many MiB or more go to an S3 store in parts of this size.")
+    artifacts_signing_key: SecretStr | None = Field(
+        None, min_length=16, description="A secret (16 characters or more, the same on every worker and dashboard) "
+        "that signs each stored folder's completion marker (HMAC-SHA256); markers without the right signature "
+        "are then refused, so whoever else can write the bucket or shared folder cannot forge a checkpoint. "
+        "Unset: markers are unsigned and the store's own access control is the boundary.")
 
     @property
     def artifacts_cache_dir(self) -> Path:
@@ -278,11 +283,6 @@ def hf_hub_cache_dirs(env: HubCacheEnv | None = None) -> list[Path]:
     explicit = env.hf_hub_cache or env.huggingface_hub_cache
     if explicit:
         return [Path(explicit).expanduser()]
-    artifacts_signing_key: SecretStr | None = Field(
-        None, min_length=16, description="A secret (16 characters or more, the same on every worker and dashboard) "
-        "that signs each stored folder's completion marker (HMAC-SHA256); markers without the right signature "
-        "are then refused, so whoever else can write the bucket or shared folder cannot forge a checkpoint. "
-        "Unset: markers are unsigned and the store's own access control is the boundary.")
     home = env.hf_home or str(Path(env.xdg_cache_home or "~/.cache") / "huggingface")
     return [Path(home).expanduser() / "hub"]
 
