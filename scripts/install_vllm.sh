@@ -3,7 +3,7 @@
 #
 # vLLM pins its own transformers (older than the project's), so it never goes into the trainer's
 # venv: the trainer starts `engine/sampling/vllm_server.py` with this venv's python and talks to it
-# over a pipe. The setting `vllm_python` (default `.venv-vllm/bin/python`) names that python.
+# over a pipe. The operator setting COOPLAB_VLLM_PYTHON (default `.venv-vllm/bin/python`) names that python.
 #
 #   bash scripts/install_vllm.sh            # into .venv-vllm
 #   VLLM_VENV=/opt/vllm-env bash scripts/install_vllm.sh

@@ -18,9 +18,10 @@ vLLM pins a ``transformers`` older than the project's, so it is installed into a
   them (:meth:`VLLMRollout.sync`); the seconds it took are kept for ``perf/weight_sync_s``. After a
   sync the engine's greedy tokens equal the trainer's.
 
-The server's environment (:func:`server_process_environment`, the trainer's own plus these, handed to
-that child alone: the trainer's ``os.environ`` never changes) gets ``VLLM_ENABLE_V1_MULTIPROCESSING=0``
-(the engine in the server process, so a sync hands it the tensors without another copy),
+The server's environment (:func:`server_command`: the trainer's own, inherited, plus these, added by
+``env`` for that child alone: the trainer's environment is neither read nor changed) gets
+``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine in the server process, so a sync hands it the
+tensors without another copy),
 ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (the sync passes a function to the engine's workers),
 ``VLLM_CPU_KVCACHE_SPACE`` (GB of KV cache on a CPU), ``VLLM_CPU_OMP_THREADS_BIND`` (this process's
 cores), ``VLLM_HOST_IP=127.0.0.1`` with ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME=lo`` (the engine's
@@ -40,7 +41,6 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +97,12 @@ def server_environment(device: torch.device) -> dict[str, str]:
     return env
 
 
-def server_process_environment(device: torch.device, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The whole environment of the server process: ``base`` (default this process's) with
-    :func:`server_environment` on top. A new dict for that child alone; ``os.environ`` is not changed."""
-    return {**(os.environ if base is None else base), **server_environment(device)}
+def server_command(python: Path | str, device: torch.device) -> list[str]:
+    """The server's command line: ``env`` adds :func:`server_environment` to the environment the child
+    inherits and then becomes the server, so the variables are that child's alone (this process's
+    environment is neither read nor changed)."""
+    pairs = [f"{name}={value}" for name, value in server_environment(device).items()]
+    return ["env", *pairs, str(python), "-m", "engine.sampling.vllm_server"]
 
 
 def engine_arguments(device: torch.device, *, eager: bool = True) -> dict[str, Any]:
@@ -153,10 +155,8 @@ class VLLMRollout:
         self.source.save_pretrained(model_dir, safe_serialization=True)
         log = open(self._log_path, "wb")  # noqa: SIM115 - the server writes it for its whole life
         try:
-            self._process = subprocess.Popen(
-                [str(self.python), "-m", "engine.sampling.vllm_server"], cwd=ROOT,
-                env=server_process_environment(self.device), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log)
+            self._process = subprocess.Popen(server_command(self.python, self.device), cwd=ROOT, stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=log)
         finally:
             log.close()
         self._finalizer.detach()

@@ -6,6 +6,7 @@ trainer's own torch."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -74,50 +75,30 @@ def test_a_missing_interpreter_names_the_config_field_in_library_use(tmp_path):
 
 
 def test_the_servers_environment_is_the_childs_alone():
-    from engine.sampling.vllm_backend import LOOPBACK_HOST, server_process_environment
+    from engine.sampling.vllm_backend import LOOPBACK_HOST, server_command, server_environment
 
     before = dict(os.environ)
-    env = server_process_environment(torch.device("cpu"), base={"PATH": "/usr/bin", "HOME": "/h"})
+    env = server_environment(torch.device("cpu"))
+    command = server_command("/opt/vllm/bin/python", torch.device("cpu"))
     assert dict(os.environ) == before  # nothing set for the trainer's own process
-    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in os.environ
-    assert env["PATH"] == "/usr/bin" and env["HOME"] == "/h"
-    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert command[0] == "env" and command[-3:] == ["/opt/vllm/bin/python", "-m", "engine.sampling.vllm_server"]
+    assert command[1:-3] == [f"{k}={v}" for k, v in env.items()]  # added to what the child inherits, for it alone
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and env["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1"
     assert env["VLLM_HOST_IP"] == LOOPBACK_HOST == "127.0.0.1"  # the address vLLM hands torch.distributed
     assert env["GLOO_SOCKET_IFNAME"] == "lo" and env["NCCL_SOCKET_IFNAME"] == "lo"
-    cuda = server_process_environment(torch.device("cuda", 1), base={})
-    assert cuda["CUDA_VISIBLE_DEVICES"] == "1"
+    assert server_environment(torch.device("cuda", 1))["CUDA_VISIBLE_DEVICES"] == "1"
 
 
-def test_the_server_is_started_with_that_environment_not_on_its_command_line(tmp_path, monkeypatch):
-    """The child gets the variables through its environment (not ``env K=V`` on a command line every user
-    of the machine can read), and the trainer's environment stays as it was."""
-    from engine.sampling import vllm_backend
+def test_the_child_gets_the_variables_and_the_trainer_keeps_its_own(tmp_path):
+    """The command run for real with this python standing in for vLLM's: the child sees the variables,
+    this process does not."""
+    from engine.sampling.vllm_backend import server_command
 
-    seen = {}
-
-    class Refused(Exception):
-        pass
-
-    def popen(args, **kwargs):
-        seen.update(args=args, env=kwargs.get("env"))
-        raise Refused
-
-    monkeypatch.setattr(vllm_backend.subprocess, "Popen", popen)
-    rollout = object.__new__(vllm_backend.VLLMRollout)
-    rollout.python, rollout.device = Path(sys.executable), torch.device("cpu")
-    rollout.workdir = tmp_path
-    rollout._log_path = tmp_path / "server.log"
-
-    class Source:
-        def save_pretrained(self, *a, **k):
-            pass
-
-    rollout.source = Source()
-    with pytest.raises(Refused):
-        rollout._start(seed=0)
-    assert seen["args"][0] == sys.executable and not any("=" in str(a) for a in seen["args"])
-    assert seen["env"]["VLLM_HOST_IP"] == "127.0.0.1"
-    assert "VLLM_HOST_IP" not in os.environ
+    command = server_command(sys.executable, torch.device("cpu"))[:-2]
+    code = "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('VLLM_HOST_IP', 'PATH')}))"
+    seen = json.loads(subprocess.run([*command, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert seen == {"VLLM_HOST_IP": "127.0.0.1", "PATH": os.environ.get("PATH")}
+    assert "VLLM_HOST_IP" not in os.environ and "VLLM_ALLOW_INSECURE_SERIALIZATION" not in os.environ
 
 
 def _listening(port: int) -> list[str]:
