@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -58,6 +59,15 @@ def test_a_run_config_may_not_name_the_vllm_python(tmp_path, section):
     line = next(li for li in str(caught.value).splitlines() if li.startswith(where))
     assert SETTING in line and "operator" in line, line
     assert not (tmp_path / "ran").exists()
+
+
+def test_configs_stored_with_the_old_default_still_load():
+    """Every run config stored before held ``vllm_python``'s default (a dump has every field): it is dropped."""
+    data = {"agents": [{"name": "a"}, {"name": "b"}], "trainer": {"vllm_python": ".venv-vllm/bin/python"}}
+    data["system"] = {"trainers": [{"name": "t", "agents": ["a", "b"],
+                                    "trainer": {"vllm_python": ".venv-vllm/bin/python"}}]}
+    config = parse_run_config(data)
+    assert "vllm_python" not in config.trainer.model_dump()
 
 
 def test_the_operator_setting_wins_over_a_config_and_library_use_keeps_its_own(tmp_path):
@@ -114,27 +124,29 @@ def _listening(port: int) -> list[str]:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="no /proc/net/tcp to read listening sockets from")
-def test_the_servers_store_listens_on_loopback_only():
-    """What vLLM does in the server process (``init_process_group`` over ``tcp://<VLLM_HOST_IP>:<port>``), in a
-    child with the trainer's torch: with the server's store installed it listens on 127.0.0.1, not on every
-    address."""
-    code = (
-        "import socket, sys, torch.distributed as dist\n"
-        "from engine.sampling.loopback_store import install_loopback_store\n"
-        "if sys.argv[1] == 'installed': install_loopback_store()\n"
-        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
-        "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=0, world_size=1)\n"
-        "print(port, flush=True); sys.stdin.readline()\n"
-    )
-    results = {}
-    for mode in ("installed", "plain"):
-        proc = subprocess.Popen([sys.executable, "-c", code, mode], cwd=ROOT, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        try:
-            port = int(proc.stdout.readline())
-            results[mode] = _listening(port)
-        finally:
-            proc.communicate("\n", timeout=60)
-    assert results["installed"] == ["0100007F"], results  # 127.0.0.1 only
-    assert results["plain"] and results["plain"] != ["0100007F"], results  # torch's own store: every address
+def test_the_servers_store_listens_on_loopback_only(monkeypatch):
+    """What vLLM asks of torch in the server process (a ``tcp://<VLLM_HOST_IP>:<port>`` rendezvous, rank 0 of
+    one), here with the trainer's torch: torch's own store listens on every address; with the server's
+    store installed it listens on 127.0.0.1 alone."""
+    import importlib
 
+    from engine.sampling.loopback_store import install_loopback_store
+
+    rdzv = importlib.import_module("torch.distributed.rendezvous")
+    monkeypatch.setitem(rdzv._rendezvous_handlers, "tcp", rdzv._rendezvous_handlers["tcp"])  # restored after
+
+    def listening_after_rendezvous() -> list[str]:
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        store, _, _ = next(rdzv.rendezvous(f"tcp://127.0.0.1:{port}", rank=0, world_size=1))
+        try:
+            store.set("k", "v")
+            return _listening(port)
+        finally:
+            del store
+
+    assert listening_after_rendezvous() not in ([], ["0100007F"])  # torch's own: every address (:: or 0.0.0.0)
+    assert install_loopback_store() and install_loopback_store()  # installing twice keeps one wrapper
+    assert listening_after_rendezvous() == ["0100007F"]  # 127.0.0.1 only
