@@ -27,8 +27,6 @@ from engine.sampling.vllm_python import (
 )
 from engine.schema.run_config import ConfigError, parse_run_config
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture(autouse=True)
 def _no_override():
