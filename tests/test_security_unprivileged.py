@@ -1,4 +1,5 @@
-"""The security tests of the store, the run configs and the dashboard, again as an unprivileged user.
+"""The security tests of the store, the run configs, the data directory and the dashboard, again as an
+unprivileged user.
 
 Root reads and writes past file permissions, so a defence could pass as root for the wrong reason (or
 fail only for others). This runs the listed tests in a pytest of their own as uid 65534 (``setpriv``
@@ -23,6 +24,12 @@ SECURITY_TESTS = [
     "tests/artifacts/test_artifacts_tampered.py",
     "tests/jobs/test_jobs_store_tampered.py::test_a_tampered_marker_fails_resume_evaluation_and_the_run_page_"
     "and_touches_nothing[file-share]",
+    "tests/engine/test_engine_read_paths.py",
+    "tests/jobs/test_jobs_read_paths.py",
+    "tests/engine/models/test_models_kwargs_allowlist.py",
+    "tests/app/test_app_guard_responses.py",
+    "tests/jobs/test_jobs_data_permissions.py",
+    "tests/db/test_db_file_modes.py",
 ]
 
 
