@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from db import rollups
 from db.clock import db_now
+from db.csv_cells import spreadsheet_cell
 from db.downsample import bucket_count, in_range, kept_points, step_range_extremes, x_column
 from db.errors import NotFoundError, RunSettledError
 from db.models import MetricRow, RunRow
@@ -258,12 +259,14 @@ def iter_metrics(engine: Engine, run_id: int, *, keys: Iterable[str] | None, bat
 
 
 def iter_csv(points: Iterable[MetricPoint], batch: int = 5_000) -> Iterator[str]:
-    """CSV text in chunks (the header first), for streaming a large export."""
+    """CSV text in chunks (the header first), for streaming a large export; a metric key that starts like
+    a spreadsheet formula gets a leading ``'`` (:func:`db.csv_cells.spreadsheet_cell`)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["key", "step", "env_step", "value", "wall_time"])
     for count, p in enumerate(points, start=1):
-        writer.writerow([p.key, p.step, "" if p.env_step is None else p.env_step, repr(p.value), repr(p.wall_time)])
+        writer.writerow([spreadsheet_cell(p.key), p.step, "" if p.env_step is None else p.env_step, repr(p.value),
+                         repr(p.wall_time)])
         if count % batch == 0:
             yield buf.getvalue()
             buf.seek(0)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from db import states
+from db.csv_cells import FORMULA_STARTS, spreadsheet_cell  # noqa: F401 (part of this module's API)
 from db.evaluation_store import EvaluationStore
 from db.study_records import StudyTrial
 from db.study_store import StudyStore
@@ -92,20 +93,6 @@ def best_point(results: Sequence[PointResult], key: str, *, use: str = "final") 
     scored = [(getattr(r, use).get(key), r) for r in results]
     scored = [(s.mean, r) for s, r in scored if s is not None and s.mean is not None]
     return max(scored, key=lambda item: item[0])[1] if scored else None
-
-
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-"""What a spreadsheet reads as the start of a formula (OWASP's list for CSV injection)."""
-
-
-def spreadsheet_cell(value: Any) -> Any:
-    """``value`` for a CSV cell a spreadsheet will open: a number (or None) as it is, any other value as
-    text, with a leading ``'`` when it starts like a formula (``=HYPERLINK(...)``, ``@SUM(...)``,
-    ``-2+3``), so the spreadsheet shows the characters instead of evaluating them."""
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def results_csv(results: Sequence[PointResult], keys: Sequence[str], held_out_keys: Sequence[str] = ()) -> str:
