@@ -2,10 +2,11 @@
 the mean over a step's measured joint actions of the team reward less the team reward with that
 agent's reply left empty) and a bar of each agent's mean credit over the run's last fifth of steps.
 
-A run that logged no credit gets a short note instead: how to turn it on (``credit_samples``), or that
-its algorithm does not measure it. The series come through :func:`app.queries.chart_data`, like every
-other chart of the page (downsampled in SQL, a resumed run's attempts joined on request); the
-arithmetic of the bar is in pure functions below."""
+A run that logged no credit gets a short note instead: that its credit probes were off (the default:
+they call the reward again) and how to turn them on (``credit_samples``), that a one-agent run has no
+partner to credit, or that its algorithm does not measure it. The series come through
+:func:`app.queries.chart_data`, like every other chart of the page (downsampled in SQL, a resumed run's
+attempts joined on request); the arithmetic of the bar is in pure functions below."""
 
 from __future__ import annotations
 
@@ -100,13 +101,18 @@ def no_credit_note(config: Mapping[str, Any]) -> str | None:
     if "credit_samples" in unused_settings(algorithm):
         return (f"**Who contributed**: {md_text(algorithm)} does not measure per-agent credit; "
                 f"{', '.join(measuring_algorithms())} do.")
+    agents = config.get("agents")
+    if isinstance(agents, Sequence) and len(agents) == 1:
+        return ("**Who contributed**: a one-agent run has no partner to credit, so its credit probes never run; "
+                "a team of two or more measures it when `credit_samples` is above 0.")
     if trainer.get("credit_samples") == 0:
-        return ("**Who contributed**: this run has `credit_samples: 0`, so no credit was measured. Set "
-                "`credit_samples` above 0 (trainer settings, *Rollout and credit*; default 8) and each step "
-                "measures, per agent, the team reward less the reward with its reply left empty.")
+        return ("**Who contributed**: credit probes are off in this run (`credit_samples: 0`, the default: each "
+                "probe calls the reward again). Set `credit_samples` above 0 (trainer settings, *Rollout and "
+                "credit*; e.g. 8) and each step measures, per agent, the team reward less the reward with its "
+                "reply left empty, at one extra reward call per agent and probed joint action.")
     return ("**Who contributed**: this run has logged no credit (yet). Runs from before credit was measured have "
             "none; a new run measures it when `credit_samples` is above 0 (trainer settings, *Rollout and "
-            "credit*; default 8).")
+            "credit*; off by default).")
 
 
 def render_contribution(store: Store, run_id: int, keys: Sequence[str], config: Mapping[str, Any], *,

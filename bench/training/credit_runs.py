@@ -50,11 +50,12 @@ TASKS: dict[str, TaskSetup] = {
     "noisy_parts": TaskSetup(NOISY_PARTS, {"parts": "digits_capitals", "noise_std": 0.1}, 60),
     "feedback": TaskSetup(FEEDBACK, {"parts": "digits_capitals"}, 10, {"num_turns": 2, "num_generations": 4}),
 }
-# the quick start's trainer settings (engine/examples/quickstart.yaml) without evaluation or checkpoints
+# the quick start's trainer settings (engine/examples/quickstart.yaml) without evaluation or checkpoints, and
+# the credit probes on (off by default): each arm's agent/<name>/credit is part of the comparison
 BASE_TRAINER: dict[str, Any] = {
     "algorithm": "magrpo", "num_generations": 8, "agent_learning_rate": 1e-3, "max_new_tokens": 12,
     "temperature": 1.0, "top_p": 1.0, "top_k": 50, "num_turns": 1, "rollout_buffer_size": 1, "eval_interval": 0,
-    "checkpoint_interval": 0, "transcripts_per_step": 0, "logging_steps": 1,
+    "checkpoint_interval": 0, "transcripts_per_step": 0, "logging_steps": 1, "credit_samples": 8,
 }  # fmt: skip
 # sampling from the trained float32 weights, whatever rollout_dtype's default is (it may pick a bfloat16 copy)
 FLOAT32_SAMPLING: dict[str, Any] = {"rollout_dtype": "float32"}

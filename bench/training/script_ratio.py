@@ -220,9 +220,9 @@ def format_markdown(result: dict[str, Any]) -> str:
               "re-merge, so that count only approximates the generated one; CoMLRL also cuts a completion's text at "
               "its first pad token (SmolLM2's pad is <|im_end|>, its end of turn) after generating every token, "
               "and its update still covers them all. The constructor is not timed: CoopLab's allocates the AdamW "
-              "state there, CoMLRL's first optimizer step does (inside train()). CoopLab calls the reward more often than CoMLRL: its default "
-              "credit_samples adds a call per agent and joint action, with that agent's reply left empty (a "
-              "metric)."]
+              "state there, CoMLRL's first optimizer step does (inside train()). With its defaults CoopLab calls the reward as often as "
+              "CoMLRL (the credit probes, credit_samples, are opt-in: each adds a call per agent and probed "
+              "joint action, with that agent's reply left empty)."]
     return "\n".join(lines)
 
 

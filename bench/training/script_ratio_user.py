@@ -30,7 +30,7 @@ from bench.training.workload import PROMPTS, formatters, length_ratio_reward, ne
 class TokenCount:
     """What the reward function saw: its calls, and each agent's distinct completions with their
     re-encoded token counts (a trainer may show a completion to the reward more than once: CoopLab's
-    ``credit_samples`` calls it again with one agent's reply left empty)."""
+    opt-in ``credit_samples`` calls it again with one agent's reply left empty)."""
 
     tokenizers: list[Any]
     calls: int = 0

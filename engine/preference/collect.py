@@ -28,12 +28,18 @@ class PairCollector:
         self.selection = selection
         self.limit = limit
         self.items_per_chunk = items_per_chunk
-        self.rng = random.Random(seed * 31 + 7)
+        self.rng = random.Random()
+        self.reseed(seed)
         self.pairs: list[PreferencePair] = []
         self.collected_items = 0
         self.stats: dict[str, float] = {}
         self.comparator_tree: Any = None  # iterative trainers: another policy's candidates to compare with
         self.rewards: dict[str, list[float]] = {"current": [], "comparator": []}  # the candidates' team rewards
+
+    def reseed(self, seed: int) -> None:
+        """Seed the pair order and random selection from the run seed (again, when a run draws its seed
+        anew as ``train()`` starts)."""
+        self.rng.seed(seed * 31 + 7)
 
     def reset(self) -> None:
         """Start a new collection (an iteration of the iterative trainers); the RNG continues."""

@@ -94,7 +94,14 @@ class ComparatorSources:
 
     def _generator(self, device: Any, index: int) -> torch.Generator:
         """A comparator runtime's own generator on ``device``, seeded from the run seed and agent ``index``."""
-        return torch.Generator(device=device).manual_seed(self.args.seed * 1000 + index + 7919)
+        generator = torch.Generator(device=device).manual_seed(self.args.seed * 1000 + index + 7919)
+        self.__dict__.setdefault("_seeded_generators", []).append((generator, index))
+        return generator
+
+    def reseed_comparator_generators(self, seed: int) -> None:
+        """Seed the comparator's own generators again from ``seed`` (a run that draws its seed anew)."""
+        for generator, index in self.__dict__.get("_seeded_generators", []):
+            generator.manual_seed(seed * 1000 + index + 7919)
 
     def _centralized(self, agents: Sequence[AgentRuntime]) -> TextComparator:
         writer = agents[self._writer_index if len(agents) > 1 else 0]

@@ -75,9 +75,15 @@ class ComparatorIterations(ComparatorSources):
               checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
               sink: Sink | None = None) -> TrainResult:
         """The shared loop; each iteration collects its pairs in its first step."""
+        self._settle_seed(resuming=resume_from_checkpoint is not None)
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
         return train_trainer(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
+
+    def _reseed(self, seed: int) -> None:
+        super()._reseed(seed)
+        self._replay_rng.seed(seed * 7919 + 3)
+        self.reseed_comparator_generators(seed)
 
     @property
     def comparator_iteration(self) -> int | None:

@@ -104,10 +104,15 @@ class MADPOTrainer(CentralizedRoles, TrainerCore):
               sink: Sink | None = None) -> TrainResult:
         """Collect the pairs (continuing a resumed collection), then the DPO steps through the shared
         loop: evaluation, reports, checkpoints and stopping as for every trainer."""
+        self._settle_seed(resuming=resume_from_checkpoint is not None)
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
         self.collect_pairs(sink=sink or self.sink or BaseSink())
         return train_trainer(self, None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
+
+    def _reseed(self, seed: int) -> None:
+        super()._reseed(seed)
+        self.collector.reseed(seed)
 
     def collect_pairs(self, *, sink: Sink | None = None) -> list[PreferencePair]:
         """Sample, score and pair the candidates of every training item not collected yet

@@ -71,12 +71,17 @@ class LearnedRewardStage:
               sink: Sink | None = None) -> TrainResult:
         """Collect the pairs and fit the reward model (each once, continuing a resumed run), then the
         RL steps through the shared loop."""
+        self._settle_seed(resuming=resume_from_checkpoint is not None)
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)
         stop = (sink or self.sink or BaseSink()).should_stop
         if self.collect_counting(lambda: self.collector.collect(stop)) and not self.reward_model_trained:
             self.fit_reward_model()
         return super().train(None, checkpoint_dir, checkpoint_interval, checkpoint_total_limit, sink=sink)
+
+    def _reseed(self, seed: int) -> None:
+        super()._reseed(seed)
+        self.collector.reseed(seed)
 
     def collect_counting(self, collect: Any) -> Any:
         return collect()  # CentralizedRoles counts a joint model's unparsed completions

@@ -151,7 +151,9 @@ CATALOG: dict[str, Setting] = {
                 ge=0, form="main"),
     "device": _s("devices", str, "cpu", "Default device for every agent.", form="main",
                  reads=(), run_config="build"),
-    "seed": _s("run", int, 0, "Seeds everything; a seeded CPU run reproduces.", form="main"),
+    "seed": _s("run", int | None, None, "Seeds everything; a seeded CPU run reproduces. Empty (CoMLRL's config "
+               "classes): the run continues torch's global RNG, as CoMLRL does (torch.manual_seed(S) before "
+               "train() picks the run). A run config always records one.", form="main"),
     "eval_interval": _s("reporting", int, 16, "Evaluate every N steps, step 0 included (0 = never).", ge=0,
                         form="main"),
     "checkpoint_interval": _s("reporting", int, 0, "Checkpoint every N steps (0 = only at the end).", ge=0,
@@ -209,9 +211,10 @@ CATALOG: dict[str, Setting] = {
                             "(extra reward calls, no extra generation); turn_group: against every sample the "
                             "agent wrote at that turn of that item's tree (multi-turn).",
                             reads=_but(ACTOR_CRITIC, DPO)),
-    "credit_samples": _s("rollout", int, 8, "Joint actions per step whose credit is measured for every agent "
+    "credit_samples": _s("rollout", int, 0, "Joint actions per step whose credit is measured for every agent "
                          "(agent/<name>/credit: the team reward less the reward with that agent's reply left "
-                         "empty; one extra reward call per agent and joint action); 0 turns it off.", ge=0,
+                         "empty). Off by default: each costs one extra reward call per agent, with that reply "
+                         "removed (perf/credit_reward_calls, perf/credit_s); never measured for one agent.", ge=0,
                          reads=_but(ACTOR_CRITIC, DPO)),
     "reference_kl_enabled": _s("rollout", bool, False, "Penalise divergence from the initial model (k3 KL).",
                                **_BOOL, reads=_but(DPO), compat_only=DPO),

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
+import typing
 from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, ClassVar
 
@@ -50,23 +52,27 @@ def not_read_by(algorithm: str, names: Sequence[str]) -> list[str]:
     return [name for name in names if algorithm not in CATALOG[name].reads]
 
 
-def setting_field(name: str, *, optional: bool = False, **override: Any) -> tuple[Any, FieldInfo]:
+def setting_field(name: str, *, optional: bool = False, required: bool = False,
+                  **override: Any) -> tuple[Any, FieldInfo]:
     """``(annotation, FieldInfo)`` of a catalog setting, optionally with another ``default``;
-    ``optional`` also accepts ``None`` (a run config's "the algorithm's value")."""
+    ``optional`` also accepts ``None`` (a run config's "the algorithm's value"), ``required`` refuses it
+    (a run config's recorded ``seed``)."""
     setting = CATALOG[name]
     info = FieldInfo.merge_field_infos(setting.field, **override)  # a copy: classes never share one
     annotation = setting.annotation | None if optional else setting.annotation
+    if required:
+        annotation = functools.reduce(operator.or_, [a for a in typing.get_args(annotation) if a is not type(None)])
     if setting.before is not None:
         annotation = Annotated[annotation, BeforeValidator(setting.before)]
     return annotation, info
 
 
 def schema_fields(names: Sequence[str], defaults: Mapping[str, Any] | None = None,
-                  optional: Collection[str] = ()) -> dict[str, tuple[Any, FieldInfo]]:
+                  optional: Collection[str] = (), required: Collection[str] = ()) -> dict[str, tuple[Any, FieldInfo]]:
     """Catalog settings as ``create_model`` field definitions, in the given order; those named in
-    ``optional`` also accept ``None``."""
+    ``optional`` also accept ``None``, those in ``required`` do not."""
     defaults = defaults or {}
-    return {name: setting_field(name, optional=name in optional,
+    return {name: setting_field(name, optional=name in optional, required=name in required,
                                 **({"default": defaults[name]} if name in defaults else {}))
             for name in names}
 

@@ -205,18 +205,21 @@ def has_critics(algorithm: str, rl_algorithm: str | None) -> bool:
 # catalog order (the form's main settings first). Names and defaults follow CoMLRL's MAGRPOConfig except
 # num_turns 1 and logging_steps 1 (friendlier for a form) and advantage_mode and collaboration_mode empty
 # (the algorithm's: its baseline; centralized for centralized_magrpo, decentralized otherwise, see
-# engine.schema.collaboration). An algorithm refuses a changed "trainer" setting it does not read
-# (engine.schema.algorithms.unused_settings).
+# engine.schema.collaboration), and seed 0, never empty: a run config records its seed, so its runs
+# reproduce (the config classes' empty seed continues torch's global RNG, as CoMLRL does). An algorithm
+# refuses a changed "trainer" setting it does not read (engine.schema.algorithms.unused_settings).
 TRAINER_SETTINGS = run_config_settings("trainer", "build")
-TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None, "collaboration_mode": None}
+TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None, "collaboration_mode": None,
+                    "seed": 0}
 TRAINER_OPTIONAL = ("collaboration_mode",)  # None is the algorithm's value (advantage_mode's type has None already)
+TRAINER_REQUIRED = ("seed",)  # recorded: None is refused
 
 TrainerSpec = create_model(
     "TrainerSpec",
     __base__=_TrainerRules,
     __module__=__name__,
     __doc__="Trainer settings of a run config (each declared once in engine.schema.catalog).",
-    **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS, TRAINER_OPTIONAL),
+    **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS, TRAINER_OPTIONAL, TRAINER_REQUIRED),
     actor_critic=(ActorCriticSection, Field(default_factory=ActorCriticSection,
                                             description="iac/maac (and marlhf with rl_algorithm iac/maac) only: the "
                                                         "critic's settings.")),

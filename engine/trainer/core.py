@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from engine.sinks.base import Sink
@@ -31,14 +30,17 @@ from engine.trainer.checkpoint import (
 )
 from engine.trainer.host_memory import keep_freed_memory
 from engine.trainer.loop import TrainResult, train_trainer
+from engine.trainer.sampling_note import announce
+from engine.trainer.seeding import (
+    draw_seed,
+    generator_seed,
+    report_seed,
+    seed_everything,
+    seed_note,
+    seeded_config,
+    update_seed,
+)
 from engine.trainer.setup import check_datasets, load_agents
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA)."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def data_order(num_items: int, epoch: int, *, seed: int, shuffle: bool) -> list[int]:
@@ -81,14 +83,22 @@ class TrainerCore:
     """The shared part of a trainer (see the module docstring). A subclass's constructor resolves its
     config (:meth:`_configured`) and agents (:func:`engine.trainer.agent_setup.comlrl_agents`), calls
     :meth:`_setup` and :meth:`_schedule`, and provides ``train_step``, ``evaluate`` and its updates;
-    one with more state to keep extends :meth:`_training_state` and :meth:`_restore_training_state`."""
+    one with more state to keep extends :meth:`_training_state` and :meth:`_restore_training_state`,
+    one with more seeded streams :meth:`_reseed`.
+
+    A config without a seed gets one drawn from torch's global RNG (:mod:`engine.trainer.seeding`):
+    when the trainer is built and again when ``train()`` starts a fresh run."""
+
+    seed_drawn = False  # the config gave no seed: self.args.seed was drawn from torch's global RNG
+    _seed_settled = False  # train() has drawn (or kept) the run's seed
 
     def _default_config(self) -> Any:
         raise TypeError(f"{type(self).__name__} must define _default_config")
 
     def _configured(self, args: Any, model_config: dict[str, Any] | None) -> Any:
-        """CoMLRL's ``args`` (default: the trainer's config class) with its ``model_config`` argument."""
-        config = args if args is not None else self._default_config()
+        """CoMLRL's ``args`` (default: the trainer's config class) with its ``model_config`` argument; a
+        copy with a seed drawn from torch's global RNG when it gives none."""
+        config, self.seed_drawn = seeded_config(args if args is not None else self._default_config())
         if model_config is not None:
             config.model_config = dict(model_config)
         return config
@@ -105,7 +115,8 @@ class TrainerCore:
             raise ValueError("num_turns > 1 needs external_transition to build each turn's next prompts")
         self.num_agents = len(agents)
         self.agent_names = [agent.name for agent in agents]
-        seed_everything(config.seed)
+        if not self.seed_drawn:  # a given seed seeds everything; a drawn one leaves the global RNGs to continue
+            seed_everything(config.seed)
         self.agents = load_agents(agents, config)
         if any(agent.device.type == "cpu" for agent in self.agents):
             keep_freed_memory()  # a CPU step re-allocates its gradients and activations: reuse them
@@ -131,8 +142,31 @@ class TrainerCore:
         self.total_steps = cfg.max_steps or cfg.num_train_epochs * self.steps_per_epoch
         self.step = 0
         self.env_step = 0
-        self.update_rngs = [random.Random(cfg.seed * 7919 + i) for i in range(update_streams)]
-        self.report_rng = random.Random(cfg.seed + 104729)
+        self.update_rngs = [random.Random(update_seed(cfg.seed, i)) for i in range(update_streams)]
+        self.report_rng = random.Random(report_seed(cfg.seed))
+
+    # -- the seed (engine.trainer.seeding) -------------------------------------------------------
+    def _settle_seed(self, *, resuming: bool) -> None:
+        """At the start of ``train()``: a fresh run whose config gives no seed draws it now from torch's
+        global RNG (a script may have seeded it after building the trainer) and announces it; a resumed
+        run takes its checkpoint's. Once per trainer."""
+        if self._seed_settled:
+            return
+        self._seed_settled = True
+        if self.seed_drawn and not resuming and self.step == 0:
+            self._reseed(draw_seed())
+            announce([seed_note(self.args.seed)])
+
+    def _reseed(self, seed: int) -> None:
+        """Make ``seed`` the run's seed: every stream derived from it is seeded again, in place (as the
+        constructor seeded it). Subclasses with streams of their own extend this."""
+        self.args.seed = seed
+        for agent in self.agents:
+            if agent.generator is not None:
+                agent.generator.manual_seed(generator_seed(seed, agent.index))
+        for i, rng in enumerate(self.update_rngs):
+            rng.seed(update_seed(seed, i))
+        self.report_rng.seed(report_seed(seed))
 
     # -- data ------------------------------------------------------------------------------------
     def items_for_step(self, step: int) -> list[int]:
@@ -150,17 +184,21 @@ class TrainerCore:
               sink: Sink | None = None) -> TrainResult:
         """Train until ``total_steps`` or until the sink asks to stop
         (:func:`engine.trainer.loop.train_trainer`)."""
+        self._settle_seed(resuming=resume_from_checkpoint is not None)
         return train_trainer(self, resume_from_checkpoint, checkpoint_dir, checkpoint_interval,
                              checkpoint_total_limit, sink=sink)
 
     # -- state, in memory and in checkpoint folders (engine.trainer.checkpoint) -------------------
     def _training_state(self) -> dict[str, Any]:
         """Everything besides the weights that continues training exactly; subclasses add theirs."""
-        return training_state(self.agents, step=self.step, env_step=self.env_step, update_rngs=self.update_rngs,
-                              report_rng=self.report_rng)
+        return {**training_state(self.agents, step=self.step, env_step=self.env_step, update_rngs=self.update_rngs,
+                                 report_rng=self.report_rng), "seed": self.args.seed}
 
     def _restore_training_state(self, state: dict[str, Any]) -> None:
         self.step, self.env_step = restore_training_state(state, self.agents, self.update_rngs, self.report_rng)
+        if self.seed_drawn and state.get("seed") is not None:
+            self.args.seed = int(state["seed"])  # the run's drawn seed (the data order derives from it)
+        self._seed_settled = True
 
     def _model_groups(self) -> tuple[list[Any], list[int]]:
         """Distinct model objects and, per agent, the index of its model."""

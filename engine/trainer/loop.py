@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from engine.sinks.base import BaseSink, Sink
 from engine.trainer.best_checkpoint import BestCheckpoint
+from engine.trainer.credit_probe import credit_note
 from engine.trainer.sampling_note import announce, sampling_notes
 
 
@@ -148,7 +149,8 @@ def train_trainer(
     are also kept in ``<checkpoint_dir>/best`` (:mod:`engine.trainer.best_checkpoint`).
     """
     cfg = trainer.args
-    announce(sampling_notes(trainer.agents, cfg))
+    probes = credit_note(getattr(cfg, "credit_samples", 0), len(trainer.agents))  # their cost, when asked for
+    announce([*sampling_notes(trainer.agents, cfg), *([probes] if probes else [])])
     root = Path(checkpoint_dir) if checkpoint_dir else (
         trainer.output_dir / "checkpoints" if trainer.output_dir else None)
     if resume_from_checkpoint is not None:

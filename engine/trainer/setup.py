@@ -19,6 +19,7 @@ from engine.trainer.agents import AgentRuntime, GenerationSettings
 from engine.trainer.mapped_weights import own_mapped_weights
 from engine.trainer.optimizer_state import allocate_adam_state
 from engine.trainer.rollout_copy import configured_rollout_dtype, rollout_copy_for
+from engine.trainer.seeding import generator_seed
 
 _GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
 
@@ -139,7 +140,7 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
         allocate_adam_state(agent.optimizer)  # now, not in the first (timed) step
         if agent.rollout_copy is not None:
             agent.rollout_copy.watch(agent.optimizer)
-        agent.generator = torch.Generator(device=agent.device).manual_seed(config.seed * 1000 + agent.index)
+        agent.generator = torch.Generator(device=agent.device).manual_seed(generator_seed(config.seed, agent.index))
         agent.rollout_engine = _rollout_engine(agent, config, engines)
 
 

@@ -1,7 +1,7 @@
 """One MAGRPO training step, top to bottom (:func:`magrpo_step`; ``MAGRPOTrainer.train_step`` runs it):
 
     the step's items  ->  rollout trees  ->  returns  ->  per agent: batch, advantages, optimise
-      ->  credit measured  ->  metrics and episodes
+      ->  credit measured (when asked)  ->  metrics and episodes
 
 Each stage is a named helper, hand-tested on its own: the tree (:mod:`engine.trainer.rollout`),
 returns and advantages (:mod:`engine.trainer.credit`, pure arithmetic in
@@ -24,7 +24,7 @@ from engine.sinks.base import Episode
 from engine.trainer.agents import AgentRuntime, weight_sync_metrics
 from engine.trainer.core import step_timing
 from engine.trainer.credit import agent_batch, assign_returns, fill_advantages
-from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit
+from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit, probe_count
 from engine.trainer.losses import lr_factor
 from engine.trainer.reporting import agent_metrics, branch_episodes, choose_branches, rollout_metrics
 from engine.trainer.rollout import TreeBuilder
@@ -98,10 +98,11 @@ def magrpo_step(trainer: Stepped) -> tuple[dict[str, float], list[Episode]]:
     metrics = agent_metrics(agents, batches, stats, factor)
     ended = time.perf_counter()
 
-    # 6. Credit made visible: on the reported branches' joint actions and a few more, each agent's
-    #    team reward less the reward with its reply left empty (agent/<name>/credit).
+    # 6. Credit made visible (credit_samples, off by default; never for one agent): on the reported
+    #    branches' joint actions and a few more, each agent's team reward less the reward with its
+    #    reply left empty (agent/<name>/credit).
     branches = choose_branches(rollouts, cfg.transcripts_per_step, trainer.report_rng)
-    probes = choose_probes(rollouts, branches, cfg.credit_samples, trainer.report_rng)
+    probes = choose_probes(rollouts, branches, probe_count(cfg.credit_samples, len(agents)), trainer.report_rng)
     probe_calls = measure_credit(trainer.tree.reward, probes, len(agents))
     metrics.update(credit_metrics(probes, trainer.agent_names))
 

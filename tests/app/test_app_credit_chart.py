@@ -43,8 +43,13 @@ def test_last_fifth_mean_by_hand() -> None:
 def test_no_credit_note_names_the_setting(make_config) -> None:
     from app.components.credit_chart import no_credit_note
 
-    assert "`credit_samples` is above 0" in no_credit_note(make_config())
-    assert "`credit_samples: 0`" in no_credit_note(make_config(credit_samples=0))
+    off = no_credit_note(make_config())  # the default: probes off (they call the reward again)
+    assert "credit probes are off" in off and "`credit_samples: 0`" in off and "above 0" in off
+    assert no_credit_note(make_config(credit_samples=0)) == off
+    assert "logged no credit (yet)" in no_credit_note(make_config(credit_samples=8))
+    one = make_config()
+    one["agents"] = one["agents"][:1]
+    assert "no partner to credit" in no_credit_note(one)
     assert "iac does not measure" in no_credit_note(make_config(algorithm="iac"))
     assert no_credit_note(make_config(algorithm="iac")).endswith("magrpo, grpo, mareinforce, maremax, marloo, "
                                                                   "centralized_magrpo, marlhf, marlhf_iter do.")
@@ -109,4 +114,4 @@ def test_without_credit_the_chart_is_absent_and_a_note_says_how(app, store: Stor
     assert _credit_figures(figures(at)) == (None, None)
     assert figures(at)  # the other charts are drawn
     [note] = [c.value for c in at.caption if "Who contributed" in c.value]
-    assert "credit_samples" in note and "above 0" in note
+    assert "credit probes are off" in note and "credit_samples" in note and "above 0" in note

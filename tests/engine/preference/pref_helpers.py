@@ -24,7 +24,8 @@ def tiny_team(seed: int = 0) -> tuple[list, list]:
 
 def fast_config(**overrides: Any) -> MADPOConfig:
     values = dict(preference_num_candidates=4, preference_pairs_per_sample=2, max_new_tokens=6, num_train_epochs=2,
-                  logging_steps=1, eval_interval=0, agent_learning_rate=1e-3, items_per_step=2)
+                  logging_steps=1, eval_interval=0, agent_learning_rate=1e-3, items_per_step=2,
+                  seed=0)  # explicit: every trainer built from it repeats the same run
     values.update(overrides)
     return MADPOConfig(**values)
 

@@ -77,7 +77,7 @@ def test_one_model_is_trained_on_the_joint_completion_split_for_reward_and_evalu
 
     sink = MemorySink()
     config = CentralizedMAGRPOConfig(num_generations=4, max_new_tokens=8, max_steps=2, logging_steps=1,
-                                     eval_interval=2, eval_num_samples=1, agent_learning_rate=1e-3)
+                                     eval_interval=2, eval_num_samples=1, agent_learning_rate=1e-3, seed=0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     trainer = CentralizedMAGRPOTrainer(
         agents=[model, model], tokenizer=[tok, tok], train_dataset=[{"prompt": "1"}, {"prompt": "2"}],

@@ -35,7 +35,7 @@ def api_server():
 def _config(cls=MADPOIterConfig, **overrides):
     values = dict(num_iterations=1, preference_num_candidates=3, preference_pairs_per_sample=3, max_new_tokens=6,
                   train_batch_size=4, items_per_step=4, eval_interval=0, logging_steps=1, agent_learning_rate=1e-3,
-                  checkpoint_interval=0)
+                  checkpoint_interval=0, seed=0)
     values.update(overrides)
     return cls(**values)
 

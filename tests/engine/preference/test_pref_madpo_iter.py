@@ -17,7 +17,7 @@ from tests.engine.preference.pref_helpers import PROMPTS, digit_share, tiny_team
 def _config(**overrides) -> MADPOIterConfig:
     values = dict(num_iterations=2, preference_num_candidates=4, preference_pairs_per_sample=2, max_new_tokens=6,
                   train_batch_size=4, items_per_step=4, comparator_policy="history", eval_interval=0,
-                  logging_steps=1, agent_learning_rate=1e-3, checkpoint_interval=0)
+                  logging_steps=1, agent_learning_rate=1e-3, checkpoint_interval=0, seed=0)
     values.update(overrides)
     return MADPOIterConfig(**values)
 

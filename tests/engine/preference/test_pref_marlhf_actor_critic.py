@@ -21,7 +21,7 @@ def _config(algorithm: str, **overrides) -> MARLHFConfig:
     values = dict(rl_algorithm=algorithm, num_generations=1, preference_num_candidates=4, preference_pairs_per_sample=2,
                   max_new_tokens=6, items_per_step=4, rollout_buffer_size=2, num_train_epochs=2, eval_interval=0,
                   logging_steps=1, agent_learning_rate=1e-3, critic_learning_rate=1e-3, reward_num_train_epochs=1,
-                  checkpoint_interval=0)
+                  checkpoint_interval=0, seed=0)
     values.update(overrides)
     return MARLHFConfig(**values)
 

@@ -21,7 +21,8 @@ def _trainer(**kwargs) -> MARLHFIterTrainer:
                               comparator_policy="model", reward_learning_rate=1e-3, reward_train_batch_size=4,
                               reward_num_train_epochs=1, eval_interval=0, logging_steps=1, agent_learning_rate=1e-3,
                               preference_replay_mode="nearest_k", preference_replay_k=2,
-                              preference_replay_sample_size=6)  # refits on 6 pairs drawn over 2 iterations
+                              preference_replay_sample_size=6,  # refits on 6 pairs drawn over 2 iterations
+                              seed=0)
     return MARLHFIterTrainer(agents=models, tokenizer=tokenizers, train_dataset=PROMPTS, reward_func=digit_share,
                              args=config, **kwargs)
 

@@ -29,8 +29,9 @@ def tiny_team() -> tuple[list, list]:
 
 
 def fast_config(**overrides: Any) -> MAGRPOConfig:
+    """A small, fast config with an explicit seed (0), so every trainer built from it repeats the same run."""
     values = dict(num_turns=1, num_generations=2, max_new_tokens=6, num_train_epochs=1, logging_steps=1,
-                  agent_learning_rate=1e-3, eval_interval=0, max_steps=2)
+                  agent_learning_rate=1e-3, eval_interval=0, max_steps=2, seed=0)
     values.update(overrides)
     return MAGRPOConfig(**values)
 
