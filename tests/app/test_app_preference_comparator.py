@@ -20,11 +20,12 @@ def _iter_config() -> dict:
     }).model_dump(mode="json")
 
 
-def test_a_checkpoint_of_an_earlier_run_is_the_comparator(app, store: Store, tmp_path) -> None:
+def test_a_checkpoint_of_an_earlier_run_is_the_comparator(app, store: Store, home) -> None:
     config = _iter_config()
     experiment = store.create_experiment("iter", config=config).id
     run = store.create_run(experiment, config, "cpu", total_steps=4, device="cpu")
-    kept, deleted = tmp_path / "checkpoint-2", tmp_path / "checkpoint-4"
+    folder = home / "runs" / str(run.id) / "checkpoints"  # inside the data directory: a run may read there
+    kept, deleted = folder / "checkpoint-2", folder / "checkpoint-4"
     make_trainer(fast_config()).save_checkpoint(kept)  # a real checkpoint of a two-agent team
     store.add_checkpoint(run.id, 2, str(kept))
     store.add_checkpoint(run.id, 4, str(deleted))  # listed in the store, its folder gone since
