@@ -2,8 +2,9 @@
 
 ``scripts/gpu_check.sh`` (or ``python -m cooplab.gpu_check``) builds a model with Qwen2.5-0.5B's
 shape (hidden 896, 24 layers, 14 heads / 2 KV heads, MLP 4864, vocabulary 151,936, tied embeddings:
-494 M parameters) from a config with random weights, and the in-process tokenizer of the tiny
-models: nothing is downloaded. Then, on the device:
+494 M parameters) from a config with random weights (:mod:`bench.shapes`, where the GPU benchmark
+builds its models too), and the in-process tokenizer of the tiny models: nothing is downloaded.
+Then, on the device:
 
 1. ``placement``: :func:`engine.models.load_agent` puts every weight and buffer there and a forward
    answers there;
@@ -37,13 +38,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SHAPES: dict[str, dict[str, Any]] = {
-    "qwen2-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                       num_key_value_heads=2, vocab_size=151_936, max_position_embeddings=32_768,
-                       rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=True),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=1024, max_position_embeddings=2048, tie_word_embeddings=True),
-}
+from bench.shapes import SHAPES, build_model  # noqa: F401 (re-exported: the shapes and their builder, shared with bench.gpu)
+
 TIE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.125}  # logit units: where greedy tokens may differ
 LOGPROB_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.25}  # sampler vs update log-probs, per token
 PROMPTS = ["Write about a river in spring.", "Explain why teams share information."]
@@ -70,24 +66,6 @@ def no_gpu_message() -> str | None:
     return (f"gpu check: no CUDA device: torch.cuda.is_available() is False (torch {torch.__version__}, CUDA "
             f"build {build}). Nothing was checked. Run it on a machine with an NVIDIA GPU and a CUDA build of "
             f"torch (install the CUDA torch first, then the project).")
-
-
-def build_model(shape: str, device: str, dtype: Any, seed: int = 0) -> tuple[Any, Any]:
-    """A random Qwen2 of ``shape`` built from a config directly on ``device``, and the tiny tokenizer."""
-    import torch
-    from transformers import AutoModelForCausalLM, Qwen2Config
-
-    from engine.models.tiny import build_tiny_tokenizer
-
-    tokenizer = build_tiny_tokenizer()
-    ids = {"eos_token_id": tokenizer.eos_token_id, "bos_token_id": tokenizer.eos_token_id,
-           "pad_token_id": tokenizer.pad_token_id}
-    config = Qwen2Config(**SHAPES[shape], **ids)
-    with torch.random.fork_rng(devices=[]), torch.device(device):
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    model.generation_config.update(**ids)
-    return model.eval(), tokenizer
 
 
 def _sync(device: str) -> None:
