@@ -54,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         max_new_tokens=w.max_new_tokens, temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, num_turns=1,
         rollout_buffer_size=w.comlrl_items, eval_interval=0, logging_steps=1, agent_devices=args.device,
     )  # fmt: skip
+    reward = SeededReward(w.seed)
     trainer = trainer_cls(
-        agents=models, tokenizer=[tokenizer] * len(models), reward_func=SeededReward(w.seed),
+        agents=models, tokenizer=[tokenizer] * len(models), reward_func=reward,
         train_dataset=Dataset.from_list(dataset(w, total * w.comlrl_items, vocab)),
         formatters=identity_formatters(len(models)), args=config, wandb_config=None,
     )  # fmt: skip
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     emit("ready", t=time.perf_counter(), steps=total, items_per_step=w.comlrl_items)
     trainer.train()
     peak, kind = peak_memory(args.device)
-    emit("done", t=time.perf_counter(), peak_mem_gib=peak, peak_mem_kind=kind)
+    emit("done", t=time.perf_counter(), peak_mem_gib=peak, peak_mem_kind=kind,
+         mean_completion_words=reward.words / max(reward.completions, 1))
     return 0
 
 

@@ -56,6 +56,7 @@ def summarize_comlrl(stdout: str, stderr: str, returncode: int | None, w: GpuWor
         "status": status, "items_per_step": w.comlrl_items, "step_s_all": steps, "step_s": step_s,
         "generated_tokens_per_step": tokens, "s_per_1k_tokens": None if step_s is None else 1000 * step_s / tokens,
         "peak_mem_gib": done.get("peak_mem_gib") if done else None,
+        "mean_completion_words": done.get("mean_completion_words") if done else None,
     }  # fmt: skip
     if status != "ok":
         out["reason"] = (f"stopped at its time limit after {len(steps)} step(s)" if timed_out else

@@ -61,10 +61,10 @@ def make_timed_sink(device: str) -> Any:
     return TimedSink()
 
 
-def train_team(models: list[Any], tokenizer: Any, w: GpuWorkload, device: str) -> tuple[Any, Any]:
+def train_team(models: list[Any], tokenizer: Any, w: GpuWorkload, device: str) -> tuple[Any, Any, SeededReward]:
     """``w.warmup_steps + w.steps`` MAGRPO steps of the team: every step samples its ``w.prompts`` items
     in one call per agent (batch ``prompts x K``) and makes one AdamW step per agent. Returns the
-    trainer (still open: its agents are used afterwards) and the sink."""
+    trainer (still open: its agents are used afterwards), the sink and the reward (what it saw)."""
     from engine import MAGRPOConfig, MAGRPOTrainer
 
     vocab = models[0].get_output_embeddings().weight.shape[0]
@@ -76,11 +76,12 @@ def train_team(models: list[Any], tokenizer: Any, w: GpuWorkload, device: str) -
         temperature=w.temperature, top_p=w.top_p, top_k=w.top_k, seed=w.seed, transcripts_per_step=0,
     )  # fmt: skip
     sink = make_timed_sink(device)
-    trainer = MAGRPOTrainer(agents=models, tokenizer=[tokenizer] * len(models), reward_func=SeededReward(w.seed),
+    reward = SeededReward(w.seed)
+    trainer = MAGRPOTrainer(agents=models, tokenizer=[tokenizer] * len(models), reward_func=reward,
                             formatters=identity_formatters(len(models)),
                             train_dataset=dataset(w, total * w.prompts, vocab), args=config)
     trainer.train(sink=sink)
-    return trainer, sink
+    return trainer, sink, reward
 
 
 def step_records(sink: Any) -> list[dict[str, float]]:

@@ -115,11 +115,12 @@ def run_shape(shape: str, w: GpuWorkload, device: str, device_info: dict[str, An
     reset_peak_memory(device)
     models, tokenizer = build_team(shape, device, w)
     params, wbytes = parameter_count(models[0]), weight_bytes(models[0])
-    trainer, sink = train_team(models, tokenizer, w, device)
+    trainer, sink, reward = train_team(models, tokenizer, w, device)
     peak, kind = peak_memory(device)
     steps = step_records(sink)
     team = summarize_team(steps, w, params, device_info["peak_bf16_flops"])
-    team.update(steps=steps, peak_mem_gib=peak, peak_mem_kind=kind)
+    team.update(steps=steps, peak_mem_gib=peak, peak_mem_kind=kind,
+                mean_completion_words=reward.words / max(reward.completions, 1))
     progress(f"{shape}: {len(steps)} steps, {team['step_s']:.3g} s per timed step")
     vocab = SHAPES[shape]["vocab_size"]
     prompt_ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in prompt_texts(w, w.prompts, vocab)]

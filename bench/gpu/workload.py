@@ -109,8 +109,13 @@ class SeededReward:
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)
+        self.completions = 0  # completions seen, and their words (= tokens, but for a sampled <pad>, dropped
+        self.words = 0  # when decoding): a check that a trainer generated every completion to full length
 
     def __call__(self, *agent_completions: list[str]) -> list[float]:
+        for texts in agent_completions:
+            self.completions += len(texts)
+            self.words += sum(len(text.split()) for text in texts)
         return [self.rng.random() for _ in agent_completions[0]]
 
 

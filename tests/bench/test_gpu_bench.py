@@ -49,6 +49,7 @@ def test_the_record_runs_end_to_end_on_the_cpu(tmp_path: Path, one_thread: None,
     assert team["generated_tokens_per_step"] == 2 * 2 * 2 * 6
     assert team["generated_tokens_counted"] == [48] * (w.warmup_steps + w.steps)
     assert len(team["steps"]) == w.warmup_steps + w.steps
+    assert 5.0 < team["mean_completion_words"] <= 6.0  # the reward saw full-length texts (a sampled <pad> drops a word)
     for key in ("step_s", "rollout_s", "update_s", "s_per_1k_tokens", "rollout_tokens_per_s", "update_tokens_per_s",
                 "update_flops", "peak_mem_gib"):
         assert _positive(team[key]), (key, team[key])
@@ -112,3 +113,4 @@ def test_the_comlrl_side_runs_the_same_script_in_a_subprocess(one_thread: None) 
     assert got["status"] == "ok", got.get("reason")
     assert len(got["step_s_all"]) == CPU_TINY.warmup_steps + CPU_TINY.comlrl_steps
     assert _positive(got["s_per_1k_tokens"]) and got["generated_tokens_per_step"] == 2 * 1 * 2 * 6
+    assert 5.0 < got["mean_completion_words"] <= 6.0  # CoMLRL generated full-length completions too
