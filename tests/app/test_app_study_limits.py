@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import streamlit as st
 
 import app.study_form as study_form
 import jobs.study_space as study_space
@@ -47,6 +48,7 @@ def test_the_define_tab_expands_a_study_once_not_on_every_rerun(app, experiment:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(study_form, "study_trials", counted)
+    st.cache_data.clear()  # the page's cache outlives a test: an earlier one may have checked this study
     at = app("studies")
     assert any("3 points × 2 seeds = 6 runs, every config valid" in s.value for s in at.success)
     at.run()
