@@ -20,6 +20,7 @@ from engine.actor_critic.critics import ValueHead, head_values
 from engine.actor_critic.rollout import TurnSample
 from engine.actor_critic.targets import explained_variance, value_loss
 from engine.trainer.agents import AgentRuntime, SequenceBatch
+from engine.trainer.chunked_logprobs import head_logprobs
 from engine.trainer.losses import policy_loss, token_logprobs
 
 
@@ -74,6 +75,12 @@ def actor_forward(agent: AgentRuntime, batch: SequenceBatch, head: ValueHead | N
         logps, _ = agent.forward_logprobs(batch)
         return logps, None
     t = batch.completion_ids.shape[1]
+    plan = agent.logits_plan(agent.model, batch)
+    if plan is not None:  # logits over the budget: from the final hidden states, a chunk at a time
+        hidden = agent.model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                        position_ids=batch.position_ids, use_cache=False).last_hidden_state
+        logps, _ = head_logprobs(hidden[:, -(t + 1):-1], plan[0], batch.completion_ids, rows=plan[1])
+        return logps, head_values(hidden, head, positions)
     out = agent.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                       position_ids=batch.position_ids, use_cache=False, output_hidden_states=True)
     logits = out.logits[:, -(t + 1):-1, :]

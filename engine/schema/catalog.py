@@ -183,6 +183,11 @@ CATALOG: dict[str, Setting] = {
     "micro_batch_size": _s("optimisation", int | None, None, "Sequences per training forward pass (empty = whole "
                            "mini-batch).", ge=1, reads=_but(ACTOR_CRITIC)),
     "gradient_checkpointing": _s("optimisation", bool, False, "Trade compute for memory in the update.", **_BOOL),
+    "logits_chunk_mib": _s("optimisation", int, 512, "When a forward's float32 logits (sequences x completion "
+                           "tokens x vocabulary x 4 bytes) would exceed this many MiB, log-probs and entropy are "
+                           "computed from the final hidden states a chunk of positions at a time, never holding "
+                           "the whole logits (large vocabularies); 0 = never. Same numbers up to float rounding; "
+                           "models whose output layer is not a plain linear one keep the full logits.", ge=0),
     # --- rollout and credit -------------------------------------------------------------------
     "discount": _s("rollout", float, 1.0, "Discount of later-turn rewards in returns: R_t = r_t + discount * "
                    "mean(children's R).", ge=0, le=1, reads=_but(PAIRS), compat_only=PAIRS),

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from engine.schema.catalog import CATALOG
+from engine.trainer.chunked_logprobs import LinearHead, head_logprobs, linear_head, logits_chunk_rows
 from engine.trainer.losses import token_entropy, token_logprobs
 
 
@@ -90,6 +92,7 @@ class AgentRuntime:
     rollout_copy: Any = None  # engine.trainer.rollout_copy.RolloutCopy with rollout_dtype, else None
     rollout_engine: Any = None  # engine.sampling.vllm_backend.VLLMRollout with rollout_backend vllm, else None
     extra: dict[str, Any] = field(default_factory=dict)
+    logits_chunk_mib: int = CATALOG["logits_chunk_mib"].default  # see engine.trainer.chunked_logprobs
 
     @property
     def pad_id(self) -> int:
@@ -138,9 +141,17 @@ class AgentRuntime:
 
     def forward_logprobs(self, batch: SequenceBatch, *, model: Any = None,
                          with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Token log-probs of the completions (B, T) from one padded forward, plus optional entropy."""
+        """Token log-probs of the completions (B, T) from one padded forward, plus optional entropy.
+
+        When the float32 logits would exceed ``logits_chunk_mib`` (:meth:`logits_plan`), they are
+        computed from the final hidden states a chunk of positions at a time and never held whole."""
         model = self.model if model is None else model
         t = batch.completion_ids.shape[1]
+        plan = self.logits_plan(model, batch)
+        if plan is not None:
+            head, rows = plan
+            return head_logprobs(completion_hidden(model, batch, t), head, batch.completion_ids, rows=rows,
+                                 with_entropy=with_entropy)
         logits = completion_logits(model, batch, t)
         logps = token_logprobs(logits, batch.completion_ids)
         entropy = None
@@ -148,6 +159,15 @@ class AgentRuntime:
             with torch.no_grad():
                 entropy = token_entropy(logits.detach())
         return logps, entropy
+
+    def logits_plan(self, model: Any, batch: SequenceBatch) -> tuple[LinearHead, int] | None:
+        """The output layer and positions per chunk when ``batch``'s float32 logits under ``model`` would
+        exceed ``logits_chunk_mib`` and the model's logits are its plain output layer's; else None."""
+        head = linear_head(model)
+        if head is None:
+            return None
+        rows = logits_chunk_rows(batch.completion_ids.numel(), head.vocab, self.logits_chunk_mib)
+        return None if rows is None else (head, rows)
 
 
 def rollout_engines(agents: Sequence[AgentRuntime]) -> list[Any]:
@@ -258,6 +278,20 @@ def completion_logits(model: Any, batch: SequenceBatch, num_completion: int) -> 
     return logits[:, -(num_completion + 1):-1, :]
 
 
+def completion_hidden(model: Any, batch: SequenceBatch, num_completion: int) -> torch.Tensor:
+    """The final hidden states (B, T, H) at the positions :func:`completion_logits` reads, from the
+    model's decoder (``model.base_model``) without its output layer, shared prompts encoded once
+    as there. For models :func:`engine.trainer.chunked_logprobs.linear_head` knows."""
+    base = model.base_model
+    if batch.prefix is not None and not (model.training and _checkpointed(model)):
+        hidden = _shared_prompt_logits(base, batch, batch.prefix, num_completion, hidden=True)
+        if hidden is not None:
+            return hidden
+    out = base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
+               use_cache=False)
+    return out.last_hidden_state[:, -(num_completion + 1):-1, :]
+
+
 def _checkpointed(model: Any) -> bool:
     """Activation (gradient) checkpointing is on: such training forwards run without a cache."""
     for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # newer, older transformers
@@ -266,9 +300,11 @@ def _checkpointed(model: Any) -> bool:
     return False
 
 
-def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompts, t: int) -> torch.Tensor | None:
+def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompts, t: int, *,
+                          hidden: bool = False) -> torch.Tensor | None:
     """None when the model's forward does not take and return a ``transformers`` layered cache
-    (checkpointed training runs without one); the caller then uses the packed forward."""
+    (checkpointed training runs without one); the caller then uses the packed forward. With
+    ``hidden``, ``model`` is a decoder without its output layer and its final hidden states are read."""
     from engine.sampling.sampler import forward_cache_argument
 
     signature = forward_cache_argument(model)
@@ -281,7 +317,7 @@ def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompt
     layers = getattr(cache, "layers", None)
     if not layers or not all(hasattr(layer, "keys") and hasattr(layer, "values") for layer in layers):
         return None
-    first = prefix.gather(head.logits[:, -1:, :])  # predicts completion token 0
+    first = prefix.gather(_read(head, hidden)[:, -1:, :])  # predicts completion token 0
     if t == 1:
         return first
     for layer in layers:
@@ -289,5 +325,9 @@ def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompt
         layer.values = prefix.gather(layer.values)
     lp = prefix.prompt_ids.shape[1]
     rest = model(input_ids=batch.completion_ids[:, :-1], attention_mask=batch.attention_mask[:, :-1],
-                 position_ids=batch.position_ids[:, lp:-1], use_cache=True, **{cache_key: cache}).logits
-    return torch.cat([first, rest], dim=1)
+                 position_ids=batch.position_ids[:, lp:-1], use_cache=True, **{cache_key: cache})
+    return torch.cat([first, _read(rest, hidden)], dim=1)
+
+
+def _read(out: Any, hidden: bool) -> torch.Tensor:
+    return out.last_hidden_state if hidden else out.logits

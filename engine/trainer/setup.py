@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from engine.lora.adapters import frozen_base
+from engine.schema.catalog import CATALOG
 from engine.schema.configs import MAGRPOConfig
 from engine.trainer.agent_setup import AgentSetup
 from engine.trainer.agents import AgentRuntime, GenerationSettings
@@ -96,6 +97,7 @@ def load_agents(setups: Sequence[AgentSetup], config: MAGRPOConfig) -> list[Agen
             index=i, name=setup.name, model=model, tokenizer=tokenizer, device=devices[i],
             learning_rate=float(setup.learning_rate or config.agent_learning_rate),
             generation=GenerationSettings(**gen), formatter=setup.formatter, system_prompt=setup.system_prompt,
+            logits_chunk_mib=int(getattr(config, "logits_chunk_mib", CATALOG["logits_chunk_mib"].default)),
         ))
     _finish_models(runtimes, config)
     return runtimes
