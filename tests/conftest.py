@@ -67,6 +67,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+@pytest.fixture(scope="session")
+def migrated_db_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated to the newest revision by the real migrations, once per pytest process
+    (see ``tests/migrated_db.py``); tests take copies (:func:`migrated_sqlite`), never this file."""
+    from tests.migrated_db import build_template
+
+    return build_template(tmp_path_factory.mktemp("migrated-db") / "template.db")
+
+
+@pytest.fixture
+def migrated_sqlite(migrated_db_template: Path) -> Callable[[Path], str]:
+    """``migrated_sqlite(path)``: a new, empty, migrated SQLite database at ``path`` (a copy of the
+    process's template: 0600, a database id of its own); returns its ``sqlite:///`` URL."""
+    from tests.migrated_db import copy_database
+
+    return lambda path: copy_database(migrated_db_template, path)
+
+
 @pytest.fixture
 def allow_task_modules() -> Iterator[Callable[..., tuple[str, ...]]]:
     """Put modules on the engine's task module allowlist for one test, as an operator's

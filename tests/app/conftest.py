@@ -1,5 +1,6 @@
 """Fixtures for the dashboard tests: a fresh data directory (SQLite file, broker folders) per test,
-a store on it, a helper that fills it with runs, metrics and transcripts, and an AppTest factory."""
+a store on it (a copy of the suite's migrated template), a helper that fills it with runs, metrics and
+transcripts, and an AppTest factory."""
 
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def store(home: Path) -> Store:
-    """A store on the test's SQLite file (created and migrated)."""
+def store(home: Path, migrated_sqlite: Callable[[Path], str]) -> Store:
+    """A store on the test's SQLite file (a copy of the suite's migrated template)."""
     home.mkdir(parents=True, exist_ok=True)
-    st = Store(f"sqlite:///{home / 'cooplab.db'}", migrate=True)
+    st = Store(migrated_sqlite(home / "cooplab.db"))
     yield st
     st.close()
 

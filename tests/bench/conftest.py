@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,10 +11,12 @@ from db.store import Store
 
 
 @pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    """A migrated store on ``tmp_path``; COOPLAB_HOME points there so nothing touches the real home."""
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+          migrated_sqlite: Callable[[Path], str]) -> Iterator[Store]:
+    """A migrated store on ``tmp_path`` (a copy of the suite's migrated template); COOPLAB_HOME points there
+    so nothing touches the real home."""
     monkeypatch.setenv("COOPLAB_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("COOPLAB_DATABASE_URL", raising=False)
-    st = Store(f"sqlite:///{tmp_path / 'bench.db'}", migrate=True)
+    st = Store(migrated_sqlite(tmp_path / "bench.db"))
     yield st
     st.close()

@@ -1,16 +1,16 @@
 """Fixtures for the store tests: every store test runs on SQLite, and on PostgreSQL when
 ``COOPLAB_TEST_POSTGRES_URL`` names a server that answers (otherwise those cases skip, naming it).
 
-SQLite: each test gets a copy of a database migrated once per session, in its own ``tmp_path``.
+SQLite: each test gets a copy of the suite's migrated template (``migrated_sqlite``, made once per pytest
+process by the real migrations), in its own ``tmp_path``.
 PostgreSQL: one schema per session (migrated once), every table truncated before each test.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +22,6 @@ from db.models import Base
 from db.store import Store
 
 PG_ENV = "COOPLAB_TEST_POSTGRES_URL"
-
-
-@pytest.fixture(scope="session")
-def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("db-template") / "template.db"
-    upgrade(f"sqlite:///{path}")
-    return path
 
 
 def _schema_url(url: str, schema: str) -> str:
@@ -64,12 +57,10 @@ def postgres_schema() -> Iterator[tuple[str, Engine]]:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path) -> str:
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, migrated_sqlite: Callable[[Path], str]) -> str:
     """A migrated, empty database URL: SQLite file or a cleaned PostgreSQL schema."""
     if request.param == "sqlite":
-        path = tmp_path / "cooplab.db"
-        shutil.copyfile(sqlite_template, path)
-        return f"sqlite:///{path}"
+        return migrated_sqlite(tmp_path / "cooplab.db")
     url, engine = request.getfixturevalue("postgres_schema")
     with engine.begin() as conn:  # DELETE is much faster than TRUNCATE on tables this small
         for table in reversed(Base.metadata.sorted_tables):
@@ -85,11 +76,9 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
-def sqlite_store(tmp_path: Path, sqlite_template: Path) -> Iterator[Store]:
+def sqlite_store(tmp_path: Path, migrated_sqlite: Callable[[Path], str]) -> Iterator[Store]:
     """SQLite only, for behaviour specific to the default backend."""
-    path = tmp_path / "cooplab.db"
-    shutil.copyfile(sqlite_template, path)
-    s = Store(f"sqlite:///{path}")
+    s = Store(migrated_sqlite(tmp_path / "cooplab.db"))
     yield s
     s.close()
 

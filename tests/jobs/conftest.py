@@ -1,5 +1,6 @@
-"""Fixtures for the job tests: a data directory per test, a store on a real SQLite file, and real
-Celery worker processes started as subprocesses (always killed, also when a test fails)."""
+"""Fixtures for the job tests: a data directory per test, a store on a real SQLite file (a copy of the
+suite's migrated template), and real Celery worker processes started as subprocesses (always killed, also
+when a test fails)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from db.migrate import upgrade
 from db.store import Store
 from jobs.settings import Settings
 from tests.jobs.helpers import ROOT, WorkerProcess, flush_redis, jobs_environment, redis_test_url, wait_for
 
 
 @pytest.fixture
-def jobs_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """A fresh data directory with an upgraded SQLite database and the filesystem broker."""
+def jobs_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             migrated_sqlite: Callable[[Path], str]) -> Settings:
+    """A fresh data directory with a migrated SQLite database (a copy of the suite's template) and the
+    filesystem broker."""
     for key in list(os.environ):
         if key.startswith("COOPLAB_") and not key.startswith("COOPLAB_TEST_"):
             monkeypatch.delenv(key)
@@ -27,7 +29,7 @@ def jobs_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
         monkeypatch.setenv(key, value)
     settings = Settings()
     settings.ensure_dirs()
-    upgrade(settings.resolved_database_url)
+    assert migrated_sqlite(settings.data_dir / "cooplab.db") == settings.resolved_database_url
     return settings
 
 
