@@ -181,11 +181,11 @@ class RewardProcessors:
     """CoMLRL-compatible float -> float reward post-processors."""
 
     @staticmethod
-    def scale(factor: float) -> Callable[[float], float]:
-        """Multiply every reward by ``factor``."""
+    def scale(factor: float = 1.0) -> Callable[[float], float]:
+        """Multiply every reward by ``factor`` (default 1: unchanged, as CoMLRL's)."""
         return lambda reward: reward * factor
 
     @staticmethod
-    def shift(value: float) -> Callable[[float], float]:
-        """Add ``value`` to every reward."""
+    def shift(value: float = 0.0) -> Callable[[float], float]:
+        """Add ``value`` to every reward (default 0: unchanged, as CoMLRL's)."""
         return lambda reward: reward + value

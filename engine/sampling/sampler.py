@@ -17,6 +17,11 @@ and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the s
 - ``"generate"``: Hugging Face ``model.generate`` with an explicit sampling configuration (the
   model's own generation defaults such as repetition penalties are neutralised).
 
+A model whose ``generate`` is the user's (patched on the instance, or defined by a class outside
+``transformers``/``peft``: :func:`user_generate`) is always sampled through it, one prompt per call
+with CoMLRL's keyword arguments (``num_return_sequences``, ``return_dict_in_generate=True``, ...), as
+a CoMLRL trainer samples: a script or test that patched ``generate`` sees its calls.
+
 With a ``torch.Generator`` both decoders are deterministic and draw the same random numbers (the
 lean decoder uses a private generator, so agents may sample in parallel threads; the ``generate``
 decoder seeds a forked global RNG and is meant for one thread at a time).
@@ -185,6 +190,43 @@ def _decode_with_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch
     return out[:, ids.shape[1] :], None
 
 
+def user_generate(model: object) -> bool:
+    """Whether ``model.generate`` is the user's: set on the instance (patched), or defined by a class
+    outside ``transformers``, ``peft`` and CoopLab (subclassed)."""
+    if "generate" in vars(model):
+        return True
+    module = getattr(getattr(type(model), "generate", None), "__module__", None) or ""
+    return bool(module) and not module.startswith(("transformers", "peft", "engine"))
+
+
+def _decode_with_user_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
+                               how: Decoding) -> tuple[torch.Tensor, None]:
+    """The user's ``generate``, called as CoMLRL calls it: one unpadded prompt per call, K return
+    sequences, sampling settings as keywords; a tensor or an output with ``.sequences`` is read."""
+    rows: list[torch.Tensor] = []
+    devices = [ids.device] if ids.device.type == "cuda" else []
+    for prompt, keep in zip(ids, mask, strict=True):
+        real = prompt[keep.bool()].unsqueeze(0)
+        kwargs = {"input_ids": real, "attention_mask": torch.ones_like(real), "max_new_tokens": how.max_new_tokens,
+                  "do_sample": how.do_sample, "num_beams": 1, "num_return_sequences": how.num_generations,
+                  "return_dict_in_generate": True, "pad_token_id": how.pad_id}
+        if how.do_sample:
+            kwargs.update(temperature=how.temperature, top_p=how.top_p)
+            if how.top_k is not None:
+                kwargs["top_k"] = how.top_k
+        with torch.random.fork_rng(devices=devices, enabled=how.seed is not None):
+            if how.seed is not None:
+                torch.manual_seed(how.seed)
+            out = model.generate(**kwargs)
+        sequences = getattr(out, "sequences", out)
+        rows.extend(sequences[:, real.shape[1]:].to(ids.device))
+    width = max(1, *(len(row) for row in rows))
+    completion = torch.full((len(rows), width), how.pad_id, dtype=torch.long, device=ids.device)
+    for i, row in enumerate(rows):
+        completion[i, :len(row)] = row
+    return completion, None
+
+
 _DECODERS = {"lean": decode_lean, "generate": _decode_with_generate}
 
 
@@ -235,7 +277,8 @@ def generate_completions(
     try:
         with torch.inference_mode():
             # greedy decoding gives the same completion K times: decode each prompt once
-            completion_ids, token_logprobs = _DECODERS[decoder](model, prompt_ids, prompt_mask, Decoding(
+            decode = _decode_with_user_generate if user_generate(model) else _DECODERS[decoder]
+            completion_ids, token_logprobs = decode(model, prompt_ids, prompt_mask, Decoding(
                 num_generations=num_generations if do_sample else 1, max_new_tokens=max_new_tokens,
                 do_sample=do_sample, temperature=temperature, top_p=top_p, top_k=top_k, eos_ids=eos_ids,
                 pad_id=pad_id, seed=seed,

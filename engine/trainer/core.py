@@ -110,7 +110,8 @@ class TrainerCore:
     ) -> None:
         """Config, datasets, the team (loaded, placed, with optimizers), hooks and where reports go."""
         self.args = config
-        self.num_train_items = check_datasets(train_dataset, eval_dataset)
+        # CoMLRL's constructors take no train_dataset (train() needs one): zero items until then
+        self.num_train_items = 0 if train_dataset is None else check_datasets(train_dataset, eval_dataset)
         if config.num_turns > 1 and external_transition is None:
             raise ValueError("num_turns > 1 needs external_transition to build each turn's next prompts")
         self.num_agents = len(agents)
@@ -147,9 +148,11 @@ class TrainerCore:
 
     # -- the seed (engine.trainer.seeding) -------------------------------------------------------
     def _settle_seed(self, *, resuming: bool) -> None:
-        """At the start of ``train()``: a fresh run whose config gives no seed draws it now from torch's
-        global RNG (a script may have seeded it after building the trainer) and announces it; a resumed
-        run takes its checkpoint's. Once per trainer."""
+        """At the start of ``train()``, which needs a ``train_dataset``: a fresh run whose config gives no
+        seed draws it now from torch's global RNG (a script may have seeded it after building the trainer)
+        and announces it; a resumed run takes its checkpoint's. Once per trainer."""
+        if self.train_dataset is None:  # every train() starts here
+            raise ValueError("Trainer: training requires a train_dataset (pass train_dataset= to the constructor)")
         if self._seed_settled:
             return
         self._seed_settled = True

@@ -1,0 +1,69 @@
+"""CoMLRL's config rules that CoopLab's config classes do not have, as subclasses of them.
+
+CoopLab's classes take CoMLRL's fields, names and defaults first; where CoMLRL refuses a value CoopLab
+accepts only by accident, the ``engine.comlrl`` class refuses it as CoMLRL does. CoopLab's
+deliberate extensions (``parallel_training="auto"``, K > 1 multi-turn actor-critic, ...) stay
+accepted: docs/comlrl.md lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.schema import actor_critic_configs, configs
+
+
+def reference_devices_problem(config: Any, count: int) -> str | None:
+    """Reference devices are one for every agent, or one per agent (CoMLRL's rule)."""
+    devices = getattr(config, "reference_devices", None)
+    if not getattr(config, "reference_kl_enabled", False) or devices is None:
+        return None
+    if len(devices) == 0:
+        return "reference_devices must be a non-empty list or 'auto'."
+    if len(devices) not in (1, count):
+        return f"reference_devices length ({len(devices)}) must be 1 or {count}."
+    return None
+
+
+def mp_critic_problem(config: Any, *, separate_critic: bool) -> str | None:
+    """``parallel_training='mp'`` with critics of their own names their devices (CoMLRL's rule)."""
+    if config.parallel_training == "mp" and separate_critic and config.critic_devices is None:
+        return "parallel_training='mp' requires explicit critic_devices when use_separate_critic=True."
+    return None
+
+
+class CoMLRLRules:
+    """Mixin: CoMLRL's rules checked after CoopLab's (``__post_init__``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # type: ignore[misc]
+        problems = [reference_devices_problem(self, self.num_agents)]  # type: ignore[attr-defined]
+        if hasattr(self, "critic_devices"):
+            problems.append(mp_critic_problem(self, separate_critic=getattr(self, "use_separate_critic", True)))
+        for problem in problems:
+            if problem:
+                raise ValueError(problem)
+
+
+class MAGRPOConfig(CoMLRLRules, configs.MAGRPOConfig):
+    __doc__ = configs.MAGRPOConfig.__doc__
+
+
+class MAREINFORCEConfig(CoMLRLRules, configs.MAREINFORCEConfig):
+    __doc__ = configs.MAREINFORCEConfig.__doc__
+
+
+class MAReMaxConfig(CoMLRLRules, configs.MAReMaxConfig):
+    __doc__ = configs.MAReMaxConfig.__doc__
+
+
+class MARLOOConfig(CoMLRLRules, configs.MARLOOConfig):
+    __doc__ = configs.MARLOOConfig.__doc__
+
+
+class IACConfig(CoMLRLRules, actor_critic_configs.IACConfig):
+    __doc__ = actor_critic_configs.IACConfig.__doc__
+
+
+class MAACConfig(CoMLRLRules, actor_critic_configs.MAACConfig):
+    __doc__ = actor_critic_configs.MAACConfig.__doc__
