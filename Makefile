@@ -49,5 +49,9 @@ lint: $(DEV_STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/cooplab bench
 
+.PHONY: conformance
+conformance: $(DEV_STAMP)  # CoMLRL 1.4.3's own test suite through engine.comlrl (docs/comlrl.md)
+	bash scripts/conformance.sh $(ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
