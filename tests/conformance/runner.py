@@ -240,7 +240,9 @@ def classify(results: Mapping[str, Mapping[str, str]], scope: Scope) -> list[Out
     for test_id, result in sorted(results.items()):
         kind, reason = scope.kind(test_id)
         outcome = result["outcome"]
-        if "::" not in test_id:  # the file itself did not import: none of its tests ran
+        if "::" not in test_id and scope.kind(f"{test_id}::*")[0] == "out":  # --all: an out-of-scope file
+            kind, status, expected = "out", "out of scope (file does not import)", True
+        elif "::" not in test_id:  # the file itself did not import: none of its tests ran
             kind, status, expected = "file", "file does not import", False
         elif kind == "out":
             status, expected = f"out of scope ({outcome})", True
@@ -318,10 +320,11 @@ def report(outcomes: Sequence[Outcome], rows: Sequence[FileRow], *, stale: Seque
     if unexpected:
         parts.append(f"\n{len(unexpected)} unexpected outcome(s):")
         parts += [f"  {o.status}: {o.test_id}" + (f"\n      {o.message}" if o.message else "") for o in unexpected]
-    out = [o for o in outcomes if o.kind == "out"]
-    if out:
+    out = [o for o in outcomes if o.kind == "out" and "::" in o.test_id]
+    out_files = [o for o in outcomes if o.kind == "out" and "::" not in o.test_id]
+    if out or out_files:
         parts.append(f"\nout of scope, run for information: {sum(o.outcome == 'passed' for o in out)} of "
-                     f"{len(out)} pass")
+                     f"{len(out)} tests pass; {len(out_files)} files do not import")
     if stale:
         parts.append("\nscope patterns matching no test (update tests/conformance/scope.py):")
         parts += [f"  {p}" for p in stale]

@@ -79,6 +79,13 @@ def test_an_unexpected_outcome_exits_one_and_is_listed(test_id: str, outcome: st
     assert code == 1 and f"{status}: {test_id}\n      why" in text and "NOT AS EXPECTED" in text
 
 
+def test_an_out_of_scope_file_that_does_not_import_is_information_only() -> None:
+    outcomes = classify({"test_b.py": {"outcome": "error", "message": "private name"}}, SCOPE)
+    text, code = report(outcomes, file_rows(outcomes, {"test_b.py": 4}))
+    assert code == 0 and outcomes[0].status == "out of scope (file does not import)"
+    assert "out of scope, run for information: 0 of 0 tests pass; 1 files do not import" in text
+
+
 def test_a_pattern_matching_no_test_is_reported() -> None:
     run = RunResults(results={"test_a.py::test_ok": {"outcome": "passed"}}, deselected=["test_a.py::test_private1"],
                      ignored_files=["test_b.py"])
