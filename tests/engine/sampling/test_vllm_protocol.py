@@ -126,7 +126,7 @@ def test_choosing_vllm_without_its_venv_fails_at_setup_with_the_fix(llama):
     from engine.trainer.setup import load_agents
 
     model, tok = llama
-    config = MAGRPOConfig(rollout_backend="vllm", vllm_python="/nonexistent/vllm-venv/bin/python")
+    config = MAGRPOConfig(rollout_backend="vllm", vllm_python="/nonexistent/vllm-venv/bin/python", seed=0)  # as a trainer hands it
     with pytest.raises(VLLMBackendError, match=r"run scripts/install_vllm\.sh"):
         load_agents([AgentSetup(name="a", model=model, tokenizer=tok)], config)
 
