@@ -6,7 +6,8 @@ no seed setting, so Python's, numpy's and torch's global RNGs are seeded with th
 the trainer is built. Where CoMLRL needs a model that CoopLab copies from the agents by default, it
 gets the same copy: IAC's critics (one per agent) and MAAC's shared critic are copies of the agents'
 initial weights (CoopLab's default critics), and MARLHF's reward model is read from a folder holding
-agent 0's initial weights (CoMLRL takes only a name there; CoopLab copies agent 0). CoMLRL is an
+agent 0's initial weights (CoMLRL takes only a name there; CoopLab copies agent 0). The iterative
+trainers' replay shards go to a temporary folder (CoMLRL writes them to ./preference_replay). CoMLRL is an
 optional benchmark extra (:data:`bench.training.vs_comlrl.COMLRL_INSTALL`), never a dependency.
 """
 
@@ -85,6 +86,8 @@ def comlrl_trainer(family: Family, models: list[Any], tokenizer: Any, folder: Pa
         models[0].save_pretrained(folder / "reward_model")
         tokenizer.save_pretrained(folder / "reward_model")
         settings["reward_model_name"] = str(folder / "reward_model")
+    if family.name in ("madpo_iter", "marlhf_iter"):
+        settings["preference_replay_dir"] = str(folder / "replay")  # CoMLRL's default: ./preference_replay
     trainer = trainer_cls(agents=models, args=config_cls(**settings), **kwargs)
     trainer.verbose = False
     return trainer
