@@ -2,6 +2,8 @@
 #   make run   - install what is missing, then the dashboard on http://127.0.0.1:8501 + one worker
 #                (PORT=8642 make run, HOST=0.0.0.0 make run: another port or address)
 #   make test  - install the dev tools, prepare Redis/Chromium/PostgreSQL when present, run the suite
+#   make test-fast - the inner loop: the unit tier (no servers, workers, browsers or training runs)
+#   make lint  - ruff and the import contracts (.ci/run runs it before make test)
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
@@ -12,7 +14,7 @@ DEV_STAMP := $(VENV)/.cooplab-dev-installed
 PORT ?= 8501
 HOST ?= 127.0.0.1
 
-.PHONY: run test install install-dev lint bench clean
+.PHONY: run test test-fast install install-dev lint bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +43,9 @@ run: $(STAMP)
 
 test: $(DEV_STAMP)
 	bash scripts/test.sh $(ARGS)
+
+test-fast: $(DEV_STAMP)
+	bash scripts/test.sh --fast $(ARGS)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

@@ -5,6 +5,10 @@ collects every test but the ``serial`` ones (run in three pytest-xdist processes
 ``COOPLAB_TEST_PHASE=serial`` collects only those (one process, with the machine to itself). Without the
 variable every test is collected.
 
+``make test-fast`` (``scripts/test.sh --fast``), the inner loop, runs the unit tier with
+``COOPLAB_TEST_PHASE=fast``: no servers, workers, browsers, training runs or process-heavy tests (the
+markers and paths in ``tests/suite_tiers.py``, which are not even imported), in pytest-xdist processes.
+
 With two or more pytest-xdist processes, each computes on one torch thread (see
 :func:`one_torch_thread_per_process`).
 """
@@ -48,7 +52,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """In the serial phase, test files that never name the marker are not even imported."""
+    """In the serial phase, test files that never name the marker are not even imported; in the fast
+    phase, neither are the folders and files the unit tier leaves out (``tests/suite_tiers.py``)."""
+    if os.environ.get(PHASE_ENV) == "fast":
+        from tests.suite_tiers import not_unit_reason
+
+        return not_unit_reason(collection_path) is not None or None
     if os.environ.get(PHASE_ENV) != "serial" or collection_path.suffix != ".py":
         return None
     if not collection_path.name.startswith("test_"):
@@ -58,10 +67,15 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     phase = os.environ.get(PHASE_ENV, "")
-    if phase not in ("parallel", "serial"):
+    if phase == "fast":
+        from tests.suite_tiers import in_unit_tier
+
+        kept = [item for item in items if in_unit_tier(item.path, {mark.name for mark in item.iter_markers()})]
+    elif phase in ("parallel", "serial"):
+        wanted = phase == "serial"
+        kept = [item for item in items if (item.get_closest_marker("serial") is not None) == wanted]
+    else:
         return
-    wanted = phase == "serial"
-    kept = [item for item in items if (item.get_closest_marker("serial") is not None) == wanted]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
