@@ -12,6 +12,11 @@ agent's own share. ``python -m bench.training.madpo_learning --side both --seeds
 per seed, the team gain and each agent's share before -> after (CoMLRL needs the optional
 ``comlrl==1.4.3`` package: ``bench.training.vs_comlrl.COMLRL_INSTALL``).
 
+``--workload mixed`` runs issue 39's workload instead (:mod:`bench.training.madpo_mixed`: its own
+tokenizer, agents, prompts and reward, 4 answers per prompt, no formatters); there a run's seed is the
+script's ``torch.manual_seed`` (and ``random.seed``) just before the trainer is built, for both sides,
+and CoopLab's config gives no seed, as a CoMLRL script ported by its imports does.
+
 Sides: ``cooplab`` (``MADPOTrainer``), ``comlrl`` (CoMLRL's ``MADPOTrainer``), two measured departures
 (``cooplab_clip1``: gradients clipped at 1.0, the default before issue 25; ``cooplab_last_unscored``:
 CoMLRL's margins, which leave every completion's last token out), and for the check of
@@ -27,6 +32,7 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,6 +84,44 @@ def tiny_agents(seed: int, num_agents: int = 2) -> tuple[list[Any], Any]:
     return [seeded_model(config, tokenizer, 1000 * seed + i) for i in range(num_agents)], tokenizer
 
 
+@dataclass(frozen=True)
+class LearningWorkload:
+    """What a learning run needs besides the trainer: agents, data, prompts, reward and config.
+
+    ``run_seed`` says how a run seed picks the run: ``config`` (issue 25: ``seed`` in the config and
+    the global RNGs seeded) or ``script`` (issue 39: ``torch.manual_seed``/``random.seed`` before the
+    trainer is built, no seed in the config)."""
+
+    name: str
+    settings: dict[str, Any]
+    agents: Callable[..., tuple[list[Any], Any]]  # (seed, num_agents=2) -> (models, tokenizer)
+    dataset: Callable[[], list[dict[str, str]]]
+    formatters: Callable[[], list[Any] | None]
+    reward: Callable[[list[str], list[str]], list[float]]
+    shares: tuple[Callable[[str], float], Callable[[str], float]]
+    samples: int
+    run_seed: str
+
+
+def _mixed_workload() -> LearningWorkload:
+    from bench.training import madpo_mixed as mixed
+
+    return LearningWorkload("mixed", mixed.SETTINGS, lambda seed, num_agents=2: mixed.agents(seed), mixed.dataset,
+                            lambda: None, mixed.team_reward, (mixed.digit_share, mixed.capital_share), mixed.SAMPLES,
+                            "script")
+
+
+ISSUE25 = LearningWorkload("issue25", MADPO_SETTINGS, lambda seed, num_agents=2: tiny_agents(seed, num_agents), dataset,
+                           formatters, team_reward, (digit_share, capital_share), 16, "config")
+WORKLOADS: dict[str, Callable[[], LearningWorkload]] = {"issue25": lambda: ISSUE25, "mixed": _mixed_workload}
+
+
+def workload_named(name: str) -> LearningWorkload:
+    if name not in WORKLOADS:
+        raise ValueError(f"unknown workload {name!r}; expected one of {', '.join(WORKLOADS)}")
+    return WORKLOADS[name]()
+
+
 @dataclass
 class Measurement:
     """Mean team reward and each agent's share over the sampled answers."""
@@ -90,7 +134,8 @@ class Measurement:
         return {"team": self.team, "shares": self.shares, "samples": self.samples}
 
 
-def _generate(model: Any, tokenizer: Any, prompts: list[str], samples: int, seed: int) -> list[list[str]]:
+def _generate(model: Any, tokenizer: Any, prompts: list[str], samples: int, seed: int,
+              settings: dict[str, Any] = MADPO_SETTINGS) -> list[list[str]]:
     """``samples`` sampled completions per prompt with plain ``model.generate`` (the config's sampling)."""
     import torch
 
@@ -101,23 +146,24 @@ def _generate(model: Any, tokenizer: Any, prompts: list[str], samples: int, seed
         for prompt in prompts:
             enc = tokenizer(prompt, return_tensors="pt")
             gen = model.generate(**enc, do_sample=True, num_return_sequences=samples,
-                                 max_new_tokens=MADPO_SETTINGS["max_new_tokens"],
-                                 temperature=MADPO_SETTINGS["temperature"], top_p=MADPO_SETTINGS["top_p"],
-                                 top_k=MADPO_SETTINGS["top_k"], pad_token_id=tokenizer.pad_token_id)
+                                 max_new_tokens=settings["max_new_tokens"], temperature=settings["temperature"],
+                                 top_p=settings["top_p"], top_k=settings["top_k"], pad_token_id=tokenizer.pad_token_id)
             out.append(tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True))
     return out
 
 
-def measure(models: list[Any], tokenizer: Any, *, samples: int = 16, seed: int = 12345) -> Measurement:
+def measure(models: list[Any], tokenizer: Any, *, samples: int = 16, seed: int = 12345,
+            workload: LearningWorkload = ISSUE25) -> Measurement:
     """Team reward and per-agent shares of ``samples`` answers per prompt from each agent (aligned)."""
-    forms = formatters()
-    items = dataset()
-    texts = [_generate(m, tokenizer, [forms[i](item) for item in items], samples, seed + i)
+    forms = workload.formatters() or [lambda item: item["prompt"]] * len(models)
+    items = workload.dataset()
+    texts = [_generate(m, tokenizer, [forms[i](item) for item in items], samples, seed + i, workload.settings)
              for i, m in enumerate(models)]
     first = [t for per_prompt in texts[0] for t in per_prompt]
     second = [t for per_prompt in texts[1] for t in per_prompt]
-    return Measurement(team=statistics.fmean(team_reward(first, second)),
-                       shares=[statistics.fmean(map(digit_share, first)), statistics.fmean(map(capital_share, second))],
+    return Measurement(team=statistics.fmean(workload.reward(first, second)),
+                       shares=[statistics.fmean(map(workload.shares[0], first)),
+                               statistics.fmean(map(workload.shares[1], second))],
                        samples=len(first))
 
 
@@ -160,6 +206,14 @@ def _seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _config_seed(workload: LearningWorkload, seed: int) -> dict[str, Any]:
+    """Seed the global RNGs for a run (both sides alike) and the config's ``seed`` for CoopLab: the run
+    seed itself (issue 25), or none, so the trainer draws it from the seeded RNG as CoMLRL samples
+    from it (issue 39)."""
+    _seed_all(seed)
+    return {"seed": seed} if workload.run_seed == "config" else {"seed": None}
+
+
 def _last_token_unscored(trainer_cls: type) -> type:
     """``trainer_cls`` whose margins leave each completion's last token out, as CoMLRL 1.4.3's do (its
     logits slice is one position short): the departure this bench measures."""
@@ -182,29 +236,30 @@ def _last_token_unscored(trainer_cls: type) -> type:
     return LastTokenUnscored
 
 
-def run_cooplab(seed: int, samples: int = 16, *, last_token_scored: bool = True, **overrides: Any) -> Result:
+def run_cooplab(seed: int, samples: int = 16, *, last_token_scored: bool = True, workload: LearningWorkload = ISSUE25,
+                **overrides: Any) -> Result:
     """CoopLab's ``MADPOTrainer`` on the workload (``overrides`` change the config)."""
     from engine import MADPOConfig, MADPOTrainer
 
     trainer_cls = MADPOTrainer if last_token_scored else _last_token_unscored(MADPOTrainer)
 
-    models, tokenizer = tiny_agents(seed)
-    before = measure(models, tokenizer, samples=samples)
-    _seed_all(seed)
-    config = MADPOConfig(**{**MADPO_SETTINGS, "seed": seed, "transcripts_per_step": 0, **overrides})
-    trainer = trainer_cls(agents=models, tokenizer=tokenizer, train_dataset=dataset(), reward_func=team_reward,
-                          formatters=formatters(), args=config)
+    models, tokenizer = workload.agents(seed)
+    before = measure(models, tokenizer, samples=samples, workload=workload)
+    config = MADPOConfig(**{**workload.settings, **_config_seed(workload, seed), "transcripts_per_step": 0,
+                            **overrides})
+    trainer = trainer_cls(agents=models, tokenizer=tokenizer, train_dataset=workload.dataset(),
+                          reward_func=workload.reward, formatters=workload.formatters(), args=config)
     started = time.perf_counter()
     try:
         trainer.train()
     finally:
         trainer.close()
     took = time.perf_counter() - started
-    return Result("cooplab", seed, before, measure(models, tokenizer, samples=samples), took,
-                  {"pairs": len(trainer.pairs), "steps": trainer.step})
+    return Result("cooplab", seed, before, measure(models, tokenizer, samples=samples, workload=workload), took,
+                  {"pairs": len(trainer.pairs), "steps": trainer.step, "run_seed": trainer.args.seed})
 
 
-def run_comlrl(seed: int, samples: int = 16) -> Result:
+def run_comlrl(seed: int, samples: int = 16, *, workload: LearningWorkload = ISSUE25) -> Result:
     """CoMLRL 1.4.3's ``MADPOTrainer`` on the same agents, data, reward and config."""
     from bench.training.vs_comlrl import import_comlrl
 
@@ -212,12 +267,12 @@ def run_comlrl(seed: int, samples: int = 16) -> Result:
     from comlrl.trainers.preference.madpo import MADPOConfig, MADPOTrainer
     from datasets import Dataset
 
-    models, tokenizer = tiny_agents(seed)
-    before = measure(models, tokenizer, samples=samples)
-    _seed_all(seed)  # CoMLRL samples with the global torch RNG and shuffles with the global random
-    trainer = MADPOTrainer(agents=models, tokenizer=tokenizer, train_dataset=Dataset.from_list(dataset()),
-                           reward_func=team_reward, formatters=formatters(), args=MADPOConfig(**MADPO_SETTINGS),
-                           wandb_config=None)
+    models, tokenizer = workload.agents(seed)
+    before = measure(models, tokenizer, samples=samples, workload=workload)
+    _config_seed(workload, seed)  # CoMLRL samples with the global torch RNG and shuffles with the global random
+    trainer = MADPOTrainer(agents=models, tokenizer=tokenizer, train_dataset=Dataset.from_list(workload.dataset()),
+                           reward_func=workload.reward, formatters=workload.formatters(),
+                           args=MADPOConfig(**workload.settings), wandb_config=None)
     trainer.verbose = False
     counted = {"updates": 0, "pairs": 0}
     update, build = trainer._update_from_preference_batch, trainer._build_preference_dataset
@@ -235,7 +290,7 @@ def run_comlrl(seed: int, samples: int = 16) -> Result:
     started = time.perf_counter()
     trainer.train()
     took = time.perf_counter() - started
-    return Result("comlrl", seed, before, measure(models, tokenizer, samples=samples), took,
+    return Result("comlrl", seed, before, measure(models, tokenizer, samples=samples, workload=workload), took,
                   {"pairs": counted["pairs"], "steps": counted["updates"]})
 
 
@@ -296,18 +351,20 @@ def run_other(side: str, seed: int, samples: int = 16) -> Result:
     return Result(side, seed, before, measure(models, tokenizer, samples=samples), took, {"steps": trainer.step})
 
 
-def run_side(side: str, seed: int, samples: int = 16) -> Result:
+def run_side(side: str, seed: int, samples: int = 16, workload: LearningWorkload = ISSUE25) -> Result:
     import torch
 
     torch.set_num_threads(1)
     if side == "cooplab":
-        return run_cooplab(seed, samples)
+        return run_cooplab(seed, samples, workload=workload)
     if side == "cooplab_clip1":
-        return replace(run_cooplab(seed, samples, max_grad_norm=1.0), side=side)
+        return replace(run_cooplab(seed, samples, workload=workload, max_grad_norm=1.0), side=side)
     if side == "cooplab_last_unscored":
-        return replace(run_cooplab(seed, samples, last_token_scored=False), side=side)
+        return replace(run_cooplab(seed, samples, last_token_scored=False, workload=workload), side=side)
     if side == "comlrl":
-        return run_comlrl(seed, samples)
+        return run_comlrl(seed, samples, workload=workload)
+    if workload is not ISSUE25:
+        raise ValueError(f"side {side!r} runs on the issue25 workload only")
     return run_other(side, seed, samples)
 
 
@@ -323,19 +380,41 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--side", nargs="+", default=["cooplab"], help=f"{', '.join(SIDES)} or both")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--samples", type=int, default=16, help="answers per prompt and agent in a measurement")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="answers per prompt and agent in a measurement (default: the workload's, 16 or 4)")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="issue25",
+                        help="issue25 (default) or mixed (issue 39's: bench.training.madpo_mixed)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    workload = workload_named(args.workload)
+    samples = args.samples or workload.samples
     sides = [s for name in args.side for s in (("cooplab", "comlrl") if name == "both" else (name,))]
     results: dict[str, list[Result]] = {s: [] for s in sides}
     for seed in args.seeds:
         for side in sides:
-            r = run_side(side, seed, args.samples)
+            r = run_side(side, seed, samples, workload)
             results[side].append(r)
             print(json.dumps(r.as_dict()) if args.json else format_result(r), flush=True)
     for side, rs in results.items():
         print(f"{side:12} mean team gain over seeds {args.seeds}: {statistics.fmean(r.gain for r in rs):+.3f}")
+    if "cooplab" in results and "comlrl" in results:
+        print(comparison_table(results["comlrl"], results["cooplab"]))
     return 0
+
+
+def comparison_table(comlrl: list[Result], cooplab: list[Result]) -> str:
+    """Per seed: CoMLRL's and CoopLab's team gain, and CoMLRL's ``train()`` seconds over CoopLab's (a
+    markdown table; the last row is the mean gains and the ratio of the summed seconds)."""
+    lines = ["| seed | CoMLRL gain | CoopLab gain | CoopLab >= CoMLRL | speed (CoMLRL s / CoopLab s) |",
+             "|---|---|---|---|---|"]
+    for theirs, ours in zip(comlrl, cooplab, strict=True):
+        lines.append(f"| {ours.seed} | {theirs.gain:+.3f} | {ours.gain:+.3f} | {'yes' if ours.gain >= theirs.gain else 'no'} "
+                     f"| {theirs.train_s / ours.train_s:.2f}x ({theirs.train_s:.1f} / {ours.train_s:.1f}) |")
+    mean_theirs, mean_ours = statistics.fmean(r.gain for r in comlrl), statistics.fmean(r.gain for r in cooplab)
+    ratio = sum(r.train_s for r in comlrl) / sum(r.train_s for r in cooplab)
+    lines.append(f"| mean | {mean_theirs:+.3f} | {mean_ours:+.3f} | {'yes' if mean_ours >= mean_theirs else 'no'} "
+                 f"| {ratio:.2f}x |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

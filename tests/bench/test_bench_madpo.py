@@ -76,3 +76,21 @@ def test_learning_bench_reward_and_measurement() -> None:
     assert m.samples == 2 * len(ml.PROMPTS) and all(0.0 <= s <= 1.0 for s in m.shares)
     assert m.team == pytest.approx(0.5 * m.shares[0] + 0.5 * m.shares[1])  # the reward is linear in the shares
     assert ml.measure(models, tokenizer, samples=2) == m  # seeded: the same answers again
+
+
+
+def test_mixed_learning_workload_reward_and_table() -> None:
+    """Issue 39's workload: the reward reads the stripped text, answers are measured 4 per prompt, the
+    run seed is the script's; the per-seed table compares the two sides seed by seed."""
+    from bench.training import madpo_learning as ml
+    from bench.training import madpo_mixed as mixed
+
+    assert mixed.team_reward([" 12ab \n", "  "], ["AB c", "X"]) == [0.5 * 0.5 + 0.5 * 0.5, 0.5 * 1.0]  # hand-computed
+    w = ml.workload_named("mixed")
+    assert (w.samples, w.run_seed, w.formatters(), w.settings["preference_num_candidates"]) == (4, "script", None, 8)
+    with pytest.raises(ValueError, match="unknown workload 'other'; expected one of issue25, mixed"):
+        ml.workload_named("other")
+    before = ml.Measurement(0.1, [0.0, 0.2], 32)
+    rows = ml.comparison_table([ml.Result("comlrl", 0, before, ml.Measurement(0.2, [0.0, 0.4], 32), 4.0)],
+                               [ml.Result("cooplab", 0, before, ml.Measurement(0.3, [0.0, 0.6], 32), 2.0)])
+    assert "| 0 | +0.100 | +0.200 | yes | 2.00x (4.0 / 2.0) |" in rows.splitlines()
