@@ -339,8 +339,10 @@ CATALOG: dict[str, Setting] = {
                                           "comparator_reward": "comparator_reward"}), reads=PAIRS),
     "dpo_beta": _s("preference", float, 0.1, "DPO inverse temperature on the joint log-prob margin.", gt=0,
                    reads=DPO, compat_only=LEARNED_REWARD),
-    "reference_free": _s("preference", bool, True, "On: CoMLRL's reference-free DPO; off: the margin is taken "
-                         "relative to the frozen initial policy (standard DPO).", **_BOOL, reads=DPO),
+    "reference_free": _s("preference", bool, False, "Off (default): the margin is taken relative to the frozen "
+                         "initial policy (standard DPO; every pair starts at loss log 2); on: CoMLRL's "
+                         "reference-free DPO, whose pairs the initial policy already prefers start saturated "
+                         "(docs/preference.md).", **_BOOL, reads=DPO),
     "use_environment_step": _s("preference", bool, True, "env_step counts trained pairs (x environment_steps_per_"
                                "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL,
                                reads=DPO, compat_only=LEARNED_REWARD),

@@ -9,8 +9,10 @@ for ports, and the run config refuses them for ``madpo``.
 
 Departures from CoMLRL, each deliberate (see docs/preference.md):
 
-* ``reference_free=False`` anchors the margin on the frozen initial policy (standard DPO);
-  CoMLRL has only the reference-free form (the default here too).
+* ``reference_free`` defaults to False: the margin is anchored on the frozen initial policy
+  (standard DPO). CoMLRL has only the reference-free form (``reference_free=True``), which weighs a
+  pair by how much the initial policy already prefers its winner; with summed log-probs short winners
+  start saturated and teach almost nothing (issue 39, docs/preference.md).
 * ``joint_mode="cross"`` pairs joint candidates of the K^N product (CoMLRL refuses it).
 * ``seed`` seeds the pair order and random pair selection (CoMLRL shuffles with the global RNG).
 """

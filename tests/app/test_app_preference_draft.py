@@ -25,5 +25,5 @@ def test_settings_the_algorithm_ignores_are_named() -> None:
                                               "algorithm that reads it"]
     _, errors = drafts.validate(_draft(algorithm="magrpo", dpo_beta=0.5))
     assert list(errors) == ["trainer.dpo_beta"]
-    _, errors = drafts.validate(_draft(algorithm="iac", reference_free=False))
+    _, errors = drafts.validate(_draft(algorithm="iac", reference_free=True))  # not the default (False)
     assert "trainer.reference_free" in errors
