@@ -40,6 +40,7 @@ def test_the_record_covers_todays_workloads() -> None:
 
 
 @pytest.mark.slow  # trains: out of the unit tier, run by make test
+@pytest.mark.serial  # 20 s of steady CPU: run where it does not starve the parallel phase's live-server tests
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_family_learns_as_recorded(family: str) -> None:
     recorded = RECORD["families"][family]
