@@ -7,4 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+# CoMLRL's tests import its own requirements; the one CoopLab's dev install lacks (wandb, an optional extra
+# here: test_actor_critic.py imports it at the top) is installed for the run.
+"$PY" -c "import wandb" 2>/dev/null || "$PY" -m pip install -q "wandb>=0.15.0"
 exec "$PY" -m tests.conformance.runner "$@"
