@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from bench.training.workload import run_in_fresh_process
 
 VARIANTS = ("before", "after")
 MIB = 2**20
@@ -163,13 +163,8 @@ def run_variant(variant: str, w: LogitsWorkload, *, isolate: bool = True) -> dic
     """:func:`measure` in a fresh Python process (its own peak) or, without ``isolate``, here."""
     if not isolate:
         return measure(variant, w)
-    root = Path(__file__).resolve().parents[2]
     module = __spec__.name if __spec__ is not None else "bench.training.logits_memory"
-    cmd = [sys.executable, "-m", module, "--one", variant, "--workload", json.dumps(asdict(w))]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"variant {variant!r} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_in_fresh_process(module, variant, asdict(w), f"variant {variant!r}")
 
 
 def run_logits_bench(w: LogitsWorkload, variants: tuple[str, ...] = VARIANTS, *,

@@ -32,10 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from bench.training.workload import (
@@ -44,6 +41,7 @@ from bench.training.workload import (
     formatters,
     length_ratio_reward,
     peak_memory_mb,
+    run_in_fresh_process,
     summarize,
 )
 
@@ -138,13 +136,8 @@ def run_config(name: str, mw: MemoryWorkload, *, isolate: bool = True) -> dict[s
     """:func:`measure` in a fresh Python process (its own peak memory) or, without ``isolate``, here."""
     if not isolate:
         return measure(name, mw)
-    root = Path(__file__).resolve().parents[2]
     module = __spec__.name if __spec__ is not None else "bench.training.memory"  # this module, wherever it lives
-    cmd = [sys.executable, "-m", module, "--one", name, "--workload", json.dumps(asdict(mw))]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"memory configuration {name!r} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_in_fresh_process(module, name, asdict(mw), f"memory configuration {name!r}")
 
 
 def run_memory_bench(mw: MemoryWorkload, configs: tuple[str, ...] = CONFIGS, *,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 PROMPTS = [
@@ -140,3 +144,14 @@ def summarize(marks: list[tuple[float, float]], w: Workload) -> dict[str, Any]:
         "step_wall_s": wall,
         "step_cpu_s": cpu,
     }
+
+
+def run_in_fresh_process(module: str, name: str, workload: dict[str, Any], what: str) -> dict[str, Any]:
+    """``python -m <module> --one <name> --workload <json>`` in a new process (its own peak memory), and
+    the JSON line it prints last; ``RuntimeError`` naming ``what`` and the child's stderr when it fails."""
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", module, "--one", name, "--workload", json.dumps(workload)]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -92,4 +92,5 @@ class ActorCriticTrainerBase(CompatTrainer):
         """What may be said about the critics before the agents are looked at."""
 
     def _critic_sources(self, args: Any, critic_model: Any, critics: Sequence[Any] | None) -> list[Any] | None:
-        raise NotImplementedError
+        """Where the critics come from: each trainer (IAC, MAAC) says, as CoMLRL's own constructors do."""
+        raise NotImplementedError(f"{type(self).__name__} must say where its critics come from")
