@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.rewards.team_reward import RewardError, TeamReward, call_reward_function, check_values
+from engine.rewards.team_reward import RewardError, TeamReward, call_reward_function, check_reward_values
 from engine.trainer.agents import AgentRuntime
 from engine.trainer.formatting import call_formatter, render_prompt
 from engine.trainer.losses import k3_kl
@@ -93,6 +93,7 @@ class AgentRewards:
         """``(rewards[j][i], terms)`` for J joint actions (``completions[i][j]``)."""
         n, num_joint = self.num_agents, len(items)
         name = self.team.name
+        source = f"reward function {name}"
         terms: dict[str, list[float]] = {}
         if self.team.is_term_object:
             totals, terms = self.team.score(completions, items, prompts)
@@ -100,9 +101,9 @@ class AgentRewards:
         elif self.team.batched:
             values = call_reward_function(self.team.reward_func, completions, batch_items=items, prompts=prompts)
             if len(values) == num_joint:
-                rows = [[v] * n for v in check_values(values, num_joint, name)]
+                rows = [[v] * n for v in check_reward_values(values, num_joint, source)]
             elif len(values) == num_joint * n and n > 1:
-                flat = check_values(values, num_joint * n, name)
+                flat = check_reward_values(values, num_joint * n, source)
                 rows = [flat[j * n:(j + 1) * n] for j in range(num_joint)]
             else:
                 raise RewardError(f"reward function {name} returned {len(values)} values for {num_joint} joint "
@@ -113,14 +114,14 @@ class AgentRewards:
                 values = call_reward_function(self.team.reward_func, [[c[j]] for c in completions],
                                               batch_items=[items[j]], prompts=[[p[j]] for p in prompts])
                 if len(values) == 1:
-                    rows.append(check_values(values, 1, name) * n)
+                    rows.append(check_reward_values(values, 1, source) * n)
                 elif len(values) == n:
-                    rows.append(check_values(values, n, name))
+                    rows.append(check_reward_values(values, n, source))
                 else:
                     raise RewardError(f"reward function {name} returned {len(values)} values for one joint action; "
                                       f"return 1 team reward or {n} per-agent rewards")
         if self.processor is not None:
-            rows = [check_values([float(self.processor(v)) for v in row], n, "reward_processor") for row in rows]
+            rows = [check_reward_values([float(self.processor(v)) for v in row], n, "reward_processor") for row in rows]
         return rows, terms
 
 

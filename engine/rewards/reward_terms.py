@@ -6,8 +6,8 @@ the dataset item of that joint action. It returns the weighted totals and every 
 (logged as ``reward/<term>``). Calling the object like a CoMLRL reward function,
 ``reward(*agent_completions, batch_items=..., prompts=...)``, returns the totals only.
 
-Every term's output is checked: one finite number per joint action, or a :class:`RewardError`
-naming the task and the term.
+Every term's output is checked by :func:`engine.rewards.team_reward.check_reward_values`: one finite
+number per joint action, or a :class:`RewardError` naming the task and the term.
 """
 
 from __future__ import annotations
@@ -17,39 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.rewards.team_reward import RewardError, check_reward_values
 from engine.schema.task_table import TaskError
 
 TermFunc = Callable[..., Sequence[float]]
 GroupFunc = Callable[..., Mapping[str, Sequence[float]]]
 
 
-class RewardError(TaskError):
-    """A reward function returned the wrong number of values or a non-finite value."""
-
-
-def check_reward_values(values: Any, expected: int, *, task: str, term: str) -> list[float]:
-    """Return ``values`` as floats, or raise :class:`RewardError` naming ``task`` and ``term``."""
-    where = f"task {task!r}, reward {term!r}"
-    if hasattr(values, "tolist"):  # numpy arrays and tensors
-        values = values.tolist()
-    if isinstance(values, (int, float)):
-        values = [values]
-    if not isinstance(values, (list, tuple)):
-        raise RewardError(f"{where}: returned {type(values).__name__}; return a list of {expected} floats")
-    if len(values) != expected:
-        raise RewardError(
-            f"{where}: returned {len(values)} value(s) for {expected} joint action(s); return one value per joint action"
-        )
-    out = []
-    for index, value in enumerate(values):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise RewardError(f"{where}: value {index} is {value!r}, not a number") from None
-        if not math.isfinite(number):
-            raise RewardError(f"{where}: value {index} is {number}, rewards must be finite numbers")
-        out.append(number)
-    return out
+def _where(task: str, term: str) -> str:
+    return f"task {task!r}, reward {term!r}"
 
 
 @dataclass
@@ -69,7 +45,7 @@ class RewardTerm:
 
     def evaluate(self, agent_completions, batch_items, prompts, *, task: str, n: int) -> dict[str, list[float]]:
         raw = self.func(agent_completions, batch_items, prompts)
-        return {self.name: check_reward_values(raw, n, task=task, term=self.name)}
+        return {self.name: check_reward_values(raw, n, _where(task, self.name))}
 
 
 @dataclass
@@ -101,7 +77,7 @@ class RewardGroup:
         missing = [name for name in self.names if name not in raw]
         if missing:
             raise RewardError(f"task {task!r}, reward {self.label!r}: missing terms {missing} in its result")
-        return {name: check_reward_values(raw[name], n, task=task, term=name) for name in self.names}
+        return {name: check_reward_values(raw[name], n, _where(task, name)) for name in self.names}
 
 
 @dataclass

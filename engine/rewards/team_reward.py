@@ -22,9 +22,12 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from engine.schema.task_table import TaskError
 
-class RewardError(ValueError):
-    """A reward function returned something unusable (wrong length, NaN/inf, wrong type)."""
+
+class RewardError(TaskError):
+    """A reward (function, term or group) returned something unusable: not numbers, the wrong count,
+    NaN/inf. The one reward error of the engine; a :class:`TaskError`, so a ``ValueError``."""
 
 
 def _name(fn: Any) -> str:
@@ -87,11 +90,11 @@ def call_reward_function(
         )
     if "prompts" not in positional_names and _accepts_keyword(fn, "prompts"):
         kwargs["prompts"] = [list(p) for p in prompts] if prompts is not None else None
-    return to_floats(fn(*args, **kwargs), _name(fn))
+    return _floats(fn(*args, **kwargs), f"reward function {_name(fn)}")
 
 
-def to_floats(value: Any, source: str) -> list[float]:
-    """A reward return value (float, list, tuple, numpy array or tensor) as a list of floats."""
+def _floats(value: Any, source: str) -> list[float]:
+    """A reward return value (a number, list, tuple, numpy array or tensor) as a flat list of floats."""
     if hasattr(value, "detach"):
         value = value.detach().cpu().reshape(-1).tolist()
     elif hasattr(value, "tolist") and not isinstance(value, list | tuple):
@@ -99,21 +102,28 @@ def to_floats(value: Any, source: str) -> list[float]:
     if isinstance(value, int | float):
         value = [value]
     if not isinstance(value, list | tuple):
-        raise RewardError(f"reward function {source} returned {type(value).__name__}; expected floats")
-    try:
-        return [float(v) for v in value]
-    except (TypeError, ValueError):
-        raise RewardError(f"reward function {source} returned non-numeric values: {value!r}") from None
+        raise RewardError(f"{source} returned {type(value).__name__}; return one float per joint action")
+    out = []
+    for index, item in enumerate(value):
+        try:
+            out.append(float(item))
+        except (TypeError, ValueError):
+            raise RewardError(f"{source}: value {index} is {item!r}, not a number") from None
+    return out
 
 
-def check_values(values: Sequence[float], expected: int, source: str) -> list[float]:
-    """Raise :class:`RewardError` naming ``source`` unless there are ``expected`` finite values."""
-    if len(values) != expected:
-        raise RewardError(f"reward function {source} returned {len(values)} values for {expected} joint actions")
-    bad = [v for v in values if not math.isfinite(v)]
-    if bad:
-        raise RewardError(f"reward function {source} returned non-finite rewards {bad}; fix the function")
-    return list(values)
+def check_reward_values(values: Any, expected: int, source: str) -> list[float]:
+    """``values`` as ``expected`` finite floats, or a :class:`RewardError` naming ``source`` (``"reward
+    function f"``, ``"task 't', reward 'x'"``) and what to fix. Every reward value passes here."""
+    floats = _floats(values, source)
+    if len(floats) != expected:
+        raise RewardError(f"{source} returned {len(floats)} value(s) for {expected} joint action(s); return one "
+                          f"value per joint action")
+    for index, number in enumerate(floats):
+        if not math.isfinite(number):
+            raise RewardError(f"{source}: value {index} is {number}, a non-finite reward; rewards must be finite "
+                              f"numbers")
+    return floats
 
 
 class TeamReward:
@@ -144,19 +154,20 @@ class TeamReward:
         ``batch_items[j]`` the dataset item; ``prompts[i][j]`` what agent i saw. Returns the processed
         totals and the raw per-term values."""
         num_joint = len(batch_items)
+        source = f"reward function {self.name}"
         terms: dict[str, list[float]] = {}
         if self.is_term_object:
             totals, raw_terms = self.reward_func.score(
                 [list(c) for c in agent_completions], list(batch_items), [list(p) for p in prompts]
             )
-            totals = check_values(to_floats(totals, self.name), num_joint, self.name)
+            totals = check_reward_values(totals, num_joint, source)
             for term, values in dict(raw_terms).items():
-                terms[str(term)] = check_values(to_floats(values, f"{self.name}[{term}]"), num_joint, self.name)
+                terms[str(term)] = check_reward_values(values, num_joint, f"{source}[{term}]")
         elif self.batched:
-            totals = check_values(
+            totals = check_reward_values(
                 call_reward_function(self.reward_func, agent_completions, batch_items=batch_items, prompts=prompts),
                 num_joint,
-                self.name,
+                source,
             )
         else:
             totals = []
@@ -168,12 +179,12 @@ class TeamReward:
                     prompts=[[p[j]] for p in prompts],
                 )
                 if not values:
-                    raise RewardError(f"reward function {self.name} returned no value")
+                    raise RewardError(f"{source} returned no value")
                 totals.append(values[0])
-            totals = check_values(totals, num_joint, self.name)
+            totals = check_reward_values(totals, num_joint, source)
         if self.reward_processor is not None:
             processed = [float(self.reward_processor(v)) for v in totals]
-            totals = check_values(processed, num_joint, f"reward_processor {_name(self.reward_processor)}")
+            totals = check_reward_values(processed, num_joint, f"reward_processor {_name(self.reward_processor)}")
         return totals, terms
 
 

@@ -6,7 +6,8 @@ here too. ``build_task`` builds a task and loads its datasets.
 """
 
 from engine.policy.task_modules import allowed_task_modules, set_allowed_task_modules
-from engine.rewards.reward_terms import RewardError, RewardGroup, RewardTerm, RewardTerms, check_reward_values
+from engine.rewards.reward_terms import RewardGroup, RewardTerm, RewardTerms
+from engine.rewards.team_reward import RewardError, check_reward_values
 from engine.schema.task_registry import (
     ENTRY_POINT_GROUP,
     check_task_name,

@@ -104,7 +104,7 @@ def test_wrong_length_names_the_function() -> None:
         return [1.0]
 
     short.batched = True
-    with pytest.raises(RewardError, match="short returned 1 values for 2 joint actions"):
+    with pytest.raises(RewardError, match=r"short returned 1 value\(s\) for 2 joint action\(s\)"):
         TeamReward(short).score(COMPLETIONS, ITEMS, PROMPTS)
 
 
@@ -119,3 +119,18 @@ def test_signature_that_does_not_fit_the_team() -> None:
 def test_missing_reward_is_an_error() -> None:
     with pytest.raises(ValueError, match="reward_func is required"):
         TeamReward(None)
+
+
+def test_one_reward_error_and_one_value_check_for_functions_and_terms() -> None:
+    """Plain functions and task reward terms fail through the same check with the same error type."""
+    from engine.rewards.team_reward import check_reward_values
+    from engine.tasks import RewardError as TasksRewardError
+    from engine.tasks import RewardTerm, RewardTerms, TaskError
+
+    assert TasksRewardError is RewardError and issubclass(RewardError, TaskError)
+    assert check_reward_values([1, 2.5], 2, "f") == [1.0, 2.5]
+    with pytest.raises(RewardError, match=r"^f: value 1 is inf, a non-finite reward"):
+        check_reward_values([1.0, math.inf], 2, "f")
+    terms = RewardTerms(task="t", terms=[RewardTerm("x", lambda c, i, p: [math.nan] * len(i))])
+    with pytest.raises(RewardError, match=r"task 't', reward 'x': value 0 is nan, a non-finite reward"):
+        TeamReward(terms).score(COMPLETIONS, ITEMS, PROMPTS)
