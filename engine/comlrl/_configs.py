@@ -8,9 +8,10 @@ accepted: docs/comlrl.md lists them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from engine.schema import actor_critic_configs, configs
+from engine.schema import actor_critic_configs, configs, preference_configs
 
 
 def reference_devices_problem(config: Any, count: int) -> str | None:
@@ -67,3 +68,45 @@ class IACConfig(CoMLRLRules, actor_critic_configs.IACConfig):
 
 class MAACConfig(CoMLRLRules, actor_critic_configs.MAACConfig):
     __doc__ = actor_critic_configs.MAACConfig.__doc__
+
+
+class CentralizedComparatorTie:
+    """Mixin of the iterative preference configs: CoMLRL ties a centralized actor
+    (``collaboration_mode="centralized"``) to a centralized comparator. Its config then reads
+    ``comparator_generation_mode == "centralized"`` and refuses any actor index but 0.
+
+    The comparator is the same in CoopLab: the team's one model writes every role, and so does its
+    comparator. CoopLab's config class spells that ``"decentralized"`` (there is no second writer to
+    pick); :func:`engine_config` hands CoopLab's trainer that spelling."""
+
+    engine_config_cls: type
+
+    def __post_init__(self) -> None:
+        central = self.collaboration_mode == "centralized"  # type: ignore[attr-defined]
+        if central:
+            if self.comparator_centralized_agent_index != 0:  # type: ignore[attr-defined]
+                raise ValueError("Centralized collaboration has only actor index 0.")
+            object.__setattr__(self, "comparator_generation_mode", "decentralized")  # CoopLab's spelling
+        super().__post_init__()  # type: ignore[misc]
+        if central:
+            object.__setattr__(self, "comparator_generation_mode", "centralized")  # CoMLRL's
+
+
+def engine_config(config: Any) -> Any:
+    """The config CoopLab's trainer reads: ``config`` itself, or for a centralized actor's iterative
+    config (:class:`CentralizedComparatorTie`) a copy of CoopLab's class with CoopLab's spelling of
+    the comparator."""
+    if not isinstance(config, CentralizedComparatorTie) or config.collaboration_mode != "centralized":  # type: ignore[attr-defined]
+        return config
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    return config.engine_config_cls(**{**values, "comparator_generation_mode": "decentralized"})
+
+
+class MADPOIterConfig(CentralizedComparatorTie, preference_configs.MADPOIterConfig):
+    __doc__ = preference_configs.MADPOIterConfig.__doc__
+    engine_config_cls = preference_configs.MADPOIterConfig
+
+
+class MARLHFIterConfig(CentralizedComparatorTie, preference_configs.MARLHFIterConfig):
+    __doc__ = preference_configs.MARLHFIterConfig.__doc__
+    engine_config_cls = preference_configs.MARLHFIterConfig

@@ -114,8 +114,8 @@ class CompatTrainer:
 
     def __setattr__(self, name: str, value: Any) -> None:
         engine = vars(self).get("_engine")
-        if name in _OWN or engine is None or isinstance(getattr(type(self), name, None), property) \
-                or not hasattr(engine, name):
+        if name in _OWN or name in vars(self) or engine is None \
+                or isinstance(getattr(type(self), name, None), property) or not hasattr(engine, name):
             object.__setattr__(self, name, value)
         else:
             setattr(engine, name, value)

@@ -136,11 +136,4 @@ DEVIATIONS: dict[str, str] = {
     "test_trainer_init.py::test_maac_multiturn_rejects_multiple_generations": _AC_SAMPLES,
 }
 
-_CENTRAL_COMPARATOR = ("CoMLRL ties a centralized actor to a centralized comparator (collaboration_mode='centralized' "
-                       "sets comparator_generation_mode='centralized', index 0); CoopLab's iterative configs keep "
-                       "them independent. To settle with the MADPO parity work (issue #42)")
-
-PENDING: dict[str, str] = {
-    "test_centralized_preference.py::test_config_defaults_and_centralized_comparator[M*IterConfig]": _CENTRAL_COMPARATOR,
-    "test_centralized_preference.py::test_centralized_mode_requires_one_actor": _CENTRAL_COMPARATOR,
-}
+PENDING: dict[str, str] = {}

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from engine.comlrl._configs import MADPOIterConfig, MARLHFIterConfig
 from engine.comlrl.trainers.preference.madpo import MADPOTrainer
 from engine.comlrl.trainers.preference.marlhf import MARLHFTrainer
 from engine.preference.madpo_iter import MADPOIterTrainer as _EngineMADPOIterTrainer
 from engine.preference.marlhf_iter import MARLHFIterTrainer as _EngineMARLHFIterTrainer
-from engine.schema.preference_configs import MADPOIterConfig, MARLHFIterConfig
 
 __all__ = ["MADPOIterConfig", "MADPOIterTrainer", "MARLHFIterConfig", "MARLHFIterTrainer"]
 

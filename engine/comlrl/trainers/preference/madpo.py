@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from engine.comlrl._configs import engine_config
 from engine.comlrl._wrap import CoMLRLReward, CompatTrainer, check_reward_func
 from engine.comlrl.trainers.reinforce.centralized_magrpo import check_adapter
 from engine.comlrl.trainers.reinforce.magrpo import reinforce_sources
@@ -71,17 +72,20 @@ class PreferenceTrainer(CompatTrainer):
         if centralized:
             cooplab_options["centralized_adapter"] = adapter
             cooplab_options.setdefault("num_agents", num_agents)
-        if self.iterative and adapter is not None and config.comparator_generation_mode == "centralized":
+        if self.iterative and adapter is not None and not centralized \
+                and config.comparator_generation_mode == "centralized":
             cooplab_options["centralized_comparator_adapter"] = adapter
         engine = self._engine_class(
             agents=sources if not centralized else [sources[0]], tokenizer=tokenizer, model_config=model_config,
             train_dataset=train_dataset, eval_dataset=eval_dataset,
             reward_func=CoMLRLReward(reward_func, num_agents), reward_processor=reward_processor,
             formatters=formatters, external_transition=external_transition,
-            eval_logger=eval_logger, eval_aggregator=eval_aggregator, args=config,
+            eval_logger=eval_logger, eval_aggregator=eval_aggregator, args=engine_config(config),
             **self._engine_options(config, cooplab_options))
         self._adopt(engine, reward_func=reward_func, reward_processor=reward_processor, train_dataset=train_dataset,
                     model_name=model_name, wandb_config=wandb_config, model_config=model_config, formatters=formatters)
+        if engine.args is not config:  # CoMLRL's spelling for the user, CoopLab's for its trainer
+            vars(self)["args"] = config
 
     def _engine_options(self, config: Any, options: dict[str, Any]) -> dict[str, Any]:
         """The CoopLab trainer's keyword options (subclasses add their own)."""
