@@ -18,11 +18,9 @@ Every field is validated; an invalid value raises :class:`ValueError` starting w
 
 from __future__ import annotations
 
-from engine.schema.catalog import ACTOR_CRITIC
-from engine.schema.derive import ConfigModel, config_class
+from typing import Any, Literal
 
-ACTOR_CRITIC_DEFAULTS = {"rollout_buffer_size": 8, "top_k": None, "num_train_epochs": 40, "num_generations": 1,
-                         "logging_steps": 1}
+from engine.schema.derive import ConfigModel, catalog_dataclass
 
 
 class _ActorCritic(ConfigModel):
@@ -32,19 +30,87 @@ class _ActorCritic(ConfigModel):
         return self.critic_learning_rate if self.critic_learning_rate is not None else self.agent_learning_rate
 
 
-ActorCriticConfig = config_class(
-    "ActorCriticConfig", ACTOR_CRITIC, module=__name__, defaults=ACTOR_CRITIC_DEFAULTS,
-    bases=(_ActorCritic,), doc="Settings shared by :class:`IACConfig` and :class:`MAACConfig` (CoMLRL's first).",
-)
-IACConfig = config_class(
-    "IACConfig", "iac", module=__name__, defaults={**ACTOR_CRITIC_DEFAULTS, "value_clip_range": 0.2},
-    bases=(ActorCriticConfig,),
-    doc="Independent actor-critic: every agent has its own critic (CoMLRL's ``IACConfig``). "
-        "``use_separate_critic=False`` puts a value head on the agent's own backbone, trained with the actor "
-        "by one optimizer (``value_loss_coef``).",
-)
-MAACConfig = config_class(
-    "MAACConfig", "maac", module=__name__, defaults=ACTOR_CRITIC_DEFAULTS, bases=(ActorCriticConfig,),
-    doc="Multi-agent actor-critic: one centralised critic reads every agent's observation (CoMLRL's "
-        "``MAACConfig``); ``value_clip_range`` is a CoopLab extra (``None`` = unclipped as in CoMLRL).",
-)
+# --- generated from engine.schema.catalog by `python -m engine.schema.write_configs`: edit the catalog and rerun ---
+
+
+@catalog_dataclass
+class ActorCriticConfig(_ActorCritic):
+    """Settings shared by :class:`IACConfig` and :class:`MAACConfig` (CoMLRL's first)."""
+
+
+    agent_learning_rate: float = 5e-06
+    critic_learning_rate: float | None = 5e-06
+    rollout_buffer_size: int = 8
+    train_batch_size: int | None = None
+    value_loss_coef: float = 0.6
+    advantage_normalization: bool = True
+    max_new_tokens: int = 256
+    temperature: float = 0.6
+    top_p: float = 0.6
+    top_k: int | None = None
+    num_train_epochs: int = 40
+    critic_type: Literal['v', 'q'] = 'v'
+    critic_value_head_hidden_dim: int | None = None
+    num_agents: int = 2
+    num_turns: int = 2
+    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    agent_devices: list[str] | None = None
+    critic_devices: list[str] | None = None
+    external_prompt_passthrough: bool = False
+    discount: float = 1.0
+    num_generations: int = 1
+    eval_interval: int = 16
+    eval_num_samples: int = 4
+    eval_batch_size: int = 1
+    early_termination_threshold: float | None = None
+    logging_steps: int = 1
+    reference_kl_enabled: bool = False
+    reference_kl_coef: float = 0.1
+    reference_devices: list[str] | None = None
+    loss_type: Literal['seq_sum', 'token_mean'] = 'seq_sum'
+    max_steps: int | None = None
+    items_per_step: int | None = None
+    seed: int | None = None
+    checkpoint_interval: int = 0
+    transcripts_per_step: int = 2
+    agent_names: list[str] | None = None
+    shuffle: bool = False
+    weight_decay: float = 0.01
+    max_grad_norm: float | None = 1.0
+    gradient_checkpointing: bool = False
+    logits_chunk_mib: int = 512
+    rollout_dtype: Literal['auto', 'float32', 'bfloat16', 'float16'] | None = None
+    rollout_backend: Literal['hf', 'vllm'] = 'hf'
+    vllm_python: str = '.venv-vllm/bin/python'
+    model_config: dict[str, Any] | None = None
+    eval_greedy: bool = False
+    checkpoint_total_limit: int | None = 3
+    best_checkpoint_metric: str | None = None
+    best_checkpoint_mode: Literal['max', 'min'] = 'max'
+    value_clip_range: float | None = None
+
+
+@catalog_dataclass
+class IACConfig(ActorCriticConfig):
+    """Independent actor-critic: every agent has its own critic (CoMLRL's ``IACConfig``).
+    ``use_separate_critic=False`` puts a value head on the agent's own backbone, trained with the actor
+    by one optimizer (``value_loss_coef``)."""
+
+    algorithm_name = 'iac'
+    compat_only = ()
+
+    value_clip_range: float | None = 0.2
+    use_separate_critic: bool = True
+    value_head_hidden_dim: int | None = None
+
+
+@catalog_dataclass
+class MAACConfig(ActorCriticConfig):
+    """Multi-agent actor-critic: one centralised critic reads every agent's observation (CoMLRL's
+    ``MAACConfig``); ``value_clip_range`` is a CoopLab extra (``None`` = unclipped as in CoMLRL)."""
+
+    algorithm_name = 'maac'
+    compat_only = ()
+
+
+# --- end of the generated config classes ---

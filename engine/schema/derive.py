@@ -1,7 +1,8 @@
 """Classes built from the catalog: CoMLRL-compatible configs (pydantic dataclasses) and schema sections.
 
-``config_class`` makes a keyword-constructible, mutable dataclass (CoMLRL's style, validated on
-construction and on assignment) whose invalid values raise :class:`ValueError` starting with the
+The config classes are source written from the catalog (:mod:`engine.schema.write_configs`);
+``catalog_dataclass`` makes each a keyword-constructible, mutable dataclass (CoMLRL's style, validated
+on construction and on assignment) whose invalid values raise :class:`ValueError` starting with the
 field name; ``schema_fields`` gives the same settings as pydantic model fields for the run-config
 schema. Both read each setting's type, bounds and description from the catalog, and which settings
 a class or section has from each setting's ``reads``/``compat_only``/``run_config``
@@ -16,7 +17,7 @@ import functools
 import operator
 import typing
 from collections.abc import Collection, Mapping, Sequence
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar, dataclass_transform
 
 from pydantic import BeforeValidator, ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -26,6 +27,7 @@ from engine.schema.catalog import ACTOR_CRITIC, CATALOG, COMLRL_ORDER, Placement
 from engine.schema.rules import combination_problems
 from engine.schema.secrets import masked
 
+_C = TypeVar("_C")
 _CONFIG = ConfigDict(validate_assignment=True, extra="forbid", arbitrary_types_allowed=True)
 
 
@@ -96,7 +98,7 @@ def readable_problems(error: ValidationError) -> str:
 
 
 class ConfigModel:
-    """Behaviour shared by the CoMLRL-compatible config classes built by :func:`config_class`."""
+    """Behaviour shared by the CoMLRL-compatible config classes (:func:`catalog_dataclass`)."""
 
     algorithm_name: ClassVar[str | None] = None  # None: a base shared by several algorithms
     compat_only: ClassVar[tuple[str, ...]] = ()  # accepted from CoMLRL scripts, not read (from the catalog)
@@ -126,32 +128,19 @@ class ConfigModel:
         return [f.name for f in dataclasses.fields(cls)]
 
 
-def config_class(
-    name: str,
-    algorithms: str | tuple[str, ...],
-    *,
-    doc: str,
-    defaults: Mapping[str, Any] | None = None,
-    bases: tuple[type, ...] = (ConfigModel,),
-    module: str,
-    **class_vars: Any,
-) -> type:
-    """A CoMLRL-style config dataclass of one algorithm, or a base of several (``algorithms`` a tuple),
-    with the settings :func:`class_settings` gives (see the module docstring). A dataclass base's fields
-    keep their places; the class's other settings follow."""
-    settings = class_settings(*((algorithms,) if isinstance(algorithms, str) else algorithms))
-    if isinstance(algorithms, str):
-        class_vars = {"algorithm_name": algorithms, "compat_only": tuple(not_read_by(algorithms, settings)),
-                      **class_vars}
-    defaults = defaults or {}
-    specs = []
-    for setting in settings:
-        annotation, info = setting_field(setting, **({"default": defaults[setting]} if setting in defaults else {}))
-        specs.append((setting, annotation, dataclasses.field(default=info)))
-    namespace = {"__doc__": doc, "__module__": module, **class_vars}
-    cls = pydantic_dataclass(dataclasses.make_dataclass(name, specs, bases=bases, namespace=namespace),
-                             config=_CONFIG)
-    init = cls.__init__
+@dataclass_transform()
+def catalog_dataclass(cls: type[_C]) -> type[_C]:
+    """Make a config class written by :mod:`engine.schema.write_configs` a CoMLRL-style dataclass: each field
+    its catalog setting's type, bounds, description and validators, with the default the class gives;
+    keyword-constructible, mutable, validated on construction and on assignment; an invalid value raises
+    :class:`ValueError` starting with the field name."""
+    own = cls.__dict__.get("__annotations__", {})
+    for name in own:
+        annotation, info = setting_field(name, default=cls.__dict__[name])
+        own[name] = annotation
+        setattr(cls, name, info)
+    made = pydantic_dataclass(cls, config=_CONFIG)
+    init = made.__init__
 
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -160,21 +149,5 @@ def config_class(
         except ValidationError as exc:
             raise ValueError(readable_problems(exc)) from None
 
-    cls.__init__ = __init__
-    return cls
-
-
-def subclass(parent: type, name: str, algorithm: str, *, doc: str, module: str,
-             defaults: Mapping[str, Any] | None = None, **class_vars: Any) -> type:
-    """A config class of ``algorithm`` with ``parent``'s settings, other class variables and, optionally,
-    other defaults."""
-    cls = config_class(name, algorithm, doc=doc, defaults={**_defaults_of(parent), **(defaults or {})},
-                       bases=(parent,), module=module, **class_vars)
-    if cls.field_names() != parent.field_names():
-        raise ValueError(f"{name}: {algorithm} does not read what {parent.__name__} reads "
-                         f"(engine.schema.catalog)")
-    return cls
-
-
-def _defaults_of(cls: type) -> dict[str, Any]:
-    return {name: info.default for name, info in cls.__pydantic_fields__.items()}
+    made.__init__ = __init__  # type: ignore[method-assign]  # the validation errors' wording, kept
+    return made

@@ -19,14 +19,11 @@ Departures from CoMLRL, each deliberate (see docs/preference.md):
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from engine.schema.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES, CATALOG
 from engine.schema.configs import MAGRPOConfig
-from engine.schema.derive import ConfigModel, config_class, run_config_settings
-
-MADPO_DEFAULTS = {"num_turns": 1, "early_termination_threshold": None}
-# the DPO trainers' own defaults: CoMLRL clips no gradient (measured: clipping at 1.0 cost about a fifth of
-# the learning on the issue-25 workload, docs/preference.md); MARLHF's RL stage keeps the MAGRPO defaults
-DPO_DEFAULTS = {**MADPO_DEFAULTS, "max_grad_norm": None}
+from engine.schema.derive import ConfigModel, catalog_dataclass, run_config_settings
 
 
 def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str) -> None:
@@ -54,14 +51,6 @@ class _Preference(ConfigModel):
         super().__post_init__()
 
 
-MADPOConfig = config_class(
-    "MADPOConfig", "madpo", module=__name__, defaults=DPO_DEFAULTS, bases=(_Preference,),
-    doc="Settings of a :class:`engine.preference.MADPOTrainer` run (CoMLRL 1.4.3's ``MADPOConfig`` names and "
-        "defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``, "
-        "resolved when the config is made, as CoMLRL does); no gradient clipping unless ``max_grad_norm`` is set.",
-)
-
-
 class _Iterative(_Preference):
     iterative = True
 
@@ -70,17 +59,6 @@ class _Iterative(_Preference):
             raise ValueError("preference_pairs_per_sample: the iterative trainers need a number (it fixes the steps "
                              "of an iteration)")
         super().__post_init__()
-
-
-MADPOIterConfig = config_class(
-    "MADPOIterConfig", "madpo_iter", module=__name__,
-    defaults={**DPO_DEFAULTS, "num_train_epochs": 1, "preference_num_candidates": 20,
-              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward"},
-    bases=(_Iterative, MADPOConfig),
-    doc="Settings of a :class:`engine.preference.madpo_iter.MADPOIterTrainer` run (CoMLRL 1.4.3's "
-        "``MADPOIterConfig`` names and defaults): ``num_iterations`` rounds of collect-then-train, candidates "
-        "compared with ``comparator_policy``'s.",
-)
 
 
 class _Centralized(ConfigModel):
@@ -93,20 +71,11 @@ class _Centralized(ConfigModel):
         super().__post_init__()
 
 
-CentralizedMAGRPOConfig = config_class(
-    "CentralizedMAGRPOConfig", "centralized_magrpo", module=__name__,
-    defaults={"num_turns": 1, "collaboration_mode": "centralized"}, bases=(_Centralized, MAGRPOConfig),
-    doc="Settings of a :class:`engine.preference.centralized_magrpo.CentralizedMAGRPOTrainer` run: "
-        "``MAGRPOConfig`` plus ``collaboration_mode='centralized'`` (CoMLRL 1.4.3's ``CentralizedMAGRPOConfig``).",
-)
-
 # The critics' settings (the run config's trainer.actor_critic section): marlhf reads them with an iac/maac
 # stage; those maac does not read belong to iac's per-agent critics.
 CRITIC_SETTINGS = run_config_settings("actor_critic")
 IAC_ONLY_CRITIC_SETTINGS = tuple(name for name in CRITIC_SETTINGS
                                  if "iac" in CATALOG[name].reads and "maac" not in CATALOG[name].reads)
-
-MARLHF_CRITIC_DEFAULTS = {"critic_learning_rate": None, "value_clip_range": 0.2}  # CoMLRL's MARLHFConfig
 
 
 class _LearnedReward(ConfigModel):
@@ -130,7 +99,7 @@ class _LearnedReward(ConfigModel):
                                      f"leave it at its default ({default!r})")
         if not actor_critic:
             for name in CRITIC_SETTINGS:
-                default = MARLHF_CRITIC_DEFAULTS.get(name, CATALOG[name].default)
+                default = type(self).__pydantic_fields__[name].default  # CoMLRL's MARLHFConfig's own
                 if getattr(self, name) != default:
                     raise ValueError(f"{name}: only rl_algorithm iac/maac has critics (this config has "
                                      f"{self.rl_algorithm!r}); leave it at its default ({default!r})")
@@ -144,26 +113,323 @@ class _LearnedReward(ConfigModel):
         return self.critic_learning_rate if self.critic_learning_rate is not None else self.agent_learning_rate
 
 
-MARLHFConfig = config_class(
-    "MARLHFConfig", "marlhf", module=__name__, defaults={**MADPO_DEFAULTS, **MARLHF_CRITIC_DEFAULTS},
-    bases=(_LearnedReward,),
-    doc="Settings of a :class:`engine.preference.marlhf.MARLHFTrainer` run (CoMLRL 1.4.3's ``MARLHFConfig`` "
-        "names and defaults): the pairs' settings, the reward model's, and the settings of the RL stage "
-        "(``rl_algorithm``: a MAGRPO-family baseline, or iac/maac with the critic settings).",
-)
-
-
 class _IterativeLearnedReward(_LearnedReward):
     iterative = True
 
 
-MARLHFIterConfig = config_class(
-    "MARLHFIterConfig", "marlhf_iter", module=__name__,
-    defaults={**MADPO_DEFAULTS, "num_train_epochs": 2, "preference_num_candidates": 20,
-              "preference_pairs_per_sample": 4, "pair_selection": "comparator_reward", "reward_num_train_epochs": 2,
-              **MARLHF_CRITIC_DEFAULTS},
-    bases=(_IterativeLearnedReward, MARLHFConfig),
-    doc="Settings of a :class:`engine.preference.marlhf_iter.MARLHFIterTrainer` run (CoMLRL 1.4.3's "
-        "``MARLHFIterConfig`` names and defaults): ``num_iterations`` rounds of collect pairs against "
-        "``comparator_policy``, refit the reward model, RL against it.",
-)
+# --- generated from engine.schema.catalog by `python -m engine.schema.write_configs`: edit the catalog and rerun ---
+
+
+@catalog_dataclass
+class MADPOConfig(_Preference):
+    """Settings of a :class:`engine.preference.MADPOTrainer` run (CoMLRL 1.4.3's ``MADPOConfig`` names and
+    defaults first). ``train_batch_size`` pairs make one optimizer step (empty = ``rollout_buffer_size``,
+    resolved when the config is made, as CoMLRL does); no gradient clipping unless ``max_grad_norm`` is set."""
+
+    algorithm_name = 'madpo'
+    compat_only = (
+        'num_generations',
+        'discount',
+        'early_termination_threshold',
+        'external_prompt_passthrough',
+        'advantage_normalization',
+        'advantage_mode',
+        'reference_kl_enabled',
+        'reference_kl_coef',
+    )
+
+    num_train_epochs: int = 20
+    agent_learning_rate: float = 5e-06
+    logging_steps: int = 50
+    num_agents: int = 2
+    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    agent_devices: list[str] | None = None
+    num_generations: int = 4
+    max_new_tokens: int = 256
+    temperature: float = 0.6
+    top_p: float = 0.6
+    top_k: int | None = 50
+    num_turns: int = 1
+    discount: float = 1.0
+    joint_mode: Literal['aligned', 'cross'] = 'aligned'
+    early_termination_threshold: float | None = None
+    external_prompt_passthrough: bool = False
+    eval_interval: int = 16
+    eval_num_samples: int = 4
+    eval_batch_size: int = 1
+    rollout_buffer_size: int = 2
+    train_batch_size: int | None = None
+    advantage_normalization: bool = True
+    advantage_mode: Literal['mean', 'raw', 'max', 'rloo'] | None = 'mean'
+    reference_kl_enabled: bool = False
+    reference_kl_coef: float = 0.1
+    reference_devices: list[str] | None = None
+    turn_order: Literal['simultaneous', 'sequential'] = 'simultaneous'
+    loss_type: Literal['seq_sum', 'token_mean'] = 'seq_sum'
+    max_steps: int | None = None
+    items_per_step: int | None = None
+    seed: int | None = None
+    checkpoint_interval: int = 0
+    transcripts_per_step: int = 2
+    agent_names: list[str] | None = None
+    weight_decay: float = 0.01
+    max_grad_norm: float | None = None
+    lr_scheduler: Literal['constant', 'linear', 'cosine'] = 'constant'
+    warmup_steps: int = 0
+    micro_batch_size: int | None = None
+    gradient_checkpointing: bool = False
+    logits_chunk_mib: int = 512
+    collaboration_mode: Literal['decentralized', 'centralized'] = 'decentralized'
+    fast_decode: bool = True
+    rollout_dtype: Literal['auto', 'float32', 'bfloat16', 'float16'] | None = None
+    rollout_backend: Literal['hf', 'vllm'] = 'hf'
+    vllm_python: str = '.venv-vllm/bin/python'
+    model_config: dict[str, Any] | None = None
+    eval_samples_per_item: int = 1
+    eval_greedy: bool = False
+    checkpoint_total_limit: int | None = 3
+    best_checkpoint_metric: str | None = None
+    best_checkpoint_mode: Literal['max', 'min'] = 'max'
+    preference_num_candidates: int = 80
+    preference_pairs_per_sample: int | None = 16
+    pair_selection: Literal['reward_gap', 'all', 'random', 'comparator_reward'] = 'reward_gap'
+    dpo_beta: float = 0.1
+    reference_free: bool = False
+    use_environment_step: bool = True
+    environment_steps_per_pair: int = 2
+
+
+@catalog_dataclass
+class MADPOIterConfig(_Iterative, MADPOConfig):
+    """Settings of a :class:`engine.preference.madpo_iter.MADPOIterTrainer` run (CoMLRL 1.4.3's
+    ``MADPOIterConfig`` names and defaults): ``num_iterations`` rounds of collect-then-train, candidates
+    compared with ``comparator_policy``'s."""
+
+    algorithm_name = 'madpo_iter'
+    compat_only = (
+        'num_generations',
+        'discount',
+        'early_termination_threshold',
+        'external_prompt_passthrough',
+        'advantage_normalization',
+        'advantage_mode',
+        'reference_kl_enabled',
+        'reference_kl_coef',
+    )
+
+    num_train_epochs: int = 1
+    preference_num_candidates: int = 20
+    preference_pairs_per_sample: int | None = 4
+    pair_selection: Literal['reward_gap', 'all', 'random', 'comparator_reward'] = 'comparator_reward'
+    num_iterations: int = 6
+    comparator_policy: Literal['current', 'current_copy', 'model', 'history', 'api'] = 'current'
+    comparator_generation_mode: Literal['decentralized', 'centralized'] = 'decentralized'
+    comparator_centralized_agent_index: int = 0
+    comparator_model_name: str | None = None
+    comparator_agents: list[str] | None = None
+    comparator_devices: list[str] | None = None
+    comparator_num_candidates: int | None = None
+    comparator_history_k: int | None = None
+    preference_replay_mode: Literal['current', 'nearest_k', 'all_history', 'lambda_decay'] = 'current'
+    preference_replay_k: int | None = None
+    preference_replay_lambda: float | None = None
+    preference_replay_sample_size: int | None = None
+    comparator_checkpoint: str | None = None
+    comparator_api_url: str | None = None
+    comparator_api_format: Literal['generic', 'openai_chat', 'anthropic_messages', 'openai_responses'] = 'generic'
+    comparator_api_model: str | None = None
+    comparator_api_max_n_per_request: int | None = None
+    comparator_api_timeout: float = 120.0
+    comparator_api_retries: int = 2
+    comparator_api_headers: dict[str, str] | None = None
+    comparator_api_key: str | None = None
+    comparator_api_key_env: str | None = None
+    comparator_api_key_header: str = 'Authorization'
+    comparator_api_key_prefix: str = 'Bearer'
+    comparator_api_response_field: str = 'completions'
+    comparator_api_extra_body: dict[str, Any] | None = None
+    policy_checkpoint_dir: str | None = None
+    preference_replay_dir: str | None = None
+    log_reward_distribution: bool = False
+
+
+@catalog_dataclass
+class CentralizedMAGRPOConfig(_Centralized, MAGRPOConfig):
+    """Settings of a :class:`engine.preference.centralized_magrpo.CentralizedMAGRPOTrainer` run:
+    ``MAGRPOConfig`` plus ``collaboration_mode='centralized'`` (CoMLRL 1.4.3's ``CentralizedMAGRPOConfig``)."""
+
+    algorithm_name = 'centralized_magrpo'
+    compat_only = ()
+
+    num_turns: int = 1
+    collaboration_mode: Literal['decentralized', 'centralized'] = 'centralized'
+
+
+@catalog_dataclass
+class MARLHFConfig(_LearnedReward):
+    """Settings of a :class:`engine.preference.marlhf.MARLHFTrainer` run (CoMLRL 1.4.3's ``MARLHFConfig``
+    names and defaults): the pairs' settings, the reward model's, and the settings of the RL stage
+    (``rl_algorithm``: a MAGRPO-family baseline, or iac/maac with the critic settings)."""
+
+    algorithm_name = 'marlhf'
+    compat_only = (
+        'discount',
+        'early_termination_threshold',
+        'external_prompt_passthrough',
+        'advantage_mode',
+        'dpo_beta',
+        'use_environment_step',
+        'environment_steps_per_pair',
+    )
+
+    num_train_epochs: int = 20
+    agent_learning_rate: float = 5e-06
+    logging_steps: int = 50
+    num_agents: int = 2
+    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    agent_devices: list[str] | None = None
+    num_generations: int = 4
+    max_new_tokens: int = 256
+    temperature: float = 0.6
+    top_p: float = 0.6
+    top_k: int | None = 50
+    num_turns: int = 1
+    discount: float = 1.0
+    joint_mode: Literal['aligned', 'cross'] = 'aligned'
+    early_termination_threshold: float | None = None
+    external_prompt_passthrough: bool = False
+    eval_interval: int = 16
+    eval_num_samples: int = 4
+    eval_batch_size: int = 1
+    rollout_buffer_size: int = 2
+    train_batch_size: int | None = None
+    advantage_normalization: bool = True
+    advantage_mode: Literal['mean', 'raw', 'max', 'rloo'] | None = 'mean'
+    reference_kl_enabled: bool = False
+    reference_kl_coef: float = 0.1
+    reference_devices: list[str] | None = None
+    turn_order: Literal['simultaneous', 'sequential'] = 'simultaneous'
+    loss_type: Literal['seq_sum', 'token_mean'] = 'seq_sum'
+    max_steps: int | None = None
+    items_per_step: int | None = None
+    seed: int | None = None
+    checkpoint_interval: int = 0
+    transcripts_per_step: int = 2
+    agent_names: list[str] | None = None
+    shuffle: bool = False
+    weight_decay: float = 0.01
+    max_grad_norm: float | None = 1.0
+    lr_scheduler: Literal['constant', 'linear', 'cosine'] = 'constant'
+    warmup_steps: int = 0
+    clip_epsilon: float | None = None
+    num_inner_epochs: int = 1
+    micro_batch_size: int | None = None
+    gradient_checkpointing: bool = False
+    logits_chunk_mib: int = 512
+    collaboration_mode: Literal['decentralized', 'centralized'] = 'decentralized'
+    per_agent_normalization: bool = False
+    credit_assignment: Literal['group', 'counterfactual', 'turn_group'] = 'group'
+    credit_samples: int = 0
+    reference_kl_mode: Literal['reward', 'loss'] = 'reward'
+    fast_decode: bool = True
+    rollout_dtype: Literal['auto', 'float32', 'bfloat16', 'float16'] | None = None
+    rollout_correction: Literal['auto', 'tis', 'none'] = 'auto'
+    tis_cap: float = 2.0
+    rollout_backend: Literal['hf', 'vllm'] = 'hf'
+    vllm_python: str = '.venv-vllm/bin/python'
+    model_config: dict[str, Any] | None = None
+    eval_samples_per_item: int = 1
+    eval_greedy: bool = False
+    checkpoint_total_limit: int | None = 3
+    best_checkpoint_metric: str | None = None
+    best_checkpoint_mode: Literal['max', 'min'] = 'max'
+    critic_type: Literal['v', 'q'] = 'v'
+    critic_learning_rate: float | None = None
+    value_clip_range: float | None = 0.2
+    value_loss_coef: float = 0.6
+    use_separate_critic: bool = True
+    critic_value_head_hidden_dim: int | None = None
+    value_head_hidden_dim: int | None = None
+    critic_model_name: str | None = None
+    critic_devices: list[str] | None = None
+    preference_num_candidates: int = 80
+    preference_pairs_per_sample: int | None = 16
+    pair_selection: Literal['reward_gap', 'all', 'random', 'comparator_reward'] = 'reward_gap'
+    dpo_beta: float = 0.1
+    use_environment_step: bool = True
+    environment_steps_per_pair: int = 2
+    rl_algorithm: Literal['magrpo', 'mareinforce', 'maremax', 'marloo', 'iac', 'maac'] = 'magrpo'
+    reward_model_name: str | None = None
+    reward_model_device: str | None = None
+    reward_learning_rate: float = 1e-05
+    reward_num_train_epochs: int = 1
+    reward_train_batch_size: int = 1
+    reward_max_length: int | None = None
+    reward_freeze_backbone: bool = False
+
+
+@catalog_dataclass
+class MARLHFIterConfig(_IterativeLearnedReward, MARLHFConfig):
+    """Settings of a :class:`engine.preference.marlhf_iter.MARLHFIterTrainer` run (CoMLRL 1.4.3's
+    ``MARLHFIterConfig`` names and defaults): ``num_iterations`` rounds of collect pairs against
+    ``comparator_policy``, refit the reward model, RL against it."""
+
+    algorithm_name = 'marlhf_iter'
+    compat_only = (
+        'discount',
+        'early_termination_threshold',
+        'external_prompt_passthrough',
+        'advantage_mode',
+        'critic_type',
+        'critic_learning_rate',
+        'value_clip_range',
+        'value_loss_coef',
+        'use_separate_critic',
+        'critic_value_head_hidden_dim',
+        'value_head_hidden_dim',
+        'critic_model_name',
+        'critic_devices',
+        'dpo_beta',
+        'use_environment_step',
+        'environment_steps_per_pair',
+    )
+
+    num_train_epochs: int = 2
+    preference_num_candidates: int = 20
+    preference_pairs_per_sample: int | None = 4
+    pair_selection: Literal['reward_gap', 'all', 'random', 'comparator_reward'] = 'comparator_reward'
+    num_iterations: int = 6
+    comparator_policy: Literal['current', 'current_copy', 'model', 'history', 'api'] = 'current'
+    comparator_generation_mode: Literal['decentralized', 'centralized'] = 'decentralized'
+    comparator_centralized_agent_index: int = 0
+    comparator_model_name: str | None = None
+    comparator_agents: list[str] | None = None
+    comparator_devices: list[str] | None = None
+    comparator_num_candidates: int | None = None
+    comparator_history_k: int | None = None
+    preference_replay_mode: Literal['current', 'nearest_k', 'all_history', 'lambda_decay'] = 'current'
+    preference_replay_k: int | None = None
+    preference_replay_lambda: float | None = None
+    preference_replay_sample_size: int | None = None
+    comparator_checkpoint: str | None = None
+    comparator_api_url: str | None = None
+    comparator_api_format: Literal['generic', 'openai_chat', 'anthropic_messages', 'openai_responses'] = 'generic'
+    comparator_api_model: str | None = None
+    comparator_api_max_n_per_request: int | None = None
+    comparator_api_timeout: float = 120.0
+    comparator_api_retries: int = 2
+    comparator_api_headers: dict[str, str] | None = None
+    comparator_api_key: str | None = None
+    comparator_api_key_env: str | None = None
+    comparator_api_key_header: str = 'Authorization'
+    comparator_api_key_prefix: str = 'Bearer'
+    comparator_api_response_field: str = 'completions'
+    comparator_api_extra_body: dict[str, Any] | None = None
+    policy_checkpoint_dir: str | None = None
+    preference_replay_dir: str | None = None
+    log_reward_distribution: bool = False
+    reward_num_train_epochs: int = 2
+    preference_scoring_reward: Literal['task', 'reward_model'] = 'task'
+
+
+# --- end of the generated config classes ---
