@@ -6,6 +6,7 @@ the MAGRPO family, ``IACConfig``/``MAACConfig`` for actor-critic): each setting 
 (the catalog's ``reads``) is copied under its one name, and the settings a run config does not hold
 come from its team (:func:`team_settings`). Settings of the run config that the algorithm does not
 read are refused when changed from their defaults, so a form never silently ignores a choice.
+:func:`trainer_problems` lists every refusal at once: the dashboard's form shows them at their fields.
 """
 
 from __future__ import annotations
@@ -35,26 +36,53 @@ def team_settings(spec: Any, agents: Sequence[AgentSpec]) -> dict[str, Any]:
             "model_config": {"torch_dtype": None if spec.torch_dtype == "auto" else spec.torch_dtype}}
 
 
+def trainer_problems(spec: TrainerSpec, agents: Sequence[AgentSpec]) -> list[str]:
+    """Every reason :func:`trainer_config` would refuse ``spec`` for this team, one ``field: message``
+    each (the field dotted from the run config: ``trainer.clip_epsilon``, ``trainer.actor_critic.x``,
+    ``agents``); empty when it builds. The dashboard's form shows each next to its field."""
+    _, problems = _config_values(spec, list(agents))
+    if problems:
+        return problems
+    try:
+        trainer_config(spec, list(agents))
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
+
+
 def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
-    """The algorithm's config object for a trainer spec (see the module docstring)."""
-    algorithm = spec.algorithm
-    if algorithm == "grpo" and len(agents) != 1:
-        raise ConfigError(f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
-                          f"(use 'magrpo')")
-    problems = centralized_team_problems(agents, algorithm) if is_centralized(algorithm, spec.collaboration_mode) else []
+    """The algorithm's config object for a trainer spec (see the module docstring); raises
+    :class:`ConfigError` naming the first problem (:func:`trainer_problems` lists all of them)."""
+    values, problems = _config_values(spec, agents)
     if problems:
         raise ConfigError(problems[0])
+    given = spec.actor_critic.given() if has_critics(spec.algorithm, spec.rl_algorithm) else {}
+    try:
+        return CONFIG_CLASSES[spec.algorithm](**values)
+    except ValueError as exc:
+        name = str(exc).partition(": ")[0]
+        raise ConfigError(f"trainer.{'actor_critic.' if name in given else ''}{exc}") from None
+
+
+def _config_values(spec: TrainerSpec, agents: list[AgentSpec]) -> tuple[dict[str, Any], list[str]]:
+    """The config class's keyword arguments for ``spec`` and every ``field: message`` problem found
+    before it is built: the team, the settings the algorithm does not read, the ``actor_critic`` keys."""
+    algorithm = spec.algorithm
+    if algorithm == "grpo" and len(agents) != 1:
+        return {}, [f"trainer.algorithm: 'grpo' is the single-agent case; this team has {len(agents)} agents "
+                    f"(use 'magrpo')"]
+    problems = centralized_team_problems(agents, algorithm) if is_centralized(algorithm, spec.collaboration_mode) else []
+    if problems:
+        return {}, problems[:1]
     critics = has_critics(algorithm, spec.rl_algorithm)
     if critics and any(a.lora_rank is not None for a in agents):
-        raise ConfigError(f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
-                          f"models: remove lora_rank or use magrpo")
-    cls = CONFIG_CLASSES[algorithm]
-    fields = set(cls.field_names())
+        return {}, [f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
+                    f"models: remove lora_rank or use magrpo"]
+    fields = set(CONFIG_CLASSES[algorithm].field_names())
     defaults = TrainerSpec()
-    for name in unused_settings(algorithm):
-        if getattr(spec, name) != getattr(defaults, name):
-            raise ConfigError(f"trainer.{name}: not used by {algorithm}; leave it at its default "
-                              f"({getattr(defaults, name)!r}) or use a MAGRPO-family algorithm")
+    problems = [f"trainer.{name}: not used by {algorithm}; leave it at its default ({getattr(defaults, name)!r}) "
+                f"or choose an algorithm that reads it"
+                for name in unused_settings(algorithm) if getattr(spec, name) != getattr(defaults, name)]
     values: dict[str, Any] = {name: getattr(spec, name) for name in read_settings(algorithm)}
     if values.get("collaboration_mode", "") is None:
         del values["collaboration_mode"]  # empty: the config class's own (centralized for centralized_magrpo)
@@ -63,14 +91,10 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
         unknown = sorted(set(given) - fields)
         if unknown:
             known = [n for n in type(spec.actor_critic).model_fields if n in fields]
-            raise ConfigError(f"trainer.actor_critic: unknown settings {unknown} for {algorithm}; known: "
-                              f"{', '.join(known)}")
+            problems.append(f"trainer.actor_critic: unknown settings {unknown} for {algorithm}; known: "
+                            f"{', '.join(known)}")
         values.update(given)
     elif algorithm in ALGORITHM_BASELINES:
         values["advantage_mode"] = spec.advantage_mode or ALGORITHM_BASELINES[algorithm]  # empty: baseline
     values.update(team_settings(spec, agents))
-    try:
-        return cls(**values)
-    except ValueError as exc:
-        raise ConfigError(f"trainer.{exc}") from None
-
+    return values, problems

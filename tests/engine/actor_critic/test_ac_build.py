@@ -7,7 +7,7 @@ import pytest
 from engine.actor_critic import IACTrainer, MAACTrainer
 from engine.build.run import build_trainer, run_training
 from engine.examples import example_path
-from engine.schema.configure import trainer_config
+from engine.schema.configure import trainer_config, trainer_problems
 from engine.schema.run_config import ConfigError, load_run_config, parse_run_config
 from engine.sinks import MemorySink
 
@@ -35,6 +35,15 @@ def test_magrpo_only_settings_are_refused_with_the_field_name() -> None:
     config = _example("iac", clip_epsilon=0.2)
     with pytest.raises(ConfigError, match="trainer.clip_epsilon: not used by iac"):
         trainer_config(config.trainer, config.agents)
+    # every problem at once, each under the run config's field (what the dashboard's form shows)
+    config = _example("iac", clip_epsilon=0.2, joint_mode="cross")
+    assert sorted(p.partition(":")[0] for p in trainer_problems(config.trainer, config.agents)) == [
+        "trainer.clip_epsilon", "trainer.joint_mode"]
+    config = _example("iac", algorithm="marlhf", rl_algorithm="maac", actor_critic={"use_separate_critic": False})
+    assert trainer_problems(config.trainer, config.agents) == [
+        "trainer.actor_critic.use_separate_critic: only rl_algorithm iac reads it (maac has one centralised critic); "
+        "leave it at its default (True)"]
+    assert trainer_problems(_example("iac").trainer, config.agents) == []
     # the critic's settings belong to iac/maac only: a MAGRPO config refuses them when it is parsed
     with pytest.raises(ConfigError, match=r"trainer.actor_critic: applies to iac/maac \(and marlhf with rl_algorithm "
                                           r"iac/maac\) only, not to magrpo"):
