@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from engine.comlrl._critics import CriticView, save_comlrl_layout
+from engine.comlrl._rollouts import comlrl_metrics_callback
 from engine.comlrl._wrap import (
     CoMLRLReward,
     CompatTrainer,
@@ -59,11 +61,24 @@ class ActorCriticTrainerBase(CompatTrainer):
             agents=sources, tokenizer=tokenizer, model_config=model_config, train_dataset=train_dataset,
             eval_dataset=eval_dataset, reward_func=CoMLRLReward(reward_func, len(sources)),
             reward_processor=reward_processor, formatters=formatters, external_transition=external_transition,
-            args=args, critics=critic_sources, metrics_callback=metrics_callback,
+            args=args, critics=critic_sources,
+            metrics_callback=comlrl_metrics_callback(metrics_callback) if metrics_callback is not None else None,
             **cooplab_options)
         self._adopt(engine, reward_func=reward_func, reward_processor=reward_processor, train_dataset=train_dataset,
                     model_name=infer_model_name(sources[0]), wandb_config=wandb_config, model_config=model_config,
                     formatters=formatters)
+
+    shared_critic: ClassVar[bool] = False  # MAAC: one critic for the team
+
+    @property
+    def critics(self) -> list[CriticView]:
+        """The critics as CoMLRL shows them (``.model``, ``.value_head``; :class:`CriticView`)."""
+        return [CriticView(critic) for critic in self._engine.critics]
+
+    def save_model(self, output_dir: str) -> None:
+        """CoMLRL's layout: ``agent_{i}/`` (model, tokenizer, ``value_head.pt`` of a head on the actor),
+        IAC's critics in ``agent_{i}/critic/``, MAAC's in ``critic/`` (model + ``value_head.pt``)."""
+        save_comlrl_layout(self._engine, output_dir, shared_critic=self.shared_critic)
 
     def _check(self, args: Any, *, agent_model: Any, critic_model: Any, tokenizer: Any, reward_func: Any,
                formatters: Any, external_transition: Any, agents: Sequence[Any] | None,

@@ -3,37 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-import torch
 
 from engine.actor_critic.iac import IACTrainer as _EngineIACTrainer
 from engine.comlrl._configs import IACConfig
+from engine.comlrl._rollouts import RolloutSample
 from engine.comlrl.trainers.actor_critic.ac_base import ActorCriticTrainerBase
 from engine.comlrl.utils.model_loading import resolve_model_sources
 
 __all__ = ["IACConfig", "IACTrainer", "RolloutSample"]
-
-
-@dataclass
-class RolloutSample:
-    """One agent's sampled reply as CoMLRL's actor-critic ``metrics_callback`` receives it."""
-
-    agent_idx: int
-    prompt: str
-    completion: str
-    full_input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    prompt_len: int
-    response_len: int
-    old_logprob: torch.Tensor
-    old_value: torch.Tensor
-    reward: torch.Tensor
-    returns: torch.Tensor
-    advantage: torch.Tensor
-    normalized_advantage: torch.Tensor | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class IACTrainer(ActorCriticTrainerBase):

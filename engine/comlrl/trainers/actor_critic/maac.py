@@ -20,6 +20,7 @@ class MAACTrainer(ActorCriticTrainerBase):
     default_config_cls: ClassVar[type] = MAACConfig
     algorithm_name: ClassVar[str] = "MAAC"
     _engine_class: ClassVar[type] = _EngineMAACTrainer
+    shared_critic: ClassVar[bool] = True
 
     def _critic_sources(self, args: Any, critic_model: Any, critics: Sequence[Any] | None) -> list[Any] | None:
         if critics is None and critic_model is None:
