@@ -11,16 +11,23 @@ and setting one of those sets it there.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
+from engine.comlrl.utils.checkpoint import (
+    read_checkpoint_metadata,
+    record_checkpoint_identity,
+    wandb_identity,
+)
 from engine.comlrl.utils.reward_utils import call_reward_function
 from engine.comlrl.utils.wandb_utils import verbose_from_wandb_config, wandb_init_kwargs
 from engine.sinks.wandb_sink import WandbSink
 
 # attributes the compatibility trainer keeps itself (everything else is the CoopLab trainer's)
 _OWN = frozenset({"_engine", "reward_func", "reward_processor", "train_dataset", "model_name", "wandb_config",
-                  "verbose", "wandb_initialized", "model_config", "formatters"})
+                  "verbose", "wandb_initialized", "model_config", "formatters", "run_id"})
 
 
 class CoMLRLReward:
@@ -86,6 +93,17 @@ class CoMLRLWandbSink(WandbSink):
             run_config.update({**config, "total_steps": total_steps}, allow_val_change=True)
 
 
+def _recorded_run_id(checkpoint: Any) -> str | None:
+    """The run id a checkpoint records (None: none, or not a readable checkpoint; CoopLab's trainer then
+    names what is wrong with it)."""
+    if checkpoint is None:
+        return None
+    try:
+        return read_checkpoint_metadata(checkpoint)["run_id"]
+    except (OSError, ValueError):
+        return None
+
+
 class CompatTrainer:
     """Base of the ``engine.comlrl`` trainers (see the module docstring)."""
 
@@ -100,7 +118,8 @@ class CompatTrainer:
                           reward_processor=reward_processor if reward_processor is not None else (lambda x: x),
                           train_dataset=train_dataset, model_name=model_name, wandb_config=wandb_config,
                           model_config=dict(model_config or {}), formatters=formatters,
-                          verbose=verbose_from_wandb_config(wandb_config), wandb_initialized=False)
+                          verbose=verbose_from_wandb_config(wandb_config), wandb_initialized=False, run_id=None)
+        vars(engine)["save_checkpoint"] = self._save_checkpoint  # training checkpoints carry CoMLRL's identity
         if wandb_config is not None and engine.sink is None:
             engine.sink = CoMLRLWandbSink(wandb_config, {"algorithm": self.algorithm_name, **engine.args.to_dict()})
             self.wandb_initialized = True
@@ -151,6 +170,21 @@ class CompatTrainer:
         return self._engine.agents[0].device
 
     # -- CoMLRL's methods ----------------------------------------------------------------------------
+    def _save_checkpoint(self, path: str | Path) -> Path:
+        """CoopLab's checkpoint plus CoMLRL's identity fields (:func:`record_checkpoint_identity`): this
+        class, the training run's id and the W&B run the trainer reports to. Every checkpoint the
+        CoopLab trainer writes goes through here."""
+        engine = self._engine
+        folder = Path(type(engine).save_checkpoint(engine, path))
+        sink = engine.sink
+        record_checkpoint_identity(folder, trainer_class=f"{type(self).__module__}.{type(self).__qualname__}",
+                                   run_id=self.run_id,
+                                   wandb=wandb_identity(sink.run) if isinstance(sink, WandbSink) else None)
+        return folder
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        return self._save_checkpoint(path)
+
     def train(self, resume_from_checkpoint: Any = None, checkpoint_dir: Any = None, checkpoint_interval: Any = None,
               checkpoint_total_limit: Any = None, **kwargs: Any) -> Any:
         """Train (CoopLab's ``train()``); CoMLRL's error when no ``train_dataset`` was given."""
@@ -159,5 +193,7 @@ class CompatTrainer:
         if self.train_dataset is not self._engine.train_dataset:
             raise ValueError("train_dataset: set after the trainer was built; pass it to the constructor "
                              "(the data order and step schedule are fixed there)")
+        if self.run_id is None:  # CoMLRL's run id: a resumed run keeps its checkpoint's
+            self.run_id = _recorded_run_id(resume_from_checkpoint) or uuid.uuid4().hex
         return self._engine.train(resume_from_checkpoint, checkpoint_dir, checkpoint_interval, checkpoint_total_limit,
                                   **kwargs)
