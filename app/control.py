@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from engine.schema.run_config import RunConfig
 
 T = TypeVar("T")
 
@@ -37,16 +40,22 @@ def draw_seed() -> int:
     return secrets.randbelow(SEED_LIMIT) + 1
 
 
-def with_seed(config: dict[str, Any], seed: int) -> dict[str, Any]:
-    """A copy of ``config`` whose trainer uses ``seed`` (what the stored run records)."""
+def with_seed(config: RunConfig | dict[str, Any], seed: int) -> RunConfig | dict[str, Any]:
+    """A copy of ``config`` whose trainer uses ``seed`` (what the stored run records); a validated
+    config stays validated (a seed is any integer the draw or a stored run gave), not parsed again."""
+    if not isinstance(config, dict):
+        return config.model_copy(update={"trainer": config.trainer.model_copy(update={"seed": int(seed)})})
     out = dict(config)
     out["trainer"] = {**dict(out.get("trainer") or {}), "seed": int(seed)}
     return out
 
 
-def launch(config: dict[str, Any], *, experiment_id: int, device: str = "cpu", seed: int | None = None) -> int:
+def launch(config: RunConfig | dict[str, Any], *, experiment_id: int, device: str = "cpu",
+           seed: int | None = None) -> int:
     """Queue a new run of ``config`` on ``device``; returns the new run's id.
 
+    ``config`` is the form's validated :class:`RunConfig` when the form holds the saved config (the job
+    client checks it without parsing it again), else the stored dict (parsed once, by the client).
     Each run gets its own seed: a fresh random one by default (drawn here and written into the run's
     stored config, so it is recorded and the run can be reproduced), or ``seed`` when given (the
     same seed as an earlier run, or the experiment's own).

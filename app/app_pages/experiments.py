@@ -9,7 +9,10 @@ goes through :mod:`app.commands`.
 
 from __future__ import annotations
 
+import contextlib
+
 import streamlit as st
+from pydantic import ValidationError
 
 from app import commands, context, editor_state
 from app import draft as drafts
@@ -23,6 +26,7 @@ from app.queries import experiment_or_none, experiments_table, study_experiment_
 from db.errors import DuplicateNameError, RunActiveError
 from db.records import Experiment
 from db.store import Store
+from engine.schema.run_config import RunConfig
 
 NEW = "new"
 FORM_CSS = """<style>
@@ -246,9 +250,24 @@ def delete_popover(store: Store, open_id: int) -> None:
             st.rerun()
 
 
+def holds_saved(result: EditorResult, saved_config: dict | None, catalog: dict) -> bool:
+    """Whether the form holds the saved config, unchanged and valid (the saved one with the schema's and
+    the task's defaults filled in, as the form fills them): then the form's validated config, parsed
+    once on this rerun, is the one a launch queues, and the saved dict is not parsed again."""
+    if result.config is None or saved_config is None:
+        return False
+    saved = {"system": None, **drafts.normalise(saved_config)}
+    info = catalog.get(str(saved["task"].get("name") or ""))
+    if info is not None:
+        with contextlib.suppress(ValidationError):  # invalid parameters: the form differs
+            saved["task"] = {**saved["task"], "params": info.params_model.model_validate(
+                saved["task"].get("params") or {}).model_dump(mode="json")}
+    return result.config.model_dump(mode="json") == saved
+
+
 def unsaved_warning(saved_config: dict | None, result: EditorResult, catalog: dict) -> None:
     """What the form changed against the saved config (defaults filled in on both sides)."""
-    if saved_config is None:
+    if saved_config is None or holds_saved(result, saved_config, catalog):
         return
     changes = changed_fields(editor_state.effective_config(saved_config, catalog),
                              editor_state.effective_config(result.draft, catalog))
@@ -259,8 +278,8 @@ def unsaved_warning(saved_config: dict | None, result: EditorResult, catalog: di
                    icon=":material/edit_note:")
 
 
-def launch(saved_config: dict, open_id: int, choice: LaunchChoice) -> None:
-    """Queue the runs and link the last one."""
+def launch(saved_config: RunConfig | dict, open_id: int, choice: LaunchChoice) -> None:
+    """Queue the runs of the saved config (validated already, or a stored dict) and link the last one."""
     try:
         run_ids = launch_runs(saved_config, open_id, choice)
     except ControlError as exc:
@@ -297,7 +316,7 @@ def action_bar(store: Store, result: EditorResult, open_id: int | None, catalog:
             delete_popover(store, open_id)
     unsaved_warning(saved_config, result, catalog)
     if launch_clicked:
-        launch(saved_config, open_id, choice)
+        launch(result.config if holds_saved(result, saved_config, catalog) else saved_config, open_id, choice)
 
 
 def experiments_page() -> None:

@@ -17,6 +17,7 @@ from app import context, control
 from app.escape import md_code
 from app.seedgroups import seed_of
 from db.store import Store
+from engine.schema.run_config import RunConfig
 
 MAX_RUNS = 10
 
@@ -49,8 +50,9 @@ def launch_options(store: Store, experiment_id: int, config: dict[str, Any], *, 
     return LaunchChoice(device=device, seed=options[mode][1], count=int(count))
 
 
-def launch_runs(config: dict[str, Any], experiment_id: int, choice: LaunchChoice) -> list[int]:
-    """Queue ``choice.count`` runs of ``config``; returns their ids (raises ``control.ControlError``)."""
+def launch_runs(config: RunConfig | dict[str, Any], experiment_id: int, choice: LaunchChoice) -> list[int]:
+    """Queue ``choice.count`` runs of ``config`` (a validated config is not parsed again); returns their
+    ids (raises ``control.ControlError``)."""
     return [control.launch(config, experiment_id=experiment_id, device=choice.device, seed=choice.seed)
             for _ in range(choice.count)]
 

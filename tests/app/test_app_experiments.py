@@ -41,6 +41,28 @@ def test_first_visit_offers_the_quickstart_and_launches_it(app, store: Store) ->
     assert any(f"Queued run #{run.id}" in s.value for s in at.success)
 
 
+def test_a_launch_parses_the_run_config_once(app, store: Store, monkeypatch) -> None:
+    """The form's validated config is what the launch queues: the rerun that launches parses a run
+    config once (the form's), neither the unsaved-changes check nor the job client parses it again."""
+    from app.control import with_seed
+    from engine.schema.run_config import RunConfig, parse_run_config
+
+    at = _create_quickstart(app)
+    parses = []
+    parse = RunConfig.model_validate
+    monkeypatch.setattr(RunConfig, "model_validate",
+                        classmethod(lambda cls, *args, **kwargs: parses.append(1) or parse(*args, **kwargs)))
+    at.button(key="exp_launch").click().run()
+    assert not at.exception
+    assert len(parses) == 1  # 4 before: the form, the unsaved-changes diff (twice) and submit_run
+    monkeypatch.undo()
+    [run] = store.list_runs()
+    saved = dict(store.list_experiments()[0].config)
+    expected = parse_run_config(with_seed(saved, run.config["trainer"]["seed"])).model_dump(mode="json")
+    assert {k: v for k, v in run.config.items() if k != "task"} == {k: v for k, v in expected.items() if k != "task"}
+    assert run.config["task"]["params"].items() >= expected["task"]["params"].items()  # the form fills defaults
+
+
 def test_invalid_input_is_shown_next_to_the_field_and_blocks_saving(app, store: Store) -> None:
     at = _create_quickstart(app)
     before = dict(store.list_experiments()[0].config)
@@ -100,8 +122,7 @@ def _import_draft(at, config: dict) -> int:
     return at.session_state["exp_gen"]
 
 
-def test_a_custom_task_path_must_come_from_an_allowed_module(app, store: Store, monkeypatch, allow_task_modules) -> None:
-    allow_task_modules()  # the page applies COOPLAB_TASK_MODULES process-wide; restored afterwards
+def test_a_custom_task_path_must_come_from_an_allowed_module(app, store: Store, monkeypatch) -> None:
     monkeypatch.delenv("COOPLAB_TASK_MODULES", raising=False)
     at = _create_quickstart(app)
     offered = at.selectbox(key="ed1.task").options
