@@ -23,6 +23,7 @@ users can read is tightened when an engine is made for it, with a warning.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import logging
 import os
@@ -30,7 +31,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -210,3 +211,40 @@ def read_session(engine: Engine) -> Iterator[Session]:
             yield session
         finally:
             session.rollback()
+
+
+class StoreBase:
+    """What every store class stands on: its ``engine`` and how its methods open their transaction.
+
+    Each public method of a store is one operation and one transaction: it opens its session itself
+    (``with self._write() as session:`` or ``with self._read() as session:``) and holds the operation's
+    body. :meth:`within` runs the same methods inside a transaction the caller already holds, so several
+    operations compose into one (a study's claim creates its runs under the study's row lock)."""
+
+    engine: Engine
+    _session: Session | None = None
+
+    @contextmanager
+    def _write(self, *, lock_wait_s: float | None = None) -> Iterator[Session]:
+        """A write transaction (:func:`write_session`), or the caller's one when bound by :meth:`within`."""
+        if self._session is not None:
+            yield self._session
+            return
+        with write_session(self.engine, lock_wait_s=lock_wait_s) as session:
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        """A read transaction (:func:`read_session`), or the caller's one when bound by :meth:`within`."""
+        if self._session is not None:
+            yield self._session
+            return
+        with read_session(self.engine) as session:
+            yield session
+
+    def within(self, session: Session) -> Self:
+        """This store with every method running inside ``session``, an open transaction that the caller
+        commits or rolls back (no method of the view begins, commits or bounds a transaction itself)."""
+        view = copy.copy(self)
+        view._session = session
+        return view

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import and_, func, select, text, update
 
 from db.clock import db_now, server_now
-from db.engine import read_session, write_session
+from db.engine import StoreBase
 from db.errors import NotFoundError, StoreError
 from db.evaluation_records import (
     REQUEST_DONE,
@@ -64,7 +64,7 @@ def _record(row: EvalRequestRow) -> EvalRequest:
                        heartbeat_at=row.heartbeat_at)
 
 
-class EvalRequestStore:
+class EvalRequestStore(StoreBase):
     """Evaluation requests of runs, on the database of ``store``."""
 
     def __init__(self, store: Store) -> None:
@@ -78,7 +78,7 @@ class EvalRequestStore:
         stored) when that many requests of the run / of all runs are already queued or running; the
         count and the insert are one transaction that no other create interleaves with (SQLite's write
         lock, a transaction-scoped advisory lock on PostgreSQL)."""
-        with write_session(self.engine) as s:
+        with self._write() as s:
             if s.get(RunRow, run_id) is None:
                 raise NotFoundError(f"no run with id {run_id}")
             if max_active_for_run is not None or max_active is not None:
@@ -106,12 +106,12 @@ class EvalRequestStore:
 
     def set_task_id(self, request_id: int, task_id: str) -> None:
         """Record the id of the task message sent for the request."""
-        with write_session(self.engine) as s:
+        with self._write() as s:
             s.execute(update(EvalRequestRow).where(EvalRequestRow.id == request_id).values(celery_task_id=task_id))
 
     def get(self, request_id: int) -> EvalRequest:
         """The request with this id (else :class:`NotFoundError`)."""
-        with read_session(self.engine) as s:
+        with self._read() as s:
             row = s.get(EvalRequestRow, request_id)
             if row is None:
                 raise NotFoundError(f"no evaluation request with id {request_id}")
@@ -119,7 +119,7 @@ class EvalRequestStore:
 
     def list_for_run(self, run_id: int, *, limit: int = 50) -> list[EvalRequest]:
         """A run's requests, newest first."""
-        with read_session(self.engine) as s:
+        with self._read() as s:
             rows = s.scalars(select(EvalRequestRow).where(EvalRequestRow.run_id == run_id)
                              .order_by(EvalRequestRow.id.desc()).limit(limit))
             return [_record(row) for row in rows]
@@ -127,7 +127,7 @@ class EvalRequestStore:
     def claim(self, request_id: int, *, worker: str | None = None) -> EvalRequest | None:
         """``queued → running`` for the job that will evaluate it; None (nothing changed) when the
         request is not queued any more (another delivery took it, or it was settled)."""
-        with write_session(self.engine) as s:
+        with self._write() as s:
             result = s.execute(update(EvalRequestRow)
                                .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_QUEUED))
                                .values(status=REQUEST_RUNNING, worker=worker, started_at=db_now(),
@@ -139,7 +139,7 @@ class EvalRequestStore:
 
     def heartbeat(self, request_id: int) -> bool:
         """Refresh a running request's heartbeat; False when it is no longer running."""
-        with write_session(self.engine) as s:
+        with self._write() as s:
             result = s.execute(update(EvalRequestRow)
                                .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_RUNNING))
                                .values(heartbeat_at=db_now()).execution_options(synchronize_session=False))
@@ -154,7 +154,7 @@ class EvalRequestStore:
             raise ValueError(f"an evaluation request ends done or failed, not {status!r}")
         if status == REQUEST_FAILED and not error:
             raise ValueError("a failed evaluation request needs a reason (error)")
-        with write_session(self.engine) as s:
+        with self._write() as s:
             s.execute(update(EvalRequestRow)
                       .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status.in_(tuple(expected_from))))
                       .values(status=status, error=one_line(error) if error else None,
@@ -172,7 +172,7 @@ class EvalRequestStore:
         heartbeats were stamped with."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
-        with write_session(self.engine) as s:
+        with self._write() as s:
             now = now or server_now(s)
             stale = (func.coalesce(EvalRequestRow.heartbeat_at, EvalRequestRow.created_at)
                      < ts(now - timedelta(seconds=timeout_s)))

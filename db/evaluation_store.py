@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from db.engine import read_session, write_session
+from db.engine import StoreBase
 from db.errors import NotFoundError
 from db.evaluation_records import KINDS, Evaluation, EvaluationInput
 from db.models import EvaluationRow, RunRow
@@ -37,7 +37,7 @@ def _record(row: EvaluationRow) -> Evaluation:
                       episodes=tuple(row.episodes), created_at=row.created_at)
 
 
-class EvaluationStore:
+class EvaluationStore(StoreBase):
     """Evaluations of runs, on the database of ``store``."""
 
     def __init__(self, store: Store) -> None:
@@ -54,7 +54,7 @@ class EvaluationStore:
         for evaluation in evaluations:
             if evaluation.kind not in KINDS:
                 raise ValueError(f"evaluation kind must be one of {KINDS}, got {evaluation.kind!r}")
-        with write_session(self.engine) as s:
+        with self._write() as s:
             return [self._add(s, evaluation) for evaluation in evaluations]
 
     @staticmethod
@@ -76,7 +76,7 @@ class EvaluationStore:
 
     def get_evaluation(self, evaluation_id: int) -> Evaluation:
         """The evaluation with this id (else :class:`NotFoundError`)."""
-        with read_session(self.engine) as s:
+        with self._read() as s:
             row = s.get(EvaluationRow, evaluation_id)
             if row is None:
                 raise NotFoundError(f"no evaluation with id {evaluation_id}")
@@ -84,7 +84,7 @@ class EvaluationStore:
 
     def list_evaluations(self, run_id: int) -> list[Evaluation]:
         """A run's evaluations, oldest first."""
-        with read_session(self.engine) as s:
+        with self._read() as s:
             rows = s.scalars(select(EvaluationRow).where(EvaluationRow.run_id == run_id).order_by(EvaluationRow.id))
             return [_record(row) for row in rows]
 
@@ -97,6 +97,6 @@ class EvaluationStore:
         newest = (select(EvaluationRow.run_id, func.max(EvaluationRow.id).label("id"))
                   .where(EvaluationRow.run_id.in_(wanted), EvaluationRow.kind == "eval", EvaluationRow.split == split)
                   .group_by(EvaluationRow.run_id).subquery())
-        with read_session(self.engine) as s:
+        with self._read() as s:
             rows = s.scalars(select(EvaluationRow).join(newest, EvaluationRow.id == newest.c.id))
             return {row.run_id: _record(row) for row in rows}

@@ -217,7 +217,7 @@ class MetaRow(Base):
 
 class StudyRow(Base):
     """A study: a base run config, a search space and seeds per point (``spec``, see
-    :mod:`db.ops_studies`), whose children are runs of the experiment ``experiment_id``. ``status`` is
+    :mod:`db.study_store`), whose children are runs of the experiment ``experiment_id``. ``status`` is
     ``active`` (its scheduler queues children up to ``max_concurrent``), ``stopped`` or ``finished``."""
 
     __tablename__ = "studies"

@@ -1,4 +1,4 @@
-"""Experiment operations on an open session (called by :class:`db.store.Store`)."""
+"""Experiments: :class:`ExperimentOps`, the part of :class:`db.store.Store` that reads and writes them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db import convert
+from db.engine import StoreBase
 from db.errors import DuplicateNameError, NotFoundError, RunActiveError
 from db.models import ExperimentRow, RunRow, utcnow
 from db.records import Experiment
@@ -53,99 +54,115 @@ def load(session: Session, experiment_id: int) -> ExperimentRow:
     return row
 
 
-def create_experiment(session: Session, *, name: str, description: str, tags: Iterable[str],
-                      config: Mapping[str, Any] | None) -> Experiment:
-    name = _check_name(name)
-    _ensure_unique(session, name)
-    now = utcnow()
-    row = ExperimentRow(name=name, description=description or "", tags=convert.clean_tags(tags),
-                        config=convert.json_config(config), created_at=now, updated_at=now)
-    session.add(row)
-    session.flush()
-    return convert.experiment(row)
+class ExperimentOps(StoreBase):
+    """Experiments: the operations of :class:`db.store.Store` on them, each one transaction."""
 
-
-def get_or_create_experiment(session: Session, *, name: str, description: str, tags: Iterable[str],
-                             config: Mapping[str, Any] | None) -> Experiment:
-    """The experiment named ``name``, created (with the other fields) when there is none. Safe when
-    several processes ask at once: SQLite's write transactions run one at a time; on PostgreSQL a
-    concurrent insert that wins the unique name makes this one read the winner's row."""
-    name = _check_name(name)
-    row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
-    if row is not None:
-        return convert.experiment(row)
-    now = utcnow()
-    try:
-        with session.begin_nested():
+    def create_experiment(self, name: str, *, description: str = "", tags: Iterable[str] = (),
+                          config: Mapping[str, Any] | None = None) -> Experiment:
+        """Create an experiment; ``name`` must be unique (else :class:`DuplicateNameError`)."""
+        with self._write() as session:
+            name = _check_name(name)
+            _ensure_unique(session, name)
+            now = utcnow()
             row = ExperimentRow(name=name, description=description or "", tags=convert.clean_tags(tags),
                                 config=convert.json_config(config), created_at=now, updated_at=now)
             session.add(row)
-    except IntegrityError:
-        row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
-        if row is None:
-            raise
-    return convert.experiment(row)
+            session.flush()
+            return convert.experiment(row)
 
+    def get_or_create_experiment(self, name: str, *, description: str = "", tags: Iterable[str] = (),
+                                 config: Mapping[str, Any] | None = None) -> Experiment:
+        """The experiment named ``name``, created with the given fields when there is none yet (the
+        fields of an existing one are left as they are). Parallel callers all get the same experiment,
+        never :class:`DuplicateNameError`: SQLite's write transactions run one at a time; on PostgreSQL a
+        concurrent insert that wins the unique name makes this one read the winner's row."""
+        with self._write() as session:
+            name = _check_name(name)
+            row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
+            if row is not None:
+                return convert.experiment(row)
+            now = utcnow()
+            try:
+                with session.begin_nested():
+                    row = ExperimentRow(name=name, description=description or "", tags=convert.clean_tags(tags),
+                                        config=convert.json_config(config), created_at=now, updated_at=now)
+                    session.add(row)
+            except IntegrityError:
+                row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
+                if row is None:
+                    raise
+            return convert.experiment(row)
 
-def get_experiment(session: Session, experiment_id: int) -> Experiment:
-    return convert.experiment(load(session, experiment_id))
+    def get_experiment(self, experiment_id: int) -> Experiment:
+        """The experiment with this id (else :class:`NotFoundError`)."""
+        with self._read() as session:
+            return convert.experiment(load(session, experiment_id))
 
+    def find_experiment(self, name: str) -> Experiment | None:
+        """The experiment with exactly this name, or None."""
+        with self._read() as session:
+            row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name.strip()))
+            return convert.experiment(row) if row is not None else None
 
-def find_experiment(session: Session, name: str) -> Experiment | None:
-    row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name.strip()))
-    return convert.experiment(row) if row is not None else None
+    def list_experiments(self, *, search: str | None = None, tag: str | None = None, limit: int = 200,
+                         offset: int = 0) -> list[Experiment]:
+        """Experiments, newest first; ``search`` matches name or description (case-insensitive
+        substring), ``tag`` keeps those carrying that exact tag."""
+        with self._read() as session:
+            query = select(ExperimentRow).order_by(ExperimentRow.id.desc()).limit(limit).offset(offset)
+            if search:
+                pattern = like_pattern(search)
+                query = query.where(or_(func.lower(ExperimentRow.name).like(pattern, escape="\\"),
+                                        func.lower(ExperimentRow.description).like(pattern, escape="\\")))
+            if tag:
+                query = query.where(cast(ExperimentRow.tags, Text).like(tag_pattern(tag), escape="\\"))
+            return [convert.experiment(row) for row in session.scalars(query)]
 
+    def update_experiment(self, experiment_id: int, *, name: str | None = None,
+                          description: str | None = None, tags: Iterable[str] | None = None,
+                          config: Mapping[str, Any] | None = None) -> Experiment:
+        """Change the given fields (None leaves a field as it is) and bump ``updated_at``."""
+        with self._write() as session:
+            row = load(session, experiment_id)
+            if name is not None:
+                name = _check_name(name)
+                _ensure_unique(session, name, exclude_id=experiment_id)
+                row.name = name
+            if description is not None:
+                row.description = description
+            if tags is not None:
+                row.tags = convert.clean_tags(tags)
+            if config is not None:
+                row.config = convert.json_config(config)
+            row.updated_at = utcnow()
+            session.flush()
+            return convert.experiment(row)
 
-def list_experiments(session: Session, *, search: str | None, tag: str | None, limit: int,
-                     offset: int) -> list[Experiment]:
-    query = select(ExperimentRow).order_by(ExperimentRow.id.desc()).limit(limit).offset(offset)
-    if search:
-        pattern = like_pattern(search)
-        query = query.where(or_(func.lower(ExperimentRow.name).like(pattern, escape="\\"),
-                                func.lower(ExperimentRow.description).like(pattern, escape="\\")))
-    if tag:
-        query = query.where(cast(ExperimentRow.tags, Text).like(tag_pattern(tag), escape="\\"))
-    return [convert.experiment(row) for row in session.scalars(query)]
+    def delete_experiment(self, experiment_id: int, *, force: bool = False) -> None:
+        """Delete an experiment with all its runs, metrics and transcripts. Refuses
+        (:class:`RunActiveError`) while one of its runs is active, unless ``force``."""
+        with self._write() as session:
+            row = load(session, experiment_id)
+            if not force:
+                active = session.scalars(select(RunRow.id).where(RunRow.experiment_id == experiment_id,
+                                                                 RunRow.status.in_(ACTIVE_STATUSES))).all()
+                if active:
+                    raise RunActiveError(f"experiment {experiment_id} still has active runs {list(active)}; stop them "
+                                         f"first or pass force=True")
+            session.delete(row)
 
+    def clone_experiment(self, experiment_id: int, name: str, *, description: str | None = None) -> Experiment:
+        """A new experiment with the same config and tags (and description unless given), no runs."""
+        with self._write() as session:
+            source = load(session, experiment_id)
+            return self.within(session).create_experiment(
+                name, description=source.description if description is None else description,
+                tags=list(source.tags or ()), config=dict(source.config or {}))
 
-def update_experiment(session: Session, experiment_id: int, *, name: str | None, description: str | None,
-                      tags: Iterable[str] | None, config: Mapping[str, Any] | None) -> Experiment:
-    row = load(session, experiment_id)
-    if name is not None:
-        name = _check_name(name)
-        _ensure_unique(session, name, exclude_id=experiment_id)
-        row.name = name
-    if description is not None:
-        row.description = description
-    if tags is not None:
-        row.tags = convert.clean_tags(tags)
-    if config is not None:
-        row.config = convert.json_config(config)
-    row.updated_at = utcnow()
-    session.flush()
-    return convert.experiment(row)
-
-
-def delete_experiment(session: Session, experiment_id: int, *, force: bool) -> None:
-    row = load(session, experiment_id)
-    if not force:
-        active = session.scalars(select(RunRow.id).where(RunRow.experiment_id == experiment_id,
-                                                         RunRow.status.in_(ACTIVE_STATUSES))).all()
-        if active:
-            raise RunActiveError(f"experiment {experiment_id} still has active runs {list(active)}; stop them "
-                                 f"first or pass force=True")
-    session.delete(row)
-
-
-def clone_experiment(session: Session, experiment_id: int, *, name: str, description: str | None) -> Experiment:
-    source = load(session, experiment_id)
-    return create_experiment(session, name=name,
-                             description=source.description if description is None else description,
-                             tags=list(source.tags or ()), config=dict(source.config or {}))
-
-
-def experiment_tags(session: Session) -> list[str]:
-    tags: set[str] = set()
-    for row_tags in session.scalars(select(ExperimentRow.tags)):
-        tags.update(row_tags or ())
-    return sorted(tags)
+    def experiment_tags(self) -> list[str]:
+        """Every tag used by some experiment, sorted."""
+        with self._read() as session:
+            tags: set[str] = set()
+            for row_tags in session.scalars(select(ExperimentRow.tags)):
+                tags.update(row_tags or ())
+            return sorted(tags)

@@ -1,4 +1,4 @@
-"""A run's attempts as one history (called by :class:`db.store.Store`).
+"""A run's attempts as one history: :class:`LineageOps`, part of :class:`db.store.Store`.
 
 Resuming a run creates a new attempt (a new run row with ``resumed_from``) that continues from the
 last checkpoint, so it logs again the steps after that checkpoint that the earlier attempt had
@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from db import ops_metrics, ops_transcripts
 from db.models import RunRow
+from db.ops_metrics import MetricOps
 from db.ops_runs import load
 from db.records import Attempt, JoinedSeries, Lineage, Series
 
@@ -70,63 +69,75 @@ def ownership(rows: list[tuple[int, int, str, int, int | None]]) -> tuple[Attemp
     return tuple(reversed(attempts))
 
 
-def lineage(session: Session, run_id: int) -> Lineage:
-    row = load(session, run_id)
-    found = session.execute(
-        select(RunRow.id, RunRow.resumed_from, RunRow.attempt, RunRow.status, RunRow.step, RunRow.first_step)
-        .where(RunRow.experiment_id == row.experiment_id)).all()
-    by_id = {r.id: r for r in found}
-    ids = chain({r.id: r.resumed_from for r in found}, run_id)
-    rows = [(i, by_id[i].attempt, by_id[i].status, int(by_id[i].step or 0), by_id[i].first_step) for i in ids]
-    return Lineage(run_id=run_id, attempts=ownership(rows))
-
-
 def _span(attempt: Attempt) -> int:
     start = attempt.owns_from if attempt.owns_from is not None else (attempt.first_step or 0)
     end = attempt.owns_to if attempt.owns_to is not None else attempt.step
     return max(1, end - start + 1)
 
 
-def joined_series(session: Session, history: Lineage, key: str, *, x: str, max_points: int,
-                  x_min: float | None, x_max: float | None) -> JoinedSeries:
-    owning = [a for a in history.attempts if not a.owns_nothing]
-    if len(owning) <= 1:
-        only = owning[0] if owning else None
-        one = ops_metrics.series(session, only.run_id if only else history.run_id, key, x=x, max_points=max_points,
-                                 x_min=x_min, x_max=x_max, step_min=only.owns_from if only else None,
-                                 step_max=only.owns_to if only else None)
-        return JoinedSeries(series=one, boundaries=())
-    total_span = sum(_span(a) for a in owning)
-    xs: list[float] = []
-    ys: list[float] = []
-    total = 0
-    downsampled = False
-    boundaries: list[tuple[float, int, int]] = []
-    for index, attempt in enumerate(owning):
-        budget = max(MIN_SEGMENT_POINTS, max_points * _span(attempt) // total_span)
-        part = ops_metrics.series(session, attempt.run_id, key, x=x, max_points=budget, x_min=x_min, x_max=x_max,
-                                  step_min=attempt.owns_from, step_max=attempt.owns_to)
-        if not len(part):
-            continue
-        if index > 0:
-            boundaries.append((part.xs[0], attempt.attempt, attempt.run_id))
-        xs.extend(part.xs)
-        ys.extend(part.ys)
-        total += part.total_points
-        downsampled = downsampled or part.downsampled
-    series = Series(run_id=history.run_id, key=key, x=x, xs=tuple(xs), ys=tuple(ys), total_points=total,
-                    downsampled=downsampled)
-    return JoinedSeries(series=series, boundaries=tuple(boundaries))
+class LineageOps(MetricOps):
+    """A run's history: the operations of :class:`db.store.Store` on it, each one transaction."""
 
+    def lineage(self, run_id: int) -> Lineage:
+        """The run's whole history, oldest attempt first: the runs it was resumed from, itself, and the
+        newest resume of each attempt after it; with the steps each attempt owns in the joined view
+        (an attempt owns its steps from its first logged step on: the later attempt wins)."""
+        with self._read() as session:
+            row = load(session, run_id)
+            found = session.execute(
+                select(RunRow.id, RunRow.resumed_from, RunRow.attempt, RunRow.status, RunRow.step, RunRow.first_step)
+                .where(RunRow.experiment_id == row.experiment_id)).all()
+            by_id = {r.id: r for r in found}
+            ids = chain({r.id: r.resumed_from for r in found}, run_id)
+            rows = [(i, by_id[i].attempt, by_id[i].status, int(by_id[i].step or 0), by_id[i].first_step) for i in ids]
+            return Lineage(run_id=run_id, attempts=ownership(rows))
 
-def episode_steps(session: Session, history: Lineage, *, split: str | None) -> list[tuple[int, int]]:
-    """``(step, run_id)`` of every step with stored episodes in the joined history, ascending; each
-    step once, from the attempt that owns it."""
-    out: dict[int, int] = {}
-    for attempt in history.attempts:
-        if attempt.owns_nothing:
-            continue
-        for step in ops_transcripts.episode_steps(session, attempt.run_id, split=split):
-            if attempt.owns(step):
-                out[step] = attempt.run_id
-    return sorted(out.items())
+    def joined_series(self, history: Lineage, key: str, x: str = "step", max_points: int = 1000,
+                      x_min: float | None = None, x_max: float | None = None) -> JoinedSeries:
+        """A metric along a run's whole history (:meth:`lineage`): each attempt's own steps, joined
+        into one series (each step once), with where each later attempt begins on the x axis. Each
+        attempt is downsampled like :meth:`series`, sharing ``max_points`` by the steps it owns."""
+        with self._read() as session:
+            inside = self.within(session)  # every attempt read in this one snapshot
+            owning = [a for a in history.attempts if not a.owns_nothing]
+            if len(owning) <= 1:
+                only = owning[0] if owning else None
+                one = inside.series(only.run_id if only else history.run_id, key, x=x, max_points=max_points,
+                                    x_min=x_min, x_max=x_max, step_min=only.owns_from if only else None,
+                                    step_max=only.owns_to if only else None)
+                return JoinedSeries(series=one, boundaries=())
+            total_span = sum(_span(a) for a in owning)
+            xs: list[float] = []
+            ys: list[float] = []
+            total = 0
+            downsampled = False
+            boundaries: list[tuple[float, int, int]] = []
+            for index, attempt in enumerate(owning):
+                budget = max(MIN_SEGMENT_POINTS, max_points * _span(attempt) // total_span)
+                part = inside.series(attempt.run_id, key, x=x, max_points=budget, x_min=x_min, x_max=x_max,
+                                     step_min=attempt.owns_from, step_max=attempt.owns_to)
+                if not len(part):
+                    continue
+                if index > 0:
+                    boundaries.append((part.xs[0], attempt.attempt, attempt.run_id))
+                xs.extend(part.xs)
+                ys.extend(part.ys)
+                total += part.total_points
+                downsampled = downsampled or part.downsampled
+            series = Series(run_id=history.run_id, key=key, x=x, xs=tuple(xs), ys=tuple(ys), total_points=total,
+                            downsampled=downsampled)
+            return JoinedSeries(series=series, boundaries=tuple(boundaries))
+
+    def lineage_episode_steps(self, history: Lineage, split: str | None = None) -> list[tuple[int, int]]:
+        """``(step, run_id)`` of the steps with stored episodes along a run's history, ascending, each
+        step from the attempt that owns it."""
+        with self._read() as session:
+            inside = self.within(session)
+            out: dict[int, int] = {}
+            for attempt in history.attempts:
+                if attempt.owns_nothing:
+                    continue
+                for step in inside.episode_steps(attempt.run_id, split=split):
+                    if attempt.owns(step):
+                        out[step] = attempt.run_id
+            return sorted(out.items())

@@ -1,4 +1,5 @@
-"""Run, state and checkpoint operations on an open session (called by :class:`db.store.Store`).
+"""Runs, their states and checkpoints: :class:`RunOps`, the part of :class:`db.store.Store` that reads and
+writes them.
 
 State changes are compare-and-set: ``UPDATE runs SET status=:to WHERE id=:id AND status IN
 (:allowed_sources)``. Whoever's UPDATE matches the row wins; a loser sees zero rows changed and gets
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from db import convert
 from db.clock import db_now, server_now
+from db.engine import StoreBase
 from db.errors import NotFoundError, RunActiveError, RunSettledError
 from db.models import CheckpointRow, RunRow, UTCDateTime, WorkerRow, utcnow
 from db.ops_experiments import load as load_experiment
@@ -53,191 +55,11 @@ def ts(moment: datetime) -> Any:
     return literal(moment, UTCDateTime())
 
 
-def stamp(now: datetime | None) -> Any:
-    """The time to write: ``now`` when a caller gives one, else the database server's clock
-    (:mod:`db.clock`), never this process's."""
-    return ts(now) if now is not None else db_now()
-
-
-def create_run(session: Session, *, experiment_id: int, config: Mapping[str, Any], queue: str,
-               total_steps: int | None, resumed_from: int | None, device: str | None, tags: Iterable[str],
-               notes: str) -> Run:
-    load_experiment(session, experiment_id)
-    if not isinstance(queue, str) or not queue.strip():
-        raise ValueError("a run needs a queue name (the device it runs on, e.g. 'cpu' or 'cuda:0')")
-    if total_steps is not None and total_steps < 0:
-        raise ValueError(f"total_steps must be >= 0, got {total_steps}")
-    attempt = 1
-    if resumed_from is not None:
-        previous = load(session, resumed_from)
-        if previous.experiment_id != experiment_id:
-            raise ValueError(f"run {resumed_from} belongs to experiment {previous.experiment_id}, not "
-                             f"{experiment_id}; resume it within its own experiment")
-        attempt = previous.attempt + 1
-    row = RunRow(experiment_id=experiment_id, attempt=attempt, status=QUEUED, config=convert.json_config(config),
-                 queue=queue.strip(), device=device, total_steps=total_steps, resumed_from=resumed_from,
-                 stop_requested=False, tags=convert.clean_tags(tags), notes=notes or "", created_at=server_now(session),
-                 step=0, env_step=0)
-    session.add(row)
-    session.flush()
-    return convert.run(row)
-
-
-def get_run(session: Session, run_id: int) -> Run:
-    return convert.run(load(session, run_id))
-
-
-def list_runs(session: Session, *, experiment_id: int | None, statuses: Iterable[str] | None, limit: int,
-              offset: int, tag: str | None) -> list[Run]:
-    query = select(RunRow).order_by(RunRow.id.desc()).limit(limit).offset(offset)
-    if experiment_id is not None:
-        query = query.where(RunRow.experiment_id == experiment_id)
-    if statuses is not None:
-        wanted = [check_status(s) for s in ([statuses] if isinstance(statuses, str) else statuses)]
-        query = query.where(RunRow.status.in_(wanted))
-    if tag:
-        query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
-    return [convert.run(row) for row in session.scalars(query)]
-
-
 def _refuse(session: Session, run_id: int, to: str, expected_from: str | None) -> InvalidTransition:
     current = session.scalar(select(RunRow.status).where(RunRow.id == run_id))
     if current is None:
         raise NotFoundError(f"no run with id {run_id}")
     return InvalidTransition(run_id, current, to, expected_from)
-
-
-def transition(session: Session, run_id: int, to: str, *, error: str | None, expected_from: str | None,
-               worker: str | None, now: datetime | None = None) -> Run:
-    check_status(to)
-    sources = sources_of(to)
-    if expected_from is not None:
-        check_status(expected_from)
-        sources = sources & {expected_from}
-    at = stamp(now)
-    values: dict[str, Any] = {"status": to}
-    if error is not None:
-        values["error"] = error[-MAX_ERROR_CHARS:]
-    if worker is not None:
-        values["worker"] = worker
-    if to in (STARTING, RUNNING):
-        values["heartbeat_at"] = at
-    if to == RUNNING:
-        values["started_at"] = func.coalesce(RunRow.started_at, at)
-    if to == STOPPING:
-        values["stop_requested"] = True
-        values["stop_requested_at"] = func.coalesce(RunRow.stop_requested_at, at)
-    if to in TERMINAL_STATUSES:
-        values["finished_at"] = at
-    result = session.execute(
-        update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(sources)).values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:
-        raise _refuse(session, run_id, to, expected_from)
-    session.expire_all()
-    return get_run(session, run_id)
-
-
-def request_stop(session: Session, run_id: int) -> Run:
-    now = db_now()  # the grace period counts on the server's clock, whoever enforces it
-    row = load(session, run_id)
-    if row.status == QUEUED:
-        changed = session.execute(
-            update(RunRow).where(RunRow.id == run_id, RunRow.status == QUEUED)
-            .values(status=CANCELLED, stop_requested=True, stop_requested_at=now, finished_at=now)
-            .execution_options(synchronize_session=False)).rowcount
-    else:
-        changed = 0
-    if not changed:
-        # Not queued (or no longer): flag it, and move a starting/running run to stopping.
-        session.execute(
-            update(RunRow).where(RunRow.id == run_id, RunRow.status.in_((STARTING, RUNNING)))
-            .values(status=STOPPING).execution_options(synchronize_session=False))
-        session.execute(
-            update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(ACTIVE_STATUSES),
-                                 RunRow.stop_requested.is_(False))
-            .values(stop_requested=True, stop_requested_at=now).execution_options(synchronize_session=False))
-    session.expire_all()
-    return get_run(session, run_id)
-
-
-def note_storing(session: Session, run_id: int) -> bool:
-    """Stamp ``storing_at`` with the server's time on a live run; False when the run is settled."""
-    changed = session.execute(
-        update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(LIVE_STATUSES)).values(storing_at=db_now())
-        .execution_options(synchronize_session=False)).rowcount
-    return changed == 1
-
-
-def stop_requested(session: Session, run_id: int) -> bool:
-    flag = session.scalar(select(RunRow.stop_requested).where(RunRow.id == run_id))
-    if flag is None:
-        raise NotFoundError(f"no run with id {run_id}")
-    return bool(flag)
-
-
-def heartbeat(session: Session, run_id: int, *, worker: str | None, now: datetime | None = None,
-              live_only: bool = False) -> bool:
-    at = stamp(now)
-    values: dict[str, Any] = {"heartbeat_at": at}
-    if worker is not None:
-        values["worker"] = worker
-    # Only a live run takes its job's heartbeat (in the same statement): a settled run's
-    # heartbeat_at stays where its end left it, and the job learns that it must stop.
-    where = [RunRow.id == run_id] + ([RunRow.status.in_(LIVE_STATUSES)] if live_only else [])
-    stop = session.execute(update(RunRow).where(*where).values(**values)
-                           .returning(RunRow.stop_requested)
-                           .execution_options(synchronize_session=False)).scalar_one_or_none()
-    if stop is None:
-        status = session.scalar(select(RunRow.status).where(RunRow.id == run_id))
-        if status is None:
-            raise NotFoundError(f"no run with id {run_id}")
-        raise RunSettledError(run_id, status)
-    if worker is not None:
-        session.execute(update(WorkerRow).where(WorkerRow.name == worker).values(last_seen=at, online=True)
-                        .execution_options(synchronize_session=False))
-    return bool(stop)
-
-
-def update_run(session: Session, run_id: int, **fields: Any) -> Run:
-    row = load(session, run_id)
-    for name, value in fields.items():
-        if value is None:
-            continue
-        if name == "total_steps" and value < 0:
-            raise ValueError(f"total_steps must be >= 0, got {value}")
-        setattr(row, name, value)
-    session.flush()
-    return convert.run(row)
-
-
-def set_run_notes(session: Session, run_id: int, *, tags: Iterable[str] | None, notes: str | None) -> Run:
-    row = load(session, run_id)
-    if tags is not None:
-        row.tags = convert.clean_tags(tags)
-    if notes is not None:
-        row.notes = notes
-    session.flush()
-    return convert.run(row)
-
-
-def delete_run(session: Session, run_id: int, *, force: bool) -> None:
-    row = load(session, run_id)
-    if row.status in ACTIVE_STATUSES and not force:
-        raise RunActiveError(f"run {run_id} is {row.status}; stop or cancel it before deleting, or pass force=True")
-    session.execute(delete(RunRow).where(RunRow.id == run_id).execution_options(synchronize_session=False))
-    session.expunge(row)
-
-
-def run_counts_by_status(session: Session, *, experiment_id: int | None) -> dict[str, int]:
-    query = select(RunRow.status, func.count()).group_by(RunRow.status)
-    if experiment_id is not None:
-        query = query.where(RunRow.experiment_id == experiment_id)
-    counts = dict.fromkeys(ALL_STATUSES, 0)
-    for status, count in session.execute(query):
-        counts[status] = int(count)
-    return counts
 
 
 def compute_rate(step: int, total_steps: int | None, first_step: int | None, first_at: datetime | None,
@@ -256,94 +78,309 @@ def compute_rate(step: int, total_steps: int | None, first_step: int | None, fir
     return rate, eta
 
 
-def run_rate(session: Session, run_id: int) -> RunRate:
-    row = load(session, run_id)
-    rate, eta = compute_rate(row.step, row.total_steps, row.first_step, row.first_step_at, row.last_step_at)
-    return RunRate(run_id=run_id, step=row.step, total_steps=row.total_steps, first_step=row.first_step,
-                   first_step_at=row.first_step_at, last_step_at=row.last_step_at, steps_per_s=rate, eta_s=eta)
+class RunOps(StoreBase):
+    """Runs, their states and checkpoints: the operations of :class:`db.store.Store` on them, each one
+    transaction."""
 
+    def create_run(self, experiment_id: int, config: Mapping[str, Any], queue: str,
+                   total_steps: int | None = None, resumed_from: int | None = None, *,
+                   device: str | None = None, tags: Iterable[str] = (), notes: str = "") -> Run:
+        """Store a new ``queued`` run with a snapshot of ``config``. ``attempt`` is 1, or one more than
+        the run it resumes (``resumed_from``, which must belong to the same experiment)."""
+        with self._write() as session:
+            load_experiment(session, experiment_id)
+            if not isinstance(queue, str) or not queue.strip():
+                raise ValueError("a run needs a queue name (the device it runs on, e.g. 'cpu' or 'cuda:0')")
+            if total_steps is not None and total_steps < 0:
+                raise ValueError(f"total_steps must be >= 0, got {total_steps}")
+            attempt = 1
+            if resumed_from is not None:
+                previous = load(session, resumed_from)
+                if previous.experiment_id != experiment_id:
+                    raise ValueError(f"run {resumed_from} belongs to experiment {previous.experiment_id}, not "
+                                     f"{experiment_id}; resume it within its own experiment")
+                attempt = previous.attempt + 1
+            row = RunRow(experiment_id=experiment_id, attempt=attempt, status=QUEUED, config=convert.json_config(config),
+                         queue=queue.strip(), device=device, total_steps=total_steps, resumed_from=resumed_from,
+                         stop_requested=False, tags=convert.clean_tags(tags), notes=notes or "", created_at=server_now(session),
+                         step=0, env_step=0)
+            session.add(row)
+            session.flush()
+            return convert.run(row)
 
-def reap_lost(session: Session, *, timeout_s: float, now: datetime | None, spare: Iterable[int] = ()) -> list[int]:
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
-    now = now or server_now(session)  # heartbeats were stamped with the server's clock too
-    cutoff = now - timedelta(seconds=timeout_s)
-    # A run that never sent a heartbeat counts from when it was created.
-    stale = func.coalesce(RunRow.heartbeat_at, RunRow.created_at) < ts(cutoff)
-    # Rows another transaction holds locked are passed by, not waited for (PostgreSQL; SQLite has one
-    # writer at a time): a job hung inside a write transaction must not hang its reaper. The server ends
-    # that transaction (db.engine.WRITE_IDLE_TIMEOUT_S), and a later pass reaps the run.
-    candidates = session.execute(
-        select(RunRow.id, RunRow.status, RunRow.stop_requested).where(RunRow.status.in_(LIVE_STATUSES), stale,
-                                                                      RunRow.id.not_in([int(i) for i in spare]))
-        .with_for_update(skip_locked=True)
-    ).all()
-    changed: list[int] = []
-    for run_id, status, asked in candidates:
-        to = STOPPED if status == STOPPING and asked else LOST
-        error = None if to == STOPPED else f"no heartbeat for more than {timeout_s:g} s: the worker died or hung"
-        values: dict[str, Any] = {"status": to, "finished_at": now}
-        if error is not None:
-            values["error"] = func.coalesce(RunRow.error, error)
-        # Compare-and-set on the state we saw and on staleness, so a run that just woke up is spared.
-        result = session.execute(
-            update(RunRow).where(and_(RunRow.id == run_id, RunRow.status == status, stale)).values(**values)
-            .execution_options(synchronize_session=False))
-        if result.rowcount == 1:
-            changed.append(run_id)
-    if changed:
-        session.execute(update(WorkerRow).where(WorkerRow.current_run_id.in_(changed))
-                        .values(current_run_id=None).execution_options(synchronize_session=False))
-    return changed
+    def get_run(self, run_id: int) -> Run:
+        """The run with this id (else :class:`NotFoundError`)."""
+        with self._read() as session:
+            return convert.run(load(session, run_id))
 
+    def list_runs(self, experiment_id: int | None = None, statuses: Iterable[str] | None = None,
+                  limit: int = 100, *, offset: int = 0, tag: str | None = None) -> list[Run]:
+        """Runs, newest first, optionally of one experiment, in some states, or carrying a tag."""
+        with self._read() as session:
+            query = select(RunRow).order_by(RunRow.id.desc()).limit(limit).offset(offset)
+            if experiment_id is not None:
+                query = query.where(RunRow.experiment_id == experiment_id)
+            if statuses is not None:
+                wanted = [check_status(s) for s in ([statuses] if isinstance(statuses, str) else statuses)]
+                query = query.where(RunRow.status.in_(wanted))
+            if tag:
+                query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
+            return [convert.run(row) for row in session.scalars(query)]
 
-# ---------------------------------------------------------------------------------- checkpoints
+    def transition(self, run_id: int, to: str, *, error: str | None = None,
+                   expected_from: str | None = None, worker: str | None = None) -> Run:
+        """Move a run to state ``to`` if the state machine allows it from where the run is (and, with
+        ``expected_from``, only if the run is in exactly that state). Sets ``started_at`` on
+        ``running``, ``finished_at`` on a final state, ``error`` and ``worker`` when given.
+        Raises :class:`InvalidTransition` (with ``.current``) when refused."""
+        with self._write() as session:
+            check_status(to)
+            sources = sources_of(to)
+            if expected_from is not None:
+                check_status(expected_from)
+                sources = sources & {expected_from}
+            at = db_now()
+            values: dict[str, Any] = {"status": to}
+            if error is not None:
+                values["error"] = error[-MAX_ERROR_CHARS:]
+            if worker is not None:
+                values["worker"] = worker
+            if to in (STARTING, RUNNING):
+                values["heartbeat_at"] = at
+            if to == RUNNING:
+                values["started_at"] = func.coalesce(RunRow.started_at, at)
+            if to == STOPPING:
+                values["stop_requested"] = True
+                values["stop_requested_at"] = func.coalesce(RunRow.stop_requested_at, at)
+            if to in TERMINAL_STATUSES:
+                values["finished_at"] = at
+            result = session.execute(
+                update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(sources)).values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if result.rowcount != 1:
+                raise _refuse(session, run_id, to, expected_from)
+            session.expire_all()
+            return convert.run(load(session, run_id))
 
+    def request_stop(self, run_id: int) -> Run:
+        """Ask a run to stop: sets the stop flag; a queued run becomes ``cancelled``, a starting or
+        running one ``stopping``; a run already final or stopping is left as it is."""
+        with self._write() as session:
+            now = db_now()  # the grace period counts on the server's clock, whoever enforces it
+            row = load(session, run_id)
+            if row.status == QUEUED:
+                changed = session.execute(
+                    update(RunRow).where(RunRow.id == run_id, RunRow.status == QUEUED)
+                    .values(status=CANCELLED, stop_requested=True, stop_requested_at=now, finished_at=now)
+                    .execution_options(synchronize_session=False)).rowcount
+            else:
+                changed = 0
+            if not changed:
+                # Not queued (or no longer): flag it, and move a starting/running run to stopping.
+                session.execute(
+                    update(RunRow).where(RunRow.id == run_id, RunRow.status.in_((STARTING, RUNNING)))
+                    .values(status=STOPPING).execution_options(synchronize_session=False))
+                session.execute(
+                    update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(ACTIVE_STATUSES),
+                                         RunRow.stop_requested.is_(False))
+                    .values(stop_requested=True, stop_requested_at=now).execution_options(synchronize_session=False))
+            session.expire_all()
+            return convert.run(load(session, run_id))
 
-def add_checkpoint(session: Session, run_id: int, *, step: int, path: str) -> Checkpoint:
-    load(session, run_id)
-    if step < 0:
-        raise ValueError(f"checkpoint step must be >= 0, got {step}")
-    row = CheckpointRow(run_id=run_id, step=step, path=str(path), created_at=utcnow())
-    session.add(row)
-    session.flush()
-    return convert.checkpoint(row)
+    def note_storing(self, run_id: int) -> bool:
+        """Record (on the server's clock) that the run's job just stored a file of its artifacts: a
+        ``stopping`` run's grace period counts from its stop request or this, whichever is later
+        (:class:`jobs.maintenance.StopEnforcer`). False when the run is already settled."""
+        with self._write() as session:
+            changed = session.execute(
+                update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(LIVE_STATUSES)).values(storing_at=db_now())
+                .execution_options(synchronize_session=False)).rowcount
+            return changed == 1
 
+    def stop_requested(self, run_id: int) -> bool:
+        """True once someone asked this run to stop."""
+        with self._read() as session:
+            flag = session.scalar(select(RunRow.stop_requested).where(RunRow.id == run_id))
+            if flag is None:
+                raise NotFoundError(f"no run with id {run_id}")
+            return bool(flag)
 
-def delete_checkpoints(session: Session, run_id: int, checkpoint_ids: Iterable[int]) -> int:
-    ids = [int(i) for i in checkpoint_ids]
-    if not ids:
-        return 0
-    return session.execute(delete(CheckpointRow).where(CheckpointRow.run_id == run_id, CheckpointRow.id.in_(ids))
-                           .execution_options(synchronize_session=False)).rowcount
+    def heartbeat(self, run_id: int, worker: str | None = None, *, live_only: bool = False) -> bool:
+        """Refresh the run's heartbeat (and the worker's ``last_seen`` when ``worker`` names a known
+        worker); returns the stop flag so a sink needs one round trip. With ``live_only`` (a job's
+        beat) a run that is not starting, running or stopping is left as it is and
+        :class:`RunSettledError` raised."""
+        with self._write() as session:
+            at = db_now()
+            values: dict[str, Any] = {"heartbeat_at": at}
+            if worker is not None:
+                values["worker"] = worker
+            # Only a live run takes its job's heartbeat (in the same statement): a settled run's
+            # heartbeat_at stays where its end left it, and the job learns that it must stop.
+            where = [RunRow.id == run_id] + ([RunRow.status.in_(LIVE_STATUSES)] if live_only else [])
+            stop = session.execute(update(RunRow).where(*where).values(**values)
+                                   .returning(RunRow.stop_requested)
+                                   .execution_options(synchronize_session=False)).scalar_one_or_none()
+            if stop is None:
+                status = session.scalar(select(RunRow.status).where(RunRow.id == run_id))
+                if status is None:
+                    raise NotFoundError(f"no run with id {run_id}")
+                raise RunSettledError(run_id, status)
+            if worker is not None:
+                session.execute(update(WorkerRow).where(WorkerRow.name == worker).values(last_seen=at, online=True)
+                                .execution_options(synchronize_session=False))
+            return bool(stop)
 
+    def update_run(self, run_id: int, *, celery_task_id: str | None = None, worker: str | None = None,
+                   log_path: str | None = None, output_dir: str | None = None,
+                   total_steps: int | None = None, device: str | None = None) -> Run:
+        """Record execution details (None leaves a field as it is)."""
+        with self._write() as session:
+            row = load(session, run_id)
+            if total_steps is not None and total_steps < 0:
+                raise ValueError(f"total_steps must be >= 0, got {total_steps}")
+            fields: dict[str, Any] = {"celery_task_id": celery_task_id, "worker": worker, "log_path": log_path,
+                                      "output_dir": output_dir, "total_steps": total_steps, "device": device}
+            for name, value in fields.items():
+                if value is not None:
+                    setattr(row, name, value)
+            session.flush()
+            return convert.run(row)
 
-def set_checkpoint_artifact(session: Session, run_id: int, checkpoint_id: int, url: str) -> bool:
-    """Record the artifact store URL of a checkpoint's checked upload; False when the row is gone (pruned)."""
-    if not str(url).strip():
-        raise ValueError("a checkpoint's artifact URL may not be empty")
-    result = session.execute(update(CheckpointRow)
-                             .where(CheckpointRow.run_id == run_id, CheckpointRow.id == int(checkpoint_id))
-                             .values(artifact_url=str(url)).execution_options(synchronize_session=False))
-    return result.rowcount == 1
+    def set_run_notes(self, run_id: int, *, tags: Iterable[str] | None = None, notes: str | None = None) -> Run:
+        """Replace the run's tags and/or notes (None leaves one as it is)."""
+        with self._write() as session:
+            row = load(session, run_id)
+            if tags is not None:
+                row.tags = convert.clean_tags(tags)
+            if notes is not None:
+                row.notes = notes
+            session.flush()
+            return convert.run(row)
 
+    def delete_run(self, run_id: int, *, force: bool = False) -> None:
+        """Delete a run with its metrics, episodes and checkpoint rows (files on disk stay). Refuses
+        (:class:`RunActiveError`) while the run is active, unless ``force``."""
+        with self._write() as session:
+            row = load(session, run_id)
+            if row.status in ACTIVE_STATUSES and not force:
+                raise RunActiveError(f"run {run_id} is {row.status}; stop or cancel it before deleting, or pass force=True")
+            session.execute(delete(RunRow).where(RunRow.id == run_id).execution_options(synchronize_session=False))
+            session.expunge(row)
 
-def list_checkpoints(session: Session, run_id: int) -> list[Checkpoint]:
-    query = select(CheckpointRow).where(CheckpointRow.run_id == run_id).order_by(CheckpointRow.step,
-                                                                                  CheckpointRow.id)
-    return [convert.checkpoint(row) for row in session.scalars(query)]
+    def run_tags(self) -> list[str]:
+        """Every tag used by some run, sorted."""
+        with self._read() as session:
+            found: set[str] = set()
+            for tags in session.scalars(select(RunRow.tags).where(cast(RunRow.tags, Text) != "[]")):
+                found.update(str(t) for t in tags or ())
+            return sorted(found)
 
+    def run_counts_by_status(self, experiment_id: int | None = None) -> dict[str, int]:
+        """How many runs are in each state (every state is a key, zero included)."""
+        with self._read() as session:
+            query = select(RunRow.status, func.count()).group_by(RunRow.status)
+            if experiment_id is not None:
+                query = query.where(RunRow.experiment_id == experiment_id)
+            counts = dict.fromkeys(ALL_STATUSES, 0)
+            for status, count in session.execute(query):
+                counts[status] = int(count)
+            return counts
 
-def latest_checkpoint(session: Session, run_id: int) -> Checkpoint | None:
-    query = (select(CheckpointRow).where(CheckpointRow.run_id == run_id)
-             .order_by(CheckpointRow.step.desc(), CheckpointRow.id.desc()).limit(1))
-    row = session.scalar(query)
-    return convert.checkpoint(row) if row is not None else None
+    def run_rate(self, run_id: int) -> RunRate:
+        """Step rate and ETA inputs of a run, from its first and last logged steps."""
+        with self._read() as session:
+            row = load(session, run_id)
+            rate, eta = compute_rate(row.step, row.total_steps, row.first_step, row.first_step_at, row.last_step_at)
+            return RunRate(run_id=run_id, step=row.step, total_steps=row.total_steps, first_step=row.first_step,
+                           first_step_at=row.first_step_at, last_step_at=row.last_step_at, steps_per_s=rate, eta_s=eta)
 
+    def reap_lost(self, timeout_s: float, now: datetime | None = None, *, lock_wait_s: float | None = None,
+                  spare: Iterable[int] = ()) -> list[int]:
+        """Settle runs whose worker stopped sending heartbeats for ``timeout_s`` seconds: a
+        ``stopping`` run that was asked to stop becomes ``stopped``, any other starting/running/
+        stopping run ``lost``. Returns the ids it changed. ``now`` defaults to the database server's time.
+        ``lock_wait_s`` bounds the wait for the write lock (a reader's look must not hang behind a hung
+        writer; it raises the database's "locked" error instead, and the next look tries again).
+        Runs in ``spare`` are left alone (their job is known to be alive by other means)."""
+        with self._write(lock_wait_s=lock_wait_s) as session:
+            if timeout_s <= 0:
+                raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+            now = now or server_now(session)  # heartbeats were stamped with the server's clock too
+            cutoff = now - timedelta(seconds=timeout_s)
+            # A run that never sent a heartbeat counts from when it was created.
+            stale = func.coalesce(RunRow.heartbeat_at, RunRow.created_at) < ts(cutoff)
+            # Rows another transaction holds locked are passed by, not waited for (PostgreSQL; SQLite has one
+            # writer at a time): a job hung inside a write transaction must not hang its reaper. The server ends
+            # that transaction (db.engine.WRITE_IDLE_TIMEOUT_S), and a later pass reaps the run.
+            candidates = session.execute(
+                select(RunRow.id, RunRow.status, RunRow.stop_requested).where(RunRow.status.in_(LIVE_STATUSES), stale,
+                                                                              RunRow.id.not_in([int(i) for i in spare]))
+                .with_for_update(skip_locked=True)
+            ).all()
+            changed: list[int] = []
+            for run_id, status, asked in candidates:
+                to = STOPPED if status == STOPPING and asked else LOST
+                error = None if to == STOPPED else f"no heartbeat for more than {timeout_s:g} s: the worker died or hung"
+                values: dict[str, Any] = {"status": to, "finished_at": now}
+                if error is not None:
+                    values["error"] = func.coalesce(RunRow.error, error)
+                # Compare-and-set on the state we saw and on staleness, so a run that just woke up is spared.
+                result = session.execute(
+                    update(RunRow).where(and_(RunRow.id == run_id, RunRow.status == status, stale)).values(**values)
+                    .execution_options(synchronize_session=False))
+                if result.rowcount == 1:
+                    changed.append(run_id)
+            if changed:
+                session.execute(update(WorkerRow).where(WorkerRow.current_run_id.in_(changed))
+                                .values(current_run_id=None).execution_options(synchronize_session=False))
+            return changed
 
-def run_tags(session: Session) -> list[str]:
-    """Every tag carried by some run, sorted (for the runs table's tag filter)."""
-    found: set[str] = set()
-    for tags in session.scalars(select(RunRow.tags).where(cast(RunRow.tags, Text) != "[]")):
-        found.update(str(t) for t in tags or ())
-    return sorted(found)
+    # ------------------------------------------------------------------------------ checkpoints
+
+    def add_checkpoint(self, run_id: int, step: int, path: str) -> Checkpoint:
+        """Record a checkpoint written at ``step`` into folder/file ``path``."""
+        with self._write() as session:
+            load(session, run_id)
+            if step < 0:
+                raise ValueError(f"checkpoint step must be >= 0, got {step}")
+            row = CheckpointRow(run_id=run_id, step=step, path=str(path), created_at=utcnow())
+            session.add(row)
+            session.flush()
+            return convert.checkpoint(row)
+
+    def set_checkpoint_artifact(self, run_id: int, checkpoint_id: int, url: str) -> bool:
+        """Record ``url``, the artifact store copy of checkpoint ``checkpoint_id`` of ``run_id``, once its
+        upload completed and was checked; False when the row is gone (the checkpoint was pruned)."""
+        with self._write() as session:
+            if not str(url).strip():
+                raise ValueError("a checkpoint's artifact URL may not be empty")
+            result = session.execute(update(CheckpointRow)
+                                     .where(CheckpointRow.run_id == run_id, CheckpointRow.id == int(checkpoint_id))
+                                     .values(artifact_url=str(url)).execution_options(synchronize_session=False))
+            return result.rowcount == 1
+
+    def list_checkpoints(self, run_id: int) -> list[Checkpoint]:
+        """A run's checkpoints by ascending step."""
+        with self._read() as session:
+            query = select(CheckpointRow).where(CheckpointRow.run_id == run_id).order_by(CheckpointRow.step,
+                                                                                          CheckpointRow.id)
+            return [convert.checkpoint(row) for row in session.scalars(query)]
+
+    def latest_checkpoint(self, run_id: int) -> Checkpoint | None:
+        """The checkpoint with the highest step (latest recorded on ties), or None."""
+        with self._read() as session:
+            query = (select(CheckpointRow).where(CheckpointRow.run_id == run_id)
+                     .order_by(CheckpointRow.step.desc(), CheckpointRow.id.desc()).limit(1))
+            row = session.scalar(query)
+            return convert.checkpoint(row) if row is not None else None
+
+    def delete_checkpoints(self, run_id: int, checkpoint_ids: Iterable[int]) -> int:
+        """Forget checkpoint rows of ``run_id`` (e.g. folders pruned from disk); returns how many went."""
+        with self._write() as session:
+            ids = [int(i) for i in checkpoint_ids]
+            if not ids:
+                return 0
+            return session.execute(delete(CheckpointRow).where(CheckpointRow.run_id == run_id, CheckpointRow.id.in_(ids))
+                                   .execution_options(synchronize_session=False)).rowcount

@@ -1,4 +1,5 @@
-"""Episodes and turns: batch writes of a step's transcripts, filtered reads, export.
+"""Episodes and turns (:class:`TranscriptOps`, part of :class:`db.store.Store`): batch writes of a step's
+transcripts, filtered reads, export.
 
 Each prompt and completion is stored capped (:func:`db.text_cap.cap_text`, 64 KiB with a marker
 naming the cap), an agent name cut to its column's 200 characters. A turn's credit (the team reward
@@ -10,17 +11,19 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import exists, func, insert, or_, select
 from sqlalchemy.orm import Session
 
 from db import convert
+from db.engine import StoreBase
 from db.models import EpisodeRow, TurnRow
 from db.ops_experiments import like_pattern
 from db.records import EpisodeView
 from db.text_cap import cap_text
+from transcripts import Episode
 
 SPLITS = ("train", "eval")
 AGENT_NAME_CHARS = 200
@@ -59,55 +62,6 @@ def _check_episode(ep: Any) -> None:
         raise ValueError(f"episode split must be one of {SPLITS}, got {ep.split!r}")
 
 
-def insert_episodes(session: Session, run_id: int, *, step: int, episodes: Sequence[Any]) -> int:
-    """Insert episodes and all their turns with two batched INSERTs; returns the number of turns."""
-    if not episodes:
-        return 0
-    episode_rows = []
-    for ep in episodes:
-        _check_episode(ep)
-        reward, ret = episode_totals(ep.turns)
-        episode_rows.append({"run_id": run_id, "step": step, "split": ep.split, "sample_index": int(ep.sample_index),
-                             "item_index": getattr(ep, "item_index", None), "reward": reward, "ret": ret})
-    ids = session.execute(insert(EpisodeRow).returning(EpisodeRow.id, sort_by_parameter_order=True),
-                          episode_rows).scalars().all()
-    turn_rows = [
-        {"episode_id": episode_id, "run_id": run_id, "step": step, "turn": int(t.turn),
-         "agent_index": int(t.agent_index), "agent_name": str(t.agent_name)[:AGENT_NAME_CHARS],
-         "prompt": cap_text(str(t.prompt)), "completion": cap_text(str(t.completion)), "reward": float(t.reward),
-         "ret": float(t.ret), "advantage": float(t.advantage), "credit": turn_credit(t)}
-        for episode_id, ep in zip(ids, episodes, strict=True)
-        for t in ep.turns
-    ]
-    if turn_rows:
-        session.execute(insert(TurnRow), turn_rows)
-    return len(turn_rows)
-
-
-def episodes(session: Session, run_id: int, *, step: int | None, split: str | None, min_reward: float | None,
-             max_reward: float | None, text: str | None, limit: int, offset: int) -> list[EpisodeView]:
-    query = select(EpisodeRow).where(EpisodeRow.run_id == run_id)
-    if step is not None:
-        query = query.where(EpisodeRow.step == step)
-    if split is not None:
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        query = query.where(EpisodeRow.split == split)
-    if min_reward is not None:
-        query = query.where(EpisodeRow.reward >= min_reward)
-    if max_reward is not None:
-        query = query.where(EpisodeRow.reward <= max_reward)
-    if text:
-        pattern = like_pattern(text)
-        query = query.where(exists().where(
-            TurnRow.episode_id == EpisodeRow.id,
-            or_(func.lower(TurnRow.prompt).like(pattern, escape="\\"),
-                func.lower(TurnRow.completion).like(pattern, escape="\\"))))
-    query = query.order_by(EpisodeRow.step.desc(), EpisodeRow.split, EpisodeRow.sample_index, EpisodeRow.id)
-    rows = session.scalars(query.limit(limit).offset(offset)).all()
-    return _with_turns(session, rows)
-
-
 def _with_turns(session: Session, rows: Sequence[EpisodeRow]) -> list[EpisodeView]:
     if not rows:
         return []
@@ -117,13 +71,6 @@ def _with_turns(session: Session, rows: Sequence[EpisodeRow]) -> list[EpisodeVie
     for t in session.scalars(turn_query):
         turns[t.episode_id].append(t)
     return [convert.episode(r, turns[r.id]) for r in rows]
-
-
-def episode_steps(session: Session, run_id: int, *, split: str | None) -> list[int]:
-    query = select(EpisodeRow.step).where(EpisodeRow.run_id == run_id).distinct().order_by(EpisodeRow.step)
-    if split is not None:
-        query = query.where(EpisodeRow.split == split)
-    return [int(s) for s in session.scalars(query)]
 
 
 def jsonl_batch(session: Session, run_id: int, *, after_id: int, batch_size: int) -> tuple[str, int]:
@@ -141,11 +88,92 @@ def jsonl_batch(session: Session, run_id: int, *, after_id: int, batch_size: int
     return "".join(lines), (rows[-1].id if rows else after_id)
 
 
-def export_jsonl(session: Session, run_id: int, *, batch_size: int = 500) -> str:
-    parts: list[str] = []
-    last_id = -1
-    while True:
-        text, last_id = jsonl_batch(session, run_id, after_id=last_id, batch_size=batch_size)
-        if not text:
-            return "".join(parts)
-        parts.append(text)
+class TranscriptOps(StoreBase):
+    """Episodes and turns: the operations of :class:`db.store.Store` on them, each one transaction."""
+
+    def log_episodes(self, run_id: int, step: int, episodes: Sequence[Episode]) -> None:
+        """Write episodes outside a training step (evaluation transcripts); a training step's episodes
+        go in with its metrics (:meth:`db.store.Store.log_step`). Two batched INSERTs: the episodes, then
+        all their turns."""
+        with self._write() as session:
+            if not episodes:
+                return
+            episode_rows = []
+            for ep in episodes:
+                _check_episode(ep)
+                reward, ret = episode_totals(ep.turns)
+                episode_rows.append({"run_id": run_id, "step": step, "split": ep.split,
+                                     "sample_index": int(ep.sample_index), "item_index": getattr(ep, "item_index", None),
+                                     "reward": reward, "ret": ret})
+            ids = session.execute(insert(EpisodeRow).returning(EpisodeRow.id, sort_by_parameter_order=True),
+                                  episode_rows).scalars().all()
+            turn_rows = [
+                {"episode_id": episode_id, "run_id": run_id, "step": step, "turn": int(t.turn),
+                 "agent_index": int(t.agent_index), "agent_name": str(t.agent_name)[:AGENT_NAME_CHARS],
+                 "prompt": cap_text(str(t.prompt)), "completion": cap_text(str(t.completion)),
+                 "reward": float(t.reward), "ret": float(t.ret), "advantage": float(t.advantage),
+                 "credit": turn_credit(t)}
+                for episode_id, ep in zip(ids, episodes, strict=True)
+                for t in ep.turns
+            ]
+            if turn_rows:
+                session.execute(insert(TurnRow), turn_rows)
+
+    def episodes(self, run_id: int, step: int | None = None, split: str | None = None,
+                 min_reward: float | None = None, max_reward: float | None = None,
+                 text: str | None = None, limit: int = 50, *, offset: int = 0) -> list[EpisodeView]:
+        """Stored episodes with their turns, newest step first then by sample index. ``text`` keeps
+        episodes where some prompt or completion contains it (case-insensitive); rewards filter on
+        the episode's total reward."""
+        with self._read() as session:
+            query = select(EpisodeRow).where(EpisodeRow.run_id == run_id)
+            if step is not None:
+                query = query.where(EpisodeRow.step == step)
+            if split is not None:
+                if split not in SPLITS:
+                    raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+                query = query.where(EpisodeRow.split == split)
+            if min_reward is not None:
+                query = query.where(EpisodeRow.reward >= min_reward)
+            if max_reward is not None:
+                query = query.where(EpisodeRow.reward <= max_reward)
+            if text:
+                pattern = like_pattern(text)
+                query = query.where(exists().where(
+                    TurnRow.episode_id == EpisodeRow.id,
+                    or_(func.lower(TurnRow.prompt).like(pattern, escape="\\"),
+                        func.lower(TurnRow.completion).like(pattern, escape="\\"))))
+            query = query.order_by(EpisodeRow.step.desc(), EpisodeRow.split, EpisodeRow.sample_index, EpisodeRow.id)
+            rows = session.scalars(query.limit(limit).offset(offset)).all()
+            return _with_turns(session, rows)
+
+    def episode_steps(self, run_id: int, split: str | None = None) -> list[int]:
+        """The steps that have stored episodes, ascending."""
+        with self._read() as session:
+            query = select(EpisodeRow.step).where(EpisodeRow.run_id == run_id).distinct().order_by(EpisodeRow.step)
+            if split is not None:
+                query = query.where(EpisodeRow.split == split)
+            return [int(s) for s in session.scalars(query)]
+
+    def export_episodes_jsonl(self, run_id: int, *, batch_size: int = 500) -> str:
+        """Every episode with its turns as JSON lines (one episode per line), read ``batch_size``
+        episodes at a time in one transaction."""
+        with self._read() as session:
+            parts: list[str] = []
+            last_id = -1
+            while True:
+                text, last_id = jsonl_batch(session, run_id, after_id=last_id, batch_size=batch_size)
+                if not text:
+                    return "".join(parts)
+                parts.append(text)
+
+    def stream_episodes_jsonl(self, run_id: int, *, batch_size: int = 200) -> Iterator[str]:
+        """The same JSON lines in chunks of ``batch_size`` episodes, each read in its own short session
+        (for downloads: the whole export is never in memory, no connection waits on a slow client)."""
+        last_id = -1
+        while True:
+            with self._read() as session:
+                text, last_id = jsonl_batch(session, run_id, after_id=last_id, batch_size=batch_size)
+            if not text:
+                return
+            yield text

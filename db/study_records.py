@@ -1,4 +1,4 @@
-"""Plain frozen records of studies and their children (what :mod:`db.ops_studies` returns)."""
+"""Plain frozen records of studies and their children (what :class:`db.study_store.StudyStore` returns)."""
 
 from __future__ import annotations
 

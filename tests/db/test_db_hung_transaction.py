@@ -49,12 +49,11 @@ def _running_run(store: Store, experiment_id: int) -> int:
 
 HANG = """
 import os, signal, sys
-from db import ops_runs
 from db.engine import write_session
 from db.store import Store
 store = Store(sys.argv[1])
 with write_session(store.engine) as s:
-    ops_runs.heartbeat(s, int(sys.argv[2]), worker=None)  # the run's row is locked until commit
+    store.within(s).heartbeat(int(sys.argv[2]))  # the run's row is locked until commit
     print("locked", flush=True)
     os.kill(os.getpid(), signal.SIGSTOP)
 print("committed", flush=True)

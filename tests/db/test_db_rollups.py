@@ -15,7 +15,6 @@ from db import rollups
 from db.engine import make_engine, read_session
 from db.migrate import upgrade
 from db.models import ExperimentRow, MetricRow, RunRow
-from db.ops_metrics import series as series_in_session
 from db.records import MetricPoint
 from db.rollups import Extremes, RollupPlan, aggregate, extremes_of, merge_blocks, plan
 from db.store import Store
@@ -113,9 +112,9 @@ def test_wide_series_through_rollups_equal_the_metrics_table(store: Store, run_i
                                                              max_points) -> None:
     points = _wide_run(store, run_id)
     with read_session(store.engine) as s:
-        fast = series_in_session(s, run_id, "r", x="step", max_points=max_points, x_min=x_min, x_max=x_max)
-        raw = series_in_session(s, run_id, "r", x="step", max_points=max_points, x_min=x_min, x_max=x_max,
-                                source="raw")
+        fast = store.within(s).series(run_id, "r", x="step", max_points=max_points, x_min=x_min, x_max=x_max)
+        raw = store.within(s).series(run_id, "r", x="step", max_points=max_points, x_min=x_min, x_max=x_max,
+                                     source="raw")
     assert fast == raw
     inside = [(s, v) for s, v in points if (x_min is None or s >= x_min) and (x_max is None or s <= x_max)]
     assert fast.downsampled and fast.total_points == len(inside) and len(fast) <= max_points

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from db.downsample import bucket_count, bucket_of, float_bucket_bounds
 from db.engine import read_session
-from db.ops_metrics import series as series_in_session
 from db.records import MetricPoint, Series
 from db.store import Store
 
@@ -82,8 +81,8 @@ def test_wall_time_series_equals_the_grouped_reference(store: Store, run_id: int
     kw = {"x": "wall_time", "max_points": max_points, "x_min": x_min, "x_max": x_max, "step_min": step_min,
           "step_max": step_max}
     with read_session(store.engine) as s:
-        fast = series_in_session(s, run_id, "k", **kw)
-        grouped = series_in_session(s, run_id, "k", source="grouped", **kw)
+        fast = store.within(s).series(run_id, "k", **kw)
+        grouped = store.within(s).series(run_id, "k", source="grouped", **kw)
     assert fast == grouped
     inside = [p for p in points if (x_min is None or p[0] >= x_min) and (x_max is None or p[0] <= x_max)
               and (step_min is None or p[2] >= step_min) and (step_max is None or p[2] <= step_max)]
@@ -105,7 +104,7 @@ def _vm_steps(store: Store, run_id: int, **kw) -> tuple[int, Series]:
 
         raw.set_progress_handler(count, 1000)
         try:
-            result = series_in_session(s, run_id, "k", x_min=None, x_max=None, **kw)
+            result = store.within(s).series(run_id, "k", x_min=None, x_max=None, **kw)
         finally:
             raw.set_progress_handler(None, 1000)
     return calls[0], result

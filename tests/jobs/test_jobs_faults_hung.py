@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from db import ops_runs, states
+from db import states
 from db.engine import write_session
 from db.store import Store
 from jobs.client import submit_run
@@ -54,7 +54,7 @@ def _reap_as_the_lock_frees(store: Store, settings: Settings, held_s: float) -> 
     with write_session(store.engine) as s:
         s.connection()  # BEGIN IMMEDIATE: the lock is taken now
         time.sleep(held_s)
-        return ops_runs.reap_lost(s, timeout_s=settings.heartbeat_timeout_s, now=None, spare=alive_here(store, settings))
+        return store.within(s).reap_lost(settings.heartbeat_timeout_s, spare=alive_here(store, settings))
 
 
 @pytest.mark.integration
