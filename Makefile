@@ -3,7 +3,7 @@
 #                (PORT=8642 make run, HOST=0.0.0.0 make run: another port or address)
 #   make test  - install the dev tools, prepare Redis/Chromium/PostgreSQL when present, run the suite
 #   make test-fast - the inner loop: the unit tier (no servers, workers, browsers or training runs)
-#   make lint  - ruff and the import contracts (.ci/run runs it before make test)
+#   make lint  - ruff, the import contracts and mypy on engine and db (.ci/run runs it before make test)
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
@@ -50,6 +50,7 @@ test-fast: $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy engine db
 
 bench: $(STAMP)
 	$(VENV)/bin/cooplab bench

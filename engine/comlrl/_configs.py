@@ -9,15 +9,14 @@ accepted: docs/comlrl.md lists them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from engine.schema import actor_critic_configs, configs, preference_configs
 
 
-def reference_devices_problem(config: Any, count: int) -> str | None:
+def reference_devices_problem(enabled: bool, devices: list[str] | None, count: int) -> str | None:
     """Reference devices are one for every agent, or one per agent (CoMLRL's rule)."""
-    devices = getattr(config, "reference_devices", None)
-    if not getattr(config, "reference_kl_enabled", False) or devices is None:
+    if not enabled or devices is None:
         return None
     if len(devices) == 0:
         return "reference_devices must be a non-empty list or 'auto'."
@@ -36,9 +35,14 @@ def mp_critic_problem(config: Any, *, separate_critic: bool) -> str | None:
 class CoMLRLRules:
     """Mixin: CoMLRL's rules checked after CoopLab's (``__post_init__``)."""
 
+    if TYPE_CHECKING:  # fields of every config class it is mixed into
+        reference_kl_enabled: bool
+        reference_devices: list[str] | None
+        num_agents: int
+
     def __post_init__(self) -> None:
         super().__post_init__()  # type: ignore[misc]
-        problems = [reference_devices_problem(self, self.num_agents)]  # type: ignore[attr-defined]
+        problems = [reference_devices_problem(self.reference_kl_enabled, self.reference_devices, self.num_agents)]
         if hasattr(self, "critic_devices"):
             problems.append(mp_critic_problem(self, separate_critic=getattr(self, "use_separate_critic", True)))
         for problem in problems:
@@ -80,11 +84,15 @@ class CentralizedComparatorTie:
     pick); :func:`engine_config` hands CoopLab's trainer that spelling."""
 
     engine_config_cls: type
+    if TYPE_CHECKING:  # of the config classes it is mixed into
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+        collaboration_mode: Literal["decentralized", "centralized"]
+        comparator_centralized_agent_index: int
 
     def __post_init__(self) -> None:
-        central = self.collaboration_mode == "centralized"  # type: ignore[attr-defined]
+        central = self.collaboration_mode == "centralized"
         if central:
-            if self.comparator_centralized_agent_index != 0:  # type: ignore[attr-defined]
+            if self.comparator_centralized_agent_index != 0:
                 raise ValueError("Centralized collaboration has only actor index 0.")
             object.__setattr__(self, "comparator_generation_mode", "decentralized")  # CoopLab's spelling
         super().__post_init__()  # type: ignore[misc]
@@ -96,7 +104,7 @@ def engine_config(config: Any) -> Any:
     """The config CoopLab's trainer reads: ``config`` itself, or for a centralized actor's iterative
     config (:class:`CentralizedComparatorTie`) a copy of CoopLab's class with CoopLab's spelling of
     the comparator."""
-    if not isinstance(config, CentralizedComparatorTie) or config.collaboration_mode != "centralized":  # type: ignore[attr-defined]
+    if not isinstance(config, CentralizedComparatorTie) or config.collaboration_mode != "centralized":
         return config
     values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     return config.engine_config_cls(**{**values, "comparator_generation_mode": "decentralized"})

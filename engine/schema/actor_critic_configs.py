@@ -18,12 +18,16 @@ Every field is validated; an invalid value raises :class:`ValueError` starting w
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from engine.schema.derive import ConfigModel, catalog_dataclass
 
 
 class _ActorCritic(ConfigModel):
+    if TYPE_CHECKING:  # fields of the generated classes below
+        critic_learning_rate: float | None
+        agent_learning_rate: float
+
     @property
     def effective_critic_learning_rate(self) -> float:
         """The critics' learning rate (``critic_learning_rate``, else the agents')."""
@@ -97,7 +101,7 @@ class IACConfig(ActorCriticConfig):
     by one optimizer (``value_loss_coef``)."""
 
     algorithm_name = 'iac'
-    compat_only = ()
+    compat_only: ClassVar[tuple[str, ...]] = ()
 
     value_clip_range: float | None = 0.2
     use_separate_critic: bool = True
@@ -110,7 +114,7 @@ class MAACConfig(ActorCriticConfig):
     ``MAACConfig``); ``value_clip_range`` is a CoopLab extra (``None`` = unclipped as in CoMLRL)."""
 
     algorithm_name = 'maac'
-    compat_only = ()
+    compat_only: ClassVar[tuple[str, ...]] = ()
 
 
 # --- end of the generated config classes ---

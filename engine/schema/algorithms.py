@@ -12,6 +12,7 @@ import importlib
 from engine.schema.actor_critic_configs import IACConfig, MAACConfig
 from engine.schema.catalog import ALGORITHM_BASELINES, CATALOG
 from engine.schema.configs import MAGRPOConfig
+from engine.schema.derive import ConfigModel
 from engine.schema.preference_configs import (
     CentralizedMAGRPOConfig,
     MADPOConfig,
@@ -21,7 +22,7 @@ from engine.schema.preference_configs import (
 )
 from engine.schema.run_config import TrainerSpec
 
-CONFIG_CLASSES: dict[str, type] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
+CONFIG_CLASSES: dict[str, type[ConfigModel]] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
                                    "maac": MAACConfig, "madpo": MADPOConfig,
                                    "centralized_magrpo": CentralizedMAGRPOConfig, "marlhf": MARLHFConfig,
                                    "madpo_iter": MADPOIterConfig, "marlhf_iter": MARLHFIterConfig}

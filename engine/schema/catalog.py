@@ -106,7 +106,7 @@ def _device_list(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
-_BOOL = {"strict": True}  # "yes" is not a boolean
+# booleans are strict=True: "yes" is not a boolean
 
 # Settings that name an executable: the operator's alone, never a run config's (it would run as the worker).
 # name -> (the operator's variable, the default earlier run configs stored, dropped when such a config is read)
@@ -165,7 +165,7 @@ CATALOG: dict[str, Setting] = {
     "agent_names": _s("run", list[str] | None, None, "Names used in metric keys and transcripts; default "
                       "agent_0, agent_1, ...", run_config=None),
     "shuffle": _s("run", bool, False, "Shuffle the training set each epoch (seeded). CoMLRL never shuffles.",
-                  **_BOOL, reads=_but(DPO)),
+                  strict=True, reads=_but(DPO)),
     # --- optimisation -------------------------------------------------------------------------
     "weight_decay": _s("optimisation", float, 0.01, "AdamW weight decay.", ge=0),
     "max_grad_norm": _s("optimisation", float | None, 1.0, "Clip each agent's gradient norm (off when empty; "
@@ -182,7 +182,7 @@ CATALOG: dict[str, Setting] = {
                            ge=1),
     "micro_batch_size": _s("optimisation", int | None, None, "Sequences per training forward pass (empty = whole "
                            "mini-batch).", ge=1, reads=_but(ACTOR_CRITIC)),
-    "gradient_checkpointing": _s("optimisation", bool, False, "Trade compute for memory in the update.", **_BOOL),
+    "gradient_checkpointing": _s("optimisation", bool, False, "Trade compute for memory in the update.", strict=True),
     "logits_chunk_mib": _s("optimisation", int, 512, "When a forward's float32 logits (sequences x completion "
                            "tokens x vocabulary x 4 bytes) would exceed this many MiB, log-probs and entropy are "
                            "computed from the final hidden states a chunk of positions at a time, never holding "
@@ -200,15 +200,15 @@ CATALOG: dict[str, Setting] = {
                                       "mean reward exceeds this (off when empty; CoMLRL: -0.2).",
                                       reads=_but(PAIRS), compat_only=PAIRS),
     "external_prompt_passthrough": _s("rollout", bool, False, "Use the transition's prompts as they are instead "
-                                      "of re-applying the formatters.", **_BOOL,
+                                      "of re-applying the formatters.", strict=True,
                                       reads=_but(PAIRS), compat_only=PAIRS),
     "advantage_mode": _s("rollout", Literal["mean", "raw", "max", "rloo"] | None, "mean",
                          "Baseline among siblings; empty = the algorithm's (mean for MAGRPO).",
                          reads=GROUP_BASELINE, compat_only=PAIRS),
     "advantage_normalization": _s("rollout", bool, True, "z-normalise advantages within each node's group.",
-                                  **_BOOL, reads=_but(DPO), compat_only=DPO),
+                                  strict=True, reads=_but(DPO), compat_only=DPO),
     "per_agent_normalization": _s("rollout", bool, False, "Also z-normalise each agent's advantages over its "
-                                  "whole update batch.", **_BOOL, reads=_but(ACTOR_CRITIC, DPO)),
+                                  "whole update batch.", strict=True, reads=_but(ACTOR_CRITIC, DPO)),
     "credit_assignment": _s("rollout", Literal["group", "counterfactual", "turn_group"], "group",
                             "How each agent's advantage is credited from the one team reward. group: against "
                             "its sibling samples at the node (MAGRPO, CoMLRL); counterfactual: against the team "
@@ -222,14 +222,14 @@ CATALOG: dict[str, Setting] = {
                          "removed (perf/credit_reward_calls, perf/credit_s); never measured for one agent.", ge=0,
                          reads=_but(ACTOR_CRITIC, DPO)),
     "reference_kl_enabled": _s("rollout", bool, False, "Penalise divergence from the initial model (k3 KL).",
-                               **_BOOL, reads=_but(DPO), compat_only=DPO),
+                               strict=True, reads=_but(DPO), compat_only=DPO),
     "reference_kl_coef": _s("rollout", float, 0.1, "Weight of the reference KL.", ge=0,
                             reads=_but(DPO), compat_only=DPO),
     "reference_kl_mode": _s("rollout", Literal["reward", "loss"], "reward", "reward: subtract the KL from "
                             "returns (CoMLRL); loss: add it to the loss.", reads=_but(ACTOR_CRITIC, DPO)),
     # --- sampling ------------------------------------------------------------------------------
     "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
-                      "token step (falls back by itself).", **_BOOL, reads=_but(ACTOR_CRITIC)),
+                      "token step (falls back by itself).", strict=True, reads=_but(ACTOR_CRITIC)),
     "rollout_dtype": _s("sampling", Literal["auto", "float32", "bfloat16", "float16"] | None, None,
                         "Sample from a copy of each agent's weights in this dtype, refreshed before every "
                         "sampling call; training stays in the model's dtype, and rollout_correction weights the "
@@ -291,7 +291,7 @@ CATALOG: dict[str, Setting] = {
                           run_config=None),
     "eval_samples_per_item": _s("reporting", int, 1, "Completions per eval item (>1 enables pass@k).", ge=1,
                                 reads=_but(ACTOR_CRITIC)),
-    "eval_greedy": _s("reporting", bool, False, "Greedy decoding in evaluation (CoMLRL samples).", **_BOOL),
+    "eval_greedy": _s("reporting", bool, False, "Greedy decoding in evaluation (CoMLRL samples).", strict=True),
     "checkpoint_total_limit": _s("reporting", int | None, 3, "Checkpoints kept (oldest removed).", ge=1),
     "best_checkpoint_metric": _s("reporting", str | None, None, "Also keep the checkpoint whose evaluation is best "
                                  "by this metric (e.g. eval/reward_mean, eval/pass@1) in checkpoints/best, never "
@@ -312,7 +312,7 @@ CATALOG: dict[str, Setting] = {
                           "one optimizer.", ge=0,
                           reads=(*ACTOR_CRITIC, "marlhf"), compat_only=("marlhf_iter",)),
     "use_separate_critic": _s("actor_critic", bool, True, "On: a separate critic model per agent; off: a value "
-                              "head on the agent's backbone (iac only).", **_BOOL,
+                              "head on the agent's backbone (iac only).", strict=True,
                               reads=("iac", "marlhf"), compat_only=("marlhf_iter",)),
     "critic_value_head_hidden_dim": _s("actor_critic", int | None, None, "Hidden width of the critic's value "
                                        "head (empty = a linear head).", ge=1,
@@ -342,9 +342,9 @@ CATALOG: dict[str, Setting] = {
     "reference_free": _s("preference", bool, False, "Off (default): the margin is taken relative to the frozen "
                          "initial policy (standard DPO; every pair starts at loss log 2); on: CoMLRL's "
                          "reference-free DPO, whose pairs the initial policy already prefers start saturated "
-                         "(docs/preference.md).", **_BOOL, reads=DPO),
+                         "(docs/preference.md).", strict=True, reads=DPO),
     "use_environment_step": _s("preference", bool, True, "env_step counts trained pairs (x environment_steps_per_"
-                               "pair, CoMLRL); off: it counts the candidates' reward evaluations.", **_BOOL,
+                               "pair, CoMLRL); off: it counts the candidates' reward evaluations.", strict=True,
                                reads=DPO, compat_only=LEARNED_REWARD),
     "environment_steps_per_pair": _s("preference", int, 2, "Environment steps one trained pair counts for.", ge=1,
                                      reads=DPO, compat_only=LEARNED_REWARD),
@@ -454,7 +454,7 @@ CATALOG: dict[str, Setting] = {
                                 "in the run's folder or the data directory).", reads=ITERATIVE),
     "log_reward_distribution": _s("preference", bool, False, "Log each iteration's team-reward distribution of the "
                                   "current, comparator, winner and loser candidates, and write it as JSON + SVG "
-                                  "under reward_distribution/ of the output folder.", **_BOOL,
+                                  "under reward_distribution/ of the output folder.", strict=True,
                                   reads=ITERATIVE),
     # --- learned reward (marlhf) ---------------------------------------------------------------
     "rl_algorithm": _s("preference", Literal["magrpo", "mareinforce", "maremax", "marloo", "iac", "maac"], "magrpo",
@@ -475,7 +475,7 @@ CATALOG: dict[str, Setting] = {
                                   reads=LEARNED_REWARD),
     "reward_max_length": _s("preference", int | None, None, "Tokens the reward model reads per joint answer "
                             "(the last ones; empty = all).", ge=2, reads=LEARNED_REWARD),
-    "reward_freeze_backbone": _s("preference", bool, False, "Train only the reward model's head.", **_BOOL,
+    "reward_freeze_backbone": _s("preference", bool, False, "Train only the reward model's head.", strict=True,
                                  reads=LEARNED_REWARD),
     "preference_scoring_reward": _s("preference", Literal["task", "reward_model"], "task",
                                     "marlhf_iter: what labels an iteration's pairs: the task's team reward, or "

@@ -21,7 +21,7 @@ Two deliberate departures from CoMLRL's defaults:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from engine.schema.derive import ConfigModel, catalog_dataclass
 
@@ -33,7 +33,7 @@ class MAGRPOConfig(ConfigModel):
     """Settings of a :class:`engine.trainer.MAGRPOTrainer` run (CoMLRL 1.4.3's names and defaults first)."""
 
     algorithm_name = 'magrpo'
-    compat_only = ()
+    compat_only: ClassVar[tuple[str, ...]] = ()
 
     num_train_epochs: int = 20
     agent_learning_rate: float = 5e-06
@@ -102,7 +102,7 @@ class MAREINFORCEConfig(MAGRPOConfig):
     """MAGRPO with no baseline (``advantage_mode='raw'``), as CoMLRL's MAREINFORCE."""
 
     algorithm_name = 'mareinforce'
-    compat_only = ()
+    compat_only: ClassVar[tuple[str, ...]] = ()
     forced_advantage_mode = 'raw'
 
 
@@ -111,7 +111,7 @@ class MAReMaxConfig(MAGRPOConfig):
     """MAGRPO with the group maximum as baseline (``advantage_mode='max'``), as CoMLRL's MAReMax."""
 
     algorithm_name = 'maremax'
-    compat_only = ()
+    compat_only: ClassVar[tuple[str, ...]] = ()
     forced_advantage_mode = 'max'
 
 
@@ -120,7 +120,7 @@ class MARLOOConfig(MAGRPOConfig):
     """MAGRPO with the leave-one-out baseline (``advantage_mode='rloo'``), as CoMLRL's MARLOO."""
 
     algorithm_name = 'marloo'
-    compat_only = ()
+    compat_only: ClassVar[tuple[str, ...]] = ()
     forced_advantage_mode = 'rloo'
 
 

@@ -17,7 +17,7 @@ import functools
 import operator
 import typing
 from collections.abc import Collection, Mapping, Sequence
-from typing import Annotated, Any, ClassVar, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar, cast, dataclass_transform
 
 from pydantic import BeforeValidator, ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass as pydantic_dataclass
@@ -103,6 +103,11 @@ class ConfigModel:
     algorithm_name: ClassVar[str | None] = None  # None: a base shared by several algorithms
     compat_only: ClassVar[tuple[str, ...]] = ()  # accepted from CoMLRL scripts, not read (from the catalog)
     forced_advantage_mode: ClassVar[str | None] = None
+    if TYPE_CHECKING:  # set by catalog_dataclass on every config class
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+        __pydantic_fields__: ClassVar[dict[str, FieldInfo]]
+        train_batch_size: int | None
+        rollout_buffer_size: int
 
     def __post_init__(self) -> None:
         if hasattr(self, "advantage_mode"):
@@ -123,6 +128,11 @@ class ConfigModel:
         return masked(dataclasses.asdict(self))
 
     @classmethod
+    def field_default(cls, name: str) -> Any:
+        """The class's default of setting ``name``."""
+        return cls.__pydantic_fields__[name].default
+
+    @classmethod
     def field_names(cls) -> list[str]:
         """The field names, in declaration order."""
         return [f.name for f in dataclasses.fields(cls)]
@@ -136,6 +146,8 @@ def catalog_dataclass(cls: type[_C]) -> type[_C]:
     :class:`ValueError` starting with the field name."""
     own = cls.__dict__.get("__annotations__", {})
     for name in own:
+        if isinstance(own[name], str) and own[name].startswith("ClassVar"):
+            continue
         annotation, info = setting_field(name, default=cls.__dict__[name])
         own[name] = annotation
         setattr(cls, name, info)
@@ -150,4 +162,4 @@ def catalog_dataclass(cls: type[_C]) -> type[_C]:
             raise ValueError(readable_problems(exc)) from None
 
     made.__init__ = __init__  # type: ignore[method-assign]  # the validation errors' wording, kept
-    return made
+    return cast("type[_C]", made)

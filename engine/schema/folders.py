@@ -79,11 +79,13 @@ def write_error(exc: BaseException, final: Path, what: str) -> BaseException:
     that says so, or no errno and a nearly full disk), else ``exc`` itself."""
     if not isinstance(exc, Exception):
         return exc  # KeyboardInterrupt, SystemExit: not a write failure
+    free: int | None
+    total: int | None
     try:
         usage = shutil.disk_usage(final.parent)
         free, total = usage.free, usage.total
     except OSError:
-        free = total = None
+        free = total = None  # unknown
     code = exc.errno if isinstance(exc, OSError) else _errno_in_text(str(exc))
     if code in _FILESYSTEM_ERRNOS:
         return WriteError(code, final, free, total, what)

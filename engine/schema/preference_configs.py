@@ -19,14 +19,26 @@ Departures from CoMLRL, each deliberate (see docs/preference.md):
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from engine.schema.catalog import ACTOR_CRITIC, ALGORITHM_BASELINES, CATALOG
 from engine.schema.configs import MAGRPOConfig
 from engine.schema.derive import ConfigModel, catalog_dataclass, run_config_settings
 
 
-def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, what: str) -> None:
+class _Pairs(ConfigModel):
+    """The preference configs' shared base: what :func:`_pair_problems` reads."""
+
+    iterative: bool = False
+    if TYPE_CHECKING:  # fields of the generated classes below
+        collaboration_mode: Literal["decentralized", "centralized"]
+        comparator_generation_mode: Literal["decentralized", "centralized"]
+        num_turns: int
+        pair_selection: Literal["reward_gap", "all", "random", "comparator_reward"]
+        preference_pairs_per_sample: int | None
+
+
+def _pair_problems(config: _Pairs, trainer: str, iterative_config: str, what: str) -> None:
     """The rules every preference config shares: single-turn, comparator pairs only when iterative,
     and a centralized team's comparator writes joint answers already."""
     if (config.iterative and config.collaboration_mode == "centralized"
@@ -42,9 +54,7 @@ def _pair_problems(config: ConfigModel, trainer: str, iterative_config: str, wha
                          f"use reward_gap, all or random")
 
 
-class _Preference(ConfigModel):
-    iterative: bool = False
-
+class _Preference(_Pairs):
     def __post_init__(self) -> None:
         _pair_problems(self, "MADPOIter" if self.iterative else "MADPO", "MADPOIterConfig",
                        "pairs compare whole joint answers")
@@ -62,6 +72,10 @@ class _Iterative(_Preference):
 
 
 class _Centralized(ConfigModel):
+    if TYPE_CHECKING:  # fields of the generated classes below
+        collaboration_mode: Literal["decentralized", "centralized"]
+        num_turns: int
+
     def __post_init__(self) -> None:
         if self.collaboration_mode != "centralized":
             raise ValueError("collaboration_mode: CentralizedMAGRPOConfig is the centralized baseline; use "
@@ -78,8 +92,11 @@ IAC_ONLY_CRITIC_SETTINGS = tuple(name for name in CRITIC_SETTINGS
                                  if "iac" in CATALOG[name].reads and "maac" not in CATALOG[name].reads)
 
 
-class _LearnedReward(ConfigModel):
-    iterative: bool = False
+class _LearnedReward(_Pairs):
+    if TYPE_CHECKING:  # fields of the generated classes below
+        rl_algorithm: Literal["magrpo", "mareinforce", "maremax", "marloo", "iac", "maac"]
+        critic_learning_rate: float | None
+        agent_learning_rate: float
 
     def __post_init__(self) -> None:
         trainer = "MARLHFIter" if self.iterative else "MARLHF"
@@ -99,7 +116,7 @@ class _LearnedReward(ConfigModel):
                                      f"leave it at its default ({default!r})")
         if not actor_critic:
             for name in CRITIC_SETTINGS:
-                default = type(self).__pydantic_fields__[name].default  # CoMLRL's MARLHFConfig's own
+                default = self.field_default(name)  # CoMLRL's MARLHFConfig's own
                 if getattr(self, name) != default:
                     raise ValueError(f"{name}: only rl_algorithm iac/maac has critics (this config has "
                                      f"{self.rl_algorithm!r}); leave it at its default ({default!r})")
@@ -127,7 +144,7 @@ class MADPOConfig(_Preference):
     resolved when the config is made, as CoMLRL does); no gradient clipping unless ``max_grad_norm`` is set."""
 
     algorithm_name = 'madpo'
-    compat_only = (
+    compat_only: ClassVar[tuple[str, ...]] = (
         'num_generations',
         'discount',
         'early_termination_threshold',
@@ -206,7 +223,7 @@ class MADPOIterConfig(_Iterative, MADPOConfig):
     compared with ``comparator_policy``'s."""
 
     algorithm_name = 'madpo_iter'
-    compat_only = (
+    compat_only: ClassVar[tuple[str, ...]] = (
         'num_generations',
         'discount',
         'early_termination_threshold',
@@ -259,7 +276,7 @@ class CentralizedMAGRPOConfig(_Centralized, MAGRPOConfig):
     ``MAGRPOConfig`` plus ``collaboration_mode='centralized'`` (CoMLRL 1.4.3's ``CentralizedMAGRPOConfig``)."""
 
     algorithm_name = 'centralized_magrpo'
-    compat_only = ()
+    compat_only: ClassVar[tuple[str, ...]] = ()
 
     num_turns: int = 1
     collaboration_mode: Literal['decentralized', 'centralized'] = 'centralized'
@@ -272,7 +289,7 @@ class MARLHFConfig(_LearnedReward):
     (``rl_algorithm``: a MAGRPO-family baseline, or iac/maac with the critic settings)."""
 
     algorithm_name = 'marlhf'
-    compat_only = (
+    compat_only: ClassVar[tuple[str, ...]] = (
         'discount',
         'early_termination_threshold',
         'external_prompt_passthrough',
@@ -375,7 +392,7 @@ class MARLHFIterConfig(_IterativeLearnedReward, MARLHFConfig):
     ``comparator_policy``, refit the reward model, RL against it."""
 
     algorithm_name = 'marlhf_iter'
-    compat_only = (
+    compat_only: ClassVar[tuple[str, ...]] = (
         'discount',
         'early_termination_threshold',
         'external_prompt_passthrough',

@@ -204,9 +204,11 @@ def _max_new_tokens_problems(config: RunConfig, models: list[_Model]) -> list[Pr
     """``max_new_tokens`` against each model's context: one problem per field, for its tightest model."""
     tightest: dict[str, tuple[int, _Model]] = {}
     for (field, value), model in zip(_trainer_fields(config), models, strict=True):
-        if model.context is None or value < model.context:
+        context = model.context
+        if context is None or value < context:
             continue
-        if field not in tightest or model.context < tightest[field][1].context:
+        held = tightest[field][1].context if field in tightest else None
+        if held is None or context < held:
             tightest[field] = (value, model)
     return [
         Problem(field, f"{value} new tokens do not fit the context of {model.field} ({model.source}: "

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.schema.errors import ConfigError, format_validation_error
 
-TrainerT = TypeVar("TrainerT", bound=BaseModel)
+TrainerT = TypeVar("TrainerT", bound=BaseModel, covariant=True)
 
 
 class AgentParts(Protocol):

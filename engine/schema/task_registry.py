@@ -20,7 +20,7 @@ import importlib
 import inspect
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -224,7 +224,7 @@ def params_model_from_signature(func: Callable, name: str) -> tuple[type[BaseMod
         raise TaskError(f"task {name!r}: cannot read the factory's signature: {exc}") from exc
     fields: dict[str, Any] = {}
     wants_num_agents = False
-    extra = "forbid"
+    extra: Literal["allow", "forbid"] = "forbid"
     for param in sig.parameters.values():
         if param.kind is param.VAR_KEYWORD:
             extra = "allow"

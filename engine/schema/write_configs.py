@@ -141,8 +141,8 @@ def _render_class(spec: ClassSpec, specs: Mapping[str, ClassSpec]) -> str:
         defaults = class_defaults(spec)
         compat = tuple(not_read_by(spec.algorithms, list(defaults)))
         lines.append(f"    algorithm_name = {spec.algorithms!r}")
-        lines.append(f"    compat_only = {compat!r}" if len(repr(compat)) < 90 else
-                     "    compat_only = (\n" + "".join(f"        {name!r},\n" for name in compat) + "    )")
+        lines.append(f"    compat_only: ClassVar[tuple[str, ...]] = {compat!r}" if len(repr(compat)) < 70 else
+                     "    compat_only: ClassVar[tuple[str, ...]] = (\n" + "".join(f"        {name!r},\n" for name in compat) + "    )")
     for name, value in spec.class_vars.items():
         lines.append(f"    {name} = {value!r}")
     fields = [f"    {name}: {type_source(CATALOG[name].annotation)} = {value!r}"
