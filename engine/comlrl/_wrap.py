@@ -11,6 +11,7 @@ and setting one of those sets it there.
 
 from __future__ import annotations
 
+import numbers
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from engine.sinks.wandb_sink import WandbSink
 
 # attributes the compatibility trainer keeps itself (everything else is the CoopLab trainer's)
 _OWN = frozenset({"_engine", "reward_func", "reward_processor", "train_dataset", "model_name", "wandb_config",
-                  "verbose", "wandb_initialized", "model_config", "formatters", "run_id"})
+                  "verbose", "wandb_initialized", "model_config", "formatters", "run_id", "_epoch_checkpoints"})
 
 
 class CoMLRLReward:
@@ -118,7 +119,8 @@ class CompatTrainer:
                           reward_processor=reward_processor if reward_processor is not None else (lambda x: x),
                           train_dataset=train_dataset, model_name=model_name, wandb_config=wandb_config,
                           model_config=dict(model_config or {}), formatters=formatters,
-                          verbose=verbose_from_wandb_config(wandb_config), wandb_initialized=False, run_id=None)
+                          verbose=verbose_from_wandb_config(wandb_config), wandb_initialized=False, run_id=None,
+                          _epoch_checkpoints=False)
         vars(engine)["save_checkpoint"] = self._save_checkpoint  # training checkpoints carry CoMLRL's identity
         if wandb_config is not None and engine.sink is None:
             engine.sink = CoMLRLWandbSink(wandb_config, {"algorithm": self.algorithm_name, **engine.args.to_dict()})
@@ -173,14 +175,26 @@ class CompatTrainer:
     def _save_checkpoint(self, path: str | Path) -> Path:
         """CoopLab's checkpoint plus CoMLRL's identity fields (:func:`record_checkpoint_identity`): this
         class, the training run's id and the W&B run the trainer reports to. Every checkpoint the
-        CoopLab trainer writes goes through here."""
+        CoopLab trainer writes goes through here. In a :meth:`train` with a ``checkpoint_dir`` the
+        folder is CoMLRL's ``checkpoint-<epoch>`` (iteration, for the iterative trainers), and
+        ``checkpoint-<epoch>-step-<step>`` for a run that ends between two."""
         engine = self._engine
+        path, sequence = Path(path), None
+        if self._epoch_checkpoints:
+            sequence, rest = divmod(engine.step, self._sequence_steps())
+            path = path.with_name(f"checkpoint-{sequence}" if rest == 0 else f"checkpoint-{sequence}-step-{engine.step}")
+            sequence = sequence if rest == 0 else None
         folder = Path(type(engine).save_checkpoint(engine, path))
         sink = engine.sink
         record_checkpoint_identity(folder, trainer_class=f"{type(self).__module__}.{type(self).__qualname__}",
-                                   run_id=self.run_id,
+                                   run_id=self.run_id, sequence=sequence,
                                    wandb=wandb_identity(sink.run) if isinstance(sink, WandbSink) else None)
         return folder
+
+    def _sequence_steps(self) -> int:
+        """Steps of one CoMLRL checkpoint sequence: an iteration (iterative trainers) or an epoch."""
+        engine = self._engine
+        return max(1, int(getattr(engine, "steps_per_iteration", None) or engine.steps_per_epoch or 1))
 
     def save_checkpoint(self, path: str | Path) -> Path:
         return self._save_checkpoint(path)
@@ -195,5 +209,40 @@ class CompatTrainer:
                              "(the data order and step schedule are fixed there)")
         if self.run_id is None:  # CoMLRL's run id: a resumed run keeps its checkpoint's
             self.run_id = _recorded_run_id(resume_from_checkpoint) or uuid.uuid4().hex
-        return self._engine.train(resume_from_checkpoint, checkpoint_dir, checkpoint_interval, checkpoint_total_limit,
-                                  **kwargs)
+        engine = self._engine
+        if checkpoint_dir is None:  # CoMLRL writes no checkpoint; CoopLab's output_dir option may
+            return engine.train(resume_from_checkpoint, None, checkpoint_interval, checkpoint_total_limit, **kwargs)
+        every = 1 if checkpoint_interval is None else checkpoint_interval
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
+            raise ValueError("checkpoint_interval must be a positive integer.")
+        return self._train_by_epochs(int(every), resume_from_checkpoint, checkpoint_dir,
+                                     0 if checkpoint_total_limit is None else checkpoint_total_limit, **kwargs)
+
+    def _train_by_epochs(self, every: int, resume_from_checkpoint: Any, checkpoint_dir: Any, limit: int,
+                         **kwargs: Any) -> Any:
+        """CoMLRL's checkpoints: every ``every`` epochs (iterations), all kept unless ``limit`` (0: all).
+        The CoopLab trainer checkpoints every N steps, so N is set from its steps per epoch, and once
+        more after a MADPO/MARLHF pair collection, which decides them."""
+        engine = self._engine
+        args = engine.args
+        saved = args.checkpoint_interval
+
+        def schedule() -> None:
+            args.checkpoint_interval = every * self._sequence_steps()
+
+        collect = getattr(type(engine), "collect_pairs", None)
+        if collect is not None:
+            def collect_pairs(*a: Any, **k: Any) -> Any:
+                pairs = collect(engine, *a, **k)
+                schedule()
+                return pairs
+
+            vars(engine)["collect_pairs"] = collect_pairs
+        schedule()
+        self._epoch_checkpoints = True
+        try:
+            return engine.train(resume_from_checkpoint, checkpoint_dir, None, limit, **kwargs)
+        finally:
+            self._epoch_checkpoints = False
+            vars(engine).pop("collect_pairs", None)
+            args.checkpoint_interval = saved

@@ -22,8 +22,9 @@ CHECKPOINT_VERSION = 1
 
 def read_checkpoint_metadata(path: str | Path) -> dict[str, Any]:
     """The public fields of a checkpoint (its folder, or a file in it) without restoring anything:
-    ``version``, ``trainer_class``, ``sequence`` (the step it was written at), ``run_id`` and ``wandb``
-    (the W&B run to resume, when the run reported to one; else None)."""
+    ``version``, ``trainer_class``, ``sequence`` (the epoch or iteration an ``engine.comlrl`` trainer
+    wrote it at; else the step), ``run_id`` and ``wandb`` (the W&B run to resume, when the run reported
+    to one; else None)."""
     target = Path(path).expanduser()
     folder = target.parent if target.is_file() and target.name in (META_FILE, STATE_FILE) else target
     meta = read_checkpoint_meta(folder)
@@ -32,8 +33,11 @@ def read_checkpoint_metadata(path: str | Path) -> dict[str, Any]:
     wandb = meta.get("wandb")
     if wandb is not None and (not isinstance(wandb, dict) or not wandb.get("id")):
         raise ValueError(f"{folder}: its {META_FILE} has an invalid W&B run identity {wandb!r}")
+    sequence = meta.get("sequence")
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
+        sequence = meta["step"]
     return {"version": int(meta.get("version", CHECKPOINT_VERSION)), "trainer_class": meta.get("trainer_class"),
-            "sequence": meta["step"], "run_id": meta.get("run_id"), "wandb": wandb}
+            "sequence": sequence, "run_id": meta.get("run_id"), "wandb": wandb}
 
 
 def wandb_identity(run: Any) -> dict[str, str] | None:
@@ -46,12 +50,15 @@ def wandb_identity(run: Any) -> dict[str, str] | None:
 
 
 def record_checkpoint_identity(folder: str | Path, *, trainer_class: str, run_id: str | None,
-                               wandb: dict[str, str] | None) -> None:
-    """Add ``trainer_class``, ``run_id`` and ``wandb`` to checkpoint ``folder``'s ``meta.json`` (replaced
-    atomically), where :func:`read_checkpoint_metadata` reads them."""
+                               wandb: dict[str, str] | None, sequence: int | None = None) -> None:
+    """Add ``trainer_class``, ``run_id``, ``wandb`` and, for a checkpoint at an epoch (iteration)
+    boundary, CoMLRL's ``sequence`` to checkpoint ``folder``'s ``meta.json`` (replaced atomically),
+    where :func:`read_checkpoint_metadata` reads them."""
     path = Path(folder) / META_FILE
     meta = json.loads(path.read_text(encoding="utf-8"))
     meta.update(trainer_class=trainer_class, run_id=run_id, wandb=wandb)
+    if sequence is not None:
+        meta["sequence"] = sequence
     tmp = path.with_name(f".{META_FILE}.tmp")
     tmp.write_text(json.dumps(meta, indent=2, default=str), encoding="utf-8")
     os.replace(tmp, path)

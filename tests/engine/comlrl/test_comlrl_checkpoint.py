@@ -42,8 +42,9 @@ class RecordedRun(WandbSink):
 
 
 def _trainer(pair, **overrides):
-    args = MAGRPOConfig(num_turns=1, num_generations=2, max_new_tokens=3, rollout_buffer_size=1, num_train_epochs=1,
-                        eval_interval=0, agent_devices="cpu", seed=0, logging_steps=1000, **overrides)
+    values = dict(num_turns=1, num_generations=2, max_new_tokens=3, rollout_buffer_size=1, num_train_epochs=1,
+                  eval_interval=0, agent_devices="cpu", seed=0, logging_steps=1000)
+    args = MAGRPOConfig(**{**values, **overrides})
     return MAGRPOTrainer(agents=[m for m, _ in pair], tokenizer=[t for _, t in pair], train_dataset=DATA,
                          reward_func=lambda a, b: [0.0], args=args)
 
@@ -62,14 +63,27 @@ def test_training_checkpoints_record_class_run_and_wandb(pair, tmp_path) -> None
     trainer = _trainer(pair)
     trainer.sink = RecordedRun(FakeRun(id="abc123", project="coop", entity="lab"))
     trainer.train(checkpoint_dir=tmp_path, checkpoint_interval=1)
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint-1"]  # CoMLRL's checkpoint-<epoch>
     meta = read_checkpoint_metadata(trainer.last_checkpoint)
-    assert meta["trainer_class"] == CLASS and re.fullmatch(r"[0-9a-f]{32}", meta["run_id"])
+    assert meta["sequence"] == 1 and meta["trainer_class"] == CLASS and re.fullmatch(r"[0-9a-f]{32}", meta["run_id"])
     assert meta["run_id"] == trainer.run_id and meta["wandb"] == {"id": "abc123", "project": "coop", "entity": "lab"}
     resumed = _trainer(pair, max_steps=3)
     resumed.train(resume_from_checkpoint=trainer.last_checkpoint, checkpoint_dir=tmp_path / "more")
     assert resumed.run_id == trainer.run_id  # CoMLRL keeps the run's id across a resume
+    assert [p.name for p in (tmp_path / "more").iterdir()] == ["checkpoint-1-step-3"]  # ended inside epoch 2
     again = read_checkpoint_metadata(resumed.last_checkpoint)
     assert again["run_id"] == trainer.run_id and again["wandb"] is None and again["sequence"] == 3
+
+
+@pytest.mark.parametrize(("limit", "kept"), [(None, ["checkpoint-2", "checkpoint-3"]), (1, ["checkpoint-3"])])
+def test_checkpoint_interval_counts_epochs_and_every_one_is_kept(pair, tmp_path, limit, kept) -> None:
+    trainer = _trainer(pair, num_train_epochs=3)
+    assert trainer.steps_per_epoch == 2 and trainer.args.checkpoint_interval == 0
+    trainer.train(checkpoint_dir=tmp_path, checkpoint_interval=2, checkpoint_total_limit=limit)
+    assert sorted(p.name for p in tmp_path.iterdir()) == kept
+    assert trainer.args.checkpoint_interval == 0  # CoopLab's own setting is left as it was
+    with pytest.raises(ValueError, match="^checkpoint_interval must be a positive integer.$"):
+        trainer.train(checkpoint_dir=tmp_path, checkpoint_interval=0)
 
 
 def test_a_checkpoint_before_training_has_no_run_id(pair, tmp_path) -> None:
