@@ -5,7 +5,8 @@ CoMLRL 1.4.3 wraps a critic as ``CausalLMWithValueHead``: ``.model`` (the langua
 and ``value_projection`` (the output layer). CoopLab's critic
 (:class:`engine.actor_critic.critics.ValueCritic`) holds a backbone and a head whose layers are
 ``net.0`` [``net.1`` Tanh, ``net.2``]. :class:`ValueHeadView` and :class:`CriticView` show CoopLab's
-objects under CoMLRL's names; a state dict saved or loaded through them uses CoMLRL's keys, so a
+objects (and :class:`ActorView` an actor) under CoMLRL's names; a state dict saved or loaded through
+them uses CoMLRL's keys, so a
 ``value_head.pt`` CoMLRL wrote loads into CoopLab's head and the other way round.
 
 :func:`save_comlrl_layout` writes what CoMLRL's ``save_model`` writes: per agent ``agent_{i}/``
@@ -85,6 +86,22 @@ class ValueHeadView:
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.head(hidden)
+
+
+class ActorView:
+    """An actor as CoMLRL's ``CausalLMWithValueHead``: ``.model`` (the agent's model) and ``.value_head``
+    (:class:`ValueHeadView` of IAC's head on the actor, ``use_separate_critic=False``; else None).
+    Every other attribute, and a call, is the model's."""
+
+    def __init__(self, model: nn.Module, head: nn.Module | None) -> None:
+        self.model = model
+        self.value_head = ValueHeadView(head) if head is not None else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.model(*args, **kwargs)
 
 
 class CriticView:

@@ -63,13 +63,18 @@ def test_iac_shared_head_and_maac_critic_folders(team, tmp_path) -> None:
     models, tokenizers = [m for m, _ in team], [t for _, t in team]
     shared = IACTrainer(agents=models, tokenizer=tokenizers, reward_func=lambda a, b: [1.0],
                         args=_args(IACConfig, use_separate_critic=False))
+    assert shared.agents[0].model is models[0] and shared.agents[0].config is models[0].config
+    shared.agents[1].value_head.value_projection.bias.data.fill_(0.5)
     shared.save_model(str(tmp_path / "iac"))
     assert (tmp_path / "iac" / "agent_1" / "value_head.pt").is_file()
+    shared.agents[1].value_head.value_projection.bias.data.fill_(0.0)
+    shared.agents[1].value_head.load_state_dict(torch.load(tmp_path / "iac" / "agent_1" / "value_head.pt"))
+    assert float(shared.value_heads[1].net[-1].bias) == 0.5  # CoMLRL's restore reaches CoopLab's head
     assert not (tmp_path / "iac" / "agent_1" / "critic").exists()
     maac = MAACTrainer(agents=models, critic_model=models[0], tokenizer=tokenizers, reward_func=lambda a, b: [1.0],
                        args=_args(MAACConfig))
     maac.save_model(str(tmp_path / "maac"))
-    assert (tmp_path / "maac" / "critic" / "value_head.pt").is_file()
+    assert (tmp_path / "maac" / "critic" / "value_head.pt").is_file() and maac.agents[0].value_head is None
     assert (tmp_path / "maac" / "agent_0" / "tokenizer.json").is_file()
     assert not list((tmp_path / "maac").glob("critic_*.pt"))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from engine.comlrl._critics import CriticView, save_comlrl_layout
+from engine.comlrl._critics import ActorView, CriticView, save_comlrl_layout
 from engine.comlrl._rollouts import comlrl_metrics_callback
 from engine.comlrl._wrap import (
     CoMLRLReward,
@@ -69,6 +69,12 @@ class ActorCriticTrainerBase(CompatTrainer):
                     formatters=formatters)
 
     shared_critic: ClassVar[bool] = False  # MAAC: one critic for the team
+
+    @property
+    def agents(self) -> list[ActorView]:
+        """The actors as CoMLRL shows them (``.model``, ``.value_head``; :class:`ActorView`)."""
+        heads = list(self._engine.value_heads) or [None] * len(self._engine.agents)
+        return [ActorView(agent.model, head) for agent, head in zip(self._engine.agents, heads, strict=True)]
 
     @property
     def critics(self) -> list[CriticView]:
