@@ -107,7 +107,7 @@ def trainer_model_problems(config: RunConfig,
     """The models the trainer section names besides the agents' (the comparator's, the reward model's):
     each source must exist, and a per-agent list must have one entry or one per agent."""
     trainer, n = config.trainer, trained_agents(config)
-    named: list[tuple[str, str]] = [("trainer.comparator_model_name", trainer.comparator_model_name),
+    named: list[tuple[str, str | None]] = [("trainer.comparator_model_name", trainer.comparator_model_name),
                                     ("trainer.reward_model_name", trainer.reward_model_name)]
     problems = []
     for field, values in (("comparator_agents", trainer.comparator_agents),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import (
@@ -92,21 +92,24 @@ AGENT_OVERRIDES = {
     "max_new_tokens": ("max_new_tokens", "Completion length cap; defaults to the trainer's."),
 }
 
-AgentSpec = create_model(
-    "AgentSpec",
-    __base__=_AgentIdentity,
-    __module__=__name__,
-    __doc__="One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings, and "
-            "optionally a LoRA adapter (lora_* settings, declared in engine.schema.catalog).",
-    **{name: (agent_override(setting), Field(None, description=text, json_schema_extra={"form": "main"}))
-       for name, (setting, text) in AGENT_OVERRIDES.items()},
-    model_kwargs=(dict[str, Any], Field(
-        default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
-        json_schema_extra=_MORE,
-    )),
-    **{name: (annotation, FieldInfo.merge_field_infos(info, json_schema_extra=_MORE))
-       for name, (annotation, info) in schema_fields(LORA_SETTINGS).items()},
-)
+if TYPE_CHECKING:  # the same class as the type checker reads it (written from the built one)
+    from engine.schema.run_config_types import AgentSpec
+else:
+    AgentSpec = create_model(
+        "AgentSpec",
+        __base__=_AgentIdentity,
+        __module__=__name__,
+        __doc__="One agent of the team: its own causal LM, tokenizer, optimizer and sampling settings, and "
+                "optionally a LoRA adapter (lora_* settings, declared in engine.schema.catalog).",
+        **{name: (agent_override(setting), Field(None, description=text, json_schema_extra={"form": "main"}))
+           for name, (setting, text) in AGENT_OVERRIDES.items()},
+        model_kwargs=(dict[str, Any], Field(
+            default_factory=dict, description="Extra from_pretrained keyword arguments (dtype, attn_implementation).",
+            json_schema_extra=_MORE,
+        )),
+        **{name: (annotation, FieldInfo.merge_field_infos(info, json_schema_extra=_MORE))
+           for name, (annotation, info) in schema_fields(LORA_SETTINGS).items()},
+    )
 
 
 class TaskSpec(_Strict):
@@ -142,14 +145,17 @@ class _GivenOnly(_Strict):
         return {name: getattr(self, name) for name in type(self).model_fields if name in self.model_fields_set}
 
 
-ActorCriticSection = create_model(
-    "ActorCriticSection",
-    __base__=_GivenOnly,
-    __module__=__name__,
-    __doc__="The iac/maac-only settings (also marlhf's with rl_algorithm iac/maac); unset ones keep the "
-            "algorithm's own defaults (IACConfig/MAACConfig/MARLHFConfig).",
-    **schema_fields(ACTOR_CRITIC_SETTINGS),
-)
+if TYPE_CHECKING:  # the same class as the type checker reads it (written from the built one)
+    from engine.schema.run_config_types import ActorCriticSection
+else:
+    ActorCriticSection = create_model(
+        "ActorCriticSection",
+        __base__=_GivenOnly,
+        __module__=__name__,
+        __doc__="The iac/maac-only settings (also marlhf's with rl_algorithm iac/maac); unset ones keep the "
+                "algorithm's own defaults (IACConfig/MAACConfig/MARLHFConfig).",
+        **schema_fields(ACTOR_CRITIC_SETTINGS),
+    )
 
 
 class _TrainerRules(_CombinationRules):
@@ -214,16 +220,19 @@ TRAINER_DEFAULTS = {"num_turns": 1, "logging_steps": 1, "advantage_mode": None, 
 TRAINER_OPTIONAL = ("collaboration_mode",)  # None is the algorithm's value (advantage_mode's type has None already)
 TRAINER_REQUIRED = ("seed",)  # recorded: None is refused
 
-TrainerSpec = create_model(
-    "TrainerSpec",
-    __base__=_TrainerRules,
-    __module__=__name__,
-    __doc__="Trainer settings of a run config (each declared once in engine.schema.catalog).",
-    **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS, TRAINER_OPTIONAL, TRAINER_REQUIRED),
-    actor_critic=(ActorCriticSection, Field(default_factory=ActorCriticSection,
-                                            description="iac/maac (and marlhf with rl_algorithm iac/maac) only: the "
-                                                        "critic's settings.")),
-)
+if TYPE_CHECKING:  # the same class as the type checker reads it (written from the built one)
+    from engine.schema.run_config_types import TrainerSpec
+else:
+    TrainerSpec = create_model(
+        "TrainerSpec",
+        __base__=_TrainerRules,
+        __module__=__name__,
+        __doc__="Trainer settings of a run config (each declared once in engine.schema.catalog).",
+        **schema_fields(TRAINER_SETTINGS, TRAINER_DEFAULTS, TRAINER_OPTIONAL, TRAINER_REQUIRED),
+        actor_critic=(ActorCriticSection, Field(default_factory=ActorCriticSection,
+                                                description="iac/maac (and marlhf with rl_algorithm iac/maac) only: the "
+                                                            "critic's settings.")),
+    )
 
 
 class RunConfig(_Strict):

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
 from engine.schema.catalog import ACTOR_CRITIC, CATALOG
 from engine.schema.derive import class_settings, not_read_by
 
@@ -184,8 +187,57 @@ def write(module: str) -> bool:
     return new != old
 
 
+RUN_CONFIG_TYPES = "engine.schema.run_config_types"
+
+
+def render_run_config_types() -> str:
+    """The type checker's view of the run config's sections, which :mod:`engine.schema.run_config` builds
+    with ``create_model`` from the catalog: each section's fields with their types, in order."""
+    from engine.schema import run_config  # the built sections
+
+    sections: list[type[BaseModel]] = [run_config.AgentSpec, run_config.ActorCriticSection, run_config.TrainerSpec]
+    bases = sorted({section.__mro__[1].__name__ for section in sections})
+    out = ['"""The run config\'s sections as the type checker reads them (:mod:`engine.schema.run_config` builds them',
+           'with ``create_model`` from the catalog, which mypy cannot follow).',
+           "",
+           "Written by ``python -m engine.schema.write_configs`` from the built classes; a test compares. Imported",
+           'only by type checkers (``if TYPE_CHECKING`` in :mod:`engine.schema.run_config`)."""',
+           "",
+           "from __future__ import annotations",
+           "",
+           "from typing import Any, Literal",
+           "",
+           f"from engine.schema.run_config import {', '.join(bases)}"]
+    for section in sections:
+        base = section.__mro__[1]
+        assert issubclass(base, BaseModel)
+        out += ["", "", f"class {section.__name__}({base.__name__}):",
+                '    """' + (section.__doc__ or "").strip().replace("\n", "\n    ") + '"""', ""]
+        out += [f"    {name}: {type_source(info.annotation)}{_default_source(info)}"
+                for name, info in section.model_fields.items() if name not in base.model_fields]
+    return "\n".join(out) + "\n"
+
+
+def _default_source(info: FieldInfo) -> str:
+    factory = info.default_factory
+    if factory is not None:
+        return f" = {factory.__name__}()"
+    return "" if info.is_required() else f" = {info.default!r}"
+
+
+def write_run_config_types() -> bool:
+    path = module_path(RUN_CONFIG_TYPES)
+    new = render_run_config_types()
+    if path.exists() and path.read_text() == new:
+        return False
+    path.write_text(new)
+    return True
+
+
 def main() -> int:
     changed = [module for module in dict.fromkeys(spec.module for spec in CLASSES) if write(module)]
+    if write_run_config_types():
+        changed.append(RUN_CONFIG_TYPES)
     print("rewrote " + ", ".join(changed) if changed else "the config classes match the catalog")
     return 0
 

@@ -44,3 +44,11 @@ def test_the_classes_keep_the_catalog_fields_defaults_and_bounds():
 def test_type_source(annotation, source):
     assert write_configs.type_source(annotation) == source
 
+
+
+def test_the_type_checkers_view_of_the_run_config_is_what_it_builds():
+    written = write_configs.module_path(write_configs.RUN_CONFIG_TYPES).read_text()
+    assert written == write_configs.render_run_config_types(), (
+        "engine/schema/run_config_types.py differs from the run config's sections; run "
+        "`python -m engine.schema.write_configs`")
+    assert "    num_generations: int = 4\n" in written
