@@ -10,6 +10,7 @@ from engine.actor_critic.critics import ValueHead
 from engine.comlrl._critics import comlrl_head_state, cooplab_head_state
 from engine.comlrl.trainers.actor_critic import IACConfig, IACTrainer, MAACConfig, MAACTrainer, RolloutSample
 from engine.models.tiny import build_tiny_model
+from engine.sinks.memory import MemorySink
 
 DATA = [{"prompt": "alpha"}, {"prompt": "beta"}]
 
@@ -97,3 +98,20 @@ def test_metrics_callback_gets_rollout_samples_per_item(team) -> None:
     assert float(first.reward) == 0.5 and first.full_input_ids.shape[0] == first.prompt_len + first.response_len
     assert metrics["eval/length"] == sum(sum(r.response_len for r in c) for c in calls) / 2
     assert "eval/note" not in metrics
+
+
+@pytest.mark.slow  # trains a tiny team for a step
+def test_metrics_callback_also_reports_on_training_steps(team) -> None:
+    models, tokenizers = [m for m, _ in team], [t for _, t in team]
+    seen = []
+
+    def callback(rollouts):
+        seen.append(len(rollouts))
+        return {"domain/score": 2.0}
+
+    sink = MemorySink()
+    trainer = IACTrainer(agents=models, critics=models, tokenizer=tokenizers, reward_func=lambda a, b: [0.5],
+                         train_dataset=DATA, metrics_callback=callback, args=_args(IACConfig, max_steps=1), sink=sink)
+    trainer.train()
+    assert seen and set(seen) == {2}  # per item: both agents' samples
+    assert sink.steps[0].metrics["domain/score"] == 2.0

@@ -59,6 +59,7 @@ def test_wandb_identity_is_id_project_entity() -> None:
     assert wandb_identity(SimpleNamespace(id=None)) is None and wandb_identity(None) is None
 
 
+@pytest.mark.slow  # trains a tiny team for a few steps
 def test_training_checkpoints_record_class_run_and_wandb(pair, tmp_path) -> None:
     trainer = _trainer(pair)
     trainer.sink = RecordedRun(FakeRun(id="abc123", project="coop", entity="lab"))
@@ -75,6 +76,7 @@ def test_training_checkpoints_record_class_run_and_wandb(pair, tmp_path) -> None
     assert again["run_id"] == trainer.run_id and again["wandb"] is None and again["sequence"] == 3
 
 
+@pytest.mark.slow  # trains a tiny team for a few steps
 @pytest.mark.parametrize(("limit", "kept"), [(None, ["checkpoint-2", "checkpoint-3"]), (1, ["checkpoint-3"])])
 def test_checkpoint_interval_counts_epochs_and_every_one_is_kept(pair, tmp_path, limit, kept) -> None:
     trainer = _trainer(pair, num_train_epochs=3)

@@ -28,6 +28,21 @@ def _is_model_object(source: Any) -> bool:
     return source is not None and not isinstance(source, str)
 
 
+def report_domain_metrics(engine: Any, per_item: Callable[[Sequence[Any]], dict[str, float]]) -> None:
+    """CoMLRL also calls ``metrics_callback`` on each training rollout and logs what it returns; CoopLab's
+    trainer calls it at evaluation only. Its training steps' metrics (``rollout_metrics`` with
+    ``split="train"``) get the callback's means over the step's items, under the callback's keys."""
+    own = type(engine).rollout_metrics
+
+    def rollout_metrics(rollout: Any, *, split: str = "train") -> dict[str, float]:
+        metrics = own(engine, rollout, split=split)
+        if split == "train":
+            metrics.update(per_item(rollout.chains))
+        return metrics
+
+    vars(engine)["rollout_metrics"] = rollout_metrics
+
+
 class ActorCriticTrainerBase(CompatTrainer):
     """Base of :class:`IACTrainer` and :class:`MAACTrainer` (see the module docstring)."""
 
@@ -67,6 +82,8 @@ class ActorCriticTrainerBase(CompatTrainer):
         self._adopt(engine, reward_func=reward_func, reward_processor=reward_processor, train_dataset=train_dataset,
                     model_name=infer_model_name(sources[0]), wandb_config=wandb_config, model_config=model_config,
                     formatters=formatters)
+        if metrics_callback is not None:
+            report_domain_metrics(engine, comlrl_metrics_callback(metrics_callback))
 
     shared_critic: ClassVar[bool] = False  # MAAC: one critic for the team
 
