@@ -12,7 +12,7 @@ import streamlit as st
 
 from db.store import Store
 from jobs.data_permissions import private_folders
-from jobs.settings import Settings, apply_engine_settings, get_settings
+from jobs.settings import Settings, get_settings
 
 
 @st.cache_resource(show_spinner=False)
@@ -51,14 +51,14 @@ def _catalog() -> dict[str, Any]:
 
 def task_catalog() -> dict[str, Any]:
     """The tasks a config may name by name: built-ins and installed ``cooplab.tasks`` entry points
-    (``engine.schema.task_registry.task_catalog()``, torch-free). Applies the operator's settings to the engine
-    first, so the form's validation uses the ``COOPLAB_TASK_MODULES`` allowlist."""
-    apply_engine_settings(get_settings())
+    (``engine.schema.task_registry.task_catalog()``, torch-free). The form validates a config under
+    :func:`allowed_task_modules`."""
     return _catalog()
 
 
 def allowed_task_modules() -> tuple[str, ...]:
-    """Modules whose ``package.module:factory`` tasks configs may name (``COOPLAB_TASK_MODULES``)."""
+    """Modules whose ``package.module:factory`` tasks configs may name (``COOPLAB_TASK_MODULES``): the
+    allowlist every run config the dashboard parses is validated under."""
     return get_settings().task_module_list
 
 

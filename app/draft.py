@@ -57,7 +57,8 @@ def normalise(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate(draft: dict[str, Any], task_info: Any = None, *,
-             preflight: Callable[[RunConfig], list[Any]] | None = None) -> tuple[RunConfig | None, dict[str, list[str]]]:
+             preflight: Callable[[RunConfig], list[Any]] | None = None,
+             task_modules: tuple[str, ...] = ()) -> tuple[RunConfig | None, dict[str, list[str]]]:
     """Validate a draft; return the config (None when invalid) and the errors by dotted field path.
 
     With the task's catalog entry (``engine.tasks.base.TaskInfo``), task parameters are checked
@@ -70,7 +71,10 @@ def validate(draft: dict[str, Any], task_info: Any = None, *,
     ``preflight(config)`` (the dashboard passes ``app.context.preflight_problems``) adds the
     pre-flight problems of an otherwise valid config (model sources, ``max_new_tokens`` against each
     model's context, task parameters) at their fields, unless a field already has its own errors.
+    ``task_modules``: the operator's task module allowlist (``COOPLAB_TASK_MODULES``; the dashboard passes
+    ``app.context.allowed_task_modules()``) a ``package.module:factory`` task or schedule must come from.
     """
+    context = {"task_modules": tuple(task_modules)}
     errors: dict[str, list[str]] = {}
     if task_info is not None:
         try:
@@ -96,18 +100,18 @@ def validate(draft: dict[str, Any], task_info: Any = None, *,
             errors.setdefault(path, []).extend(messages)
     system = draft.get("system")
     try:
-        config = RunConfig.model_validate({k: v for k, v in draft.items() if k != "system"})
+        config = RunConfig.model_validate({k: v for k, v in draft.items() if k != "system"}, context=context)
     except ValidationError as exc:
         for path, messages in error_paths(exc).items():
             known = errors.setdefault(path, [])
             known.extend(m for m in messages if m not in known)  # the critic's checks may have said it
         return None, errors
     if system is not None:
-        problems = system_errors(config, system)
+        problems = system_errors(config, system, task_modules)
         if problems:
             errors.setdefault("system", []).extend(problems)
         else:
-            config = RunConfig.model_validate(draft)
+            config = RunConfig.model_validate(draft, context=context)
     if preflight is not None and not errors:
         for problem in preflight(config):
             errors.setdefault(problem.field, []).append(problem.message)

@@ -60,6 +60,7 @@ def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[st
     form shows it: comparing two effective configs finds real changes only."""
     from pydantic import ValidationError
 
+    from app import context
     from engine.schema.run_config import RunConfig
 
     filled = drafts.normalise(config)
@@ -70,6 +71,7 @@ def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[st
             task["params"] = info.params_model.model_validate(task.get("params") or {}).model_dump(mode="json")
     filled["task"] = task
     try:
-        return RunConfig.model_validate(filled).model_dump(mode="json")
+        return RunConfig.model_validate(filled, context={"task_modules": context.allowed_task_modules()}
+                                        ).model_dump(mode="json")
     except (ValidationError, ValueError, TypeError):
         return filled

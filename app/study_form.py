@@ -6,6 +6,7 @@ make; and the config of a point to promote to an experiment."""
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -114,11 +115,11 @@ def _form_of(path: str) -> Any:
 
 
 def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool = True,
-                 max_values: int | None = None) -> list[Any]:
+                 max_values: int | None = None, task_modules: tuple[str, ...] = ()) -> list[Any]:
     """The values typed into ``path``'s field (at most ``max_values``); with ``check``, each one is set
     in the base config and validated through the run-config schema, so a value the field refuses is
     named at the field. Raises :class:`StudySpaceError` (without the path: the message is shown under
-    the field)."""
+    the field). ``task_modules``: the operator's task module allowlist the configs are validated under."""
     values = parse_values(text, max_values=max_values)
     repeated = sorted({value_text(v) for i, v in enumerate(values) if v in values[:i]})
     if repeated:
@@ -128,20 +129,20 @@ def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool =
     seed = int(base_value(base, SEED_PATH) or 0)
     for value in values:
         try:
-            parse_run_config(point_config(base, {path: value}, seed))
+            parse_run_config(point_config(base, {path: value}, seed), task_modules=task_modules)
         except ConfigError as exc:
             reasons = [line.removeprefix(f"{path}: ") for line in str(exc).splitlines() if line.strip()]
             raise StudySpaceError(f"{value_text(value)}: {'; '.join(reasons)}") from None
     return values
 
 
-def space_from_fields(base: Mapping[str, Any], texts: Mapping[str, str], *,
-                      max_values: int | None = None) -> tuple[dict[str, list[Any]], dict[str, str]]:
+def space_from_fields(base: Mapping[str, Any], texts: Mapping[str, str], *, max_values: int | None = None,
+                      task_modules: tuple[str, ...] = ()) -> tuple[dict[str, list[Any]], dict[str, str]]:
     """The search space of the editor's fields (path → the text typed for it) and each field's problem,
     by path. Values (at most ``max_values`` per field) are checked one by one against the schema when
     the base config itself is valid (otherwise the study's own check names the base's problems)."""
     try:
-        parse_run_config(dict(base))
+        parse_run_config(dict(base), task_modules=task_modules)
         check = True
     except ConfigError:
         check = False
@@ -149,18 +150,21 @@ def space_from_fields(base: Mapping[str, Any], texts: Mapping[str, str], *,
     problems: dict[str, str] = {}
     for path, text in texts.items():
         try:
-            space[path] = field_values(base, path, text, check=check, max_values=max_values)
+            space[path] = field_values(base, path, text, check=check, max_values=max_values,
+                                       task_modules=task_modules)
         except StudySpaceError as exc:
             problems[path] = str(exc)
     return space, problems
 
 
-def study_preview(spec: Mapping[str, Any], limits: StudyLimits) -> tuple[int, str | None]:
+def study_preview(spec: Mapping[str, Any], limits: StudyLimits,
+                  task_modules: tuple[str, ...] = ()) -> tuple[int, str | None]:
     """How many runs the study ``spec`` (a plain mapping) makes, every config validated through the
     schema, or 0 and the problem. Its size is counted within ``limits`` before anything is expanded,
     so a study over a limit is refused at once (the page caches this, keyed on the spec)."""
     try:
-        return len(study_trials(parse_study_spec(spec), limits=limits)), None
+        validate = functools.partial(parse_run_config, task_modules=task_modules)
+        return len(study_trials(parse_study_spec(spec), validate, limits=limits)), None
     except StudySpaceError as exc:
         return 0, str(exc)
 

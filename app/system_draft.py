@@ -71,13 +71,14 @@ def from_text(text: str) -> dict[str, Any]:
     return data
 
 
-def system_errors(config: RunConfig, system: Any) -> list[str]:
-    """The problems of ``system`` for a (valid, system-less) run config, one per line; [] when valid."""
+def system_errors(config: RunConfig, system: Any, task_modules: tuple[str, ...] = ()) -> list[str]:
+    """The problems of ``system`` for a (valid, system-less) run config, one per line; [] when valid. A
+    custom schedule must come from a module of ``task_modules`` (the operator's allowlist)."""
     if not isinstance(system, dict):
         return [f"system: must be a mapping with 'trainers' and 'schedule', got {type(system).__name__}"]
     candidate = config.model_copy(update={"system": system})
     try:
-        parse_system_spec(candidate)
+        parse_system_spec(candidate, task_modules)
     except ConfigError as exc:
         return str(exc).splitlines()
     except ValidationError as exc:  # an override of the trainer fields that the schema refuses

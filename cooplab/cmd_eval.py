@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
         from engine.schema.run_config import ConfigError, load_run_config
         from engine.tasks import TaskError
         from jobs.preflight import check_run_config
-        from jobs.settings import apply_engine_settings, apply_host_memory_setting, get_settings
+        from jobs.settings import apply_host_memory_setting, get_settings, operator_permissions
 
         if (run is None) == (run_config is None):
             _fail("give a run (id or folder) or --run-config FILE, one of the two")
@@ -169,16 +169,18 @@ def register(app: typer.Typer) -> None:
                    wait=wait, as_json=as_json)
             return
         settings = get_settings()
-        apply_engine_settings(settings)
+        permissions = operator_permissions(settings)
+        modules = permissions.task_modules
         apply_host_memory_setting(settings)  # COOPLAB_KEEP_FREED_MEMORY, before a trainer is built
         try:
             run_id = None
             if run is not None:
                 folder, run_id = _run_folder(run)
-                config = load_run_config(folder / "config.yaml")
+                config = load_run_config(folder / "config.yaml", task_modules=modules)
                 chosen = find_checkpoint(folder, checkpoint)
             else:
-                config = check_run_config(load_run_config(run_config), settings=settings)  # parsed once
+                config = check_run_config(load_run_config(run_config, task_modules=modules),
+                                          settings=settings)  # parsed once
                 chosen = None
             folders = [part.strip() for part in models.split(",") if part.strip()] if models else None
             if team_analysis:
@@ -187,7 +189,7 @@ def register(app: typer.Typer) -> None:
                 from engine.evaluation.team_analysis import analyze_team
 
                 analysis = analyze_team(config, chosen, metric=metric, split=split, items=items, samples=samples,
-                                        greedy=greedy, seed=seed)
+                                        greedy=greedy, seed=seed, permissions=permissions)
                 record = analysis.to_json()
                 if run_id is not None:
                     record["evaluation_ids"] = _save(run_id, analysis=analysis)
@@ -196,7 +198,7 @@ def register(app: typer.Typer) -> None:
                     if run_id is not None else ""))
                 return
             report = evaluate_run(config, checkpoint=chosen, models=folders, split=split, items=items,
-                                  samples=samples, greedy=greedy, seed=seed)
+                                  samples=samples, greedy=greedy, seed=seed, permissions=permissions)
         except (EvalError, ConfigError, TaskError) as exc:
             _fail(" ".join(str(exc).split()))
         if transcripts is not None:

@@ -217,12 +217,12 @@ def submit(
     from engine.schema.run_config import ConfigError, load_run_config
     from jobs.client import submit_to_experiment
     from jobs.preflight import check_run_config
-    from jobs.settings import apply_engine_settings, get_settings
+    from jobs.settings import get_settings, operator_permissions
 
     settings = get_settings()
-    apply_engine_settings(settings)  # the task module allowlist, before the config names a task
+    modules = operator_permissions(settings).task_modules  # the task module allowlist the config is read under
     try:  # validation and pre-flight before the experiment or the run is stored
-        config = check_run_config(load_run_config(config_path), settings=settings)
+        config = check_run_config(load_run_config(config_path, task_modules=modules), settings=settings)
     except ConfigError as exc:
         _fail(f"invalid run config {config_path}:\n{exc}")
     device = _check_device(device)

@@ -68,12 +68,11 @@ def study(
 ) -> None:
     """Run a study (a base config, a search space and seeds per point) on the workers, or act on one."""
     from db.migrate import upgrade
-    from jobs.settings import apply_engine_settings, get_settings
+    from jobs.settings import get_settings, operator_permissions
 
     settings = get_settings()
     settings.ensure_dirs()
     upgrade(settings.resolved_database_url)
-    apply_engine_settings(settings)
     if target == "list":
         from db.study_store import StudyStore
         from jobs.client import get_store
@@ -93,7 +92,8 @@ def study(
     from jobs.study_spec import load_study_file
 
     try:
-        created = create_study(load_study_file(target), settings=settings)
+        base_modules = operator_permissions(settings).task_modules  # the allowlist a base file is read under
+        created = create_study(load_study_file(target, task_modules=base_modules), settings=settings)
     except StudySpaceError as exc:
         _fail(f"invalid study {target}:\n{exc}")
     typer.echo(f"study {created.id} {created.name!r} created (experiment {created.experiment_id})")

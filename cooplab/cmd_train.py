@@ -33,16 +33,17 @@ def register(app: typer.Typer) -> None:
         """Train a team of agents from a run config."""
         from engine.schema.run_config import ConfigError, load_run_config
         from jobs.preflight import check_run_config
-        from jobs.settings import apply_engine_settings, apply_host_memory_setting, get_settings
+        from jobs.settings import apply_host_memory_setting, get_settings, operator_permissions
 
         try:
             settings = get_settings()
         except ValueError as exc:  # a bad COOPLAB_* setting (e.g. COOPLAB_TASK_MODULES)
             typer.echo(f"invalid settings:\n{exc}", err=True)
             raise typer.Exit(EXIT_CONFIG_ERROR) from None
-        apply_engine_settings(settings)  # the task module allowlist, before the config names a task
-        try:
-            run_config = load_run_config(config)  # parsed once; typer keeps --max-steps within the schema's bound
+        # the operator's permissions; this shell's COOPLAB_API_KEY_* variables are the keys a run config may name
+        permissions = operator_permissions(settings, os.environ)
+        try:  # parsed once, under the task module allowlist; typer keeps --max-steps within the schema's bound
+            run_config = load_run_config(config, task_modules=permissions.task_modules)
             if max_steps is not None:
                 run_config = run_config.model_copy(
                     update={"trainer": run_config.trainer.model_copy(update={"max_steps": max_steps})})
@@ -54,17 +55,16 @@ def register(app: typer.Typer) -> None:
         out.mkdir(parents=True, exist_ok=True)
 
         from engine.build.run import run_training
-        from engine.policy.api_keys import set_api_keys
         from engine.sinks import ConsoleSink, JsonlSink, MultiSink
         from engine.tasks import TaskError
 
-        set_api_keys(os.environ)  # this shell's COOPLAB_API_KEY_* variables: the keys a run config may name
         apply_host_memory_setting(settings)  # COOPLAB_KEEP_FREED_MEMORY, before a trainer is built
         sink = MultiSink(ConsoleSink(), JsonlSink(out))
         try:
             result = run_training(run_config, output_dir=out, sink=sink, resume_from=resume,
                                   write_roots=[settings.data_dir],  # besides the output folder
-                                  read_roots=settings.read_roots)  # COOPLAB_DATA_ROOTS and the defaults
+                                  read_roots=settings.read_roots,  # COOPLAB_DATA_ROOTS and the defaults
+                                  permissions=permissions)
         except (ConfigError, TaskError) as exc:
             typer.echo(f"invalid run config {config}:\n{exc}", err=True)
             raise typer.Exit(EXIT_CONFIG_ERROR) from None

@@ -42,7 +42,7 @@ from db.eval_request_store import EvalRequestStore
 from db.evaluation_records import REQUEST_DONE, REQUEST_FAILED, REQUEST_QUEUED, REQUEST_RUNNING
 from db.store import Store
 from jobs.eval_queue import EVAL_TASK_NAME, EvalOptions, EvalRequestError, check_budget, check_options
-from jobs.settings import Settings, apply_engine_settings, apply_host_memory_setting, get_settings
+from jobs.settings import Settings, apply_host_memory_setting, get_settings, operator_permissions
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,10 @@ def _config_and_checkpoint(store: Store, run: Any, which: str, settings: Setting
     from engine.evaluation.evaluate import find_checkpoint
     from engine.schema.run_config import load_run_config, parse_run_config
 
+    modules = operator_permissions(settings).task_modules
     folder = Path(run.output_dir) if run.output_dir else None
     if folder is not None and (folder / "config.yaml").is_file():
-        return load_run_config(folder / "config.yaml"), find_checkpoint(folder, which)
+        return load_run_config(folder / "config.yaml", task_modules=modules), find_checkpoint(folder, which)
     from jobs.artifacts import open_store
     from jobs.artifacts.eval_source import stored_checkpoint
 
@@ -93,7 +94,7 @@ def _config_and_checkpoint(store: Store, run: Any, which: str, settings: Setting
     chosen = stored_checkpoint(store, run, which, None if artifacts.in_data_dir else artifacts,
                                settings.artifacts_cache_dir)
     log.info("run %s's folder is not on this machine: evaluating checkpoint %s from %s", run.id, which, chosen)
-    return parse_run_config(dict(run.config)), chosen
+    return parse_run_config(dict(run.config), task_modules=modules), chosen
 
 
 def evaluate_request(store: Store, request: Any, settings: Settings | None = None) -> list[int]:
@@ -112,7 +113,7 @@ def evaluate_request(store: Store, request: Any, settings: Settings | None = Non
     # parsed once; only the device is this worker's
     config = stored.model_copy(update={"trainer": stored.trainer.model_copy(update={"device": _device(run.queue)})})
     common = {"split": options.split, "items": options.items, "samples": options.samples,
-              "greedy": options.greedy, "seed": options.seed}
+              "greedy": options.greedy, "seed": options.seed, "permissions": operator_permissions(settings)}
     with reading_within(ReadArea.of(settings.read_roots)):  # the config's models and dataset: COOPLAB_DATA_ROOTS
         if options.team_analysis:
             from engine.evaluation.team_analysis import analyze_team
@@ -167,7 +168,6 @@ def execute_evaluation(request_id: int, *, settings: Settings | None = None, sto
             log.warning("evaluation request %s is %s, not queued: not evaluating it again", request_id,
                         current.status)
             return current.status
-        apply_engine_settings(settings)
         log.info("evaluation request %s: run %s at checkpoint %s, %s", request_id, request.run_id,
                  request.checkpoint, dict(request.options))
         try:

@@ -99,11 +99,11 @@ def budget_problems(run_id: int, run_config: dict[str, Any], options: EvalOption
     from engine.schema.budget import evaluation_problems
     from engine.schema.run_config import ConfigError, parse_run_config
     from jobs.preflight import run_budget
-    from jobs.settings import apply_engine_settings
+    from jobs.settings import operator_permissions
 
-    apply_engine_settings(settings)  # the task module allowlist the stored config is read under
+    modules = operator_permissions(settings).task_modules  # the allowlist the stored config is read under
     try:
-        config = parse_run_config(dict(run_config))
+        config = parse_run_config(dict(run_config), task_modules=modules)
     except ConfigError as exc:
         return [f"run {run_id}'s config does not validate here: {first_line(str(exc))}"]
     return [f"{where}: {message}" for where, message in evaluation_problems(

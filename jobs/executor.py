@@ -62,9 +62,10 @@ from jobs.datadir import DataDirOwnedError, claim_data_dir
 from jobs.db_identity import DatabaseFile, DatabaseFileGone
 from jobs.faults import describe_failure, resource_reason
 from jobs.liveness import cleanup_partial_writes, finish_run
-from jobs.settings import Settings, apply_engine_settings, apply_host_memory_setting, get_settings
+from jobs.settings import Settings, apply_host_memory_setting, get_settings, operator_permissions
 
 if TYPE_CHECKING:
+    from engine.policy.operator import OperatorPermissions
     from engine.schema.run_config import RunConfig
     from jobs.artifacts import ArtifactStore
     from jobs.artifacts.storing_marks import StoringMarks
@@ -299,15 +300,15 @@ def _train(ctx: JobContext) -> str:
     :class:`~jobs.db_sink.DbSink` and end the run ``succeeded`` or ``stopped``; a config that does not
     validate ends it ``failed`` with the fields named. The sink is closed (its heartbeat stopped)
     before any end is written, so a beat never lands on the settled run."""
-    from engine.policy.api_keys import set_api_keys
     from engine.schema.run_config import ConfigError
     from jobs.db_sink import DbSink
 
     settings = ctx.settings
-    apply_engine_settings(settings)  # the operator's task module allowlist, for parsing and building
-    set_api_keys(os.environ)  # the worker's COOPLAB_API_KEY_* variables: the keys a run config may name
+    # the operator's permissions, for parsing and building; the worker's COOPLAB_API_KEY_* variables are
+    # the keys a run config may name
+    permissions = operator_permissions(settings, os.environ)
     try:
-        config = _job_config(ctx)
+        config = _job_config(ctx, permissions)
     except ConfigError as exc:
         message = f"invalid run config:\n{exc}\nFix the config and submit it again."
         log.error("run %s: %s", ctx.run_id, message)
@@ -323,7 +324,7 @@ def _train(ctx: JobContext) -> str:
             log.info("run %s was asked to stop before training started: ending it stopped", ctx.run_id)
             status = "stopped"
         else:
-            status = _run_training(ctx, config, sink)
+            status = _run_training(ctx, config, sink, permissions)
             _store_outputs(ctx, config, uploads)  # the heartbeat goes on while the uploads finish
     finally:
         if uploads is not None:
@@ -332,27 +333,28 @@ def _train(ctx: JobContext) -> str:
     return _finish(ctx, states.STOPPED if status == "stopped" else states.SUCCEEDED)
 
 
-def _job_config(ctx: JobContext) -> RunConfig:
-    """The stored config parsed once, for this job's device, and checked again against the operator's
-    budget (it was stored before, or checked elsewhere); raises ``ConfigError`` naming the fields."""
+def _job_config(ctx: JobContext, permissions: OperatorPermissions) -> RunConfig:
+    """The stored config parsed once (under the operator's task module allowlist), for this job's device, and
+    checked again against the operator's budget (it was stored before, or checked elsewhere); raises
+    ``ConfigError`` naming the fields."""
     from engine.schema.budget import budget_problems
     from engine.schema.run_config import ConfigError, parse_run_config
     from jobs.preflight import run_budget
 
     data = dict(ctx.run.config)
     data["trainer"] = {**dict(data.get("trainer") or {}), "device": ctx.device}
-    config = parse_run_config(data)
+    config = parse_run_config(data, task_modules=permissions.task_modules)
     over = budget_problems(config, run_budget(ctx.settings))
     if over:
         raise ConfigError("\n".join(f"{field}: {message}" for field, message in over))
     return config
 
 
-def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink) -> str:
+def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink, permissions: OperatorPermissions) -> str:
     """Train ``config`` into the run's folder (from the checkpoint a resumed run continues); returns the
     trainer's status (``completed`` or ``stopped``)."""
     resume_from = _resume_from(ctx)
-    train_fn = ctx.train_fn or _engine_training(ctx.settings)
+    train_fn = ctx.train_fn or _engine_training(ctx.settings, permissions)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     result = train_fn(config, output_dir=str(ctx.output_dir), sink=sink, resume_from=resume_from)
     status = getattr(result, "status", "completed")
@@ -360,14 +362,16 @@ def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink) -> str:
     return status
 
 
-def _engine_training(settings: Settings) -> TrainFn:
+def _engine_training(settings: Settings, permissions: OperatorPermissions) -> TrainFn:
     """``engine.build.run.run_training`` for this job: the engine keeps freed memory as the settings say,
-    the run may write into its own folder and the data directory, and read only inside the operator's
-    read roots (``COOPLAB_DATA_ROOTS``, :mod:`engine.policy.read_paths`)."""
+    the run may write into its own folder and the data directory, read only inside the operator's
+    read roots (``COOPLAB_DATA_ROOTS``, :mod:`engine.policy.read_paths`) and do what the operator's
+    ``permissions`` allow."""
     from engine.build.run import run_training
 
     apply_host_memory_setting(settings)
-    return functools.partial(run_training, write_roots=(settings.data_dir,), read_roots=settings.read_roots)
+    return functools.partial(run_training, write_roots=(settings.data_dir,), read_roots=settings.read_roots,
+                             permissions=permissions)
 
 
 def _resume_from(ctx: JobContext) -> str | None:

@@ -1,8 +1,8 @@
 """The checks a run config passes before anything is stored, queued or trained.
 
 ``cooplab train``, ``cooplab submit``, :func:`jobs.client.submit_run` and the dashboard all call
-:func:`check_run_config`: it applies the operator's settings to the engine (the task module
-allowlist), validates the config (:func:`engine.schema.run_config.parse_run_config`) and runs the pre-flight
+:func:`check_run_config`: it builds the operator's permissions from the settings
+(:func:`jobs.settings.operator_permissions`), validates the config under their task module allowlist (:func:`engine.schema.run_config.parse_run_config`) and runs the pre-flight
 checks (:mod:`engine.schema.preflight`: model sources, ``max_new_tokens`` against each model's context,
 task parameters), looking for hub models in this machine's Hugging Face cache unless
 ``COOPLAB_REQUIRE_CACHED_MODELS=false``, and the operator's resource budget (``COOPLAB_MAX_*``,
@@ -23,13 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.policy.outbound import parse_api_hosts
 from engine.policy.read_paths import ReadArea
 from engine.policy.write_paths import WriteArea
 from engine.schema.budget import Budget, RunLimits
 from engine.schema.preflight import Problem, preflight_problems
 from engine.schema.run_config import ConfigError, RunConfig, parse_run_config
-from jobs.settings import Settings, apply_engine_settings, get_settings
+from jobs.settings import Settings, get_settings, operator_permissions
 
 
 def run_budget(settings: Settings) -> Budget:
@@ -50,13 +49,11 @@ def run_limits(settings: Settings, device: str | None = None) -> RunLimits:
 
 def run_config_problems(config: RunConfig, *, settings: Settings | None = None,
                         device: str | None = None) -> list[Problem]:
-    """The pre-flight problems of a parsed config under ``settings`` (applied to the engine first),
-    for a run on ``device``'s queue (None: not known yet)."""
+    """The pre-flight problems of a parsed config under ``settings`` (the operator's permissions built from
+    them), for a run on ``device``'s queue (None: not known yet)."""
     settings = settings or get_settings()
-    apply_engine_settings(settings)
     return preflight_problems(config, hub_cache_dirs=settings.preflight_hub_cache_dirs(),
-                              limits=run_limits(settings, device), api_hosts=parse_api_hosts(settings.api_hosts),
-                              allow_remote_code=settings.allow_remote_code,
+                              limits=run_limits(settings, device), permissions=operator_permissions(settings),
                               read_area=ReadArea.of(settings.read_roots))
 
 
@@ -73,8 +70,8 @@ def check_run_config(config: RunConfig | Mapping[str, Any], *, settings: Setting
     Raises :class:`engine.schema.run_config.ConfigError` with one ``field: message`` line per problem.
     """
     settings = settings or get_settings()
-    apply_engine_settings(settings)
-    parsed = config if isinstance(config, RunConfig) else parse_run_config(dict(config))
+    modules = operator_permissions(settings).task_modules
+    parsed = config if isinstance(config, RunConfig) else parse_run_config(dict(config), task_modules=modules)
     problems = run_config_problems(parsed, settings=settings, device=device)
     if problems:
         raise ConfigError("\n".join(str(p) for p in problems))

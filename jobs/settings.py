@@ -2,18 +2,25 @@
 
 Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
 value, so tests and the CLI can change the environment before use. The engine reads no environment
-variables: :func:`apply_engine_settings` hands it what it needs (the task module allowlist, the UNSAFE
-sandbox switch, the API hosts each key may go to, the remote-code permission, the vLLM venv's python),
+variables: :func:`operator_permissions` builds the one value the engine is handed
+(:class:`engine.policy.operator.OperatorPermissions`: the task module allowlist, the UNSAFE sandbox
+switch, the API hosts each key may go to, the remote-code permission, the vLLM venv's python and, for
+the processes that train, the ``COOPLAB_API_KEY_*`` keys),
 :func:`apply_host_memory_setting` whether a team training on the CPU keeps the memory it frees, and
 :meth:`Settings.preflight_hub_cache_dirs` tells the pre-flight checks where the Hugging Face cache is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from engine.policy.operator import OperatorPermissions
 
 
 class Settings(BaseSettings):
@@ -287,21 +294,19 @@ def hf_hub_cache_dirs(env: HubCacheEnv | None = None) -> list[Path]:
     return [Path(home).expanduser() / "hub"]
 
 
-def apply_engine_settings(settings: Settings) -> None:
-    """Hand the engine this process's operator settings: the task module allowlist, whether the code
-    sandbox may run without OS isolation (UNSAFE), the API hosts, whether models may bring code and the
-    vLLM venv's python."""
-    from engine.policy.outbound import set_api_hosts  # torch-free
-    from engine.policy.remote_code import allow_remote_code  # torch-free
-    from engine.policy.task_modules import set_allowed_task_modules  # torch-free
-    from engine.sampling.vllm_python import set_vllm_python  # torch-free
-    from engine.sandbox.boundary import allow_unisolated_sandbox  # torch-free
+def operator_permissions(settings: Settings, keys: Mapping[str, str] | None = None) -> OperatorPermissions:
+    """The operator's permissions from ``settings``, as one frozen value the engine is handed where it reads
+    them: the task module allowlist, whether the code sandbox may run without OS isolation (UNSAFE), the
+    API hosts, whether models may bring code and the vLLM venv's python. ``keys``: the environment whose
+    ``COOPLAB_API_KEY_*`` entries a run config may name (the job executor and ``cooplab train`` pass
+    ``os.environ``; other entries are dropped); None hands no keys (a process that trains nothing)."""
+    from engine.policy.operator import OperatorPermissions  # torch-free
 
-    set_allowed_task_modules(settings.task_module_list)
-    allow_unisolated_sandbox(settings.unsafe_sandbox_without_isolation)
-    set_api_hosts(settings.api_hosts)
-    allow_remote_code(settings.allow_remote_code)
-    set_vllm_python(settings.vllm_python)
+    return OperatorPermissions(
+        task_modules=settings.task_module_list, unisolated_sandbox=settings.unsafe_sandbox_without_isolation,
+        api_hosts=settings.api_hosts, allow_remote_code=settings.allow_remote_code,
+        vllm_python=settings.vllm_python, api_keys=keys,
+    )
 
 
 def apply_host_memory_setting(settings: Settings) -> None:

@@ -107,9 +107,10 @@ def parse_study_spec(data: Mapping[str, Any]) -> StudySpec:
         raise StudySpaceError(format_validation_error(exc, StudySpec)) from None
 
 
-def load_study_file(path: str | Path) -> StudySpec:
+def load_study_file(path: str | Path, *, task_modules: tuple[str, ...] = ()) -> StudySpec:
     """Read a study YAML; a ``base`` given as a path is a run-config file relative to the study file
-    (read and validated by :func:`engine.schema.run_config.load_run_config`)."""
+    (read and validated by :func:`engine.schema.run_config.load_run_config` under the operator's task module
+    allowlist ``task_modules``)."""
     path = Path(path)
     try:
         data = load_yaml_file(path) or {}  # within the size and alias limits of engine.schema.safe_yaml
@@ -122,7 +123,7 @@ def load_study_file(path: str | Path) -> StudySpec:
     if isinstance(data, dict) and isinstance(data.get("base"), str):
         base_path = path.parent / data["base"]  # an absolute base stays absolute
         try:
-            data["base"] = load_run_config(base_path).model_dump(mode="json")
+            data["base"] = load_run_config(base_path, task_modules=task_modules).model_dump(mode="json")
         except ConfigError as exc:
             raise StudySpaceError(f"base: {exc}") from None
     return parse_study_spec(data)

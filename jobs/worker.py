@@ -28,7 +28,7 @@ from typing import Any
 from celery.signals import worker_shutting_down
 
 from jobs.celery_app import create_app, validate_device
-from jobs.settings import Settings, apply_engine_settings, get_settings
+from jobs.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,6 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     pin_device(device)
     settings = settings or get_settings()
     settings.ensure_dirs()
-    apply_engine_settings(settings)  # each job applies them again from its own settings
     name = worker_name(device, name)
     prepare_worker(settings, name)
     from db.migrate import upgrade

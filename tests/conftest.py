@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -97,43 +97,6 @@ def migrated_sqlite(migrated_db_template: Path) -> Callable[[Path], str]:
     from tests.migrated_db import copy_database
 
     return lambda path: copy_database(migrated_db_template, path)
-
-
-@pytest.fixture
-def allow_task_modules() -> Iterator[Callable[..., tuple[str, ...]]]:
-    """Put modules on the engine's task module allowlist for one test, as an operator's
-    ``COOPLAB_TASK_MODULES`` setting would; the previous allowlist comes back afterwards.
-
-    ``allow_task_modules("my_plugin", "tests.jobs.plugin_tasks")`` returns the allowlist now in force.
-    """
-    from engine.policy.task_modules import allowed_task_modules, set_allowed_task_modules
-
-    original = allowed_task_modules()
-
-    def allow(*modules: str) -> tuple[str, ...]:
-        set_allowed_task_modules(modules)
-        return allowed_task_modules()
-
-    yield allow
-    set_allowed_task_modules(original)
-
-
-@pytest.fixture(autouse=True)
-def _operator_permissions_restored() -> Iterator[None]:
-    """The engine's API hosts, API keys, remote-code permission and vLLM python as they were before each test: a test
-    (or the pre-flight or job it calls) applies operator settings process-wide, which must not reach the
-    next test."""
-    from engine.policy.api_keys import api_keys, set_api_keys
-    from engine.policy.outbound import api_hosts, set_api_hosts
-    from engine.policy.remote_code import allow_remote_code, remote_code_allowed
-    from engine.sampling.vllm_python import set_vllm_python, vllm_python_override
-
-    hosts, keys, remote, vllm = api_hosts(), api_keys(), remote_code_allowed(), vllm_python_override()
-    yield
-    set_api_hosts(hosts)
-    set_api_keys(keys)
-    allow_remote_code(remote)
-    set_vllm_python(vllm)
 
 
 @pytest.fixture(autouse=True)

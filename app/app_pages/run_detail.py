@@ -158,7 +158,8 @@ def charts_tab(store: Store, shown: Shown) -> None:
 def config_tab(store: Store, run: Run) -> None:
     """The settings the run's algorithm reads, the rest folded away; then its tags and notes."""
     try:
-        stored = yaml.safe_load(dump_run_config(parse_run_config(dict(run.config))))
+        stored = yaml.safe_load(dump_run_config(parse_run_config(dict(run.config),
+                                                                 task_modules=context.allowed_task_modules())))
     except ConfigError as exc:
         st.error(md_message(f"The stored config no longer validates: {exc}"))
         st.json(dict(run.config))

@@ -46,14 +46,16 @@ def _many(n: int, word: str) -> str:
 @st.cache_data(max_entries=16, show_spinner=False)
 def _checked_fields(base_json: str, texts_json: str, max_values: int) -> tuple[dict[str, list[Any]], dict[str, str]]:
     """:func:`space_from_fields`, kept for the same base, texts and limit: a rerun checks nothing again."""
-    return space_from_fields(json.loads(base_json), json.loads(texts_json), max_values=max_values)
+    return space_from_fields(json.loads(base_json), json.loads(texts_json), max_values=max_values,
+                             task_modules=context.allowed_task_modules())
 
 
 @st.cache_data(max_entries=16, show_spinner="Checking every config of the study…")
 def _preview(spec_json: str, max_points: int, max_seeds: int, max_runs: int, max_expand_s: float,
              ) -> tuple[int, str | None]:
     """:func:`study_preview`, kept per study and limits: a rerun of the page does not expand it again."""
-    return study_preview(json.loads(spec_json), StudyLimits(max_points, max_seeds, max_runs, max_expand_s))
+    return study_preview(json.loads(spec_json), StudyLimits(max_points, max_seeds, max_runs, max_expand_s),
+                         context.allowed_task_modules())
 
 
 def _key(data: Any) -> str:

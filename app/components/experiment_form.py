@@ -304,7 +304,8 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
         edited["system"] = system
     reload = task_switch_offer(edited, task, key=key, where=switched)
     input_errors = {**about_errors, **team_errors, **task_errors, **trainer_errors, **system_errors}
-    config, errors = drafts.validate(edited, task.info, preflight=context.preflight_problems)
+    config, errors = drafts.validate(edited, task.info, preflight=context.preflight_problems,
+                                     task_modules=context.allowed_task_modules())
     errors = merged_errors(errors, input_errors)
     leftovers = place_errors(slots, errors)
     if errors:

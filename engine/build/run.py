@@ -17,6 +17,10 @@ check each target again right before they write it. With the caller's ``read_roo
 folder it names for reading lies in one of them (:mod:`engine.policy.read_paths`), checked before anything
 is built and again by each loader. It also checks what only the operator can allow
 (:mod:`engine.policy.run_permissions`: the API comparator's host and key, code that comes with a model).
+The operator's permissions come as one value (:class:`engine.policy.operator.OperatorPermissions`, default
+:data:`engine.policy.operator.LIBRARY`) and go to what reads them: the task (its module allowlist, the
+code sandbox), the team's loading (remote code), the trainer (the API comparator's hosts and keys, the
+vLLM python).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 
 from engine.build.run_folder import train_into_folder
 from engine.build.team import agent_setups, load_team
+from engine.policy.operator import LIBRARY, OperatorPermissions
 from engine.policy.read_paths import ReadArea, check_read_paths, reading_within
 from engine.policy.run_permissions import check_permissions
 from engine.policy.write_paths import WriteArea, check_write_paths
@@ -45,21 +50,25 @@ from engine.trainer.loop import TrainResult
 
 
 def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sink | None = None,
-                  write_area: WriteArea | None = None) -> Any:
+                  write_area: WriteArea | None = None, permissions: OperatorPermissions = LIBRARY) -> Any:
     """Agents + task + the algorithm's trainer for a run config (see the module docstring); a trainer
-    that writes folders the config names gets ``write_area`` (None: not confined)."""
-    cfg = trainer_config(config.trainer, config.agents)
-    task = build_task_for(config, cfg.num_turns)
+    that writes folders the config names gets ``write_area`` (None: not confined), one that sends
+    requests the operator's ``permissions``."""
+    cfg = permissions.configure(trainer_config(config.trainer, config.agents))
+    task = build_task_for(config, cfg.num_turns, permissions)
     team = load_team(config.agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"),
-                     seed=config.trainer.seed)
+                     seed=config.trainer.seed, allow_remote_code=permissions.allow_remote_code)
     # the MAGRPO family reports pass@k with the task's check; actor-critic evaluation has no pass@k
     critics = has_critics(config.trainer.algorithm, config.trainer.rl_algorithm)
     extra = {} if critics else {"eval_check": task.check}
     if is_centralized(config.trainer.algorithm, config.trainer.collaboration_mode):
         extra["centralized_adapter"] = task.centralized_adapter  # one model writes the task's roles
     cls = trainer_class(config.trainer.algorithm)
-    if write_area is not None and "write_area" in inspect.signature(cls.__init__).parameters:
+    accepted = inspect.signature(cls.__init__).parameters
+    if write_area is not None and "write_area" in accepted:
         extra["write_area"] = write_area
+    if "permissions" in accepted:
+        extra["permissions"] = permissions
     return cls(
         agents=agent_setups(team, task.formatters), train_dataset=task.train_dataset,
         eval_dataset=task.eval_dataset, reward_func=task.reward_func, external_transition=task.external_transition,
@@ -81,7 +90,8 @@ def check_devices(config: RunConfig) -> None:
 def run_training(config: RunConfig, *, output_dir: str | Path, sink: Sink,
                  resume_from: str | Path | None = None,
                  write_roots: Sequence[str | os.PathLike[str]] = (),
-                 read_roots: Sequence[str | os.PathLike[str]] | None = None) -> TrainResult:
+                 read_roots: Sequence[str | os.PathLike[str]] | None = None,
+                 permissions: OperatorPermissions = LIBRARY) -> TrainResult:
     """Train a run config end to end.
 
     Writes ``config.yaml``, checkpoints under ``checkpoints/`` and, when training completes, the
@@ -91,8 +101,10 @@ def run_training(config: RunConfig, *, output_dir: str | Path, sink: Sink,
     With ``read_roots`` (the job executor's and the CLI's: the operator's read roots) every file or
     folder the config names for reading must lie in one of them, checked now and again by each loader
     while the run trains (:mod:`engine.policy.read_paths`); None (library use) does not confine reads.
+    ``permissions``: the operator's (:class:`engine.policy.operator.OperatorPermissions`; the job executor's
+    and the CLI's come from the operator's settings), checked now and passed to what reads them.
     """
-    check_permissions(config)  # the operator's API hosts and remote-code permission (engine.policy.run_permissions)
+    check_permissions(config, permissions)  # the API hosts and remote-code permission (engine.policy.run_permissions)
     check_devices(config)
     area = WriteArea.of(output_dir, write_roots)
     check_write_paths([("trainer", config.trainer, output_dir)], area)
@@ -103,6 +115,7 @@ def run_training(config: RunConfig, *, output_dir: str | Path, sink: Sink,
         if config.system is not None:
             from engine.systems.from_config import run_system
 
-            return run_system(config, output_dir=output_dir, sink=sink, resume_from=resume_from)
-        return train_into_folder(config, functools.partial(build_trainer, write_area=area), output_dir=output_dir,
-                                 sink=sink, resume_from=resume_from)
+            return run_system(config, output_dir=output_dir, sink=sink, resume_from=resume_from,
+                              permissions=permissions)
+        return train_into_folder(config, functools.partial(build_trainer, write_area=area, permissions=permissions),
+                                 output_dir=output_dir, sink=sink, resume_from=resume_from)

@@ -28,10 +28,12 @@ class Team:
     tokenizers: list[Any]
 
 
-def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *, seed: int = 0) -> Team:
+def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *, seed: int = 0,
+              allow_remote_code: bool | None = None) -> Team:
     """Load every agent (see the module docstring); one device is used for all, else one per agent.
     Agents with ``lora_rank`` get a LoRA adapter (seeded by ``seed``) on their frozen base, which
-    agents sharing weights share (:mod:`engine.lora`)."""
+    agents sharing weights share (:mod:`engine.lora`). ``allow_remote_code``: the operator's permission
+    for code that comes with a model (:mod:`engine.policy.remote_code`; None: library use)."""
     from engine.lora import lora_settings_of, lora_team
     from engine.models import load_agent
 
@@ -46,7 +48,8 @@ def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *
         else:
             model, tokenizer = load_agent(agent.model, tokenizer=agent.tokenizer,
                                           device=devices[i if len(devices) > 1 else 0], dtype=dtype,
-                                          model_kwargs=dict(agent.model_kwargs))
+                                          model_kwargs=dict(agent.model_kwargs),
+                                          allow_remote_code=allow_remote_code)
             models.append(model)
             tokenizers.append(tokenizer)
         by_name[agent.name] = i

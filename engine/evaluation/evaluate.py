@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.policy.operator import LIBRARY, OperatorPermissions
 from engine.schema.run_config import RunConfig, agents_from_folders
 
 SPLITS = ("eval", "train")
@@ -94,7 +95,7 @@ def find_checkpoint(run_dir: str | Path, which: str | int) -> Path:
     return found[int(which)]
 
 
-def with_model_folders(config: RunConfig, folders: list[str | Path]) -> RunConfig:
+def with_model_folders(config: RunConfig, folders: list[str | Path], task_modules: tuple[str, ...] = ()) -> RunConfig:
     """``config`` with agent i's model (and tokenizer) read from ``folders[i]``: each folder is a whole
     model, so weight sharing and LoRA adapters are dropped from the agents."""
     if len(folders) != len(config.agents):
@@ -105,7 +106,7 @@ def with_model_folders(config: RunConfig, folders: list[str | Path]) -> RunConfi
             raise EvalError(f"--models: {folder} is not a model folder (no config.json); give a folder written by "
                             "save_pretrained, such as a run's model/agent_<i>")
     data = agents_from_folders(config.model_dump(mode="json"), [Path(f).resolve() for f in folders])
-    return RunConfig.model_validate(data)
+    return RunConfig.model_validate(data, context={"task_modules": task_modules})
 
 
 def load_checkpoint_into(trainer: Any, folder: Path) -> int:
@@ -120,13 +121,15 @@ def load_checkpoint_into(trainer: Any, folder: Path) -> int:
 
 def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
                  models: list[str | Path] | None = None, split: str = "eval", items: int | None = None,
-                 samples: int | None = None, greedy: bool = False, seed: int | None = None) -> EvalReport:
+                 samples: int | None = None, greedy: bool = False, seed: int | None = None,
+                 permissions: OperatorPermissions = LIBRARY) -> EvalReport:
     """Evaluate ``config``'s team on ``split`` (see the module docstring).
 
     ``checkpoint``: a checkpoint folder whose weights replace the freshly built ones; ``models``: one
     model folder per agent instead of the config's models (not both). ``items``: the first N items
     of the split (default all); ``samples``: joint answers per item (default the config's
-    ``eval_samples_per_item``; 1 when ``greedy``); ``seed``: default the config's seed.
+    ``eval_samples_per_item``; 1 when ``greedy``); ``seed``: default the config's seed. ``permissions``: the
+    operator's (:mod:`engine.policy.operator`), for the task, the models and the code sandbox.
     """
     if split not in SPLITS:
         raise EvalError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
@@ -140,15 +143,15 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
         raise EvalError("cooplab eval evaluates one trainer's team; this run config has a system of several "
                         "trainers: evaluate each trainer's config on its own")
     if models:
-        config = with_model_folders(config, list(models))
+        config = with_model_folders(config, list(models), permissions.task_modules)
     seed = config.trainer.seed if seed is None else seed
     data = config.model_dump(mode="json")
     data["trainer"]["seed"] = seed
-    config = RunConfig.model_validate(data)
+    config = RunConfig.model_validate(data, context={"task_modules": permissions.task_modules})
 
     from engine.build.run import build_trainer
 
-    trainer = build_trainer(config, output_dir=None)
+    trainer = build_trainer(config, output_dir=None, permissions=permissions)
     try:
         if not hasattr(trainer, "evaluate_items"):
             raise EvalError(f"algorithm {config.trainer.algorithm!r}: its trainer has no team evaluation yet; "

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.evaluation.evaluate import EvalError, load_checkpoint_into
+from engine.policy.operator import LIBRARY, OperatorPermissions
 from engine.schema.run_config import RunConfig
 
 TRAINED, BASE = "trained", "base"
@@ -111,8 +112,9 @@ def _swappable(config: RunConfig) -> bool:
 
 def analyze_team(config: RunConfig, checkpoint: str | Path, *, metric: str = "eval/reward_mean", split: str = "eval",
                  items: int | None = None, samples: int | None = None, greedy: bool = False,
-                 seed: int | None = None) -> TeamAnalysis:
-    """Evaluate the variants of ``checkpoint``'s team (see the module docstring)."""
+                 seed: int | None = None, permissions: OperatorPermissions = LIBRARY) -> TeamAnalysis:
+    """Evaluate the variants of ``checkpoint``'s team (see the module docstring) under the operator's
+    ``permissions`` (:mod:`engine.policy.operator`)."""
     import torch
 
     from engine.build.run import build_trainer
@@ -122,7 +124,7 @@ def analyze_team(config: RunConfig, checkpoint: str | Path, *, metric: str = "ev
     if config.system is not None:
         raise EvalError("team analysis evaluates one trainer's team; this run config has a system of trainers")
     seed = config.trainer.seed if seed is None else seed
-    trainer = build_trainer(config, output_dir=None)
+    trainer = build_trainer(config, output_dir=None, permissions=permissions)
     try:
         if not hasattr(trainer, "evaluate_items"):
             raise EvalError(f"algorithm {config.trainer.algorithm!r}: its trainer has no team evaluation yet")

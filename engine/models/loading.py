@@ -35,7 +35,7 @@ from engine.models.smollm2 import load_smollm2
 from engine.models.tiny import ARCHS, SIZES, build_tiny_model
 from engine.policy.model_kwargs import ModelKwargsRefused, check_model_kwargs
 from engine.policy.read_paths import ReadPathError, checked_read
-from engine.policy.remote_code import RemoteCodeRefused, remote_code_allowed, trust_remote_code
+from engine.policy.remote_code import RemoteCodeRefused, trust_remote_code
 
 BUILTIN_PREFIX = "builtin:"
 SMOLLM2_NAME = "smollm2-135m"
@@ -159,11 +159,12 @@ def load_agent(
     ``model_kwargs`` go to ``from_pretrained`` (tiny built-ins take ``size`` and ``seed``).
     ``cache_dir`` is where SmolLM2's plain copy lives (default ``~/.cache/cooplab/models``).
     ``allow_remote_code``: whether ``model_kwargs`` may ask for code that comes with the model
-    (``trust_remote_code``); None takes this process's permission (:mod:`engine.policy.remote_code`).
+    (``trust_remote_code``): the operator's permission (:mod:`engine.policy.remote_code`); None (library use)
+    honours ``model_kwargs`` as given.
     """
     torch_dtype = resolve_dtype(dtype)
     kwargs = dict(model_kwargs or {})
-    allowed = remote_code_allowed() if allow_remote_code is None else allow_remote_code
+    allowed = allow_remote_code
     try:
         trust = trust_remote_code(kwargs, allowed)
         if isinstance(source, str) and not source.startswith(BUILTIN_PREFIX):

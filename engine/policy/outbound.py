@@ -4,7 +4,8 @@ A run config names a URL (``comparator_api_url``) and, through ``comparator_api_
 the operator's ``COOPLAB_API_KEY_*`` variables. Anyone who may submit a run config could otherwise
 send that key, or the worker's requests, anywhere: to a listener of theirs, to Redis on loopback, to
 a cloud metadata address. The operator therefore lists hosts (the ``COOPLAB_API_HOSTS`` setting,
-read in ``jobs.settings`` and handed to :func:`set_api_hosts`; the engine reads no environment):
+read in ``jobs.settings`` and passed in :class:`engine.policy.operator.OperatorPermissions`; the engine reads
+no environment):
 
 - ``COOPLAB_API_KEY_NAME=host[:port]`` binds that key to the host; repeat the variable for more
   hosts. A key is sent only to a host bound to it;
@@ -32,10 +33,10 @@ The connection goes to an address that was checked (:func:`checked_target`), so 
 resolves to a public address when checked and to 127.0.0.1 a moment later (DNS rebinding) cannot
 redirect the request: the client connects to the checked address, never resolves the name again.
 
-``api_hosts()`` is None in a process that never applied operator settings (a script using the
-engine as a library, as CoMLRL's users do): the API client then sends where its caller says. Every
-CoopLab process (dashboard, CLI, workers) sets it, an empty listing by default; the pre-flight
-checks and :func:`engine.build.run.run_training` treat None as an empty listing.
+The listing travels in :class:`engine.policy.operator.OperatorPermissions` (``api_hosts``); it is None
+for a script using the engine as a library, as CoMLRL's users do: the API client then sends where its
+caller says. Every CoopLab process (dashboard, CLI, workers) sets it, an empty listing by default; the
+pre-flight checks and :func:`engine.build.run.run_training` treat None as an empty listing.
 """
 
 from __future__ import annotations
@@ -164,23 +165,6 @@ def parse_api_hosts(text: str | Iterable[str] | None) -> ApiHosts:
                              f"names its key as COOPLAB_API_KEY_...)")
         keys.setdefault(variable, set()).add(endpoint)
     return ApiHosts(frozenset(open_hosts), {v: frozenset(e) for v, e in keys.items()})
-
-
-_current: ApiHosts | None = None
-
-
-def set_api_hosts(hosts: ApiHosts | str | None) -> ApiHosts | None:
-    """Set this process's API hosts (a listing or the setting's text; None: no listing applied, library
-    use); returns the previous value so a caller can restore it."""
-    global _current
-    previous = _current
-    _current = parse_api_hosts(hosts) if isinstance(hosts, str) else hosts
-    return previous
-
-
-def api_hosts() -> ApiHosts | None:
-    """This process's API hosts (None when no operator settings were applied)."""
-    return _current
 
 
 def _is_ip(host: str) -> bool:
@@ -345,7 +329,7 @@ def checked_target(url: str, hosts: ApiHosts | None, *, key_variable: str | None
 
 
 __all__ = [
-    "SETTING", "ApiHosts", "Endpoint", "OutboundRefused", "Target", "address_kind", "address_problem", "api_hosts",
-    "checked_target", "normalise_host", "parse_api_hosts", "parse_endpoint", "resolve", "set_api_hosts",
+    "SETTING", "ApiHosts", "Endpoint", "OutboundRefused", "Target", "address_kind", "address_problem",
+    "checked_target", "normalise_host", "parse_api_hosts", "parse_endpoint", "resolve",
     "url_problem",
 ]

@@ -11,13 +11,14 @@ with custom code would do). So (the other ``from_pretrained`` arguments a config
   ``use_kernels``, and an ``attn_implementation`` other than :data:`SAFE_ATTENTION`, since
   ``flash_attention_2``, ``org/kernel`` or a mapping may load a kernel from the hub, or offline any kernel
   in the cache) only when the operator allows it, with the ``COOPLAB_ALLOW_REMOTE_CODE`` setting (read in ``jobs.settings`` and
-  handed to :func:`allow_remote_code`; the engine reads no environment);
+  passed as ``allow_remote_code`` of :class:`engine.policy.operator.OperatorPermissions`; the engine reads
+  no environment);
 - whatever a config says, loading passes ``trust_remote_code=False`` unless code was asked for and
   allowed (:func:`trust_remote_code`), so an ``auto_map`` never runs on its own, and transformers
   never stops to ask on the terminal.
 
-``remote_code_allowed()`` is None in a process that never applied operator settings (a script using
-the engine as a library, as CoMLRL's users do): its own ``model_kwargs`` are then honoured as given.
+The permission is None for a script using the engine as a library, as CoMLRL's users do (no operator
+settings applied): its own ``model_kwargs`` are then honoured as given.
 The pre-flight checks and :func:`engine.build.run.run_training` treat None as "not allowed". Torch-free.
 """
 
@@ -36,24 +37,8 @@ REMOTE_CODE_KWARGS = ("trust_remote_code", "use_kernels", "attn_implementation")
 # a kernel it lists); a mapping sets one per sub-config, any of which may be such a value.
 SAFE_ATTENTION = ("eager", "sdpa", "flex_attention")
 
-_allowed: bool | None = None
-
-
 class RemoteCodeRefused(ValueError):
     """A config asked to run code that comes with a model, and the operator does not allow it."""
-
-
-def allow_remote_code(allowed: bool | None) -> bool | None:
-    """Set whether configs may run code that comes with a model (None: no operator setting applied,
-    library use); returns the previous value so a caller can restore it."""
-    global _allowed
-    previous, _allowed = _allowed, None if allowed is None else bool(allowed)
-    return previous
-
-
-def remote_code_allowed() -> bool | None:
-    """This process's permission (None when no operator settings were applied)."""
-    return _allowed
 
 
 def asked_for(kwargs: Mapping[str, Any] | None) -> list[str]:
@@ -93,5 +78,5 @@ def trust_remote_code(kwargs: Mapping[str, Any] | None, allowed: bool | None) ->
     return bool((kwargs or {}).get("trust_remote_code"))
 
 
-__all__ = ["REMOTE_CODE_KWARGS", "SAFE_ATTENTION", "SETTING", "RemoteCodeRefused", "allow_remote_code", "asked_for",
-           "remote_code_allowed", "remote_code_problem", "trust_remote_code"]
+__all__ = ["REMOTE_CODE_KWARGS", "SAFE_ATTENTION", "SETTING", "RemoteCodeRefused", "asked_for", "remote_code_problem",
+           "trust_remote_code"]

@@ -5,32 +5,33 @@ and, whatever the operator allows, only the ``from_pretrained`` arguments of :mo
 :func:`permission_problems` is part of pre-flight (:mod:`engine.schema.preflight`, before a run is stored or
 queued); :func:`check_permissions` runs again when a run starts (:func:`engine.build.run.run_training`),
 since a worker runs whatever was stored, and the operator's settings may have changed in between.
-Both take the operator's listing and permission as arguments; None means this process's own
-(applied by ``jobs.settings.apply_engine_settings``), and where none was applied, nothing is listed
-and nothing allowed. Torch-free.
+Both take the operator's :class:`engine.policy.operator.OperatorPermissions`; where its listing or
+permission was not set (:data:`engine.policy.operator.LIBRARY`), nothing is listed and nothing allowed.
+Torch-free.
 """
 
 from __future__ import annotations
 
 from engine.policy.model_kwargs import model_kwargs_problems
-from engine.policy.outbound import ApiHosts, OutboundRefused, Resolver, api_hosts, checked_target, resolve
-from engine.policy.remote_code import remote_code_allowed, remote_code_problem
+from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.policy.outbound import ApiHosts, OutboundRefused, Resolver, checked_target, resolve
+from engine.policy.remote_code import remote_code_problem
 from engine.schema.errors import ConfigError
 from engine.schema.run_config import RunConfig
 from engine.schema.sources import BUILTIN_PREFIX
 
 
-def permission_problems(config: RunConfig, *, hosts: ApiHosts | None = None, allow_remote_code: bool | None = None,
+def permission_problems(config: RunConfig, permissions: OperatorPermissions = LIBRARY, *,
                         resolver: Resolver = resolve) -> list[tuple[str, str]]:
-    """``(field, message)`` for each thing ``config`` asks that the operator does not allow.
+    """``(field, message)`` for each thing ``config`` asks that the operator's ``permissions`` do not allow.
 
-    The API comparator's URL against ``hosts`` (its key's binding, the scheme, and every address its
-    host resolves to: a name this machine cannot resolve is left to the run, which checks again), and
+    The API comparator's URL against its ``api_hosts`` (its key's binding, the scheme, and every address
+    its host resolves to: a name this machine cannot resolve is left to the run, which checks again), and
     every agent's ``model_kwargs`` against the allowlist of :mod:`engine.policy.model_kwargs` and
     ``allow_remote_code``.
     """
-    hosts = hosts if hosts is not None else (api_hosts() or ApiHosts())
-    allowed = allow_remote_code if allow_remote_code is not None else bool(remote_code_allowed())
+    hosts = permissions.api_hosts or ApiHosts()
+    allowed = bool(permissions.allow_remote_code)
     problems: list[tuple[str, str]] = []
     trainer = config.trainer
     if trainer.comparator_policy == "api" and trainer.comparator_api_url:
@@ -57,11 +58,10 @@ def _url_problem(url: str, hosts: ApiHosts, variable: str | None, resolver: Reso
     return None
 
 
-def check_permissions(config: RunConfig, *, hosts: ApiHosts | None = None,
-                      allow_remote_code: bool | None = None) -> None:
+def check_permissions(config: RunConfig, permissions: OperatorPermissions = LIBRARY) -> None:
     """Raise :class:`ConfigError` (one ``field: message`` line each) when ``config`` asks for something the
-    operator does not allow (see :func:`permission_problems`)."""
-    problems = permission_problems(config, hosts=hosts, allow_remote_code=allow_remote_code)
+    operator's ``permissions`` do not allow (see :func:`permission_problems`)."""
+    problems = permission_problems(config, permissions)
     if problems:
         raise ConfigError("\n".join(f"{field}: {message}" for field, message in problems))
 

@@ -12,11 +12,12 @@ code (``os:system``) on the machine that validates it. Configs may therefore nam
   and so is an object the module merely imported from elsewhere (``mylab.tasks:os.system``): what a
   path resolves to must itself come from an allowed module (:func:`foreign_object_problem`).
 
-The allowlist is empty by default and process-wide. The engine reads no environment variables: the
-operator's ``COOPLAB_TASK_MODULES`` setting is applied by ``cooplab``, the workers and the dashboard
-(:func:`jobs.settings.apply_engine_settings`); a script using the engine directly calls
-:func:`set_allowed_task_modules`. Checking a name never imports anything; only a name that passes is
-imported (and what it resolves to is checked again). Torch-free.
+The allowlist is empty by default and is passed to each check (no process-wide state): it is the
+``task_modules`` of :class:`engine.policy.operator.OperatorPermissions`. The engine reads no environment
+variables: ``cooplab``, the workers and the dashboard build it from the operator's
+``COOPLAB_TASK_MODULES`` setting (:func:`jobs.settings.operator_permissions`); a script using the engine
+directly passes ``OperatorPermissions(task_modules=[...])``. Checking a name never imports anything;
+only a name that passes is imported (and what it resolves to is checked again). Torch-free.
 """
 
 from __future__ import annotations
@@ -29,15 +30,12 @@ from typing import Any
 SETTING = "COOPLAB_TASK_MODULES"
 HOW_TO_ALLOW = (
     f"an operator allows a module with the {SETTING} setting (comma-separated module names or package "
-    f"prefixes, e.g. {SETTING}=mylab.tasks,otherpkg); scripts call "
-    "engine.tasks.set_allowed_task_modules([...])"
+    f"prefixes, e.g. {SETTING}=mylab.tasks,otherpkg); scripts pass "
+    "OperatorPermissions(task_modules=[...])"
 )
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = re.compile(rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})*")
-
-_allowed: tuple[str, ...] = ()
-
 
 def normalise_modules(modules: Iterable[str] | str | None) -> tuple[str, ...]:
     """Module names from a list or a comma-separated string, stripped and deduplicated (in order).
@@ -62,21 +60,9 @@ def normalise_modules(modules: Iterable[str] | str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def set_allowed_task_modules(modules: Iterable[str] | str | None) -> tuple[str, ...]:
-    """Replace the process-wide allowlist; returns the previous one (so a caller can restore it)."""
-    global _allowed
-    previous, _allowed = _allowed, normalise_modules(modules)
-    return previous
-
-
-def allowed_task_modules() -> tuple[str, ...]:
-    """The modules (and package prefixes) configs may name code from in this process."""
-    return _allowed
-
-
-def module_allowed(module: str, allowed: Iterable[str] | None = None) -> bool:
-    """True when ``module`` is an allowlist entry or lies below one (a dotted prefix match)."""
-    entries = _allowed if allowed is None else normalise_modules(allowed)
+def module_allowed(module: str, allowed: Iterable[str]) -> bool:
+    """True when ``module`` is an entry of ``allowed`` or lies below one (a dotted prefix match)."""
+    entries = normalise_modules(allowed)
     return any(module == entry or module.startswith(entry + ".") for entry in entries)
 
 
@@ -88,11 +74,8 @@ def split_import_path(path: str, *, what: str = "factory") -> tuple[str, str]:
     return module, attr
 
 
-def import_path_problem(path: str, allowed: Iterable[str] | None = None, *, what: str = "factory") -> str | None:
-    """Why a config may not name ``path`` (None when it may). Imports nothing.
-
-    ``allowed`` defaults to the process-wide allowlist.
-    """
+def import_path_problem(path: str, allowed: Iterable[str], *, what: str = "factory") -> str | None:
+    """Why a config may not name ``path`` under the allowlist ``allowed`` (None when it may). Imports nothing."""
     try:
         module, attr = split_import_path(path, what=what)
     except ValueError as exc:
@@ -103,20 +86,20 @@ def import_path_problem(path: str, allowed: Iterable[str] | None = None, *, what
     private = [part for part in attr.split(".") if part.startswith("_")]
     if private:
         return f"{attr!r} is a private or dunder attribute ({private[0]!r}); name a public {what}"
-    entries = _allowed if allowed is None else normalise_modules(allowed)
+    entries = normalise_modules(allowed)
     if not module_allowed(module, entries):
         return f"module {module!r} is not on the task module allowlist"
     return None
 
 
-def foreign_object_problem(obj: Any, allowed: Iterable[str] | None = None) -> str | None:
+def foreign_object_problem(obj: Any, allowed: Iterable[str]) -> str | None:
     """Why an object an allowed path resolved to may not be used (None when it may).
 
     An allowed module also holds what it imported (``import os`` makes ``mylab.tasks:os.system``
     resolve; ``from subprocess import run`` makes ``mylab.tasks:run``), so the object itself must come
     from an allowed module: a module by its name, anything else by its ``__module__``.
     """
-    entries = _allowed if allowed is None else normalise_modules(allowed)
+    entries = normalise_modules(allowed)
     if isinstance(obj, types.ModuleType):
         if module_allowed(obj.__name__, entries):
             return None
@@ -129,17 +112,18 @@ def foreign_object_problem(obj: Any, allowed: Iterable[str] | None = None) -> st
     return None
 
 
-def describe_allowed(entries: Iterable[str] | None = None) -> str:
+def describe_allowed(entries: Iterable[str]) -> str:
     """The allowlist for messages: ``mylab.tasks, otherpkg`` or ``none``."""
-    entries = _allowed if entries is None else tuple(entries)
     return ", ".join(entries) or "none"
 
 
-def schedule_function_problem(path: str) -> str | None:
+def schedule_function_problem(path: str, allowed: Iterable[str]) -> str | None:
     """Why a config may not name ``path`` as its custom schedule function (None when it may): the
-    module must be on the task module allowlist. Imports nothing."""
-    reason = import_path_problem(path, what="function")
+    module must be on the task module allowlist ``allowed``. Imports nothing."""
+    entries = normalise_modules(allowed)
+    reason = import_path_problem(path, entries, what="function")
     if reason is None:
         return None
-    return (f"custom schedule function {path!r} is not allowed: {reason}; allowed modules: {describe_allowed()}; "
+    return (f"custom schedule function {path!r} is not allowed: {reason}; allowed modules: "
+            f"{describe_allowed(entries)}; "
             f"{HOW_TO_ALLOW}")

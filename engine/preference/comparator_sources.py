@@ -9,10 +9,10 @@ A mixin of :class:`engine.preference.iterations.ComparatorIterations`; it reads 
   ``comparator_devices`` (default: each agent's device), seeded generators of their own.
 * ``comparator_policy="api"``: :class:`engine.preference.api_client.ApiClient`; the key is
   ``comparator_api_key`` or the one the variable ``comparator_api_key_env`` names holds, looked up
-  when the trainer is built among the keys the process's owner handed over
-  (:mod:`engine.policy.api_keys`; a script that handed none: its own environment, as in CoMLRL).
-  Where operator settings were applied (:func:`engine.policy.outbound.api_hosts`), the
-  URL is checked against the operator's API hosts before the key is read, and every request again.
+  when the trainer is built among the keys the process's owner handed over (the trainer's
+  ``permissions``, :class:`engine.policy.operator.OperatorPermissions`; a script that handed none: its own
+  environment, as in CoMLRL). Where the operator's API hosts were set (``permissions.api_hosts``), the
+  URL is checked against them before the key is read, and every request again.
 * ``comparator_generation_mode="centralized"``: whichever comparator the policy picks, agent
   ``comparator_centralized_agent_index``'s model (or that ``comparator_agents`` entry) answers one
   joint prompt with every role's answer in ``<agent_i>`` sections.
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from engine.policy.api_keys import api_key
-from engine.policy.outbound import api_hosts, url_problem
+from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.policy.outbound import url_problem
 from engine.preference.api_client import ApiClient
 from engine.preference.api_settings import ApiSettings
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
@@ -140,7 +140,7 @@ class ComparatorSources:
 
     def _checked_api_client(self) -> ApiClient:
         """The API client; under the operator's API hosts, the URL is checked before the key is read."""
-        cfg, hosts = self.args, api_hosts()
+        cfg, hosts = self.args, self._permissions().api_hosts
         variable = None if cfg.comparator_api_key else cfg.comparator_api_key_env
         if hosts is not None:
             problem = url_problem(cfg.comparator_api_url or "", hosts, key_variable=variable,
@@ -149,11 +149,15 @@ class ComparatorSources:
                 raise ValueError(f"comparator_api_url: {problem}")
         return ApiClient(ApiSettings.from_config(cfg, api_key=self._api_key()), hosts=hosts, key_variable=variable)
 
+    def _permissions(self) -> OperatorPermissions:
+        """The operator's permissions the trainer was built with (a script's: :data:`LIBRARY`)."""
+        return getattr(self, "permissions", None) or LIBRARY
+
     def _api_key(self) -> str | None:
         cfg = self.args
         if cfg.comparator_api_key or not cfg.comparator_api_key_env:
             return cfg.comparator_api_key
-        key = api_key(cfg.comparator_api_key_env)
+        key = self._permissions().api_key(cfg.comparator_api_key_env)
         if not key:
             raise ValueError(f"comparator_api_key_env: the variable {cfg.comparator_api_key_env!r} is not set (or "
                              f"empty) in the training process's environment (a queued run's: the worker's); set it "

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from engine.lora.weights import load_weights_file
+from engine.policy.operator import LIBRARY, OperatorPermissions
 from engine.policy.read_paths import checked_read
 from engine.policy.write_paths import WriteArea
 from engine.preference.comparator_sources import ComparatorSources
@@ -38,16 +39,20 @@ class ComparatorIterations(ComparatorSources):
     constructor is the trainer's (MAGRPO's arguments) with an iterative config. The comparators that
     write text (another model, a centralized writer, an API) come from
     :class:`engine.preference.comparator_sources.ComparatorSources`. ``write_area`` confines the
-    folders the config names for writing (:mod:`engine.policy.write_paths`; the run-config build passes it)."""
+    folders the config names for writing (:mod:`engine.policy.write_paths`; the run-config build passes it);
+    ``permissions`` are the operator's (:mod:`engine.policy.operator`: the API comparator's hosts and keys;
+    the run-config build passes them, a script leaves them at :data:`engine.policy.operator.LIBRARY`)."""
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, centralized_comparator_adapter: Any = None,
-                 write_area: WriteArea | None = None, **kwargs: Any) -> None:
+                 write_area: WriteArea | None = None, permissions: OperatorPermissions = LIBRARY,
+                 **kwargs: Any) -> None:
         config = _CONSTRUCTOR.bind(self, *args, **kwargs).arguments.get("args")
         if config is not None and not hasattr(config, "num_iterations"):
             raise ValueError(f"args: {type(self).__name__} takes a {type(self._default_config()).__name__}, got "
                              f"{type(config).__name__}")
         self.comparator_adapter = centralized_comparator_adapter  # CoMLRL's name: the centralized comparator's
         self.write_area = write_area  # where policy_checkpoint_dir / preference_replay_dir may be (None: anywhere)
+        self.permissions = permissions  # the operator's API hosts and keys (LIBRARY: a script's own)
         super().__init__(*args, centralized_adapter=centralized_adapter, **kwargs)
         self._init_iterations()
 

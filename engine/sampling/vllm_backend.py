@@ -28,8 +28,9 @@ cores), ``VLLM_HOST_IP=127.0.0.1`` with ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFN
 torch.distributed group on the loopback interface; the server binds its store there too,
 :mod:`engine.sampling.loopback_store`) and, for an agent on ``cuda:i``, ``CUDA_VISIBLE_DEVICES=i``.
 
-Which python runs the server is the operator's ``COOPLAB_VLLM_PYTHON`` where operator settings were
-applied, else the config's ``vllm_python`` (library use; :mod:`engine.sampling.vllm_python`).
+Which python runs the server is the config's ``vllm_python``: a run built under operator settings holds
+the operator's ``COOPLAB_VLLM_PYTHON`` there whatever its run config said, a library config its own
+(:mod:`engine.sampling.vllm_python`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ from engine.sampling.vllm_python import (  # noqa: F401 (re-exported)
     INSTALL_HINT,
     ROOT,
     VLLMBackendError,
-    chosen_vllm_python,
     resolve_vllm_python,
 )
 
@@ -303,6 +303,6 @@ def rollout_engine_for(model: torch.nn.Module, tokenizer: Any, *, python_setting
         raise VLLMBackendError("rollout_backend: vllm serves full models; LoRA agents are not supported yet. "
                                "Use rollout_backend: hf for LoRA agents")
     if id(model) not in engines:
-        python = resolve_vllm_python(chosen_vllm_python(python_setting))  # the operator's, where one was applied
+        python = resolve_vllm_python(python_setting)  # the operator's, where the build applied one
         engines[id(model)] = VLLMRollout(model, tokenizer, python=python, device=device, seed=seed)
     return engines[id(model)]

@@ -7,7 +7,7 @@ mount namespaces over a minimal read-only root, with wall-clock, CPU, memory, pr
 file-size limits (:mod:`engine.sandbox.boundary`); without isolation, code is refused.
 """
 
-from engine.sandbox.boundary import SandboxUnavailable, allow_unisolated_sandbox, require_isolation
+from engine.sandbox.boundary import SandboxUnavailable, require_isolation
 from engine.sandbox.identity import kill_uid_processes
 from engine.sandbox.judged import FunctionTests, Verdict, run_function_tests
 from engine.sandbox.limits import SandboxLimits, SandboxResult
@@ -21,7 +21,6 @@ __all__ = [
     "SandboxResult",
     "SandboxUnavailable",
     "Verdict",
-    "allow_unisolated_sandbox",
     "classify",
     "default_workers",
     "kill_uid_processes",

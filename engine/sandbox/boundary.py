@@ -14,8 +14,10 @@ first process (bubblewrap, same uid) is hidden behind an empty read-only ``/proc
 
 It fails closed: when bubblewrap is missing, cannot create the namespaces or cannot install the
 filter (a probe checks that a program inside runs under it), code is refused with
-:class:`SandboxUnavailable`, unless an operator called :func:`allow_unisolated_sandbox` (UNSAFE:
-resource limits, a separate uid as root and the in-interpreter audit hook only).
+:class:`SandboxUnavailable`, unless the caller's limits carry the operator's UNSAFE permission
+(``SandboxLimits(unisolated_allowed=True)``, from ``unisolated_sandbox`` of
+:class:`engine.policy.operator.OperatorPermissions`): resource limits, a separate uid as root and the
+in-interpreter audit hook only.
 """
 
 from __future__ import annotations
@@ -47,24 +49,9 @@ _DYNLOAD_PREFIXES = ("_decimal", "_hashlib", "_bz2", "_lzma", "zlib", "pyexpat",
                      "_random", "_bisect", "_heapq", "_datetime", "_statistics", "unicodedata", "_contextvars",
                      "fcntl", "resource", "_blake2", "_sha", "_md5")
 
-_unisolated_allowed = False
-
 
 class SandboxUnavailable(RuntimeError):
     """Isolation cannot be set up here, so no model-written code may run."""
-
-
-def allow_unisolated_sandbox(allowed: bool) -> None:
-    """UNSAFE: let sandboxed code run without namespaces when bubblewrap cannot be used.
-
-    Then a program runs with resource limits, as a separate uid when the caller is root, and behind
-    the in-interpreter audit hook, which determined code can bypass: it may read what the caller's
-    user can read and reach local services. Meant for machines that run only trusted models.
-    """
-    global _unisolated_allowed
-    _unisolated_allowed = bool(allowed)
-    if allowed:
-        log.warning("UNSAFE: sandboxed code may run without OS isolation when bubblewrap is unavailable")
 
 
 @dataclass(frozen=True)
@@ -253,16 +240,20 @@ def _discover() -> Boundary | str:
     return boundary
 
 
-def boundary() -> Boundary | None:
+def boundary(unisolated_allowed: bool = False) -> Boundary | None:
     """The isolation to use: a :class:`Boundary`, or ``None`` for the UNSAFE unisolated mode.
 
     Raises :class:`SandboxUnavailable` (naming what is missing) when isolation cannot be set up and
-    the unsafe mode was not allowed.
+    the unsafe mode was not allowed (``unisolated_allowed``: the operator's UNSAFE permission; then
+    a program runs with resource limits, as a separate uid when the caller is root, and behind the
+    in-interpreter audit hook, which determined code can bypass: it may read what the caller's user
+    can read and reach local services. Meant for machines that run only trusted models).
     """
     found = _discover()
     if isinstance(found, Boundary):
         return found
-    if _unisolated_allowed:
+    if unisolated_allowed:
+        log.warning("UNSAFE: sandboxed code runs without OS isolation (bubblewrap is unavailable: %s)", found)
         return None
     raise SandboxUnavailable(
         f"model-written code cannot run: {found}. CoopLab refuses to run it without isolation; an operator "
@@ -270,9 +261,9 @@ def boundary() -> Boundary | None:
     )
 
 
-def require_isolation() -> str:
+def require_isolation(unisolated_allowed: bool = False) -> str:
     """Check now that code can run (raises :class:`SandboxUnavailable`); name the mode in use."""
-    return "bubblewrap" if boundary() is not None else "UNSAFE-unisolated"
+    return "bubblewrap" if boundary(unisolated_allowed) is not None else "UNSAFE-unisolated"
 
 
 def unisolated_interpreter() -> str:

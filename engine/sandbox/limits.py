@@ -16,6 +16,9 @@ class SandboxLimits:
     ``tmpfs_mb`` the size of its private writable ``/tmp``. ``network`` True shares the host's
     network (never for model-written code). ``audit_hook`` keeps the in-interpreter guard as defence
     in depth; the OS boundary holds without it (the attack tests turn it off to show that).
+    ``unisolated_allowed`` carries the operator's UNSAFE permission to run without OS isolation where
+    bubblewrap cannot be used (``unisolated_sandbox`` of :class:`engine.policy.operator.OperatorPermissions`;
+    :func:`engine.sandbox.boundary.boundary`); False refuses such code.
     """
 
     timeout_s: float = 5.0
@@ -27,6 +30,7 @@ class SandboxLimits:
     tmpfs_mb: int = 16
     network: bool = False
     audit_hook: bool = True
+    unisolated_allowed: bool = False
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:

@@ -43,7 +43,7 @@ class Guest(contextlib.AbstractContextManager):
     def __init__(self, role: str, inputs: dict[str, str], limits: SandboxLimits,
                  files: dict[str, str] | None = None) -> None:
         self.role, self.inputs, self.limits, self.files = role, inputs, limits, files or {}
-        self.boundary = boundary()  # raises SandboxUnavailable before anything is created
+        self.boundary = boundary(limits.unisolated_allowed)  # raises SandboxUnavailable before anything is created
         self.isolation = "bubblewrap" if self.boundary is not None else "UNSAFE-unisolated"
         self._stack = contextlib.ExitStack()
         self.proc: subprocess.Popen | None = None

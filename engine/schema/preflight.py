@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.policy.outbound import ApiHosts
+from engine.policy.operator import LIBRARY, OperatorPermissions
 from engine.policy.read_paths import ReadArea, read_path_problems
 from engine.policy.run_permissions import permission_problems
 from engine.schema.budget import RunLimits, limit_problems
@@ -66,16 +66,17 @@ class _Model:
 
 def preflight_problems(config: RunConfig, *,
                        hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None,
-                       limits: RunLimits | None = None, api_hosts: ApiHosts | None = None,
-                       allow_remote_code: bool | None = None, read_area: ReadArea | None = None) -> list[Problem]:
+                       limits: RunLimits | None = None, permissions: OperatorPermissions = LIBRARY,
+                       read_area: ReadArea | None = None) -> list[Problem]:
     """Every pre-flight problem of ``config`` (empty when it can be queued).
 
     ``hub_cache_dirs`` are the Hugging Face hub caches a hub id must be found in; None accepts hub
     ids unchecked (for deployments whose workers download models or keep their own cache).
     ``limits`` (:class:`engine.schema.budget.RunLimits`): the resource budget, the devices and the folders
     the run may write into, checked first; None checks the default budget only.
-    ``api_hosts`` and ``allow_remote_code``: the operator's (:mod:`engine.policy.run_permissions`); None takes
-    this process's, and where no operator settings were applied nothing is listed or allowed.
+    ``permissions``: the operator's (:class:`engine.policy.operator.OperatorPermissions`): the task module
+    allowlist, the API hosts and the remote-code permission (:mod:`engine.policy.run_permissions`); where
+    none were set (:data:`engine.policy.operator.LIBRARY`) no module, host or remote code is allowed.
     ``read_area``: the folders the paths it names for reading must lie in (:mod:`engine.policy.read_paths`;
     paths that exist here: a missing model is named as missing, and the run checks every path again);
     None does not check them.
@@ -84,16 +85,16 @@ def preflight_problems(config: RunConfig, *,
     if read_area is not None:
         problems += [Problem(f, m) for f, m in read_path_problems(config, read_area, existing_only=True)]
     models = _agent_models(config, hub_cache_dirs, problems)
-    problems += _max_new_tokens_problems(config, models)
-    problems += task_problems(config)
-    problems += algorithm_problems(config)
+    modules = permissions.task_modules
+    problems += _max_new_tokens_problems(config, models, modules)
+    problems += task_problems(config, modules)
+    problems += algorithm_problems(config, modules)
     if config.trainer.comparator_checkpoint is not None:
         problem = comparator_checkpoint_problem(config.trainer.comparator_checkpoint, trained_agents(config))
         if problem is not None:
             problems.append(Problem("trainer.comparator_checkpoint", problem))
     problems += trainer_model_problems(config, hub_cache_dirs)
-    problems += [Problem(f, m) for f, m in permission_problems(config, hosts=api_hosts,
-                                                               allow_remote_code=allow_remote_code)]
+    problems += [Problem(f, m) for f, m in permission_problems(config, permissions)]
     return problems
 
 
@@ -125,7 +126,7 @@ def trainer_model_problems(config: RunConfig,
     return problems
 
 
-def algorithm_problems(config: RunConfig) -> list[Problem]:
+def algorithm_problems(config: RunConfig, task_modules: tuple[str, ...] = ()) -> list[Problem]:
     """The algorithm's own rules on the trainer section: its config class (``MADPOIterConfig``, ...)
     is built from it as the run will build it, so a combination only that class refuses is named now,
     not when the run starts. A system's trainers are built the same way, each from its group's
@@ -140,7 +141,7 @@ def algorithm_problems(config: RunConfig) -> list[Problem]:
         agents = {agent.name: agent for agent in config.agents}
         built = [(f"system.trainers.{i}.", group_trainer_spec(config, group),
                   [agents[name] for name in group.agents])
-                 for i, group in enumerate(parse_system_spec(config).trainers)]
+                 for i, group in enumerate(parse_system_spec(config, task_modules).trainers)]
     problems = []
     for where, spec, team in built:
         try:
@@ -152,11 +153,11 @@ def algorithm_problems(config: RunConfig) -> list[Problem]:
 
 
 def check_preflight(config: RunConfig, *, hub_cache_dirs: Sequence[str | os.PathLike[str]] | None = None,
-                    limits: RunLimits | None = None, api_hosts: ApiHosts | None = None,
-                    allow_remote_code: bool | None = None, read_area: ReadArea | None = None) -> None:
+                    limits: RunLimits | None = None, permissions: OperatorPermissions = LIBRARY,
+                    read_area: ReadArea | None = None) -> None:
     """Raise :class:`ConfigError` listing every pre-flight problem, one ``field: message`` line each."""
-    problems = preflight_problems(config, hub_cache_dirs=hub_cache_dirs, limits=limits, api_hosts=api_hosts,
-                                  allow_remote_code=allow_remote_code, read_area=read_area)
+    problems = preflight_problems(config, hub_cache_dirs=hub_cache_dirs, limits=limits, permissions=permissions,
+                                  read_area=read_area)
     if problems:
         raise ConfigError("\n".join(str(p) for p in problems))
 
@@ -181,13 +182,13 @@ def _agent_models(config: RunConfig, hub_cache_dirs: Sequence[str | os.PathLike[
     return models
 
 
-def _trainer_fields(config: RunConfig) -> list[tuple[str, int]]:
+def _trainer_fields(config: RunConfig, task_modules: tuple[str, ...]) -> list[tuple[str, int]]:
     """Per agent: where its ``max_new_tokens`` comes from and its value (agent, system trainer, run)."""
     out = [("trainer.max_new_tokens", config.trainer.max_new_tokens)] * len(config.agents)
     if config.system is not None:
         from engine.schema.system_spec import parse_system_spec  # torch-free
 
-        spec = parse_system_spec(config)
+        spec = parse_system_spec(config, task_modules)
         names = [a.name for a in config.agents]
         for g, group in enumerate(spec.trainers):
             value = group.trainer.get("max_new_tokens")
@@ -200,10 +201,10 @@ def _trainer_fields(config: RunConfig) -> list[tuple[str, int]]:
     return out
 
 
-def _max_new_tokens_problems(config: RunConfig, models: list[_Model]) -> list[Problem]:
+def _max_new_tokens_problems(config: RunConfig, models: list[_Model], task_modules: tuple[str, ...]) -> list[Problem]:
     """``max_new_tokens`` against each model's context: one problem per field, for its tightest model."""
     tightest: dict[str, tuple[int, _Model]] = {}
-    for (field, value), model in zip(_trainer_fields(config), models, strict=True):
+    for (field, value), model in zip(_trainer_fields(config, task_modules), models, strict=True):
         context = model.context
         if context is None or value < context:
             continue
@@ -217,8 +218,8 @@ def _max_new_tokens_problems(config: RunConfig, models: list[_Model]) -> list[Pr
     ]
 
 
-def task_problems(config: RunConfig) -> list[Problem]:
-    """The task resolves (allowed modules only), its parameters validate, the team and turns fit it.
+def task_problems(config: RunConfig, task_modules: tuple[str, ...] = ()) -> list[Problem]:
+    """The task resolves (modules of ``task_modules`` only), its parameters validate, the team and turns fit it.
 
     Resolving an allowed plugin imports its module; no factory is called and no dataset is loaded.
     """
@@ -227,7 +228,7 @@ def task_problems(config: RunConfig) -> list[Problem]:
 
     name = config.task.name
     try:
-        info = get_task_info(name)
+        info = get_task_info(name, task_modules)
     except TaskError as exc:
         return [Problem("task.name", str(exc))]
     problems: list[Problem] = []

@@ -124,10 +124,10 @@ class TaskSpec(_Strict):
 
     @field_validator("name")
     @classmethod
-    def _allowed_task(cls, value: str) -> str:
+    def _allowed_task(cls, value: str, info: ValidationInfo) -> str:
         from engine.schema.task_registry import task_name_problem  # imports no user code
 
-        problem = task_name_problem(value)
+        problem = task_name_problem(value, task_modules_of(info))
         if problem is not None:
             raise ValueError(problem)
         return value
@@ -247,7 +247,7 @@ class RunConfig(_Strict):
     system: SystemSpec | None = Field(None, description="Several coordinated trainers (see docs/systems.md).")
 
     @model_validator(mode="after")
-    def _check_team(self) -> RunConfig:
+    def _check_team(self, info: ValidationInfo) -> RunConfig:
         names = [a.name for a in self.agents]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -269,25 +269,36 @@ class RunConfig(_Strict):
                              f"the frozen base and have no sampling copy; leave rollout_dtype empty, or set "
                              f"torch_dtype for the whole model")
         if self.system is not None:
-            parse_system_spec(self)
+            parse_system_spec(self, task_modules_of(info))
         else:
             for problem in team_problems(self.trainer, len(self.agents)):
                 raise ValueError(f"trainer.{problem}")
         return self
 
 
-def parse_run_config(data: dict[str, Any]) -> RunConfig:
-    """Validate a plain dict into a :class:`RunConfig`, raising :class:`ConfigError` naming the fields."""
+def task_modules_of(info: ValidationInfo) -> tuple[str, ...]:
+    """The task module allowlist a validation runs under: ``context={"task_modules": ...}`` of
+    ``RunConfig.model_validate`` (:func:`parse_run_config` passes it); empty when none is given."""
+    context = info.context if isinstance(info.context, dict) else {}
+    return tuple(context.get("task_modules") or ())
+
+
+def parse_run_config(data: dict[str, Any], *, task_modules: tuple[str, ...] = ()) -> RunConfig:
+    """Validate a plain dict into a :class:`RunConfig`, raising :class:`ConfigError` naming the fields.
+
+    ``task_modules``: the operator's task module allowlist (``OperatorPermissions.task_modules``) that a
+    ``package.module:factory`` task or a custom system schedule must come from; empty by default."""
     if not isinstance(data, dict):
         raise ConfigError(f"a run config must be a mapping of sections, got {type(data).__name__}")
     try:
-        return RunConfig.model_validate(data)
+        return RunConfig.model_validate(data, context={"task_modules": tuple(task_modules)})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, RunConfig)) from None
 
 
-def load_run_config(path: str | Path) -> RunConfig:
-    """Read a YAML or JSON run config file (at most 1 MiB, aliases within :mod:`engine.schema.safe_yaml`'s limits)."""
+def load_run_config(path: str | Path, *, task_modules: tuple[str, ...] = ()) -> RunConfig:
+    """Read a YAML or JSON run config file (at most 1 MiB, aliases within :mod:`engine.schema.safe_yaml`'s limits)
+    under the task module allowlist ``task_modules`` (see :func:`parse_run_config`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -297,7 +308,7 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML/JSON: {exc}") from None
-    return parse_run_config(data or {})
+    return parse_run_config(data or {}, task_modules=task_modules)
 
 
 def dump_run_config(config: RunConfig) -> str:

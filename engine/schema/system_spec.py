@@ -108,8 +108,9 @@ class SystemSpec(_Strict):
                                                           "(0 = only at the end).")
 
 
-def parse_system_spec(config: RunParts) -> SystemSpec:
-    """Validate ``config.system`` against the run's agents; :class:`ConfigError` names each bad field."""
+def parse_system_spec(config: RunParts, task_modules: tuple[str, ...] = ()) -> SystemSpec:
+    """Validate ``config.system`` against the run's agents; :class:`ConfigError` names each bad field. A
+    custom schedule's function must come from a module of ``task_modules`` (the operator's allowlist)."""
     if config.system is None:
         raise ConfigError("system: this run config has no system section")
     try:
@@ -140,7 +141,7 @@ def parse_system_spec(config: RunParts) -> SystemSpec:
     missing = [n for n in agent_names if n not in owner]
     if missing:
         problems.append(f"system.trainers: agents {missing} belong to no trainer; list each agent in one trainer")
-    problems += _schedule_problems(spec, group_names)
+    problems += _schedule_problems(spec, group_names, task_modules)
     if problems:
         raise ConfigError("\n".join(problems))
     return spec
@@ -211,7 +212,7 @@ def schedule_problems(order: Sequence[str] | None, every: Mapping[str, int] | No
     return problems
 
 
-def _schedule_problems(spec: SystemSpec, names: list[str]) -> list[str]:
+def _schedule_problems(spec: SystemSpec, names: list[str], task_modules: tuple[str, ...]) -> list[str]:
     schedule = spec.schedule
     rules = schedule_problems(getattr(schedule, "order", None), getattr(schedule, "every", None), names,
                               alternating=isinstance(schedule, AlternatingSpec))
@@ -219,7 +220,7 @@ def _schedule_problems(spec: SystemSpec, names: list[str]) -> list[str]:
     if isinstance(schedule, CustomSpec):
         from engine.policy.task_modules import schedule_function_problem  # torch-free
 
-        problem = schedule_function_problem(schedule.function)
+        problem = schedule_function_problem(schedule.function, task_modules)
         if problem is not None:
             problems.append(f"system.schedule.function: {problem}")
     return problems

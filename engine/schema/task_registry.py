@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from engine.policy.task_modules import (
     HOW_TO_ALLOW,
-    allowed_task_modules,
     describe_allowed,
     foreign_object_problem,
     import_path_problem,
@@ -96,20 +95,21 @@ def task_catalog(*, include_plugins: bool = True) -> list[TaskInfo]:
     return infos
 
 
-def get_task_info(name: str) -> TaskInfo:
-    """The catalog entry of a registered name, an entry point, or an allowed ``package.module:factory``."""
-    check_task_name(name)
+def get_task_info(name: str, allowed_modules: tuple[str, ...] = ()) -> TaskInfo:
+    """The catalog entry of a registered name, an entry point, or a ``package.module:factory`` in a module
+    of ``allowed_modules`` (the operator's task module allowlist; empty by default)."""
+    check_task_name(name, allowed_modules)
     if name in _REGISTRY:
         return _REGISTRY[name]
     if ":" in name:
-        return _info_from_target(_import_target(name), name, source=name)
+        return _info_from_target(_import_target(name, allowed_modules), name, source=name)
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
         try:
             target = ep.load()
         except Exception as exc:
             raise TaskError(f"task {name!r}: entry point {ep.value!r} failed to import: {exc}") from exc
         return _info_from_target(target, name, source=f"entry point {name!r} ({ep.value})")
-    raise TaskError(f"unknown task {name!r}; {allowed_tasks_text()}")  # removed between check and lookup
+    raise TaskError(f"unknown task {name!r}; {allowed_tasks_text(allowed_modules)}")  # removed since the check
 
 
 def entry_point_names() -> list[str]:
@@ -117,9 +117,10 @@ def entry_point_names() -> list[str]:
     return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
-def allowed_tasks_text(allowed_modules: tuple[str, ...] | None = None) -> str:
-    """What a config may name as its task, for error messages and help texts."""
-    modules = allowed_task_modules() if allowed_modules is None else allowed_modules
+def allowed_tasks_text(allowed_modules: tuple[str, ...] = ()) -> str:
+    """What a config may name as its task under the allowlist ``allowed_modules``, for error messages and
+    help texts."""
+    modules = allowed_modules
     plugins = ", ".join(n for n in entry_point_names() if n not in _REGISTRY) or "none installed"
     return (
         f"a config may name a registered task ({', '.join(sorted(_REGISTRY))}), an installed plugin task "
@@ -128,11 +129,9 @@ def allowed_tasks_text(allowed_modules: tuple[str, ...] | None = None) -> str:
     )
 
 
-def task_name_problem(name: str, allowed_modules: tuple[str, ...] | None = None) -> str | None:
-    """Why a config may not name the task ``name`` (None when it may). Imports no user code.
-
-    ``allowed_modules`` defaults to the process-wide allowlist.
-    """
+def task_name_problem(name: str, allowed_modules: tuple[str, ...] = ()) -> str | None:
+    """Why a config may not name the task ``name`` under the task module allowlist ``allowed_modules``
+    (None when it may). Imports no user code."""
     if name in _REGISTRY:
         return None
     if ":" in name:
@@ -145,7 +144,7 @@ def task_name_problem(name: str, allowed_modules: tuple[str, ...] | None = None)
     return f"unknown task {name!r}; {allowed_tasks_text(allowed_modules)}"
 
 
-def check_task_name(name: str, allowed_modules: tuple[str, ...] | None = None) -> None:
+def check_task_name(name: str, allowed_modules: tuple[str, ...] = ()) -> None:
     """Raise :class:`TaskError` unless a config may name the task ``name`` (see :func:`task_name_problem`)."""
     problem = task_name_problem(name, allowed_modules)
     if problem is not None:
@@ -165,7 +164,7 @@ def validate_params(info: TaskInfo, params: dict[str, Any] | None) -> BaseModel:
         raise TaskError(f"task {info.name!r}: invalid params: {problems} (accepted params: {fields})") from None
 
 
-def _import_target(path: str) -> Any:
+def _import_target(path: str, allowed_modules: tuple[str, ...]) -> Any:
     """Import an allowed ``package.module:attr`` path (callers check it with :func:`check_task_name` first)."""
     module_name, _, attr = path.partition(":")
     try:
@@ -179,7 +178,7 @@ def _import_target(path: str) -> Any:
         target = getattr(target, part)
         if isinstance(target, TaskInfo):
             break  # a catalog entry declared by the allowed module itself
-        problem = foreign_object_problem(target)
+        problem = foreign_object_problem(target, allowed_modules)
         if problem is not None:
             raise TaskError(f"task {path!r} is not allowed: {problem}")
     return target

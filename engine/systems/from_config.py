@@ -7,10 +7,12 @@ run's trainer settings with the group's overrides, and :func:`deferred_reward` (
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from engine.build.run_folder import train_into_folder
 from engine.build.team import agent_setups, load_team
+from engine.policy.operator import LIBRARY, OperatorPermissions
 from engine.schema.configure import trainer_config
 from engine.schema.run_config import ConfigError, RunConfig
 from engine.schema.system_spec import (
@@ -36,8 +38,9 @@ from engine.systems.system import System, deferred_reward
 from engine.trainer import MAGRPOTrainer, TrainResult
 
 
-def schedule_from_spec(spec: SystemSpec) -> Schedule:
-    """The schedule object a validated spec describes."""
+def schedule_from_spec(spec: SystemSpec, task_modules: tuple[str, ...] = ()) -> Schedule:
+    """The schedule object a validated spec describes (a custom function from a module of ``task_modules``,
+    the operator's allowlist)."""
     s = spec.schedule
     if isinstance(s, AlternatingSpec):
         return Alternating(phase_length=s.phase_length, order=tuple(s.order) if s.order else None)
@@ -46,28 +49,30 @@ def schedule_from_spec(spec: SystemSpec) -> Schedule:
     if isinstance(s, EveryKSpec):
         return EveryK(every=dict(s.every))
     if isinstance(s, CustomSpec):
-        return Custom(load_callable(s.function))
+        return Custom(load_callable(s.function, task_modules))
     return AllTogether()
 
 
-def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink | None = None) -> System:
-    """Agents, task, one trainer per group, and the system coordinating them."""
+def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink | None = None,
+                 permissions: OperatorPermissions = LIBRARY) -> System:
+    """Agents, task, one trainer per group, and the system coordinating them, under the operator's
+    ``permissions`` (:mod:`engine.policy.operator`)."""
     from engine.tasks import build_task
 
-    spec = parse_system_spec(config)
+    spec = parse_system_spec(config, permissions.task_modules)
     try:
-        schedule = schedule_from_spec(spec)
+        schedule = schedule_from_spec(spec, permissions.task_modules)
     except ValueError as exc:
         raise ConfigError(f"system.schedule: {exc}") from None
-    task = build_task(config.task.name, dict(config.task.params), len(config.agents))
+    task = build_task(config.task.name, dict(config.task.params), len(config.agents), permissions=permissions)
     index_of = {a.name: i for i, a in enumerate(config.agents)}
     out = Path(output_dir) if output_dir is not None else None
     trainers: dict[str, MAGRPOTrainer] = {}
     for group in spec.trainers:
         agents = [config.agents[index_of[name]] for name in group.agents]
-        cfg = trainer_config(group_trainer_spec(config, group), agents)
+        cfg = permissions.configure(trainer_config(group_trainer_spec(config, group), agents))
         team = load_team(agents, cfg.agent_devices, (cfg.model_config or {}).get("torch_dtype"),
-                         seed=config.trainer.seed)
+                         seed=config.trainer.seed, allow_remote_code=permissions.allow_remote_code)
         trainers[group.name] = MAGRPOTrainer(
             agents=agent_setups(team, [task.formatters[index_of[a.name]] for a in agents]),
             train_dataset=task.train_dataset, reward_func=deferred_reward, args=cfg,
@@ -85,7 +90,8 @@ def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink
     )
 
 
-def run_system(config: RunConfig, *, output_dir: str | Path, sink: Sink,
-               resume_from: str | Path | None = None) -> TrainResult:
+def run_system(config: RunConfig, *, output_dir: str | Path, sink: Sink, resume_from: str | Path | None = None,
+               permissions: OperatorPermissions = LIBRARY) -> TrainResult:
     """Train a system end to end: ``config.yaml``, ``checkpoints/``, and on completion ``model/<trainer>/``."""
-    return train_into_folder(config, build_system, output_dir=output_dir, sink=sink, resume_from=resume_from)
+    return train_into_folder(config, functools.partial(build_system, permissions=permissions), output_dir=output_dir,
+                             sink=sink, resume_from=resume_from)

@@ -95,10 +95,10 @@ def check_schedule(schedule: Schedule, names: Sequence[str]) -> None:
         raise ScheduleError(f"schedule {field_name}: {message}")
 
 
-def load_callable(path: str) -> Callable:
+def load_callable(path: str, allowed: tuple[str, ...] = ()) -> Callable:
     """``package.module:function`` -> the function (for ``custom`` schedules in config files), from a
-    module on the task module allowlist only."""
-    problem = schedule_function_problem(path)
+    module on the task module allowlist ``allowed`` only (the operator's; empty by default)."""
+    problem = schedule_function_problem(path, allowed)
     if problem is not None:
         raise ScheduleError(problem)
     module_name, _, attr = path.partition(":")
@@ -106,7 +106,7 @@ def load_callable(path: str) -> Callable:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ScheduleError(f"custom schedule function {path!r} cannot be loaded: {exc}") from None
-    foreign = foreign_object_problem(fn)
+    foreign = foreign_object_problem(fn, allowed)
     if foreign is not None:
         raise ScheduleError(f"custom schedule function {path!r} is not allowed: {foreign}")
     if not callable(fn):

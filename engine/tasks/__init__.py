@@ -2,10 +2,11 @@
 
 What a config may name and each task's description (the catalog, registration, the allowlist) are
 torch-free schema (:mod:`engine.schema.task_registry`, :mod:`engine.policy.task_modules`), named
-here too. ``build_task`` builds a task and loads its datasets.
+here too. ``build_task`` builds a task and loads its datasets; a script that names tasks from its own
+modules passes ``permissions=OperatorPermissions(task_modules=[...])``.
 """
 
-from engine.policy.task_modules import allowed_task_modules, set_allowed_task_modules
+from engine.policy.operator import OperatorPermissions
 from engine.rewards.reward_terms import RewardGroup, RewardTerm, RewardTerms
 from engine.rewards.team_reward import RewardError, check_reward_values
 from engine.schema.task_registry import (
@@ -22,6 +23,7 @@ from engine.tasks.building import build_task
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "OperatorPermissions",
     "RewardError",
     "RewardGroup",
     "RewardTerm",
@@ -30,13 +32,11 @@ __all__ = [
     "TaskError",
     "TaskInfo",
     "TaskParams",
-    "allowed_task_modules",
     "build_task",
     "check_task_name",
     "check_reward_values",
     "get_task_info",
     "register_task",
-    "set_allowed_task_modules",
     "task_catalog",
     "unregister_task",
     "validate_params",

@@ -79,9 +79,8 @@ def _write(tmp_path, config: dict):
     return path
 
 
-def test_a_task_off_the_allowlist_is_refused_and_nothing_runs(tmp_path, monkeypatch, allow_task_modules) -> None:
+def test_a_task_off_the_allowlist_is_refused_and_nothing_runs(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("COOPLAB_TASK_MODULES", raising=False)
-    allow_task_modules()  # restored after the test: the command sets the process-wide allowlist
     marker = tmp_path / "shell-ran"
     bad = json.loads(json.dumps(CONFIG))
     bad["task"] = {"name": "os:system", "params": {"command": f"touch {marker}"}}
@@ -93,8 +92,7 @@ def test_a_task_off_the_allowlist_is_refused_and_nothing_runs(tmp_path, monkeypa
     assert not marker.exists() and not out.exists()
 
 
-def test_preflight_problems_stop_the_command_before_anything_is_loaded(tmp_path, allow_task_modules) -> None:
-    allow_task_modules()
+def test_preflight_problems_stop_the_command_before_anything_is_loaded(tmp_path) -> None:
     bad = json.loads(json.dumps(CONFIG))
     bad["agents"][0]["model"] = str(tmp_path / "x" / "y")
     bad["trainer"]["max_new_tokens"] = 4096
@@ -115,8 +113,7 @@ def small_quickstart(num_agents: int = 2, items: int = 2):
 '''
 
 
-def test_the_task_modules_setting_allows_a_plugin(tmp_path, monkeypatch, allow_task_modules) -> None:
-    allow_task_modules()
+def test_the_task_modules_setting_allows_a_plugin(tmp_path, monkeypatch) -> None:
     (tmp_path / "cli_allowed_tasks.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("COOPLAB_TASK_MODULES", "cli_allowed_tasks")

@@ -3,7 +3,8 @@ executor, the CLI) reads them and hands the engine what it needs as arguments.
 
 One lookup stays, for library use only: a script that hands the engine no API keys names its
 comparator's key by a variable of its own environment, as CoMLRL's ``comparator_api_key_env`` does
-(:mod:`engine.policy.api_keys`); no CoopLab process reaches it.
+(:meth:`engine.policy.operator.OperatorPermissions.api_key` of a value holding no keys); no CoopLab process
+reaches it: the job executor and ``cooplab train`` hand their keys over.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENT = ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv")
-LIBRARY_USE_ONLY = {"engine/policy/api_keys.py": 1}  # reads per file: CoMLRL's comparator_api_key_env
+LIBRARY_USE_ONLY = {"engine/policy/operator.py": 1}  # reads per file: CoMLRL's comparator_api_key_env
 
 
 def environment_reads(source: str) -> list[int]:
@@ -58,22 +59,21 @@ def test_the_engine_reads_no_environment():
 def test_keys_the_owner_hands_over_replace_the_environment(monkeypatch):
     """Once the process's owner handed its keys, the engine looks a key up among them only; a script
     that handed none reads the variable its config names, as CoMLRL does."""
-    from engine.policy.api_keys import api_key, api_keys, set_api_keys
+    from engine.policy.operator import LIBRARY, OperatorPermissions
 
     monkeypatch.setenv("COOPLAB_API_KEY_OTHER", "sk-environment")
-    set_api_keys({"COOPLAB_API_KEY_LAB": "sk-lab", "COOPLAB_API_KEY_EMPTY": "", "DATABASE_URL": "postgresql://secret"})
-    assert api_keys() == {"COOPLAB_API_KEY_LAB": "sk-lab"}  # no other variable of the owner is kept
-    assert (api_key("COOPLAB_API_KEY_LAB"), api_key("COOPLAB_API_KEY_OTHER")) == ("sk-lab", None)
-    set_api_keys(None)  # library use: nothing handed
-    assert api_key("COOPLAB_API_KEY_OTHER") == "sk-environment"
+    handed = OperatorPermissions(api_keys={"COOPLAB_API_KEY_LAB": "sk-lab", "COOPLAB_API_KEY_EMPTY": "",
+                                           "DATABASE_URL": "postgresql://secret"})
+    assert handed.api_keys == {"COOPLAB_API_KEY_LAB": "sk-lab"}  # no other variable of the owner is kept
+    assert (handed.api_key("COOPLAB_API_KEY_LAB"), handed.api_key("COOPLAB_API_KEY_OTHER")) == ("sk-lab", None)
+    assert LIBRARY.api_key("COOPLAB_API_KEY_OTHER") == "sk-environment"  # library use: nothing handed
 
 
 def test_a_run_sends_the_key_its_owner_handed_over_not_the_environment(monkeypatch, tmp_path):
     """The comparator of a built run config sends the key the process's owner handed over (as the job
     executor and ``cooplab train`` do), whatever the environment holds."""
     from engine.build.run import build_trainer
-    from engine.policy.api_keys import set_api_keys
-    from engine.policy.outbound import set_api_hosts
+    from engine.policy.operator import OperatorPermissions
     from engine.schema.run_config import parse_run_config
     from tests.engine.preference.api_listener import Listener
 
@@ -81,15 +81,15 @@ def test_a_run_sends_the_key_its_owner_handed_over_not_the_environment(monkeypat
     monkeypatch.setenv(variable, "sk-from-the-environment")
     listener = Listener()
     try:
-        set_api_hosts(f"{variable}=127.0.0.1:{listener.port}")
-        set_api_keys({variable: "sk-handed-over"})
+        handed = OperatorPermissions(api_hosts=f"{variable}=127.0.0.1:{listener.port}",
+                                     api_keys={variable: "sk-handed-over"})
         config = parse_run_config({
             "agents": [{"name": "a"}, {"name": "b"}], "task": {"name": "quickstart"},
             "trainer": {"algorithm": "madpo_iter", "comparator_policy": "api", "comparator_api_url": listener.url,
                         "comparator_api_key_env": variable, "num_iterations": 1, "max_steps": 1,
                         "preference_num_candidates": 2, "max_new_tokens": 4, "items_per_step": 1,
                         "train_batch_size": 1, "eval_interval": 0, "checkpoint_interval": 0}})
-        trainer = build_trainer(config, output_dir=tmp_path)
+        trainer = build_trainer(config, output_dir=tmp_path, permissions=handed)
         assert trainer._api_client.completions("Count:", 1) == ["12"]
         assert listener.authorizations() == ["Bearer sk-handed-over"]
     finally:

@@ -37,12 +37,11 @@ PLUGIN_TASKS = "tests.jobs.plugin_tasks"
 
 
 @pytest.fixture
-def allow_plugin_tasks(monkeypatch: pytest.MonkeyPatch, allow_task_modules: Callable[..., tuple[str, ...]]) -> str:
+def allow_plugin_tasks(monkeypatch: pytest.MonkeyPatch) -> str:
     """Put ``tests.jobs.plugin_tasks`` on the task module allowlist as an operator does, with
     ``COOPLAB_TASK_MODULES``: for this process and for the workers the test starts. Settings read
-    after this (``Settings()``) carry it."""
+    after this (``Settings()``) carry it, and so do the permissions built from them."""
     monkeypatch.setenv("COOPLAB_TASK_MODULES", PLUGIN_TASKS)
-    allow_task_modules(PLUGIN_TASKS)
     return PLUGIN_TASKS
 
 

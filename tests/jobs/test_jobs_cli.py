@@ -52,8 +52,7 @@ def test_submit_names_the_bad_field_and_stores_nothing(jobs_env, store, tmp_path
     assert store.list_runs() == []
 
 
-def test_submit_refuses_a_task_off_the_allowlist_and_stores_nothing(jobs_env, store, tmp_path, allow_task_modules):
-    allow_task_modules()  # the command applies COOPLAB_TASK_MODULES (unset) process-wide; restored afterwards
+def test_submit_refuses_a_task_off_the_allowlist_and_stores_nothing(jobs_env, store, tmp_path):
     marker = tmp_path / "shell-ran"
     config = tiny_config()
     config["task"] = {"name": "os:system", "params": {"command": f"touch {marker}"}}

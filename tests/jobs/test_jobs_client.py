@@ -57,9 +57,7 @@ def test_submit_refuses_an_invalid_config_before_storing_anything(jobs_env, stor
     assert queued_messages(jobs_env) == []
 
 
-def test_submit_refuses_a_task_off_the_allowlist_before_storing_anything(jobs_env, store, experiment_id, tmp_path,
-                                                                         allow_task_modules):
-    allow_task_modules()  # submit_run applies the settings' (empty) allowlist; restored afterwards
+def test_submit_refuses_a_task_off_the_allowlist_before_storing_anything(jobs_env, store, experiment_id, tmp_path):
     marker = tmp_path / "shell-ran"
     bad = tiny_config()
     bad["task"] = {"name": "os:system", "params": {"command": f"touch {marker}"}}
@@ -73,9 +71,7 @@ def test_submit_refuses_a_task_off_the_allowlist_before_storing_anything(jobs_en
     assert queued_messages(jobs_env) == []
 
 
-def test_submit_runs_the_preflight_checks_before_storing_anything(jobs_env, store, experiment_id, tmp_path,
-                                                                  allow_task_modules):
-    allow_task_modules()
+def test_submit_runs_the_preflight_checks_before_storing_anything(jobs_env, store, experiment_id, tmp_path):
     bad = tiny_config()
     bad["agents"][0]["model"] = str(tmp_path / "x" / "y")
     bad["agents"][1]["max_new_tokens"] = 5000
@@ -98,9 +94,7 @@ def test_submit_runs_the_preflight_checks_before_storing_anything(jobs_env, stor
     assert queued_messages(jobs_env) == []
 
 
-def test_submit_accepts_a_task_from_a_module_the_settings_allow(jobs_env, store, experiment_id, monkeypatch,
-                                                                allow_task_modules):
-    allow_task_modules()
+def test_submit_accepts_a_task_from_a_module_the_settings_allow(jobs_env, store, experiment_id, monkeypatch):
     config = tiny_config()
     config["task"] = {"name": "tests.jobs.plugin_tasks:slow_quickstart", "params": {"sleep_s": 1}}
     with pytest.raises(ConfigError, match="module 'tests.jobs.plugin_tasks' is not on the task module allowlist"):
@@ -116,16 +110,15 @@ def test_submit_accepts_a_task_from_a_module_the_settings_allow(jobs_env, store,
 
 
 def test_a_parsed_config_is_not_parsed_again_but_still_meets_the_submitters_settings(
-        jobs_env, store, experiment_id, monkeypatch, allow_task_modules):
+        jobs_env, store, experiment_id, monkeypatch):
     """A caller that parsed the config hands the typed config on: pre-flight takes it as it is and returns
     it, and still checks its task against the allowlist of the settings it is submitted under."""
     from engine.schema.run_config import parse_run_config
     from jobs.preflight import check_run_config
 
-    allow_task_modules("tests.jobs")  # the caller parsed it while the module was allowed
     config = tiny_config()
     config["task"] = {"name": "tests.jobs.plugin_tasks:slow_quickstart", "params": {"sleep_s": 1}}
-    parsed = parse_run_config(config)
+    parsed = parse_run_config(config, task_modules=("tests.jobs",))  # the caller parsed it with the module allowed
     monkeypatch.setenv("COOPLAB_TASK_MODULES", "tests.jobs")
     assert check_run_config(parsed, settings=Settings()) is parsed
     with pytest.raises(ConfigError, match="module 'tests.jobs.plugin_tasks' is not on the task module allowlist"):

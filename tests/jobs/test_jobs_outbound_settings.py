@@ -6,6 +6,7 @@ checked in pre-flight (``jobs.preflight.check_run_config``) and by a worker runn
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,24 +14,14 @@ from pathlib import Path
 import pytest
 
 from db import states
-from engine.policy.outbound import api_hosts, set_api_hosts
-from engine.policy.remote_code import allow_remote_code, remote_code_allowed
 from engine.schema.run_config import ConfigError
 from jobs.executor import execute_run
 from jobs.preflight import check_run_config
-from jobs.settings import Settings, apply_engine_settings
+from jobs.settings import Settings, operator_permissions
 from tests.engine.preference.api_listener import Listener
 
 KEY = "sk-live-OPERATOR-0123456789"
 VARIABLE = "COOPLAB_API_KEY_TESTLAB"
-
-
-@pytest.fixture(autouse=True)
-def _restore_engine_settings() -> Iterator[None]:
-    hosts, remote = api_hosts(), remote_code_allowed()
-    yield
-    set_api_hosts(hosts)
-    allow_remote_code(remote)
 
 
 @pytest.fixture
@@ -51,13 +42,16 @@ def api_config(url: str) -> dict:
 def test_the_settings_are_read_and_handed_to_the_engine(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("COOPLAB_API_HOSTS", f"{VARIABLE}=api.lab.example, 127.0.0.1:9000")
     monkeypatch.setenv("COOPLAB_ALLOW_REMOTE_CODE", "true")
-    settings = Settings(home=tmp_path)
-    apply_engine_settings(settings)
-    assert api_hosts().hosts_of(VARIABLE) == ["api.lab.example"] and str(api_hosts()) == (
-        f"{VARIABLE}=api.lab.example,127.0.0.1:9000")
-    assert remote_code_allowed() is True
-    apply_engine_settings(Settings(home=tmp_path, api_hosts="", allow_remote_code=False))
-    assert api_hosts() is not None and str(api_hosts()) == "" and remote_code_allowed() is False
+    monkeypatch.setenv(VARIABLE, KEY)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://secret")
+    permissions = operator_permissions(Settings(home=tmp_path), os.environ)
+    hosts = permissions.api_hosts
+    assert hosts.hosts_of(VARIABLE) == ["api.lab.example"] and str(hosts) == f"{VARIABLE}=api.lab.example,127.0.0.1:9000"
+    assert permissions.allow_remote_code is True
+    assert dict(permissions.api_keys) == {VARIABLE: KEY}  # only COOPLAB_API_KEY_* entries are handed over
+    other = operator_permissions(Settings(home=tmp_path, api_hosts="", allow_remote_code=False))
+    assert other.api_hosts is not None and str(other.api_hosts) == "" and other.allow_remote_code is False
+    assert other.api_keys is None and permissions.allow_remote_code is True  # each value keeps its own
 
 
 def test_a_bad_listing_names_the_setting(tmp_path) -> None:

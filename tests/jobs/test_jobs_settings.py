@@ -24,16 +24,13 @@ def test_intervals_follow_the_timeouts(tmp_path, timeout_s, grace_s, heartbeat_s
     assert settings.maintenance_interval_s == pytest.approx(maintenance_s)
 
 
-def test_task_modules_come_from_a_comma_separated_setting(monkeypatch, allow_task_modules):
-    from engine.tasks import allowed_task_modules
-    from jobs.settings import apply_engine_settings
+def test_task_modules_come_from_a_comma_separated_setting(monkeypatch):
+    from jobs.settings import operator_permissions
 
-    allow_task_modules()
     monkeypatch.setenv("COOPLAB_TASK_MODULES", " mylab.tasks, otherpkg ,")
     settings = Settings()
     assert settings.task_module_list == ("mylab.tasks", "otherpkg")
-    apply_engine_settings(settings)
-    assert allowed_task_modules() == ("mylab.tasks", "otherpkg")
+    assert operator_permissions(settings).task_modules == ("mylab.tasks", "otherpkg")
     assert Settings(task_modules="").task_module_list == ()
     monkeypatch.setenv("COOPLAB_TASK_MODULES", "os:system")
     with pytest.raises(ValueError, match="'os:system' is not a module name"):
@@ -57,15 +54,9 @@ def test_the_hub_cache_resolves_like_huggingface_hub(tmp_path, monkeypatch):
 
 
 def test_the_unsafe_sandbox_switch_is_off_unless_the_operator_sets_it(monkeypatch):
-    from engine.sandbox import boundary
-    from jobs.settings import apply_engine_settings, get_settings
+    from jobs.settings import get_settings, operator_permissions
 
     monkeypatch.delenv("COOPLAB_UNSAFE_SANDBOX_WITHOUT_ISOLATION", raising=False)
-    try:
-        apply_engine_settings(get_settings())
-        assert boundary._unisolated_allowed is False
-        monkeypatch.setenv("COOPLAB_UNSAFE_SANDBOX_WITHOUT_ISOLATION", "1")
-        apply_engine_settings(get_settings())
-        assert boundary._unisolated_allowed is True
-    finally:
-        boundary.allow_unisolated_sandbox(False)
+    assert operator_permissions(get_settings()).unisolated_sandbox is False
+    monkeypatch.setenv("COOPLAB_UNSAFE_SANDBOX_WITHOUT_ISOLATION", "1")
+    assert operator_permissions(get_settings()).unisolated_sandbox is True

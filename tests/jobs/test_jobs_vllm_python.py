@@ -10,18 +10,10 @@ from pathlib import Path
 import pytest
 
 from db import states
-from engine.sampling.vllm_python import chosen_vllm_python, set_vllm_python
 from engine.schema.run_config import ConfigError
 from jobs.executor import execute_run
 from jobs.preflight import check_run_config
-from jobs.settings import Settings, apply_engine_settings
-
-
-@pytest.fixture(autouse=True)
-def _override_restored():
-    previous = set_vllm_python(None)
-    yield
-    set_vllm_python(previous)
+from jobs.settings import Settings, operator_permissions
 
 
 @pytest.fixture
@@ -41,8 +33,8 @@ def config(python: Path) -> dict:
 
 def test_the_setting_reaches_the_engine(monkeypatch, tmp_path):
     monkeypatch.setenv("COOPLAB_VLLM_PYTHON", "/opt/vllm/bin/python")
-    apply_engine_settings(Settings(home=tmp_path))
-    assert chosen_vllm_python(".venv-vllm/bin/python") == "/opt/vllm/bin/python"
+    assert operator_permissions(Settings(home=tmp_path)).chosen_vllm_python(".venv-vllm/bin/python") == (
+        "/opt/vllm/bin/python")
     monkeypatch.delenv("COOPLAB_VLLM_PYTHON")
     settings = Settings(home=tmp_path)
     assert settings.vllm_python == ".venv-vllm/bin/python"  # the default: the venv scripts/install_vllm.sh makes

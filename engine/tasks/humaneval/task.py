@@ -8,6 +8,7 @@ asks for a revision. ``num_agents=1`` is the single-agent baseline (one model wr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from engine.rewards.reward_terms import RewardGroup, RewardTerms
@@ -78,17 +79,19 @@ def role_prompts(helper_name: str, team: bool):
     return builders, [make(b) for b in builders]
 
 
-def build_humaneval(params: HumanEvalParams, num_agents: int) -> Task:
-    """Build the coding task for one or two agents."""
+def build_humaneval(params: HumanEvalParams, num_agents: int, *, unisolated_sandbox: bool = False) -> Task:
+    """Build the coding task for one or two agents; ``unisolated_sandbox`` is the operator's UNSAFE permission
+    to run the candidates without OS isolation where bubblewrap cannot be used."""
     team = num_agents == 2
     try:
-        require_isolation()  # refuse before any training starts, not at the first reward
+        require_isolation(unisolated_sandbox)  # refuse before any training starts, not at the first reward
     except SandboxUnavailable as exc:
         raise TaskError(f"humaneval: {exc}") from None
     train_items = problem_items(params.train_slice)
     eval_items = problem_items(params.eval_slice)
     by_prompt = {item["prompt"]: item for item in [*train_items, *eval_items]}
-    pool = SandboxPool(params.workers or default_workers(), limits=default_limits(params.sandbox_timeout_s))
+    limits = dataclasses.replace(default_limits(params.sandbox_timeout_s), unisolated_allowed=unisolated_sandbox)
+    pool = SandboxPool(params.workers or default_workers(), limits=limits)
     scorer = CodeScorer(pool, team=team, helper_name=params.helper_name, step_timeout_s=params.step_timeout_s)
     builders, formatters = role_prompts(params.helper_name, team)
 

@@ -5,22 +5,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.policy.model_kwargs import ModelKwargsRefused, check_model_kwargs, model_kwargs_problems
-from engine.policy.remote_code import allow_remote_code, asked_for
+from engine.policy.operator import OperatorPermissions
+from engine.policy.remote_code import asked_for
 from engine.schema.preflight import preflight_problems
 from engine.schema.run_config import parse_run_config
-
-
-@pytest.fixture(autouse=True)
-def _not_allowed() -> Iterator[None]:
-    previous = allow_remote_code(False)
-    yield
-    allow_remote_code(previous)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +31,8 @@ def problems_of(folder: Path, allowed: bool = False, **kwargs: object) -> dict[s
     config = parse_run_config({"agents": [{"name": "a", "model": str(folder), "model_kwargs": kwargs},
                                           {"name": "b"}],
                                "task": {"name": "quickstart"}, "trainer": {"max_steps": 1, "max_new_tokens": 4}})
-    return {p.field: p.message for p in preflight_problems(config, hub_cache_dirs=[], allow_remote_code=allowed)}
+    return {p.field: p.message for p in preflight_problems(config, hub_cache_dirs=[],
+                                                           permissions=OperatorPermissions(allow_remote_code=allowed))}
 
 
 HUB_ATTENTION = [{"": "kernels-community/flash-attn2"}, {"text_config": "sdpa"}, "flash_attention_2",
@@ -91,7 +85,7 @@ def test_builtins_keep_their_own_arguments():
     config = parse_run_config({"agents": [{"name": "a", "model": "builtin:tiny-llama",
                                            "model_kwargs": {"size": "s", "seed": 3}}, {"name": "b"}],
                                "task": {"name": "quickstart"}, "trainer": {"max_steps": 1, "max_new_tokens": 4}})
-    assert preflight_problems(config, hub_cache_dirs=[], allow_remote_code=False) == []
+    assert preflight_problems(config, hub_cache_dirs=[], permissions=OperatorPermissions(allow_remote_code=False)) == []
 
 
 def test_loading_refuses_them_and_creates_nothing(folder, tmp_path):
@@ -99,17 +93,18 @@ def test_loading_refuses_them_and_creates_nothing(folder, tmp_path):
 
     offload = tmp_path / "offload"
     with pytest.raises(ModelLoadError, match="offload_folder"):
-        load_agent(str(folder), model_kwargs={"offload_folder": str(offload), "device_map": "auto"})
+        load_agent(str(folder), model_kwargs={"offload_folder": str(offload), "device_map": "auto"},
+                   allow_remote_code=False)
     assert not offload.exists()
     with pytest.raises(ModelLoadError, match="attn_implementation"):
-        load_agent(str(folder), model_kwargs={"attn_implementation": {"": "kernels-community/flash-attn2"}})
-    model, _ = load_agent(str(folder), model_kwargs={"attn_implementation": "eager"})
+        load_agent(str(folder), model_kwargs={"attn_implementation": {"": "kernels-community/flash-attn2"}},
+                   allow_remote_code=False)
+    model, _ = load_agent(str(folder), model_kwargs={"attn_implementation": "eager"}, allow_remote_code=False)
     assert model.config._attn_implementation == "eager"
 
 
 def test_library_use_passes_its_own_arguments(folder, tmp_path):
     """A script using the engine as a library (no operator settings applied) keeps its own choices."""
-    allow_remote_code(None)
     assert model_kwargs_problems({"device_map": "cpu", "cache_dir": str(tmp_path)}, None) == []
     check_model_kwargs({"device_map": "cpu"}, None)
     with pytest.raises(ModelKwargsRefused):

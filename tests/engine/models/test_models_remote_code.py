@@ -9,14 +9,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from engine.policy.operator import OperatorPermissions
 from engine.policy.remote_code import (
     RemoteCodeRefused,
-    allow_remote_code,
     asked_for,
     remote_code_problem,
     trust_remote_code,
@@ -25,14 +24,6 @@ from engine.schema.preflight import preflight_problems
 from engine.schema.run_config import ConfigError, parse_run_config
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(autouse=True)
-def _not_allowed() -> Iterator[None]:
-    """A CoopLab process without COOPLAB_ALLOW_REMOTE_CODE: not allowed; restored after each test."""
-    previous = allow_remote_code(False)
-    yield
-    allow_remote_code(previous)
 
 
 @pytest.fixture
@@ -89,13 +80,14 @@ def test_preflight_refuses_trust_remote_code_and_runs_nothing(code_folder: tuple
     folder, marker = code_folder
     problems = {p.field: p.message for p in preflight_problems(parse_run_config(run_config(folder,
                                                                                 trust_remote_code=True)),
-                                                               hub_cache_dirs=[], allow_remote_code=False)}
+                                                               hub_cache_dirs=[],
+                                                               permissions=OperatorPermissions(allow_remote_code=False))}
     assert problems["agents.0.model_kwargs"].startswith("trust_remote_code=True would run Python that comes with "
                                                         "the model")
     assert "COOPLAB_ALLOW_REMOTE_CODE=true" in problems["agents.0.model_kwargs"]
     assert not marker.exists()
     allowed = preflight_problems(parse_run_config(run_config(folder, trust_remote_code=True)), hub_cache_dirs=[],
-                                 allow_remote_code=True)
+                                 permissions=OperatorPermissions(allow_remote_code=True))
     assert allowed == [] and not marker.exists()  # pre-flight reads config.json as JSON only
 
 
@@ -104,7 +96,7 @@ def test_loading_refuses_trust_remote_code_unless_allowed(code_folder: tuple[Pat
 
     folder, marker = code_folder
     with pytest.raises(ModelLoadError, match="trust_remote_code=True would run Python that comes with the model"):
-        load_agent(str(folder), model_kwargs={"trust_remote_code": True})
+        load_agent(str(folder), model_kwargs={"trust_remote_code": True}, allow_remote_code=False)
     assert not marker.exists()
 
 
@@ -114,8 +106,7 @@ def test_an_auto_map_alone_never_runs(code_folder: tuple[Path, Path]) -> None:
 
     folder, marker = code_folder
     for allowed in (False, True, None):
-        allow_remote_code(allowed)
-        model, _tokenizer = load_agent(str(folder))
+        model, _tokenizer = load_agent(str(folder), allow_remote_code=allowed)
         assert type(model).__name__ == "LlamaForCausalLM"
     assert not marker.exists()
 
@@ -126,9 +117,12 @@ def test_run_training_refuses_it_before_loading_anything(code_folder: tuple[Path
     from engine.sinks import MemorySink
 
     folder, marker = code_folder
+    config = parse_run_config(run_config(folder, trust_remote_code=True))
     with pytest.raises(ConfigError, match="agents.0.model_kwargs: trust_remote_code=True would run Python"):
-        run_training(parse_run_config(run_config(folder, trust_remote_code=True)), output_dir=tmp_path / "out",
-                     sink=MemorySink())
+        run_training(config, output_dir=tmp_path / "out", sink=MemorySink())  # library default: not allowed
+    operator = OperatorPermissions(allow_remote_code=False, api_hosts="")
+    with pytest.raises(ConfigError, match="agents.0.model_kwargs: trust_remote_code=True would run Python"):
+        run_training(config, output_dir=tmp_path / "out2", sink=MemorySink(), permissions=operator)
     assert not marker.exists()
 
 
@@ -138,10 +132,8 @@ def test_with_the_operators_permission_the_models_code_loads(code_folder: tuple[
     folder, marker = code_folder
     script = textwrap.dedent(f"""
         from engine.models import load_agent
-        from engine.policy.remote_code import allow_remote_code
 
-        allow_remote_code(True)
-        model, _ = load_agent({str(folder)!r}, model_kwargs={{"trust_remote_code": True}})
+        model, _ = load_agent({str(folder)!r}, model_kwargs={{"trust_remote_code": True}}, allow_remote_code=True)
         print(type(model).__name__)
         """)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_MODULES_CACHE": str(tmp_path / "modules"),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from engine.policy.operator import OperatorPermissions
 from engine.policy.outbound import (
     ApiHosts,
     Endpoint,
@@ -18,7 +19,6 @@ from engine.policy.outbound import (
     address_problem,
     checked_target,
     parse_api_hosts,
-    set_api_hosts,
     url_problem,
 )
 from engine.preference.api_client import ApiClient, ComparatorApiError
@@ -38,13 +38,19 @@ def listener() -> Iterator[Listener]:
     server.close()
 
 
+OPERATOR = OperatorPermissions(api_hosts=ApiHosts())
+"""A CoopLab process's permissions: an empty listing (no COOPLAB_API_HOSTS), the key from its environment."""
+
+
+def listing(text: str) -> OperatorPermissions:
+    """The permissions of an operator whose COOPLAB_API_HOSTS is ``text``."""
+    return OperatorPermissions(api_hosts=text)
+
+
 @pytest.fixture(autouse=True)
-def _operator(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The operator's key in the environment; the process's API hosts restored after each test."""
+def _operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's key in the environment."""
     monkeypatch.setenv(VARIABLE, KEY)
-    previous = set_api_hosts(ApiHosts())
-    yield
-    set_api_hosts(previous)
 
 
 def run_config(url: str, **trainer: Any) -> dict[str, Any]:
@@ -57,7 +63,7 @@ def run_config(url: str, **trainer: Any) -> dict[str, Any]:
 
 def problems_of(config: dict[str, Any], hosts: ApiHosts | None = None) -> dict[str, str]:
     return {p.field: p.message for p in preflight_problems(parse_run_config(config), hub_cache_dirs=[],
-                                                           api_hosts=hosts or ApiHosts())}
+                                                           permissions=OperatorPermissions(api_hosts=hosts or ApiHosts()))}
 
 
 # -- the setting --------------------------------------------------------------------------------------------
@@ -254,7 +260,8 @@ def test_run_training_refuses_the_key_to_an_unlisted_listener(listener: Listener
     from engine.sinks import MemorySink
 
     with pytest.raises(ConfigError, match=f"trainer.comparator_api_url: the key in {VARIABLE} is not sent"):
-        run_training(parse_run_config(run_config(listener.url)), output_dir=tmp_path, sink=MemorySink())
+        run_training(parse_run_config(run_config(listener.url)), output_dir=tmp_path, sink=MemorySink(),
+                     permissions=OPERATOR)
     assert listener.connections == 0 and listener.authorizations() == []
 
 
@@ -262,7 +269,7 @@ def test_the_comparator_refuses_an_unlisted_host_before_any_request(listener: Li
     from engine.build.run import build_trainer
 
     with pytest.raises(ValueError, match=f"comparator_api_url: the key in {VARIABLE} is not sent"):
-        build_trainer(parse_run_config(run_config(listener.url)), output_dir=tmp_path)
+        build_trainer(parse_run_config(run_config(listener.url)), output_dir=tmp_path, permissions=OPERATOR)
     assert listener.connections == 0
 
 
@@ -274,20 +281,35 @@ def test_a_keyless_request_to_loopback_is_refused_at_run_time(listener: Listener
     with pytest.raises(ValueError, match=f"comparator_api_url: 127.0.0.1 is a loopback address, reachable only when "
                                          f"the operator lists it in COOPLAB_API_HOSTS \\(e.g. "
                                          f"COOPLAB_API_HOSTS=127.0.0.1:{listener.port}\\)"):
-        build_trainer(parse_run_config(config), output_dir=tmp_path)
+        build_trainer(parse_run_config(config), output_dir=tmp_path, permissions=OPERATOR)
     assert listener.connections == 0
-    set_api_hosts(f"127.0.0.1:{listener.port}")  # listed without a key: reachable, and no key is sent
-    trainer = build_trainer(parse_run_config(config), output_dir=tmp_path)
+    listed = listing(f"127.0.0.1:{listener.port}")  # listed without a key: reachable, and no key is sent
+    trainer = build_trainer(parse_run_config(config), output_dir=tmp_path, permissions=listed)
     assert trainer._api_client.completions("Count:", 1) == ["12"] and listener.authorizations() == []
 
 
 def test_a_listed_host_receives_the_key(listener: Listener, tmp_path: Path) -> None:
     from engine.build.run import build_trainer
 
-    set_api_hosts(f"{VARIABLE}=127.0.0.1:{listener.port}")
-    trainer = build_trainer(parse_run_config(run_config(listener.url)), output_dir=tmp_path)
+    trainer = build_trainer(parse_run_config(run_config(listener.url)), output_dir=tmp_path,
+                            permissions=listing(f"{VARIABLE}=127.0.0.1:{listener.port}"))
     assert trainer._api_client.completions("Count:", 2) == ["12", "12"]
     assert listener.authorizations() == [f"Bearer {KEY}"]
+
+
+def test_two_operators_in_one_process_enforce_their_own_listings(listener: Listener, tmp_path: Path) -> None:
+    """The permissions travel with the trainer they were built for: no process-wide listing or key to leak."""
+    from engine.build.run import build_trainer
+
+    config = parse_run_config(run_config(listener.url))
+    handed = OperatorPermissions(api_hosts=f"{VARIABLE}=127.0.0.1:{listener.port}",
+                                 api_keys={VARIABLE: "sk-handed-over", "DATABASE_URL": "postgresql://secret"})
+    first = build_trainer(config, output_dir=tmp_path / "a", permissions=handed)
+    with pytest.raises(ValueError, match=f"the key in {VARIABLE} is not sent"):
+        build_trainer(config, output_dir=tmp_path / "b", permissions=OPERATOR)  # built after: its own, empty
+    assert first._api_client.completions("Count:", 1) == ["12"]  # the first still holds its listing and key
+    assert listener.authorizations() == ["Bearer sk-handed-over"]  # the handed key, not the environment's
+    assert "sk-handed-over" not in repr(handed) and handed.api_keys == {VARIABLE: "sk-handed-over"}
 
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])

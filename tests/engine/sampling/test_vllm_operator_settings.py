@@ -17,22 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.sampling.vllm_python import (
-    SETTING,
-    VLLMBackendError,
-    chosen_vllm_python,
-    resolve_vllm_python,
-    set_vllm_python,
-    vllm_python_override,
-)
+from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.sampling.vllm_python import SETTING, VLLMBackendError, resolve_vllm_python
 from engine.schema.run_config import ConfigError, parse_run_config
-
-
-@pytest.fixture(autouse=True)
-def _no_override():
-    previous = set_vllm_python(None)
-    yield
-    set_vllm_python(previous)
 
 
 def script(tmp_path: Path) -> Path:
@@ -69,12 +56,17 @@ def test_configs_stored_with_the_old_default_still_load():
 
 
 def test_the_operator_setting_wins_over_a_config_and_library_use_keeps_its_own(tmp_path):
-    assert vllm_python_override() is None
-    assert chosen_vllm_python("/library/python") == "/library/python"  # no operator settings applied: as given
-    assert set_vllm_python("/opt/vllm/bin/python") is None
-    assert chosen_vllm_python("/tmp/x.sh") == "/opt/vllm/bin/python"
+    from engine import MAGRPOConfig
+
+    assert LIBRARY.vllm_python is None
+    assert LIBRARY.chosen_vllm_python("/library/python") == "/library/python"  # no operator settings: as given
+    assert LIBRARY.configure(MAGRPOConfig(vllm_python="/library/python")).vllm_python == "/library/python"
+    operator = OperatorPermissions(vllm_python="/opt/vllm/bin/python")
+    assert operator.chosen_vllm_python("/tmp/x.sh") == "/opt/vllm/bin/python"
+    cfg = operator.configure(MAGRPOConfig(vllm_python="/tmp/x.sh"))  # what the run-config build does
+    assert cfg.vllm_python == "/opt/vllm/bin/python"
     with pytest.raises(VLLMBackendError, match=f"{SETTING}='/opt/vllm/bin/python'"):
-        resolve_vllm_python(chosen_vllm_python("/tmp/x.sh"))
+        resolve_vllm_python(cfg.vllm_python)
 
 
 def test_a_missing_interpreter_names_the_config_field_in_library_use(tmp_path):

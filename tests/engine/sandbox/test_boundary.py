@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -13,7 +14,6 @@ import pytest
 from engine.sandbox import (
     SandboxLimits,
     SandboxUnavailable,
-    allow_unisolated_sandbox,
     require_isolation,
     run_python,
 )
@@ -31,8 +31,6 @@ def no_bubblewrap(monkeypatch):
     """Discovery as on a machine without bubblewrap."""
     monkeypatch.setattr(boundary_module, "_discover", lambda: "bubblewrap (bwrap) is not installed: "
                         + boundary_module.INSTALL_HINT)
-    yield
-    allow_unisolated_sandbox(False)
 
 
 def test_code_is_refused_without_isolation_and_nothing_is_created(no_bubblewrap):
@@ -48,15 +46,37 @@ def test_code_is_refused_without_isolation_and_nothing_is_created(no_bubblewrap)
 
 
 def test_the_unsafe_mode_runs_code_with_limits_and_the_audit_hook_only(no_bubblewrap):
-    allow_unisolated_sandbox(True)
-    assert require_isolation() == "UNSAFE-unisolated"
-    result = run_python("print(6 * 7)", limits=LIMITS)
+    unsafe = dataclasses.replace(LIMITS, unisolated_allowed=True)  # the operator's UNSAFE permission
+    assert require_isolation(True) == "UNSAFE-unisolated"
+    result = run_python("print(6 * 7)", limits=unsafe)
     assert result.ok and result.stdout.strip() == "42" and result.isolation == "UNSAFE-unisolated"
-    result = run_python("import socket\nsocket.create_connection(('127.0.0.1', 6379), timeout=1)", limits=LIMITS)
+    result = run_python("import socket\nsocket.create_connection(('127.0.0.1', 6379), timeout=1)", limits=unsafe)
     assert result.status == "blocked" and "network access" in result.reason
-    allow_unisolated_sandbox(False)
-    with pytest.raises(SandboxUnavailable):
+    with pytest.raises(SandboxUnavailable):  # the same process, limits without the permission: refused
         run_python("print(1)", limits=LIMITS)
+
+
+def test_the_unsafe_permission_travels_with_the_task_it_was_built_for(no_bubblewrap):
+    """Two humaneval tasks built in one process under two permissions: each keeps its own, no global."""
+    from engine.policy.operator import OperatorPermissions
+    from engine.tasks import TaskError, build_task
+
+    params = {"train_slice": "0:1", "eval_slice": "1:2", "workers": 1}
+    with pytest.raises(TaskError, match="COOPLAB_UNSAFE_SANDBOX_WITHOUT_ISOLATION"):
+        build_task("humaneval", params, 1)  # library default: refused before any training starts
+    task = build_task("humaneval", params, 1, permissions=OperatorPermissions(unisolated_sandbox=True))
+    with pytest.raises(TaskError, match="COOPLAB_UNSAFE_SANDBOX_WITHOUT_ISOLATION"):
+        build_task("humaneval", params, 1, permissions=OperatorPermissions())  # still refused after it
+    from engine.tasks.humaneval.problems import load_problems
+
+    pool = task.extras["pool"]
+    try:
+        assert pool.limits.unisolated_allowed is True
+        item = task.train_dataset[0]
+        problem = next(p for p in load_problems() if p["task_id"] == item["task_id"])
+        assert task.check(item, [problem["prompt"] + problem["canonical_solution"]]) is True  # ran, unisolated
+    finally:
+        pool.close()
 
 
 def test_a_bubblewrap_that_cannot_create_namespaces_is_detected(monkeypatch):

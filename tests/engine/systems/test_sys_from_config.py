@@ -5,16 +5,17 @@ from __future__ import annotations
 import pytest
 
 from engine.examples import example_path
+from engine.policy.operator import OperatorPermissions
 from engine.schema.run_config import ConfigError, load_run_config, parse_run_config
 from engine.sinks import MemorySink
 from engine.systems.from_config import build_system, run_system
 
 
-def _example(**system_overrides):
+def _example(task_modules: tuple[str, ...] = (), **system_overrides):
     data = load_run_config(example_path("system_alternating")).model_dump(mode="json")
     data["trainer"]["max_new_tokens"] = 4
     data["system"].update(system_overrides)
-    return parse_run_config(data)
+    return parse_run_config(data, task_modules=task_modules)
 
 
 def test_example_system_runs_and_writes_per_trainer_outputs(tmp_path) -> None:
@@ -56,30 +57,32 @@ def only_second(round_index: int, names: list[str]) -> list[str]:
     return [names[1]] if round_index % 2 == 0 else []
 
 
-def test_custom_schedule_loads_from_a_module_path(allow_task_modules) -> None:
-    allow_task_modules(__name__, "no_such_module_xyz")
-    config = _example(rounds=2, schedule={"type": "custom", "function": f"{__name__}:only_second"})
-    system = build_system(config, output_dir=None)
+def test_custom_schedule_loads_from_a_module_path() -> None:
+    operator = OperatorPermissions(task_modules=[__name__, "no_such_module_xyz"])
+    config = _example(operator.task_modules, rounds=2, schedule={"type": "custom", "function": f"{__name__}:only_second"})
+    system = build_system(config, output_dir=None, permissions=operator)
     plan = [system.schedule.trainers_to_update(r, system.names) for r in range(3)]
     assert plan == [["second_trainer"], [], ["second_trainer"]]
     assert system.trainers["first_trainer"].total_steps == 1  # never updated; the LR plan still needs >= 1
-    bad = _example(schedule={"type": "custom", "function": "no_such_module_xyz:fn"})
+    bad = _example(operator.task_modules, schedule={"type": "custom", "function": "no_such_module_xyz:fn"})
     with pytest.raises(ConfigError, match="system.schedule: custom schedule function 'no_such_module_xyz:fn' cannot"):
-        build_system(bad, output_dir=None)
+        build_system(bad, output_dir=None, permissions=operator)
+    with pytest.raises(ConfigError, match="'no_such_module_xyz:fn' is not allowed"):
+        build_system(bad, output_dir=None)  # parsed under one allowlist, built under none: refused again
 
 
-def test_custom_schedule_from_a_module_off_the_allowlist_is_refused_without_importing_it(allow_task_modules):
-    allow_task_modules("mylab.schedules")
+def test_custom_schedule_from_a_module_off_the_allowlist_is_refused_without_importing_it():
     for path, reason in [("os:system", "module 'os' is not on the task module allowlist"),
                          (f"{__name__}:only_second", "is not on the task module allowlist"),
                          ("mylab.schedulesevil:fn", "module 'mylab.schedulesevil' is not on"),
                          ("mylab.schedules:_private", "private or dunder attribute")]:
         with pytest.raises(ConfigError) as info:
-            _example(schedule={"type": "custom", "function": path})
+            _example(("mylab.schedules",), schedule={"type": "custom", "function": path})
         message = str(info.value)
         assert message.startswith("system.schedule.function: ") and reason in message, message
         assert "allowed modules: mylab.schedules" in message and "COOPLAB_TASK_MODULES" in message
-    allow_task_modules(__name__)  # an allowed module lends nothing it imported from elsewhere
+    operator = OperatorPermissions(task_modules=[__name__])  # an allowed module lends nothing it imported
     with pytest.raises(ConfigError, match=f"custom schedule function '{__name__}:run_system' is not allowed: it "
                                           "resolves to 'run_system' from module 'engine.systems.from_config'"):
-        build_system(_example(schedule={"type": "custom", "function": f"{__name__}:run_system"}), output_dir=None)
+        build_system(_example(operator.task_modules, schedule={"type": "custom", "function": f"{__name__}:run_system"}),
+                     output_dir=None, permissions=operator)

@@ -17,8 +17,7 @@ def blocks(language: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_docs_example_builds_scores_and_trains(tmp_path, monkeypatch, allow_task_modules):
-    allow_task_modules()  # the example allows its module itself; the allowlist is restored afterwards
+def test_docs_example_builds_scores_and_trains(tmp_path, monkeypatch):
     module_code, usage_code = blocks("python")[:2]
     (tmp_path / "my_tasks.py").write_text(module_code, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -32,9 +31,10 @@ def test_docs_example_builds_scores_and_trains(tmp_path, monkeypatch, allow_task
         from engine.schema.run_config import parse_run_config
         from engine.sinks import MemorySink
 
-        config = parse_run_config(yaml.safe_load(blocks("yaml")[0]))
+        allowed = namespace["allowed"]  # the example's own permissions: its module allowed
+        config = parse_run_config(yaml.safe_load(blocks("yaml")[0]), task_modules=allowed.task_modules)
         sink = MemorySink()
-        result = run_training(config, output_dir=tmp_path / "run", sink=sink)
+        result = run_training(config, output_dir=tmp_path / "run", sink=sink, permissions=allowed)
         assert result.status == "completed" and len(sink.steps) == 2
         assert {"reward/agree", "reward/on_target"} <= set(sink.steps[0].metrics)
     finally:

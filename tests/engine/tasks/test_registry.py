@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from engine.policy.operator import OperatorPermissions
 from engine.policy.task_modules import import_path_problem, module_allowed, normalise_modules
 from engine.schema.run_config import ConfigError, parse_run_config
 from engine.schema.task_table import BUILTIN_TASKS
@@ -119,37 +120,37 @@ def plugin_module(tmp_path, monkeypatch):
     sys.modules.pop("my_plugin_tasks", None)
 
 
-def test_plugin_factory_from_import_path(plugin_module, allow_task_modules):
-    allow_task_modules(plugin_module)
-    task = build_task(f"{plugin_module}:echo_task", {"word": "yo", "repeat": 3}, 3)
+def test_plugin_factory_from_import_path(plugin_module):
+    allowed = OperatorPermissions(task_modules=[plugin_module])
+    task = build_task(f"{plugin_module}:echo_task", {"word": "yo", "repeat": 3}, 3, permissions=allowed)
     assert isinstance(task, Task) and task.num_agents == 3 and len(task.train_dataset) == 3
     totals, terms = task.reward_func.score([["yo!", "no"], ["yo", "yo"], ["yoyo", "yo"]], [{}, {}], None)
     assert totals == [1.0, 0.0] and terms == {"said": [1.0, 0.0]}
-    info = get_task_info(f"{plugin_module}:echo_task")
+    info = get_task_info(f"{plugin_module}:echo_task", allowed.task_modules)
     assert info.description == "Each agent should say the word."
     assert info.default_params() == {"word": "hi", "repeat": 2}
     with pytest.raises(TaskError, match="repeat"):
-        build_task(f"{plugin_module}:echo_task", {"repeat": "many"}, 2)
+        build_task(f"{plugin_module}:echo_task", {"repeat": "many"}, 2, permissions=allowed)
     with pytest.raises(TaskError, match="colour"):
-        build_task(f"{plugin_module}:echo_task", {"colour": "red"}, 2)
+        build_task(f"{plugin_module}:echo_task", {"colour": "red"}, 2, permissions=allowed)
 
 
-def test_plugin_errors_are_clear(plugin_module, allow_task_modules):
-    allow_task_modules(plugin_module, "no_such_module_xyz")
+def test_plugin_errors_are_clear(plugin_module):
+    allowed = OperatorPermissions(task_modules=[plugin_module, "no_such_module_xyz"])
     with pytest.raises(TaskError, match="could not import module 'no_such_module_xyz'"):
-        build_task("no_such_module_xyz:factory", {}, 2)
+        build_task("no_such_module_xyz:factory", {}, 2, permissions=allowed)
     with pytest.raises(TaskError, match="has no attribute 'missing'"):
-        build_task(f"{plugin_module}:missing", {}, 2)
+        build_task(f"{plugin_module}:missing", {}, 2, permissions=allowed)
     with pytest.raises(TaskError, match="returned dict, expected engine.tasks.Task"):
-        build_task(f"{plugin_module}:wrong_type", {}, 2)
+        build_task(f"{plugin_module}:wrong_type", {}, 2, permissions=allowed)
     with pytest.raises(TaskError, match="building it failed: RuntimeError: dataset missing"):
-        build_task(f"{plugin_module}:crashes", {}, 2)
+        build_task(f"{plugin_module}:crashes", {}, 2, permissions=allowed)
     with pytest.raises(TaskError, match="package.module:factory"):
-        build_task(":nothing", {}, 2)
+        build_task(":nothing", {}, 2, permissions=allowed)
     with pytest.raises(TaskError, match="'_hidden' is a private or dunder attribute"):
-        build_task(f"{plugin_module}:_hidden", {}, 2)
+        build_task(f"{plugin_module}:_hidden", {}, 2, permissions=allowed)
     with pytest.raises(TaskError, match="'__globals__'"):
-        build_task(f"{plugin_module}:echo_task.__globals__", {}, 2)
+        build_task(f"{plugin_module}:echo_task.__globals__", {}, 2, permissions=allowed)
 
 
 def test_entry_point_group_registers_user_tasks(plugin_module, tmp_path, monkeypatch):
@@ -199,17 +200,17 @@ def factory(num_agents: int):
 """
 
 
-def test_a_task_off_the_allowlist_is_refused_before_anything_is_imported(tmp_path, monkeypatch, allow_task_modules):
+def test_a_task_off_the_allowlist_is_refused_before_anything_is_imported(tmp_path, monkeypatch):
     marker = tmp_path / "imported.txt"
     (tmp_path / "marker_tasks.py").write_text(MARKER_MODULE.format(marker=str(marker)))
     monkeypatch.syspath_prepend(str(tmp_path))
     shell_marker = tmp_path / "shell-ran.txt"
-    allow_task_modules("mylab.tasks")
+    operator = OperatorPermissions(task_modules=["mylab.tasks"])
     for name in ("marker_tasks:factory", "os:system"):
         config = {"agents": [{"name": "a"}, {"name": "b"}],
                   "task": {"name": name, "params": {"command": f"touch {shell_marker}"}}}
         with pytest.raises(ConfigError) as info:
-            parse_run_config(config)
+            parse_run_config(config, task_modules=operator.task_modules)
         message = str(info.value)
         module = name.split(":")[0]
         assert message.startswith(f"task.name: task {name!r} is not allowed: module {module!r} is not on the task "
@@ -218,20 +219,19 @@ def test_a_task_off_the_allowlist_is_refused_before_anything_is_imported(tmp_pat
                         "allowed: mylab.tasks", "COOPLAB_TASK_MODULES"):
             assert allowed in message, (allowed, message)
         with pytest.raises(TaskError, match="is not allowed"):
-            get_task_info(name)
+            get_task_info(name, operator.task_modules)
         with pytest.raises(TaskError, match="is not allowed"):
-            build_task(name, {"command": f"touch {shell_marker}"}, 2)
+            build_task(name, {"command": f"touch {shell_marker}"}, 2, permissions=operator)
     assert not marker.exists() and "marker_tasks" not in sys.modules
     assert not shell_marker.exists()
-    allow_task_modules("marker_tasks")  # the same module, allowed by the operator: imported on use
-    try:
-        assert get_task_info("marker_tasks:factory").name == "marker_tasks:factory"
+    try:  # the same module, allowed by the operator: imported on use
+        assert get_task_info("marker_tasks:factory", ("marker_tasks",)).name == "marker_tasks:factory"
         assert marker.read_text() == "imported"
     finally:
         sys.modules.pop("marker_tasks", None)
 
 
-def test_an_allowed_package_prefix_admits_its_submodules_only(tmp_path, monkeypatch, allow_task_modules):
+def test_an_allowed_package_prefix_admits_its_submodules_only(tmp_path, monkeypatch):
     package = tmp_path / "mylab_pkg"
     (package / "tasks").mkdir(parents=True)
     (package / "__init__.py").write_text("")
@@ -240,14 +240,15 @@ def test_an_allowed_package_prefix_admits_its_submodules_only(tmp_path, monkeypa
     evil_marker = tmp_path / "evil.txt"
     (package / "tasksevil.py").write_text(MARKER_MODULE.format(marker=str(evil_marker)))
     monkeypatch.syspath_prepend(str(tmp_path))
-    allow_task_modules("mylab_pkg.tasks")
+    allowed = OperatorPermissions(task_modules=["mylab_pkg.tasks"])
     try:
-        task = build_task("mylab_pkg.tasks.coding:echo_task", {"word": "ok"}, 2)
+        task = build_task("mylab_pkg.tasks.coding:echo_task", {"word": "ok"}, 2, permissions=allowed)
         assert task.train_dataset[0]["prompt"] == "Say ok"
         assert parse_run_config({"agents": [{"name": "a"}, {"name": "b"}],
-                                 "task": {"name": "mylab_pkg.tasks.coding:echo_task"}}).task.name
+                                 "task": {"name": "mylab_pkg.tasks.coding:echo_task"}},
+                                task_modules=allowed.task_modules).task.name
         with pytest.raises(TaskError, match="module 'mylab_pkg.tasksevil' is not on the task module allowlist"):
-            build_task("mylab_pkg.tasksevil:factory", {}, 2)
+            build_task("mylab_pkg.tasksevil:factory", {}, 2, permissions=allowed)
         assert not evil_marker.exists()
     finally:
         for name in [m for m in sys.modules if m.startswith("mylab_pkg")]:
@@ -260,12 +261,12 @@ def test_unknown_task_names_are_refused_at_parse_time_with_the_allowed_names():
         parse_run_config({"agents": [{"name": "a"}], "task": {"name": "nope"}})
 
 
-def test_an_allowed_module_cannot_lend_what_it_imported(tmp_path, monkeypatch, allow_task_modules):
+def test_an_allowed_module_cannot_lend_what_it_imported(tmp_path, monkeypatch):
     (tmp_path / "lender_tasks.py").write_text("import os\nimport subprocess\nfrom subprocess import run\n"
                                               "from os import system as shell\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     marker = tmp_path / "ran"
-    allow_task_modules("lender_tasks")
+    allowed = OperatorPermissions(task_modules=["lender_tasks"])
     try:
         for name, params in [("lender_tasks:os.system", {"command": f"touch {marker}"}),
                              ("lender_tasks:shell", {"command": f"touch {marker}"}),
@@ -274,7 +275,7 @@ def test_an_allowed_module_cannot_lend_what_it_imported(tmp_path, monkeypatch, a
             with pytest.raises(TaskError, match=rf"task '{name}' is not allowed: it (resolves to .* from|reaches) "
                                                 r"module '(os|posix|subprocess)', which is not on the task module "
                                                 r"allowlist"):
-                build_task(name, params, 2)
+                build_task(name, params, 2, permissions=allowed)
         assert not marker.exists()
     finally:
         sys.modules.pop("lender_tasks", None)
