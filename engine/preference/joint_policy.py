@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
 from engine.rewards.team_reward import TeamReward
+from engine.schema.preference_configs import MADPOConfig, MARLHFConfig
 from engine.trainer.agent_setup import AgentSetup
 from engine.trainer.evaluation import path_completions
 from engine.trainer.formatting import normalize_formatters
@@ -43,9 +44,10 @@ def _actor(agent_model: Any, agents: Sequence[Any] | None, roles: int) -> Any:
                      f"ones (pass agents=[model], or the same model once per role)")
 
 
-def unread_adapter_problem(config: Any, adapter: Any) -> None:
+def unread_adapter_problem(config: object, adapter: Any) -> None:
     """A ``centralized_adapter`` given to a decentralized team would be ignored: refuse it by name."""
-    if adapter is not None and getattr(config, "collaboration_mode", None) != "centralized":
+    centralized = isinstance(config, MADPOConfig | MARLHFConfig) and config.collaboration_mode == "centralized"
+    if adapter is not None and not centralized:
         raise ValueError("centralized_adapter: only collaboration_mode='centralized' reads it (one model writes every "
                          "role); set that, or leave the adapter out (a centralized comparator's protocol is "
                          "centralized_comparator_adapter)")

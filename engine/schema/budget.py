@@ -26,10 +26,13 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.policy.write_paths import WriteArea, write_path_problems
 from engine.schema.collaboration import is_centralized
+
+if TYPE_CHECKING:
+    from engine.schema.run_config import RunConfig
 
 PREFERENCE_ALGORITHMS = ("madpo", "madpo_iter", "marlhf", "marlhf_iter")
 MAX_SOURCE_CHARS = 4096
@@ -89,16 +92,16 @@ def _geometric(j: int, turns: int, cap: int) -> int:
     return top if top == cap * cap + 1 else (top - 1) // (j - 1)
 
 
-def _max_new_tokens(config: Any) -> int:
+def _max_new_tokens(config: RunConfig) -> int:
     overrides = [a.max_new_tokens for a in config.agents if a.max_new_tokens is not None]
     return max([config.trainer.max_new_tokens, *overrides])
 
 
-def _trained_agents(config: Any) -> int:
+def _trained_agents(config: RunConfig) -> int:
     return 1 if is_centralized(config.trainer.algorithm, config.trainer.collaboration_mode) else len(config.agents)
 
 
-def sampling_problems(config: Any, budget: Budget) -> list[tuple[str, str]]:
+def sampling_problems(config: RunConfig, budget: Budget) -> list[tuple[str, str]]:
     """Samples per node, tokens and joint actions per step, preference candidates, evaluation items."""
     t, n, tokens = config.trainer, _trained_agents(config), _max_new_tokens(config)
     problems: list[tuple[str, str]] = []
@@ -161,25 +164,25 @@ def sampling_problems(config: Any, budget: Budget) -> list[tuple[str, str]]:
 ITERATION_SETTINGS = ("max_steps", "num_train_epochs", "num_iterations", "num_inner_epochs", "reward_num_train_epochs")
 
 
-def count_problems(config: Any, budget: Budget) -> list[tuple[str, str]]:
+def count_problems(config: RunConfig, budget: Budget) -> list[tuple[str, str]]:
     """Repetition counts (steps, epochs, iterations, rounds) and transcripts per step."""
     t = config.trainer
-    counts = [(f"trainer.{name}", getattr(t, name, None)) for name in ITERATION_SETTINGS]
+    counts: list[tuple[str, int | None]] = [(f"trainer.{name}", getattr(t, name)) for name in ITERATION_SETTINGS]
     if config.system is not None:
-        counts.append(("system.rounds", getattr(config.system, "rounds", None)))
+        counts.append(("system.rounds", config.system.rounds))
     problems = [(where, _over("asks for", value, "repetitions", "max_iterations", budget.max_iterations,
                               f"lower {where.rsplit('.', 1)[1]}"))
                 for where, value in counts if value is not None and value > budget.max_iterations]
     transcripts = [("trainer.transcripts_per_step", t.transcripts_per_step)]
     if config.system is not None:
-        transcripts.append(("system.transcripts_per_round", getattr(config.system, "transcripts_per_round", 0)))
+        transcripts.append(("system.transcripts_per_round", config.system.transcripts_per_round))
     problems += [(where, _over("records", value, "episodes per step", "max_transcripts_per_step",
                                budget.max_transcripts_per_step, f"lower {where.rsplit('.', 1)[1]}"))
                  for where, value in transcripts if value > budget.max_transcripts_per_step]
     return problems
 
 
-def _strings(config: Any) -> Iterator[tuple[str, str | None, str]]:
+def _strings(config: RunConfig) -> Iterator[tuple[str, str | None, str]]:
     """``(field, value, kind)`` of every name, source and free text of a config."""
     yield "name", config.name, "name"
     yield "description", config.description, "text"
@@ -202,7 +205,7 @@ def _strings(config: Any) -> Iterator[tuple[str, str | None, str]]:
             yield f"system.trainers.{g}.name", getattr(group, "name", None), "name"
 
 
-def length_problems(config: Any, budget: Budget) -> list[tuple[str, str]]:
+def length_problems(config: RunConfig, budget: Budget) -> list[tuple[str, str]]:
     """Names up to ``max_name_length`` characters, sources up to 4096, free text up to 64 Ki."""
     limits = {"name": budget.max_name_length, "source": MAX_SOURCE_CHARS, "text": MAX_TEXT_CHARS}
     problems = []
@@ -218,7 +221,7 @@ def length_problems(config: Any, budget: Budget) -> list[tuple[str, str]]:
 _DEVICE = re.compile(r"^(cpu|mps|(cuda|xpu)(:\d{1,4})?)$")
 
 
-def device_fields(config: Any) -> list[tuple[str, str]]:
+def device_fields(config: RunConfig) -> list[tuple[str, str]]:
     """``(field, device)`` for every device a config names."""
     t = config.trainer
     found = [("trainer.device", t.device), ("trainer.reward_model_device", t.reward_model_device)]
@@ -230,7 +233,7 @@ def device_fields(config: Any) -> list[tuple[str, str]]:
     return [(where, d) for where, d in found if d is not None]
 
 
-def device_problems(config: Any, cuda_devices: int | None, place: str = "in the job", *,
+def device_problems(config: RunConfig, cuda_devices: int | None, place: str = "in the job", *,
                     queue_sets_device: bool = False) -> list[tuple[str, str]]:
     """Each device must be ``cpu``, ``mps``, ``cuda[:N]`` or ``xpu[:N]``; with ``cuda_devices`` known,
     a CUDA device must be one of them (None: existence is not checked here). ``queue_sets_device``:
@@ -253,13 +256,13 @@ def device_problems(config: Any, cuda_devices: int | None, place: str = "in the 
     return problems
 
 
-def budget_problems(config: Any, budget: Budget) -> list[tuple[str, str]]:
+def budget_problems(config: RunConfig, budget: Budget) -> list[tuple[str, str]]:
     """Every budget problem of ``config`` as ``(field, message)``: sizes, counts, lengths, device names."""
     return [*length_problems(config, budget), *sampling_problems(config, budget), *count_problems(config, budget),
             *device_problems(config, None)]
 
 
-def limit_problems(config: Any, limits: RunLimits) -> list[tuple[str, str]]:
+def limit_problems(config: RunConfig, limits: RunLimits) -> list[tuple[str, str]]:
     """Pre-flight's part: the budget, the devices (when their number is known) and the write folders."""
     problems = [*length_problems(config, limits.budget), *sampling_problems(config, limits.budget),
                 *count_problems(config, limits.budget),
@@ -270,7 +273,7 @@ def limit_problems(config: Any, limits: RunLimits) -> list[tuple[str, str]]:
     return problems
 
 
-def evaluation_problems(config: Any, budget: Budget, *, items: int | None, samples: int | None,
+def evaluation_problems(config: RunConfig, budget: Budget, *, items: int | None, samples: int | None,
                         greedy: bool) -> list[tuple[str, str]]:
     """The size of one evaluation of ``config``'s team (``cooplab eval --queue``, the dashboard's
     Evaluate): ``items`` of the split (None: the whole split, whose size is the task's) with

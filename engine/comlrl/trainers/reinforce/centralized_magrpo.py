@@ -45,7 +45,7 @@ class CentralizedMAGRPOTrainer(CompatTrainer):
                  tokenizer: Any = None, reward_func: Callable | None = None, formatters: Any = None,
                  args: Any = None, agent_model: Any = None, train_dataset: Any = None, **kwargs: Any) -> None:
         config = args if args is not None else self.default_config_cls()
-        if getattr(config, "collaboration_mode", None) != "centralized":
+        if not isinstance(config, _EngineCentralizedMAGRPOConfig) or config.collaboration_mode != "centralized":
             raise ValueError("CentralizedMAGRPOTrainer requires centralized configuration.")
         if config.num_turns != 1:
             raise ValueError("Centralized MAGRPO currently supports num_turns=1 only.")
