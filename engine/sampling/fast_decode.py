@@ -196,6 +196,21 @@ class FastDecoder:
         return all(_plain_linear(m) or _lora_adapter(m) is not None for m in linears)
 
     def __init__(self, model: Any, prompt_cache: Any, batch: int, max_len: int) -> None:
+        self._read_weights(model)
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        for index in range(self.num_layers):
+            k, v = _cache_layer(prompt_cache, index)
+            shape = (batch, k.shape[1], max_len, k.shape[3])
+            kb, vb = k.new_empty(shape), v.new_empty(shape)
+            kb[:, :, : k.shape[2]] = k
+            vb[:, :, : v.shape[2]] = v
+            self.keys.append(kb)
+            self.values.append(vb)
+        self.length = int(_cache_layer(prompt_cache, 0)[0].shape[2])
+
+    def _read_weights(self, model: Any) -> None:
+        """The model's weights as the step reads them (no copies: the parameters themselves)."""
         inner = model.model
         cfg = model.config
         self.embed = inner.embed_tokens.weight
@@ -220,23 +235,28 @@ class FastDecoder:
             )
             for layer in inner.layers[: self.num_layers]
         ]  # fmt: skip
-        self.keys: list[torch.Tensor] = []
-        self.values: list[torch.Tensor] = []
-        for index in range(self.num_layers):
-            k, v = _cache_layer(prompt_cache, index)
-            shape = (batch, k.shape[1], max_len, k.shape[3])
-            kb, vb = k.new_empty(shape), v.new_empty(shape)
-            kb[:, :, : k.shape[2]] = k
-            vb[:, :, : v.shape[2]] = v
-            self.keys.append(kb)
-            self.values.append(vb)
-        self.length = int(_cache_layer(prompt_cache, 0)[0].shape[2])
 
     def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """Logits (B, V) for one new token per row. ``ids`` and ``positions`` are (B, 1); ``mask`` is
         None (no padding anywhere) or the (B, L+1) 0/1 attention mask over the cache and the new token.
         """
         t = self.length
+        attn_mask = None if mask is None else mask[:, None, None, : t + 1].bool()
+
+        def store(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            self.keys[index][:, :, t : t + 1] = k
+            self.values[index][:, :, t : t + 1] = v
+            return self.keys[index][:, :, : t + 1], self.values[index][:, :, : t + 1]
+
+        logits = self._run(ids, positions, attn_mask, store)
+        self.length = t + 1
+        return logits
+
+    def _run(self, ids: torch.Tensor, positions: torch.Tensor, attn_mask: torch.Tensor | None,
+             store: Any) -> torch.Tensor:
+        """The layer stack for one token per row: ``store(layer, k, v)`` writes the token's keys and
+        values into the cache and returns the keys and values to attend to; ``attn_mask`` is None or
+        a (B, 1, 1, keys) boolean mask. Returns the (B, V) logits."""
         batch = ids.shape[0]
         h = F.embedding(ids, self.embed)
         freqs = positions[..., None].float() * self.inv_freq
@@ -245,23 +265,18 @@ class FastDecoder:
         sin = emb.sin().to(h.dtype)
         half = sin.shape[-1] // 2
         signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(1)
-        attn_mask = None if mask is None else mask[:, None, None, : t + 1].bool()
         shape = (batch, -1, 1, self.head_dim)  # one token: (B, 1, H*D) is (B, H, 1, D) in memory
         for index, layer in enumerate(self.layers):
             x = _rms(h, layer.norm1)
             q = _rotary(_head_norm(layer.q(x).view(shape), layer.q_norm), cos, signed_sin)
             k = _rotary(_head_norm(layer.k(x).view(shape), layer.k_norm), cos, signed_sin)
             v = layer.v(x).view(shape)
-            self.keys[index][:, :, t : t + 1] = k
-            self.values[index][:, :, t : t + 1] = v
-            keys = self.keys[index][:, :, : t + 1]
-            values = self.values[index][:, :, : t + 1]
+            keys, values = store(index, k, v)
             out = _attention(q, keys, values, attn_mask, self.groups, self.scaling)
             h = layer.o(out).add_(h)  # the residual add (a + b == b + a in floating point)
             x = _rms(h, layer.norm2)
             gated = layer.act(layer.gate(x)).mul_(layer.up(x))
             h = layer.down(gated).add_(h)
-        self.length = t + 1
         h = _rms(h, self.final_norm)
         return self.lm_head(h[:, -1:, :])[:, -1]  # the shapes the model's forward uses
 

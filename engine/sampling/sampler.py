@@ -41,6 +41,7 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from engine.sampling.decode_text import decode_completions
 from engine.sampling.lean_decoder import Decoding, decode_lean, filter_logits, forward_cache_argument
+from engine.sampling.static_decode import DecodeGraphs, decode_static, static_wanted
 
 __all__ = ["Generation", "completion_mask_from_eos", "eos_token_ids", "filter_logits", "forward_cache_argument",
            "generate_completions", "left_pad"]
@@ -247,6 +248,7 @@ def generate_completions(
     fast_decode: bool = True,
     share_prompt_cache: bool = True,
     share_prompt_prefix: bool = True,
+    decode_graphs: DecodeGraphs = "auto",
 ) -> Generation:
     """Sample ``num_generations`` completions for every prompt in one batched decode (see the module doc).
 
@@ -260,7 +262,9 @@ def generate_completions(
     :func:`engine.sampling.lean_decoder._prefill`); False encodes K copies. ``share_prompt_prefix`` (with
     ``share_prompt_cache``) lets it encode a long token prefix that several prompts share once and only
     their suffixes per prompt (:mod:`engine.sampling.shared_prefix`; the same samples, log-probs within ~1e-6);
-    False encodes every prompt in full.
+    False encodes every prompt in full. ``decode_graphs`` (auto: on for CUDA) runs the lean decoder's
+    token loop through :mod:`engine.sampling.static_decode` (a static KV cache, CUDA graphs, no host wait per
+    token; the same tokens as the lean loop on the CPU) when ``fast_decode`` is on; off: the lean loop.
     """
     _validate(num_generations, max_new_tokens, temperature, top_p, top_k)
     if decoder not in _DECODERS:
@@ -271,13 +275,15 @@ def generate_completions(
     prompt_ids, prompt_mask = left_pad(_tokenize(tokenizer, prompts, add_special_tokens), pad_id)
     prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
     seed = _derive_seed(generator) if generator is not None and do_sample else None
+    static = decoder == "lean" and static_wanted(decode_graphs, device) and fast_decode
 
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
             # greedy decoding gives the same completion K times: decode each prompt once
-            decode = _decode_with_user_generate if user_generate(model) else _DECODERS[decoder]
+            decode = _decode_with_user_generate if user_generate(model) else (
+                decode_static if static else _DECODERS[decoder])
             completion_ids, token_logprobs = decode(model, prompt_ids, prompt_mask, Decoding(
                 num_generations=num_generations if do_sample else 1, max_new_tokens=max_new_tokens,
                 do_sample=do_sample, temperature=temperature, top_p=top_p, top_k=top_k, eos_ids=eos_ids,
