@@ -230,6 +230,11 @@ CATALOG: dict[str, Setting] = {
     # --- sampling ------------------------------------------------------------------------------
     "fast_decode": _s("sampling", bool, True, "Sample Llama, Qwen2, Qwen3 and Mistral models with the exact fast "
                       "token step (falls back by itself).", strict=True, reads=_but(ACTOR_CRITIC)),
+    "decode_graphs": _s("sampling", Literal["auto", "on", "off"], "auto",
+                        "Run the fast token step's loop on a static KV cache, replayed from CUDA graphs, with "
+                        "no host wait per token (the same tokens as the plain loop on the CPU). auto: on CUDA "
+                        "devices; on: everywhere (eager on the CPU); off: the plain loop. Needs fast_decode.",
+                        reads=_but(ACTOR_CRITIC)),
     "rollout_dtype": _s("sampling", Literal["auto", "float32", "bfloat16", "float16"] | None, None,
                         "Sample from a copy of each agent's weights in this dtype, refreshed before every "
                         "sampling call; training stays in the model's dtype, and rollout_correction weights the "

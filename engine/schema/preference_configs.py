@@ -198,6 +198,7 @@ class MADPOConfig(_Preference):
     logits_chunk_mib: int = 512
     collaboration_mode: Literal['decentralized', 'centralized'] = 'decentralized'
     fast_decode: bool = True
+    decode_graphs: Literal['auto', 'on', 'off'] = 'auto'
     rollout_dtype: Literal['auto', 'float32', 'bfloat16', 'float16'] | None = None
     rollout_backend: Literal['hf', 'vllm'] = 'hf'
     vllm_python: str = '.venv-vllm/bin/python'
@@ -349,6 +350,7 @@ class MARLHFConfig(_LearnedReward):
     credit_samples: int = 0
     reference_kl_mode: Literal['reward', 'loss'] = 'reward'
     fast_decode: bool = True
+    decode_graphs: Literal['auto', 'on', 'off'] = 'auto'
     rollout_dtype: Literal['auto', 'float32', 'bfloat16', 'float16'] | None = None
     rollout_correction: Literal['auto', 'tis', 'none'] = 'auto'
     tis_cap: float = 2.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -28,6 +28,7 @@ class GenerationSettings:
     top_p: float
     top_k: int | None
     fast_decode: bool = True  # Llama-family tokens through engine.sampling.fast_decode (identical logits)
+    decode_graphs: Literal["auto", "on", "off"] = "auto"  # the token loop via engine.sampling.static_decode
 
 
 @dataclass
@@ -127,6 +128,7 @@ class AgentRuntime:
             do_sample=not greedy,
             generator=self.generator,
             fast_decode=self.generation.fast_decode,
+            decode_graphs=self.generation.decode_graphs,
         )
         return unpack_generation(gen, len(prompts), num_generations)
 

@@ -93,6 +93,7 @@ def load_agents(setups: Sequence[AgentSetup], config: MAGRPOConfig) -> list[Agen
                 model.resize_token_embeddings(len(tokenizer))
         gen = {k: getattr(config, k) if getattr(setup, k) is None else getattr(setup, k) for k in _GENERATION_KEYS}
         gen["fast_decode"] = bool(getattr(config, "fast_decode", True))  # configs without the field: on
+        gen["decode_graphs"] = str(getattr(config, "decode_graphs", "auto"))
         runtimes.append(AgentRuntime(
             index=i, name=setup.name, model=model, tokenizer=tokenizer, device=devices[i],
             learning_rate=float(setup.learning_rate or config.agent_learning_rate),
