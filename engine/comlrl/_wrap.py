@@ -11,6 +11,7 @@ and setting one of those sets it there.
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import uuid
 from collections.abc import Callable, Sequence
@@ -110,6 +111,13 @@ class CompatTrainer:
 
     algorithm_name: ClassVar[str] = ""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> CompatTrainer:
+        """Keeps the constructor's arguments: a ``train_dataset`` set later builds the trainer again
+        with them (:meth:`_take_train_dataset`)."""
+        self = super().__new__(cls)
+        vars(self)["_construction"] = (args, kwargs)
+        return self
+
     def _adopt(self, engine: Any, *, reward_func: Any, reward_processor: Any, train_dataset: Any,
                model_name: str | None, wandb_config: dict[str, Any] | None,
                model_config: dict[str, Any] | None, formatters: Any) -> None:
@@ -205,8 +213,7 @@ class CompatTrainer:
         if self.train_dataset is None:
             raise ValueError("Trainer: training requires a train_dataset.")
         if self.train_dataset is not self._engine.train_dataset:
-            raise ValueError("train_dataset: set after the trainer was built; pass it to the constructor "
-                             "(the data order and step schedule are fixed there)")
+            self._take_train_dataset()
         if self.run_id is None:  # CoMLRL's run id: a resumed run keeps its checkpoint's
             self.run_id = _recorded_run_id(resume_from_checkpoint) or uuid.uuid4().hex
         engine = self._engine
@@ -217,6 +224,27 @@ class CompatTrainer:
             raise ValueError("checkpoint_interval must be a positive integer.")
         return self._train_by_epochs(int(every), resume_from_checkpoint, checkpoint_dir,
                                      0 if checkpoint_total_limit is None else checkpoint_total_limit, **kwargs)
+
+    def _take_train_dataset(self) -> None:
+        """``trainer.train_dataset = ds`` after construction, as CoMLRL allows: CoopLab's trainers size
+        their step schedule (and MADPO/MARLHF their pair collection) from the dataset when they are
+        built, so the trainer is built again from the constructor's arguments with ``ds``, as if it had
+        been passed there (the same model objects; model ids load again; the same W&B run). Refused
+        once the trainer has trained or loaded a checkpoint."""
+        engine = self._engine
+        if engine.step or engine.env_step or engine.last_checkpoint is not None or getattr(engine, "collected_items", 0):
+            raise ValueError("train_dataset: set after this trainer trained; build a new trainer with it "
+                             "(train_dataset=... in the constructor)")
+        args, kwargs = vars(self)["_construction"]
+        bound = inspect.signature(type(self).__init__).bind(self, *args, **kwargs)
+        bound.arguments["train_dataset"] = self.train_dataset
+        extras = next((p.name for p in inspect.signature(type(self).__init__).parameters.values()
+                       if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+        if extras is not None and engine.sink is not None:  # the run reports where it did (no second W&B run)
+            bound.arguments.setdefault(extras, {}).setdefault("sink", engine.sink)
+        opened = self.wandb_initialized
+        type(self).__init__(*bound.args, **bound.kwargs)
+        self.wandb_initialized = opened
 
     def _train_by_epochs(self, every: int, resume_from_checkpoint: Any, checkpoint_dir: Any, limit: int,
                          **kwargs: Any) -> Any:
