@@ -26,7 +26,7 @@ from bench.gpu.cooplab_side import (
     summarize_team,
     train_team,
 )
-from bench.gpu.decode import decode_phase, float32_decode
+from bench.gpu.decode import attention_probe, decode_phase, float32_decode
 from bench.gpu.report import FORMULAS, evaluate_targets, write_json
 from bench.gpu.roofline import (
     decode_floor_s,
@@ -147,10 +147,15 @@ def run_shape(shape: str, w: GpuWorkload, device: str, device_info: dict[str, An
         decode["float32"] = float32_decode(shape, tokenizer, prompt_ids, w, device)
         free_memory(device)
         progress(f"{shape}: float32 sampling call {decode['float32']['lean_s']:.3g} s")
+        # the record's decode shape on a GPU; a token-sized one on the CPU (the suite's run)
+        decode["attention_probe"] = (attention_probe(device) if device.startswith("cuda") else
+                                     attention_probe(device, heads=2, kv_heads=1, head_dim=16, rows=2,
+                                                     lengths=range(9, 25, 8)))
     return {"params": params, "weight_bytes": wbytes, "cooplab": team, "decode": decode,
             "ratios": {"rollout_vs_hf": decode.get("rollout_vs_hf"), "roofline_fraction": decode["roofline_fraction"],
                        "bf16_vs_fp32": ratio(decode["float32"]["lean_s"], decode["lean_s"]) if float32 else None,
-                       "update_mfu": team["update_mfu"], "step_vs_comlrl": None}}
+                       "update_mfu": team["update_mfu"], "step_vs_comlrl": None,
+                       "static_vs_loop": decode.get("static_vs_loop")}}
 
 
 def run_record(w: GpuWorkload, device: str, *, budget_s: float = 420.0, json_path: Any = None, comlrl: bool = True,

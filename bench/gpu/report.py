@@ -20,6 +20,8 @@ FORMULAS = {
                          "(every weight read once; KV cache reads not counted) over the measured one",
     "rollout_vs_hf": "seconds of generate on the batch / seconds of the engine's sampler on it (same tokens)",
     "bf16_vs_fp32": "seconds of the float32 sampling call / seconds of the bfloat16 one (same batch and tokens)",
+    "static_vs_loop": "seconds of the sampling call through the lean decoder's loop (decode_graphs off) / through the "
+                      "static path (decode_graphs on: static KV cache, CUDA graphs), each after a warm-up call",
     "step_vs_comlrl": "CoMLRL's s_per_1k_tokens / CoopLab's s_per_1k_tokens (whole steps, per generated token)",
 }
 
@@ -105,11 +107,27 @@ def format_shape(shape: str, s: dict[str, Any]) -> list[str]:
             f"({_n(d['lean_tokens_per_s'], ',.0f')} tokens/s, {_n(d['lean_step_s'] and 1000 * d['lean_step_s'])} ms per "
             f"decode step, {_pct(d.get('roofline_fraction'))} of the roofline); generate {_n(d.get('hf_generate_s'))} s "
             f"-> {_n(r.get('rollout_vs_hf'), '.2f')}x")
+        if "static" in d:
+            st, lo = d["static"], d["loop"]
+            lines.append(
+                f"  token loops: static {_n(st['s'])} s ({_n(st['tokens_per_s'], ',.0f')} tokens/s, "
+                f"{_n(st.get('step_s') and 1000 * st['step_s'])} ms per step, bucket {st.get('bucket')}, "
+                f"{st.get('graphs_captured_warmup')} graphs captured in its warm-up) vs lean loop {_n(lo['s'])} s "
+                f"({_n(lo['tokens_per_s'], ',.0f')} tokens/s) -> {_n(d.get('static_vs_loop'), '.2f')}x; vs generate: "
+                f"static {_n(d.get('static_vs_hf'), '.2f')}x, loop {_n(d.get('loop_vs_hf'), '.2f')}x; same tokens: "
+                f"{d.get('same_tokens_static_loop')}")
         if "float32" in d:
             f = d["float32"]
             lines.append(f"  float32 sampling call: {_n(f['lean_s'])} s ({_n(f['lean_tokens_per_s'], ',.0f')} tokens/s); "
                          f"bf16 / fp32 speed {_n(r.get('bf16_vs_fp32'), '.2f')}x; bf16 copy refresh "
                          f"{_n(f.get('bf16_copy_refresh_s'))} s")
+    probe = d.get("attention_probe")
+    if probe:
+        for dtype in ("bfloat16", "float32"):
+            cells = [f"{name} " + ("refused" if "error" in v else
+                                   f"{_n(1e6 * v['first_pass_s'], '.0f')}/{_n(1e6 * v['second_pass_s'], '.0f')} us")
+                     for name, v in probe[dtype].items()]
+            lines.append(f"  decode attention per call, {dtype} (first/second pass): " + ", ".join(cells))
     if c:
         if c.get("s_per_1k_tokens") is not None:
             lines.append(f"  CoMLRL 1.4.3 ({c['status']}): {_n(c['step_s'])} s per step of {c['items_per_step']} item(s) "

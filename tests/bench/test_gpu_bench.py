@@ -62,7 +62,16 @@ def test_the_record_runs_end_to_end_on_the_cpu(tmp_path: Path, one_thread: None,
     assert decode["batch"] == 4 and decode["lean_tokens"] == decode["hf_tokens"] == 4 * 6
     assert _positive(decode["lean_step_s"]) and _positive(decode["rollout_vs_hf"])
     assert decode["roofline_fraction"] is None  # no HBM bandwidth for a CPU
+    # both token loops on the batch: the static path (eager on a CPU) samples the lean loop's tokens
+    assert decode["lean_path"] == "loop" and decode["static"]["used"] and decode["same_tokens_static_loop"]
+    assert decode["static"]["tokens"] == decode["loop"]["tokens"] == 24 and decode["static"]["bucket"] == 4
+    assert _positive(decode["static"]["step_s"]) and decode["static"]["graphs_captured_warmup"] == 0
+    assert shape["ratios"]["static_vs_loop"] == pytest.approx(decode["loop"]["s"] / decode["static"]["s"])
     assert decode["float32"]["lean_tokens"] == 24 and _positive(decode["float32"]["bf16_copy_refresh_s"])
+    assert _positive(decode["float32"]["bf16_copy_tokens_per_s"])
+    probe = decode["attention_probe"]  # a CPU has only the default SDPA backend to time
+    assert set(probe["bfloat16"]) == set(probe["float32"]) == {"default"}
+    assert _positive(probe["bfloat16"]["default"]["second_pass_s"])
     ratios = shape["ratios"]
     assert ratios["rollout_vs_hf"] == pytest.approx(decode["hf_generate_s"] / decode["lean_s"])
     assert ratios["bf16_vs_fp32"] == pytest.approx(decode["float32"]["lean_s"] / decode["lean_s"])

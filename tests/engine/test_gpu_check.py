@@ -40,6 +40,7 @@ def test_every_check_passes_on_a_tiny_model_on_the_cpu() -> None:
     decode = results[1]
     assert decode.numbers["logprob_max_diff"] <= 1e-3 and decode.numbers["sample_tokens_per_s"] > 0
     assert decode.numbers["sample_tokens_per_s_forward"] > 0
+    assert decode.numbers["sample_tokens_per_s_loop"] > 0 and decode.numbers["first_call_s"] > 0
     assert "fast token step: exact on this device" in decode.detail  # the CPU needs no check
     assert "parallel_training=mp" in results[4].detail and "bfloat16" in results[3].detail
     assert "dtypes ['float32']" in results[5].detail  # trained in float32, sampled from bfloat16 copies
