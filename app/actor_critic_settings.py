@@ -1,11 +1,11 @@
 """The ``trainer.actor_critic`` settings of IAC/MAAC runs (and of MARLHF with an IAC/MAAC stage) for the
-form: fields, defaults, validation.
+form: fields and defaults.
 
 The widgets come from the run config's typed section (``engine.schema.run_config.ActorCriticSection``), the
 defaults from the trainers' own config classes (``IACConfig``/``MAACConfig``, CoMLRL's names and
-defaults), and which trainer settings an algorithm ignores from ``engine.schema.algorithms``: all of them
-read the one settings catalog, so the form always shows what a run would use. None of these
-modules imports torch.
+defaults): both read the one settings catalog, so the form always shows what a run would use. The
+values are checked where the run checks them (:func:`engine.schema.configure.trainer_problems`, through
+:func:`app.draft.validate`). None of these modules imports torch.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.fields import FieldForm, field_form
-from app.unused_settings import unused_setting_errors
-from engine.schema.algorithms import CONFIG_CLASSES, unused_settings
+from engine.schema.algorithms import CONFIG_CLASSES
 from engine.schema.catalog import ACTOR_CRITIC
 from engine.schema.run_config import ActorCriticSection, has_critics
 
@@ -51,44 +50,6 @@ def forms(algorithm: str) -> list[FieldForm]:
     algorithm_defaults = defaults(algorithm)
     return [field_form(name, config_class(algorithm).__pydantic_fields__[name]) for name in algorithm_defaults
             if name in ActorCriticSection.model_fields]
-
-
-def unused_trainer_fields(algorithm: str) -> list[str]:
-    """``TrainerSpec`` fields the actor-critic trainers do not read (MAGRPO-only: ``clip_epsilon``, ...)."""
-    return unused_settings(algorithm)
-
-
-def validate(trainer: dict[str, Any]) -> dict[str, list[str]]:
-    """Problems of an iac/maac trainer section by dotted path (empty for other algorithms).
-
-    Checks what the run would refuse when it starts: unknown ``actor_critic`` keys, each setting's
-    value (by the config class itself) and MAGRPO-only trainer fields changed from their defaults.
-    """
-    algorithm = critic_algorithm(trainer)
-    if algorithm is None:
-        return {}
-    errors = unused_setting_errors(trainer)
-    settings = trainer.get("actor_critic") or {}
-    if not isinstance(settings, dict):
-        errors["trainer.actor_critic"] = [f"must be a mapping of settings, got {type(settings).__name__}"]
-        return errors
-    cls = config_class(algorithm)
-    known = set(cls.field_names())
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        errors["trainer.actor_critic"] = [
-            f"unknown settings {unknown} for {algorithm}; known: {', '.join(s for s in SETTINGS if s in known)}"]
-        return errors
-    stage = {"rl_algorithm": trainer.get("rl_algorithm"), "num_generations": 1} if algorithm == "marlhf" else {}
-    try:
-        cls(**stage, **settings)
-    except ValueError as exc:
-        name, _, message = str(exc).partition(": ")
-        path = f"trainer.actor_critic.{name}" if name in settings else "trainer.actor_critic"
-        errors.setdefault(path, []).append(message if name in settings else str(exc))
-    except TypeError as exc:
-        errors.setdefault("trainer.actor_critic", []).append(f"a setting has the wrong type: {exc}")
-    return errors
 
 
 def edited_settings(algorithm: str, shown: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:

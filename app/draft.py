@@ -15,10 +15,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app import actor_critic_settings
 from app.fields import error_paths
 from app.system_draft import system_errors
-from app.unused_settings import unused_setting_errors
+from engine.schema.preflight import algorithm_problems, task_fit_problems
 from engine.schema.run_config import AgentSpec, RunConfig, TaskSpec, TrainerSpec, dump_run_config
 from engine.schema.safe_yaml import YamlLimitError, load_yaml
 
@@ -64,58 +63,56 @@ def validate(draft: dict[str, Any], task_info: Any = None, *,
     With the task's catalog entry (``engine.tasks.base.TaskInfo``), task parameters are checked
     against the task's own params model (``task.params.<field>``), the team size against the sizes
     the task supports (``agents``) and the number of turns against its maximum
-    (``trainer.num_turns``); the rest is checked by :class:`engine.schema.run_config.RunConfig`. IAC/MAAC
-    settings are checked as the actor-critic trainers check them (``trainer.actor_critic.<key>``),
-    settings the algorithm does not read are refused at their field (``trainer.<name>``), and a
-    ``system`` section by :func:`engine.schema.system_spec.parse_system_spec`, its problems under ``system``.
-    ``preflight(config)`` (the dashboard passes ``app.context.preflight_problems``) adds the
-    pre-flight problems of an otherwise valid config (model sources, ``max_new_tokens`` against each
-    model's context, task parameters) at their fields, unless a field already has its own errors.
+    (``trainer.num_turns``), by pre-flight's :func:`engine.schema.preflight.task_fit_problems`;
+    the rest is checked by :class:`engine.schema.run_config.RunConfig`, parsed
+    once, a ``system`` section's problems named under ``system``. A parsed config then goes through
+    the build's own checks: the algorithm's rules
+    (:func:`engine.schema.preflight.algorithm_problems`, as the run builds its trainer: settings the
+    algorithm does not read at ``trainer.<name>``, IAC/MAAC settings at ``trainer.actor_critic.<key>``),
+    or, given ``preflight(config)`` (the dashboard passes ``app.context.preflight_problems``), every
+    pre-flight problem (those rules, model sources, ``max_new_tokens`` against each model's context,
+    task parameters) at their fields. The form has no checks of its own.
     ``task_modules``: the operator's task module allowlist (``COOPLAB_TASK_MODULES``; the dashboard passes
     ``app.context.allowed_task_modules()``) a ``package.module:factory`` task or schedule must come from.
     """
-    context = {"task_modules": tuple(task_modules)}
     errors: dict[str, list[str]] = {}
-    if task_info is not None:
-        try:
-            task_info.params_model.model_validate(draft.get("task", {}).get("params") or {})
-        except ValidationError as exc:
-            errors.update(error_paths(exc, ("task", "params")))
-        agents = draft.get("agents") or []
-        sizes = tuple(task_info.team_sizes)
-        if sizes and len(agents) not in sizes:
-            errors.setdefault("agents", []).append(
-                f"task {task_info.name!r} is played by {' or '.join(str(n) for n in sizes)} agent(s), "
-                f"not {len(agents)}; add or remove agents"
-            )
-        turns = (draft.get("trainer") or {}).get("num_turns")
-        if task_info.max_turns is not None and isinstance(turns, int) and turns > task_info.max_turns:
-            errors.setdefault("trainer.num_turns", []).append(
-                f"task {task_info.name!r} supports at most {task_info.max_turns} turn(s)"
-            )
-    trainer = draft.get("trainer")
-    if isinstance(trainer, dict):
-        problems = actor_critic_settings.validate(trainer) or unused_setting_errors(trainer)
-        for path, messages in problems.items():
-            errors.setdefault(path, []).extend(messages)
-    system = draft.get("system")
+    task_modules = tuple(task_modules)
+    if task_info is not None:  # the task's own checks need no parsed config: named alongside the rest
+        fit = task_fit_problems(task_info, (draft.get("task") or {}).get("params") or {},
+                                len(draft.get("agents") or []), (draft.get("trainer") or {}).get("num_turns"))
+        for problem in fit:
+            _add(errors, {problem.field: [problem.message]})
     try:
-        config = RunConfig.model_validate({k: v for k, v in draft.items() if k != "system"}, context=context)
+        config = RunConfig.model_validate(draft, context={"task_modules": task_modules})  # the one parse
     except ValidationError as exc:
-        for path, messages in error_paths(exc).items():
-            known = errors.setdefault(path, [])
-            known.extend(m for m in messages if m not in known)  # the critic's checks may have said it
+        _add(errors, _invalid(draft, exc, task_modules))
         return None, errors
-    if system is not None:
-        problems = system_errors(config, system, task_modules)
-        if problems:
-            errors.setdefault("system", []).extend(problems)
-        else:
-            config = RunConfig.model_validate(draft, context=context)
-    if preflight is not None and not errors:
-        for problem in preflight(config):
-            errors.setdefault(problem.field, []).append(problem.message)
+    # the build's own checks (engine.schema.preflight): pre-flight includes the algorithm's rules
+    problems = preflight(config) if preflight is not None and not errors else algorithm_problems(config, task_modules)
+    for problem in problems:
+        _add(errors, {problem.field: [problem.message]})
     return (config if not errors else None), errors
+
+
+def _invalid(draft: dict[str, Any], exc: ValidationError, task_modules: tuple[str, ...]) -> dict[str, list[str]]:
+    """The errors of a draft the schema refused, by field; a ``system`` section's problems under
+    ``system`` when the rest of the draft is valid."""
+    system = draft.get("system")
+    if system is None:
+        return error_paths(exc)
+    try:
+        rest = RunConfig.model_validate({k: v for k, v in draft.items() if k != "system"},
+                                        context={"task_modules": task_modules})
+    except ValidationError as rest_exc:
+        return error_paths(rest_exc)
+    problems = system_errors(rest, system, task_modules)
+    return {"system": problems} if problems else error_paths(exc)
+
+
+def _add(errors: dict[str, list[str]], found: dict[str, list[str]]) -> None:
+    for path, messages in found.items():
+        known = errors.setdefault(path, [])
+        known.extend(m for m in messages if m not in known)  # the task's checks may have said it
 
 
 def to_yaml(config: RunConfig) -> str:

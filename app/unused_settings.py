@@ -1,9 +1,9 @@
-"""Trainer settings an algorithm does not read, refused in the form as the run would refuse them.
+"""Trainer settings an algorithm does not read, as the form and the Config tab show them.
 
 Every algorithm's config class reads the one settings catalog (``engine.schema.algorithms`` says which
-run-config settings it lacks): a MAGRPO-only setting changed for ``iac`` or ``madpo``, or a
-preference setting changed for ``magrpo``, is named next to its field before the draft is saved.
-Torch-free.
+run-config settings it lacks). The form hides the iterative trainers' settings from other algorithms
+unless a draft changed one; a changed one is refused next to its field by the build's own check
+(:func:`engine.schema.configure.trainer_problems`, through :func:`app.draft.validate`). Torch-free.
 """
 
 from __future__ import annotations
@@ -12,19 +12,6 @@ from typing import Any
 
 from engine.schema.algorithms import CONFIG_CLASSES, unused_settings
 from engine.schema.run_config import TrainerSpec
-
-
-def unused_setting_errors(trainer: dict[str, Any]) -> dict[str, list[str]]:
-    """``trainer.<name>``: why, for each setting the draft's algorithm ignores yet the draft changed."""
-    algorithm = trainer.get("algorithm") or "magrpo"
-    if algorithm not in CONFIG_CLASSES:
-        return {}  # the schema names an unknown algorithm itself
-    defaults = TrainerSpec()
-    return {f"trainer.{name}": [f"not used by {algorithm}; leave it at its default ({getattr(defaults, name)!r}) "
-                                f"or choose an algorithm that reads it"]
-            for name in unused_settings(algorithm)
-            if name in trainer and trainer[name] != getattr(defaults, name)}
-
 
 # Settings only the iterative preference trainers read (comparators, replay, iteration files): the form
 # shows them for madpo_iter/marlhf_iter, and for another algorithm only when a draft has changed one

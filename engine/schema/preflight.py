@@ -131,7 +131,7 @@ def algorithm_problems(config: RunConfig, task_modules: tuple[str, ...] = ()) ->
     is built from it as the run will build it, so a combination only that class refuses is named now,
     not when the run starts. A system's trainers are built the same way, each from its group's
     settings and agents (``system.trainers.<i>.trainer.<field>``)."""
-    from engine.schema.configure import trainer_config  # torch-free
+    from engine.schema.configure import trainer_problems  # torch-free
 
     if config.system is None:
         built = [("", config.trainer, list(config.agents))]
@@ -144,10 +144,8 @@ def algorithm_problems(config: RunConfig, task_modules: tuple[str, ...] = ()) ->
                  for i, group in enumerate(parse_system_spec(config, task_modules).trainers)]
     problems = []
     for where, spec, team in built:
-        try:
-            trainer_config(spec, team)
-        except ConfigError as exc:
-            field, _, message = str(exc).partition(": ")
+        for problem in trainer_problems(spec, team):
+            field, _, message = problem.partition(": ")
             problems.append(Problem(where + field, message) if message else Problem(where + "trainer", field))
     return problems
 
@@ -231,9 +229,18 @@ def task_problems(config: RunConfig, task_modules: tuple[str, ...] = ()) -> list
         info = get_task_info(name, task_modules)
     except TaskError as exc:
         return [Problem("task.name", str(exc))]
-    problems: list[Problem] = []
+    problems = task_fit_problems(info, dict(config.task.params), len(config.agents), config.trainer.num_turns)
+    problems += _best_metric_problems(config, info)
+    return problems
+
+
+def task_fit_problems(info: Any, params: Any, num_agents: int, num_turns: Any) -> list[Problem]:
+    """A task's parameters against its params model, the team size and the number of turns against
+    what the task supports (``info``: its catalog entry). Needs no parsed config, so the dashboard's
+    form names these even while another field is invalid."""
+    name, problems = info.name, []
     try:
-        info.params_model.model_validate(dict(config.task.params))
+        info.params_model.model_validate(params)
     except ValidationError as exc:
         accepted = ", ".join(info.params_model.model_fields) or "none"
         for err in exc.errors():
@@ -243,12 +250,11 @@ def task_problems(config: RunConfig, task_modules: tuple[str, ...] = ()) -> list
                 message = f"task {name!r} has no parameter {err['loc'][-1]!r}; accepted: {accepted}"
             problems.append(Problem(where, message))
     sizes = tuple(info.team_sizes)
-    if sizes and len(config.agents) not in sizes:
+    if sizes and num_agents not in sizes:
         problems.append(Problem("agents", f"task {name!r} is played by {' or '.join(str(n) for n in sizes)} "
-                                          f"agent(s), not {len(config.agents)}; add or remove agents"))
-    if info.max_turns is not None and config.trainer.num_turns > info.max_turns:
+                                          f"agent(s), not {num_agents}; add or remove agents"))
+    if info.max_turns is not None and isinstance(num_turns, int) and num_turns > info.max_turns:
         problems.append(Problem("trainer.num_turns", f"task {name!r} supports at most {info.max_turns} turn(s)"))
-    problems += _best_metric_problems(config, info)
     return problems
 
 

@@ -24,7 +24,10 @@ for name in modules:
     importlib.import_module(name)
 import jobs.client  # what the dashboard calls to launch and stop runs
 from app import actor_critic_settings  # reads IACConfig/MAACConfig defaults without the trainers
-assert actor_critic_settings.defaults("iac") and actor_critic_settings.validate({"algorithm": "maac"}) == {}
+from app import draft as drafts  # checks a draft with the build's own rules, torch-free
+assert actor_critic_settings.defaults("iac")
+assert drafts.validate({"agents": [{"name": "a", "model": "builtin:tiny-llama"}], "task": {"name": "quickstart"},
+                        "trainer": {"algorithm": "maac", "clip_epsilon": 0.2}})[1]["trainer.clip_epsilon"]
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 config.set_option("server.address", "127.0.0.1")  # as `cooplab ui` serves it: no sign-in

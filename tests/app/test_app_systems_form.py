@@ -10,6 +10,7 @@ from app import draft as drafts
 from app.system_draft import example_system, system_errors
 from db.store import Store
 from engine.schema.run_config import RunConfig
+from tests.app.drafts import blank_draft
 
 
 def _create_quickstart(app):
@@ -37,16 +38,23 @@ def test_actor_critic_defaults_come_from_the_trainers_configs() -> None:
     kinds = {f.name: (f.kind, f.optional) for f in ac.forms("iac")}
     assert kinds["critic_type"] == ("choice", False) and kinds["critic_devices"] == ("list_str", True)
     assert kinds["critic_value_head_hidden_dim"] == ("int", True) and kinds["use_separate_critic"] == ("bool", False)
-    assert "clip_epsilon" in ac.unused_trainer_fields("iac") and "discount" not in ac.unused_trainer_fields("iac")
+
+
+def _errors(**trainer) -> dict[str, list[str]]:
+    """The form's errors for a blank draft with these trainer settings (the build's checks)."""
+    draft = blank_draft()
+    draft["trainer"].update(trainer)
+    return drafts.validate(draft)[1]
 
 
 def test_actor_critic_validation_names_the_setting() -> None:
-    assert ac.validate({"algorithm": "magrpo", "actor_critic": {"critic_type": "x"}}) == {}
-    assert ac.validate({"algorithm": "iac", "actor_critic": {"critic_type": "q"}}) == {}
-    assert ac.validate({"algorithm": "iac", "actor_critic": {"critic_type": "w"}}) == {
+    assert _errors(algorithm="iac", num_generations=1, actor_critic={"critic_type": "q"}) == {}
+    assert _errors(algorithm="iac", num_generations=1, actor_critic={"critic_type": "w"}) == {
         "trainer.actor_critic.critic_type": ["must be 'v' (state value) or 'q' (state-action value), got 'w'"]}
-    errors = ac.validate({"algorithm": "maac", "clip_epsilon": 0.2, "actor_critic": {"use_separate_critic": False}})
-    assert errors["trainer.clip_epsilon"][0].startswith("not used by maac")
+    errors = _errors(algorithm="maac", num_generations=1, clip_epsilon=0.2, joint_mode="cross",
+                     actor_critic={"use_separate_critic": False})
+    assert errors["trainer.clip_epsilon"][0].startswith("not used by maac")  # every unread setting, each at its field
+    assert errors["trainer.joint_mode"][0].startswith("not used by maac")
     assert "unknown settings ['use_separate_critic'] for maac" in errors["trainer.actor_critic"][0]
     assert ac.edited_settings("iac", {**ac.defaults("iac"), "value_loss_coef": 0.3}, {"critic_type": "v"}) == {
         "critic_type": "v", "value_loss_coef": 0.3}
@@ -177,7 +185,7 @@ def test_marlhf_with_an_actor_critic_stage_shows_its_critic_settings(app, store:
     trainer = store.list_experiments()[0].config["trainer"]
     assert (trainer["algorithm"], trainer["rl_algorithm"], trainer["actor_critic"]) == (
         "marlhf", "iac", {"value_loss_coef": 0.4})
-    assert ac.validate({"algorithm": "marlhf", "rl_algorithm": "maac",
-                        "actor_critic": {"use_separate_critic": False}}) == {
+    assert _errors(algorithm="marlhf", rl_algorithm="maac", num_generations=1,
+                   actor_critic={"use_separate_critic": False}) == {
         "trainer.actor_critic.use_separate_critic": ["only rl_algorithm iac reads it (maac has one centralised "
                                                      "critic); leave it at its default (True)"]}
