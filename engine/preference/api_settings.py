@@ -11,10 +11,13 @@ import json
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.preference.api_responses import normalize_api_format
 from engine.schema.secrets import is_sensitive_header
+
+if TYPE_CHECKING:
+    from engine.schema.preference_configs import MADPOIterConfig, MARLHFIterConfig
 
 ONE_PER_REQUEST_FORMATS = frozenset({"anthropic_messages", "openai_responses"})
 ANTHROPIC_VERSION = "2023-06-01"
@@ -147,36 +150,29 @@ class ApiSettings:
         return f"ApiSettings({', '.join(shown)})"
 
     @classmethod
-    def from_config(cls, config: Any, api_key: str | None) -> ApiSettings:
-        """From a config object with CoMLRL's field names (read with getattr, missing ones take the defaults).
-
-        Reads comparator_api_url, _format, _model, _max_n_per_request, _timeout, _headers, _key_header,
-        _key_prefix, _response_field, _extra_body (and CoopLab's comparator_api_retries / _backoff_s where a
-        config has them), max_new_tokens, temperature, top_p and top_k. The key comes already resolved (the
-        caller reads comparator_api_key or the variable comparator_api_key_env names).
+    def from_config(cls, config: MADPOIterConfig | MARLHFIterConfig, api_key: str | None) -> ApiSettings:
+        """From an iterative trainer's config (CoMLRL's field names): comparator_api_url, _format, _model,
+        _max_n_per_request, _timeout, _headers, _key_header, _key_prefix, _response_field, _extra_body,
+        _retries, max_new_tokens, temperature, top_p and top_k. The key comes already resolved (the caller
+        reads comparator_api_key or the variable comparator_api_key_env names).
         """
-        def opt(name: str, default: Any) -> Any:
-            value = getattr(config, name, default)
-            return default if value is None else value
-
         return cls(
-            url=getattr(config, "comparator_api_url", None) or "",
-            format=getattr(config, "comparator_api_format", None) or "generic",
-            model=getattr(config, "comparator_api_model", None),
-            max_n_per_request=getattr(config, "comparator_api_max_n_per_request", None),
-            timeout=opt("comparator_api_timeout", 120.0),
-            headers=getattr(config, "comparator_api_headers", None),
+            url=config.comparator_api_url or "",
+            format=config.comparator_api_format,
+            model=config.comparator_api_model,
+            max_n_per_request=config.comparator_api_max_n_per_request,
+            timeout=config.comparator_api_timeout,
+            headers=config.comparator_api_headers,
             api_key=api_key,
-            key_header=opt("comparator_api_key_header", "Authorization"),
-            key_prefix=getattr(config, "comparator_api_key_prefix", "Bearer"),  # null: the bare key (as CoMLRL)
-            response_field=opt("comparator_api_response_field", "completions"),
-            extra_body=getattr(config, "comparator_api_extra_body", None),
-            max_new_tokens=opt("max_new_tokens", 256),
-            temperature=opt("temperature", 0.7),
-            top_p=opt("top_p", 0.9),
-            top_k=getattr(config, "top_k", None),
-            retries=opt("comparator_api_retries", 2),
-            backoff_s=opt("comparator_api_backoff_s", 1.0),
+            key_header=config.comparator_api_key_header,
+            key_prefix=config.comparator_api_key_prefix,
+            response_field=config.comparator_api_response_field,
+            extra_body=config.comparator_api_extra_body,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k,
+            retries=config.comparator_api_retries,
         )
 
     def headers_for_request(self) -> dict[str, str]:

@@ -37,7 +37,7 @@ class CentralizedMAGRPOTrainer(CentralizedRoles, MAGRPOTrainer):
         a = dict(given.arguments)
         del a["self"]
         config = a["args"] if a["args"] is not None else CentralizedMAGRPOConfig()
-        if getattr(config, "collaboration_mode", None) != "centralized":
+        if not isinstance(config, CentralizedMAGRPOConfig) or config.collaboration_mode != "centralized":
             raise ValueError(f"args: CentralizedMAGRPOTrainer takes a CentralizedMAGRPOConfig, got "
                              f"{type(config).__name__}")
         self.collaboration, self.role_names = centralize(a, config, centralized_adapter, explicit_roles=explicit_roles,

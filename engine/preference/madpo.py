@@ -30,7 +30,7 @@ from engine.preference.joint_policy import CentralizedRoles, centralize, unread_
 from engine.preference.loss import agent_dpo_loss, pair_statistics
 from engine.preference.pairs import PreferencePair
 from engine.rewards.team_reward import TeamReward
-from engine.schema.preference_configs import MADPOConfig
+from engine.schema.preference_configs import MADPOConfig, MARLHFConfig
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.trainer.agent_setup import COMLRL_AGENT_ARGUMENTS, comlrl_agents
 from engine.trainer.core import TrainerCore, step_timing
@@ -68,7 +68,7 @@ class MADPOTrainer(CentralizedRoles, TrainerCore):
         if config is not None and not hasattr(config, "dpo_beta"):
             raise ValueError(f"args: MADPOTrainer takes a MADPOConfig, got {type(config).__name__}")
         unread_adapter_problem(config if config is not None else self._default_config(), centralized_adapter)
-        if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
+        if isinstance(config, MADPOConfig | MARLHFConfig) and config.collaboration_mode == "centralized":  # one model writes every role
             self.collaboration, self.role_names = centralize(a, config, centralized_adapter,
                                                              explicit_roles=explicit_roles, role_check=self._role_check)
         self.reward = TeamReward(a["reward_func"], a["reward_processor"])  # checked before models load

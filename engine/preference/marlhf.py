@@ -138,7 +138,7 @@ class MARLHFTrainer(CentralizedRoles, LearnedRewardStage, MAGRPOTrainer):
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         given = {k: v for k, v in kwargs.items() if k != "centralized_adapter"}
         config = _CONSTRUCTOR.bind(None, *args, **given).arguments.get("args")
-        stage = ACTOR_CRITIC_STAGES.get(getattr(config, "rl_algorithm", None))
+        stage = ACTOR_CRITIC_STAGES.get(config.rl_algorithm) if isinstance(config, MARLHFConfig) else None
         if cls is MARLHFTrainer and stage is not None:
             module, _, name = stage.partition(":")
             return getattr(importlib.import_module(module), name)(*args, **kwargs)
@@ -149,11 +149,11 @@ class MARLHFTrainer(CentralizedRoles, LearnedRewardStage, MAGRPOTrainer):
         config = given.arguments.get("args")
         if config is not None and not hasattr(config, "rl_algorithm"):
             raise ValueError(f"args: MARLHFTrainer takes a MARLHFConfig, got {type(config).__name__}")
-        if getattr(config, "rl_algorithm", None) in ACTOR_CRITIC_STAGES:  # MARLHFTrainer(...) returned another class
+        if isinstance(config, MARLHFConfig) and config.rl_algorithm in ACTOR_CRITIC_STAGES:  # MARLHFTrainer(...) returned another class
             raise ValueError(f"rl_algorithm: {type(self).__name__} runs a MAGRPO-family stage; build MARLHFTrainer "
                              f"itself (it returns the IAC/MAAC trainer), or subclass MARLHFIACTrainer/MARLHFMAACTrainer")
         unread_adapter_problem(config if config is not None else self._default_config(), centralized_adapter)
-        if getattr(config, "collaboration_mode", None) == "centralized":  # one model writes every role
+        if isinstance(config, MARLHFConfig) and config.collaboration_mode == "centralized":  # one model writes every role
             explicit_roles = "num_agents" in given.arguments
             given.apply_defaults()
             a = dict(given.arguments)

@@ -37,9 +37,10 @@ class _ActorCriticStage(LearnedRewardStage):
         given.apply_defaults()
         a = dict(given.arguments)
         config = a["args"] if a["args"] is not None else self._default_config()
-        if getattr(config, "rl_algorithm", None) != self.rl_algorithm:
+        if not isinstance(config, MARLHFConfig) or config.rl_algorithm != self.rl_algorithm:
+            got = config.rl_algorithm if isinstance(config, MARLHFConfig) else type(config).__name__
             raise ValueError(f"args: {type(self).__name__} takes a MARLHFConfig with rl_algorithm="
-                             f"{self.rl_algorithm!r}, got {getattr(config, 'rl_algorithm', type(config).__name__)!r}")
+                             f"{self.rl_algorithm!r}, got {got!r}")
         if centralized_adapter is not None:
             raise ValueError("centralized_adapter: a centralized MARLHF runs a MAGRPO-family RL stage; set "
                              "rl_algorithm to magrpo, mareinforce, maremax or marloo")

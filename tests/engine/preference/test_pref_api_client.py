@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 from engine.preference.api_client import ApiClient, ComparatorApiError
 from engine.preference.api_responses import API_FORMATS, extract_completions, normalize_api_format
 from engine.preference.api_settings import ApiSettings
+from engine.schema.preference_configs import MADPOIterConfig, MARLHFIterConfig
 
 KEY = "sk-test-SECRET-0123456789"
 
@@ -425,11 +425,11 @@ def test_normalize_api_format_aliases_and_error() -> None:
 
 
 def test_from_config_reads_comlrl_names() -> None:
-    config = SimpleNamespace(
-        comparator_api_url="https://api.example/v1/chat/completions", comparator_api_format="openai",
-        comparator_api_model="gpt-x", comparator_api_max_n_per_request=4, comparator_api_timeout=30,
-        comparator_api_headers={"X-A": 1}, comparator_api_key_header="X-Key", comparator_api_key_prefix=None,
-        comparator_api_response_field="out.texts", comparator_api_extra_body={"seed": 1},
+    config = MADPOIterConfig(
+        comparator_policy="api", comparator_api_url="https://api.example/v1/chat/completions",
+        comparator_api_format="openai", comparator_api_model="gpt-x", comparator_api_max_n_per_request=4,
+        comparator_api_timeout=30, comparator_api_headers={"X-A": "1"}, comparator_api_key_header="X-Key",
+        comparator_api_key_prefix="", comparator_api_response_field="out.texts", comparator_api_extra_body={"seed": 1},
         max_new_tokens=128, temperature=0.6, top_p=0.6, top_k=50, comparator_api_key="IGNORED-HERE")
     settings = ApiSettings.from_config(config, KEY)
     assert (settings.url, settings.format, settings.model, settings.max_n_per_request, settings.timeout) == (
@@ -439,13 +439,14 @@ def test_from_config_reads_comlrl_names() -> None:
     assert (settings.extra_body, settings.max_new_tokens, settings.temperature, settings.top_p, settings.top_k) == (
         {"seed": 1}, 128, 0.6, 0.6, 50)
     assert settings.api_key == KEY and settings.headers_for_request()["X-Key"] == KEY  # empty prefix: the bare key
-    bare = SimpleNamespace(comparator_api_url="http://h/x", comparator_api_format=None)
+    bare = MARLHFIterConfig(comparator_policy="api", comparator_api_url="http://h/x")
     minimal = ApiSettings.from_config(bare, None)
     assert (minimal.format, minimal.timeout, minimal.key_header, minimal.key_prefix, minimal.retries) == (
         "generic", 120.0, "Authorization", "Bearer", 2)
     assert "authorization" not in {k.lower() for k in minimal.headers_for_request()}  # no key, no header
+    no_url = MADPOIterConfig()
     with pytest.raises(ValueError, match="comparator_api_url: required"):
-        ApiSettings.from_config(SimpleNamespace(), None)
+        ApiSettings.from_config(no_url, None)
 
 
 def test_the_module_imports_no_torch() -> None:
