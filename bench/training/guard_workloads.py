@@ -17,6 +17,9 @@ are hashed (:func:`fingerprint`) so a change in any sampled token shows.
 Each family's settings use CoMLRL 1.4.3's field names only (:data:`FAMILIES`), so CoMLRL's trainers
 run the same work (:mod:`bench.training.guard_comlrl`); CoopLab's side adds only ``seed`` and
 ``transcripts_per_step=0``. Torch computes on one thread while a family runs (:func:`one_thread`).
+
+:data:`VARIANTS` are what-if forms of CoopLab's side for a comparison with CoMLRL (the bench's
+``--cooplab-variant``; never recorded): each changes one thing CoMLRL does differently.
 """
 
 from __future__ import annotations
@@ -40,6 +43,14 @@ TOKENS = 8  # max_new_tokens of one role
 # What every family shares (CoMLRL's names): the sampler, single turn, no evaluation.
 SAMPLING: dict[str, Any] = dict(num_turns=1, max_new_tokens=TOKENS, temperature=1.0, top_p=1.0, top_k=50,
                                 eval_interval=0, logging_steps=1000)
+
+
+# What-if forms of CoopLab's side (never recorded): each changes one thing CoMLRL does differently.
+VARIANTS: dict[str, str] = {
+    "no_clip": "max_grad_norm None: no gradient clipping, as in CoMLRL",
+    "plain_text": "the reward reads tokenizer.batch_decode(..., skip_special_tokens=True) of the tokens up to EOS: a "
+                  "UTF-8 sequence cut by max_new_tokens stays U+FFFD, as in CoMLRL's text (CoopLab drops it)",
+}
 
 
 @dataclass(frozen=True)
@@ -234,12 +245,49 @@ class Result:
                 "fingerprint": self.after.fingerprint, "cpu_s": round(self.cpu_s, 2)}
 
 
-def cooplab_trainer(family: Family, models: list[Any], tokenizer: Any, seed: int) -> Any:
-    """CoopLab's trainer of ``family`` on the workload (its settings plus ``seed`` and no transcripts)."""
+def cooplab_settings(family: Family, seed: int, variants: Sequence[str] = ()) -> dict[str, Any]:
+    """The settings CoopLab's trainer of ``family`` gets: the workload's plus ``seed`` and no transcripts
+    (and no clipping with the ``no_clip`` variant)."""
+    check_variants(variants)
+    settings = {**SAMPLING, **family.settings, "seed": seed, "transcripts_per_step": 0}
+    if "no_clip" in variants:
+        settings["max_grad_norm"] = None
+    return settings
+
+
+def check_variants(variants: Sequence[str]) -> None:
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise ValueError(f"unknown CoopLab variant(s) {unknown}; choose from {sorted(VARIANTS)}")
+
+
+def _plain_decode(tokenizer: Any, rows: Sequence[Sequence[int]]) -> list[str]:
+    return tokenizer.batch_decode(rows, skip_special_tokens=True)
+
+
+@contextlib.contextmanager
+def variant_context(variants: Sequence[str]) -> Iterator[None]:
+    """Inside the block the ``plain_text`` variant (when named) gives the sampler CoMLRL's decoding."""
+    check_variants(variants)
+    if "plain_text" not in variants:
+        yield
+        return
+    from engine.sampling import sampler
+
+    original = sampler.decode_completions
+    sampler.decode_completions = _plain_decode
+    try:
+        yield
+    finally:
+        sampler.decode_completions = original
+
+
+def cooplab_trainer(family: Family, models: list[Any], tokenizer: Any, seed: int, variants: Sequence[str] = ()) -> Any:
+    """CoopLab's trainer of ``family`` on the workload (:func:`cooplab_settings`)."""
     from engine.schema.algorithms import CONFIG_CLASSES, trainer_class
 
     algorithm = "magrpo" if family.name == "grpo" else family.name
-    settings = {**SAMPLING, **family.settings, "seed": seed, "transcripts_per_step": 0}
+    settings = cooplab_settings(family, seed, variants)
     if family.name in ("mareinforce", "maremax", "marloo"):
         from engine.schema import configs
 
@@ -259,16 +307,17 @@ def cooplab_trainer(family: Family, models: list[Any], tokenizer: Any, seed: int
     return trainer_class(algorithm)(**kwargs, args=config_cls(**settings))
 
 
-def run_cooplab(name: str, seed: int) -> Result:
-    """Build ``name``'s team, measure, train with CoopLab, measure again (one torch thread)."""
+def run_cooplab(name: str, seed: int, variants: Sequence[str] = ()) -> Result:
+    """Build ``name``'s team, measure, train with CoopLab (in its ``variants``), measure again (one torch thread)."""
     family = FAMILIES[name]
     with one_thread():
         started = time.process_time()
         models, tokenizer = tiny_team(family, seed)
         before = measure(family, models, tokenizer)
-        trainer = cooplab_trainer(family, models, tokenizer, seed)
+        trainer = cooplab_trainer(family, models, tokenizer, seed, variants)
         try:
-            trainer.train()
+            with variant_context(variants):
+                trainer.train()
         finally:
             close = getattr(trainer, "close", None)
             if close is not None:

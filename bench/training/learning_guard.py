@@ -7,6 +7,8 @@ also runs other seeds (kept under ``seeds`` with ``--record``: how far the gain 
 the margin the guard's floor leaves on another platform), and ``--comlrl`` runs CoMLRL 1.4.3's
 trainers on the same workloads and seeds (kept under ``comlrl``). The table gives per family and seed
 CoopLab's and CoMLRL's gain. ``--families`` picks some; ``--json`` prints the report as one line.
+``--cooplab-variant`` trains CoopLab's side in what-if forms (:data:`bench.training.guard_workloads.VARIANTS`:
+``no_clip``, ``plain_text``) to see what a difference from CoMLRL is worth; never with ``--record``.
 
 A change of a recorded number needs a reason in the commit message (docs/benchmarks.md, "The learning guard").
 """
@@ -14,6 +16,7 @@ A change of a recorded number needs a reason in the commit message (docs/benchma
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -21,13 +24,15 @@ import sys
 from typing import Any
 
 from bench.training import guard_record
-from bench.training.guard_workloads import FAMILIES, Result, run_cooplab
+from bench.training.guard_workloads import FAMILIES, VARIANTS, Result, run_cooplab
 from bench.training.vs_comlrl import ComlrlMissingError
 
 
-def run(families: list[str], seeds: list[int], *, comlrl: bool, log: Any = None) -> dict[str, dict[int, Result]]:
-    """``{"cooplab": {family: {seed: Result}}, "comlrl": ...}`` (CoMLRL only with ``comlrl``)."""
-    sides: dict[str, Any] = {"cooplab": run_cooplab}
+def run(families: list[str], seeds: list[int], *, comlrl: bool, log: Any = None,
+        variants: list[str] | None = None) -> dict[str, dict[int, Result]]:
+    """``{"cooplab": {family: {seed: Result}}, "comlrl": ...}`` (CoMLRL only with ``comlrl``; CoopLab's side
+    in ``variants``, when given)."""
+    sides: dict[str, Any] = {"cooplab": functools.partial(run_cooplab, variants=variants) if variants else run_cooplab}
     if comlrl:
         os.environ.setdefault("WANDB_MODE", "disabled")
         from bench.training.guard_comlrl import comlrl_classes, run_comlrl
@@ -83,12 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[guard_record.GUARD_SEED])
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES), metavar="FAMILY")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON line")
+    parser.add_argument("--cooplab-variant", nargs="+", default=[], choices=list(VARIANTS), metavar="VARIANT",
+                        help="train CoopLab's side in these what-if forms: " +
+                             "; ".join(f"{k}: {v}" for k, v in VARIANTS.items()))
     args = parser.parse_args(argv)
     seeds = list(dict.fromkeys([guard_record.GUARD_SEED, *args.seeds]))
     if args.record and args.families != list(FAMILIES):
         parser.error("--record writes every family; leave --families out")
+    if args.record and args.cooplab_variant:
+        parser.error("--record writes the defaults' numbers; leave --cooplab-variant out")
     try:
-        results = run(args.families, seeds, comlrl=args.comlrl, log=None if args.json else sys.stdout)
+        results = run(args.families, seeds, comlrl=args.comlrl, log=None if args.json else sys.stdout,
+                      variants=args.cooplab_variant)
     except ComlrlMissingError as exc:
         print(f"learning_guard: {exc}", file=sys.stderr)
         return 2
@@ -104,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         r.record()[k] == recorded.get("families", {}).get(f, {}).get(k) for k in guard_record.EXACT_FIELDS)
         for f, r in guard_results.items()}
     report["spread"] = {f: spread(g) for f, g in report["cooplab"].items()}
+    if args.cooplab_variant:
+        report["cooplab_variants"] = args.cooplab_variant
     if args.record:
         record = guard_record.build_record(guard_results, previous=recorded)
         if len(seeds) > 1:
@@ -114,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:
+        if args.cooplab_variant:
+            print(f"CoopLab's side trained in the variant(s) {', '.join(args.cooplab_variant)}")
         print(table(report))
         print("equal to the file's numbers before this run (same platform):",
               ", ".join(f"{f} {'yes' if ok else 'no'}" for f, ok in report["equals_record"].items()))

@@ -69,3 +69,31 @@ def test_the_bench_says_how_to_install_comlrl_before_training(monkeypatch: pytes
     monkeypatch.setattr(learning_guard, "run_cooplab", lambda *a: pytest.fail("trained before the CoMLRL check"))
     assert learning_guard.main(["--comlrl", "--families", "grpo"]) == 2
     assert "pip install --no-deps comlrl==1.4.3" in capsys.readouterr().err
+
+
+def test_a_cooplab_variant_changes_only_what_it_names() -> None:
+    magrpo = guard_workloads.FAMILIES["magrpo"]
+    plain = guard_workloads.cooplab_settings(magrpo, 3)
+    assert plain == {**guard_workloads.SAMPLING, **magrpo.settings, "seed": 3, "transcripts_per_step": 0}
+    assert guard_workloads.cooplab_settings(magrpo, 3, ["no_clip"]) == {**plain, "max_grad_norm": None}
+    assert guard_workloads.cooplab_settings(magrpo, 3, ["plain_text"]) == plain
+    with pytest.raises(ValueError, match="unknown CoopLab variant"):
+        guard_workloads.cooplab_settings(magrpo, 3, ["no_such"])
+
+
+def test_the_plain_text_variant_gives_the_reward_comlrls_text_inside_its_block_only() -> None:
+    from engine.models.tiny import build_tiny_tokenizer
+    from engine.sampling import sampler
+
+    tokenizer = build_tiny_tokenizer(1024)
+    cut = tokenizer("日", add_special_tokens=False)["input_ids"][:1]  # the first of its three bytes
+    assert sampler.decode_completions(tokenizer, [cut]) == [""]  # CoopLab drops a cut character
+    with guard_workloads.variant_context(["plain_text"]):
+        assert sampler.decode_completions(tokenizer, [cut]) == ["\ufffd"]  # CoMLRL's text
+    assert sampler.decode_completions(tokenizer, [cut]) == [""]
+
+
+def test_the_bench_records_no_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(learning_guard, "run_cooplab", lambda *a, **k: pytest.fail("trained before the check"))
+    with pytest.raises(SystemExit):
+        learning_guard.main(["--record", "--cooplab-variant", "no_clip"])
