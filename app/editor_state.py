@@ -55,13 +55,10 @@ def pop_notice() -> str | None:
     return st.session_state.pop(NOTICE, None)
 
 
-def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with every default filled in (the schema's and the task's parameter defaults), as the
-    form shows it: comparing two effective configs finds real changes only."""
+def filled_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with each section's schema defaults and the task's parameter defaults filled in, as
+    the form fills them, without parsing the run config."""
     from pydantic import ValidationError
-
-    from app import context
-    from engine.schema.run_config import RunConfig
 
     filled = drafts.normalise(config)
     task = dict(filled.get("task") or {})
@@ -70,6 +67,18 @@ def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[st
         with contextlib.suppress(ValidationError):  # invalid parameters: compared as written
             task["params"] = info.params_model.model_validate(task.get("params") or {}).model_dump(mode="json")
     filled["task"] = task
+    return filled
+
+
+def effective_config(config: dict[str, Any], catalog: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with every default filled in (the schema's and the task's parameter defaults), as the
+    form shows it: comparing two effective configs finds real changes only."""
+    from pydantic import ValidationError
+
+    from app import context
+    from engine.schema.run_config import RunConfig
+
+    filled = filled_config(config, catalog)
     try:
         return RunConfig.model_validate(filled, context={"task_modules": context.allowed_task_modules()}
                                         ).model_dump(mode="json")

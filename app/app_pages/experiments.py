@@ -9,10 +9,7 @@ goes through :mod:`app.commands`.
 
 from __future__ import annotations
 
-import contextlib
-
 import streamlit as st
-from pydantic import ValidationError
 
 from app import commands, context, editor_state
 from app import draft as drafts
@@ -256,13 +253,8 @@ def holds_saved(result: EditorResult, saved_config: dict | None, catalog: dict) 
     once on this rerun, is the one a launch queues, and the saved dict is not parsed again."""
     if result.config is None or saved_config is None:
         return False
-    saved = {"system": None, **drafts.normalise(saved_config)}
-    info = catalog.get(str(saved["task"].get("name") or ""))
-    if info is not None:
-        with contextlib.suppress(ValidationError):  # invalid parameters: the form differs
-            saved["task"] = {**saved["task"], "params": info.params_model.model_validate(
-                saved["task"].get("params") or {}).model_dump(mode="json")}
-    return result.config.model_dump(mode="json") == saved
+    return result.config.model_dump(mode="json") == {"system": None,
+                                                     **editor_state.filled_config(saved_config, catalog)}
 
 
 def unsaved_warning(saved_config: dict | None, result: EditorResult, catalog: dict) -> None:
