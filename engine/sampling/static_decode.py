@@ -15,7 +15,8 @@ token) and by the host waiting for the device, not by arithmetic. This path remo
   are kept per model and reused by the next call with the same row bucket (rows rounded up to a power
   of two; the spare rows compute on a dummy key and are never sampled), while the model's weights
   are the same tensors (the optimizer updates them in place; a replaced tensor rebuilds).
-  Elsewhere (the CPU) the same step runs eagerly.
+  Elsewhere (the CPU, and worker threads: agents sampling concurrently under ``parallel_training:
+  mp``, where another agent's kernels would meet a capture in progress) the same step runs eagerly.
 - **Sampling on the device.** Temperature/top-k/top-p filtering, the draw, the log-prob and the EOS
   bookkeeping are tensor operations; the loop asks the host whether every row has finished only
   every :data:`CHECK_EVERY` tokens (the steps run past the last EOS draw from this call's private
@@ -39,6 +40,7 @@ draws; it is not done.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import weakref
 from dataclasses import dataclass
@@ -144,7 +146,7 @@ class StaticDecoder(FastDecoder):
         self.ids = torch.zeros((rows, 1), dtype=torch.long, device=device)
         self.pos = torch.zeros((rows, 1), dtype=torch.long, device=device)
         self.col = torch.zeros(1, dtype=torch.long, device=device)
-        self.graphs = graphs and device.type == "cuda"
+        self.graphs = _graphs_here(graphs, device)
         self.captured: dict[int, tuple[Any, torch.Tensor]] = {}
         self.pool: Any = None
         self.signature = _weight_signature(model)
@@ -154,7 +156,7 @@ class StaticDecoder(FastDecoder):
 
     def fits(self, model: Any, rows: int, max_len: int, key_block: int, graphs: bool) -> bool:
         return (self.rows == rows and self.max_len >= max_len and self.key_block == key_block
-                and self.graphs == (graphs and self.embed.device.type == "cuda")
+                and self.graphs == _graphs_here(graphs, self.embed.device)
                 and self.signature == _weight_signature(model))
 
     def load(self, prompt_cache: Any, batch: int, prompt_mask: torch.Tensor | None,
@@ -218,7 +220,7 @@ class StaticDecoder(FastDecoder):
             self._step_static(width)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             out = self._step_static(width)
         self.pool = graph.pool()
         self.captured[width] = (graph, out)
@@ -237,6 +239,13 @@ class StaticDecoder(FastDecoder):
         logits = self._replay(width) if self.graphs else self._step_static(width)
         self.length = t + 1
         return logits[:batch]
+
+
+def _graphs_here(graphs: bool, device: torch.device) -> bool:
+    """CUDA graphs are captured on CUDA from the main thread only: agents sampling in worker threads
+    (``parallel_training: mp``) may share the device with another agent's kernels, which a capture
+    in progress would refuse; there the static step runs eagerly."""
+    return graphs and device.type == "cuda" and threading.current_thread() is threading.main_thread()
 
 
 def _decoder_for(model: Any, rows: int, max_len: int, key_block: int, graphs: bool) -> StaticDecoder:

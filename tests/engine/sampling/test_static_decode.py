@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 
@@ -128,6 +130,11 @@ def test_static_wanted_and_row_buckets() -> None:
         static_wanted("yes", cpu)
     assert [row_bucket(n, cuda) for n in (1, 2, 3, 8, 9, 128, 129)] == [1, 2, 4, 8, 16, 128, 256]
     assert row_bucket(9, cpu) == 9
+    # graphs: CUDA, asked for, and the main thread (agents in worker threads step eagerly)
+    assert static_decode._graphs_here(True, cuda) and not static_decode._graphs_here(False, cuda)
+    assert not static_decode._graphs_here(True, cpu)
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(static_decode._graphs_here, True, cuda).result() is False
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CUDA graph capture)")
