@@ -299,7 +299,7 @@ def operator_permissions(settings: Settings, keys: Mapping[str, str] | None = No
     them: the task module allowlist, whether the code sandbox may run without OS isolation (UNSAFE), the
     API hosts, whether models may bring code and the vLLM venv's python. ``keys``: the environment whose
     ``COOPLAB_API_KEY_*`` entries a run config may name (the job executor and ``cooplab train`` pass
-    ``os.environ``; other entries are dropped); None hands no keys (a process that trains nothing)."""
+    their process environment; other entries are dropped); None hands no keys (a process that trains nothing)."""
     from engine.policy.operator import OperatorPermissions  # torch-free
 
     return OperatorPermissions(
