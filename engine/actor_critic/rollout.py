@@ -18,7 +18,7 @@ from engine.rewards.team_reward import RewardError, TeamReward, call_reward_func
 from engine.trainer.agents import AgentRuntime
 from engine.trainer.formatting import call_formatter, render_prompt
 from engine.trainer.losses import k3_kl
-from engine.trainer.update import TrainSample, score_logprobs
+from engine.trainer.magrpo import TrainSample, score_logprobs
 
 
 @dataclass

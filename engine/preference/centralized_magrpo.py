@@ -15,7 +15,7 @@ from typing import Any
 from engine.preference.joint_policy import CentralizedRoles, centralize
 from engine.schema.preference_configs import CentralizedMAGRPOConfig
 from engine.sinks.base import Episode
-from engine.trainer.trainer import MAGRPOTrainer
+from engine.trainer.magrpo import MAGRPOTrainer
 
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
 

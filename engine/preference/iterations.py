@@ -28,8 +28,8 @@ from engine.preference.replay import replay_pairs, shards_kept
 from engine.schema.comparator_checkpoint import comparator_checkpoint_problem
 from engine.sinks.base import Sink
 from engine.trainer.loop import TrainResult, train_trainer
+from engine.trainer.magrpo import MAGRPOTrainer
 from engine.trainer.rollout import TreeBuilder
-from engine.trainer.trainer import MAGRPOTrainer
 
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)  # every preference trainer takes MAGRPO's arguments
 

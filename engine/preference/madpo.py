@@ -37,10 +37,9 @@ from engine.trainer.core import TrainerCore, step_timing
 from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items
 from engine.trainer.loop import TrainResult, train_trainer
 from engine.trainer.losses import lr_factor, reduce_tokens
+from engine.trainer.magrpo import NO_GRAD_CHUNK, MAGRPOTrainer
 from engine.trainer.parallel import agent_threads
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
-from engine.trainer.trainer import MAGRPOTrainer
-from engine.trainer.update import NO_GRAD_CHUNK
 
 # CoMLRL's MADPOTrainer subclasses its MAGRPOTrainer: the constructor takes the same arguments
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)

@@ -25,8 +25,8 @@ from engine.rewards.team_reward import TeamReward
 from engine.schema.preference_configs import MARLHFConfig
 from engine.sinks.base import BaseSink, Episode, Sink
 from engine.trainer.loop import TrainResult
+from engine.trainer.magrpo import MAGRPOTrainer
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
-from engine.trainer.trainer import MAGRPOTrainer
 
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
 ACTOR_CRITIC_STAGES = {"iac": "engine.preference.marlhf_actor_critic:MARLHFIACTrainer",

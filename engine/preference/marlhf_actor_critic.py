@@ -22,7 +22,7 @@ from engine.actor_critic.rollout import AgentRewards
 from engine.preference.marlhf import LearnedRewardStage
 from engine.rewards.team_reward import TeamReward
 from engine.schema.preference_configs import MARLHFConfig
-from engine.trainer.trainer import MAGRPOTrainer
+from engine.trainer.magrpo import MAGRPOTrainer
 
 _MARLHF = inspect.signature(MAGRPOTrainer.__init__)
 _ACTOR_CRITIC = set(inspect.signature(ActorCriticTrainerBase.__init__).parameters) - {"self"}

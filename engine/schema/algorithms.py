@@ -27,7 +27,7 @@ CONFIG_CLASSES: dict[str, type[ConfigModel]] = {**dict.fromkeys(ALGORITHM_BASELI
                                    "centralized_magrpo": CentralizedMAGRPOConfig, "marlhf": MARLHFConfig,
                                    "madpo_iter": MADPOIterConfig, "marlhf_iter": MARLHFIterConfig}
 TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is built
-    **dict.fromkeys(ALGORITHM_BASELINES, "engine.trainer.trainer:MAGRPOTrainer"),
+    **dict.fromkeys(ALGORITHM_BASELINES, "engine.trainer.magrpo:MAGRPOTrainer"),
     "iac": "engine.actor_critic.iac:IACTrainer",
     "maac": "engine.actor_critic.maac:MAACTrainer",
     "madpo": "engine.preference.madpo:MADPOTrainer",

@@ -30,8 +30,9 @@ from engine.schema.system_spec import system_trainer_problems
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
 from engine.trainer.core import step_items
-from engine.trainer.loop import LoopSchedule, run_loop
-from engine.trainer.trainer import MAGRPOTrainer, TrainResult, dataset_length
+from engine.trainer.loop import LoopSchedule, TrainResult, run_loop
+from engine.trainer.magrpo import MAGRPOTrainer
+from engine.trainer.setup import dataset_length
 from engine.trainer.tree import Rollout
 
 STATE_FILE = "system_state.json"

@@ -30,7 +30,7 @@ from engine.trainer.checkpoint import (
 )
 from engine.trainer.host_memory import keep_freed_memory
 from engine.trainer.loop import TrainResult, train_trainer
-from engine.trainer.sampling_note import announce
+from engine.trainer.rollout_copy import announce
 from engine.trainer.seeding import (
     draw_seed,
     generator_seed,

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine.sinks.base import Sink
-from engine.trainer.credit import assign_returns
 from engine.trainer.eval_stats import mean_and_se, pass_at_ks, summarize
 from engine.trainer.reporting import branch_episode
-from engine.trainer.rollout import RolloutSettings, TreeBuilder
+from engine.trainer.rollout import RolloutSettings, TreeBuilder, assign_returns
 
 
 def _call_with_accepted(fn: Any, *args: Any, **kwargs: Any) -> Any:

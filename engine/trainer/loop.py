@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from engine.sinks.base import BaseSink, Sink
 from engine.trainer.best_checkpoint import BestCheckpoint
 from engine.trainer.credit_probe import credit_note
-from engine.trainer.sampling_note import announce, sampling_notes
+from engine.trainer.rollout_copy import announce, sampling_notes
 
 
 class LoopOwner(Protocol):

@@ -4,34 +4,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
 
 from engine.sinks.base import Episode, TurnRecord
-from engine.trainer.credit import AgentBatch
 from engine.trainer.credit_probe import branch_path
 from engine.trainer.tree import Node, Rollout
 
 
 def _mean(values: Sequence[float]) -> float:
     return float(sum(values) / len(values)) if values else 0.0
-
-
-def agent_metrics(agents: Sequence[Any], batches: Sequence[AgentBatch], stats: Sequence[dict[str, float]],
-                  lr_factor: float) -> dict[str, float]:
-    """``agent/<name>/...``: each agent's update statistics, its learning rate and its mean KL to the
-    reference when measured."""
-    metrics: dict[str, float] = {}
-    for agent, batch, agent_stats in zip(agents, batches, stats, strict=True):
-        prefix = f"agent/{agent.name}/"
-        metrics.update({prefix + k: v for k, v in agent_stats.items()})
-        metrics[prefix + "lr"] = agent.learning_rate * lr_factor
-        if batch.kl is not None:
-            metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
-    for key in ("sampler_kl", "tis_clipped"):  # the rollout correction, across agents
-        values = [s[key] for s in stats if key in s]
-        if values:
-            metrics[f"perf/{key}"] = sum(values) / len(values)
-    return metrics
 
 
 def rollout_metrics(rollouts: Sequence[Rollout], num_turns: int) -> dict[str, float]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.rewards.team_reward import TeamReward
+from engine.trainer.advantages import counterfactual_joints, node_returns
 from engine.trainer.agents import AgentRuntime, SampledPrompt
-from engine.trainer.counterfactual import counterfactual_joints
 from engine.trainer.formatting import call_formatter, render_prompt, with_peer_replies
 from engine.trainer.parallel import map_agents
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
@@ -230,3 +230,10 @@ class TreeBuilder:
                 node.children[j] = child
                 children.append(child)
         return children
+
+
+def assign_returns(rollout: Rollout, discount: float) -> None:
+    """Post-order: each node's joint-action returns from its rewards and its children's returns."""
+    for node in sorted(rollout.nodes, key=lambda n: n.turn, reverse=True):
+        child = [node.children[j].returns if j in node.children else None for j in range(len(node.rewards))]
+        node.returns = node_returns(node.rewards, child, discount)

@@ -16,11 +16,17 @@ the trained policy against the one that sampled (not exactly 1 on the first pass
 from __future__ import annotations
 
 import copy
+import logging
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from engine.lora.adapters import is_lora
+from engine.trainer.agents import AgentRuntime
+
+log = logging.getLogger("cooplab.sampling")
 
 
 class RolloutCopy:
@@ -132,3 +138,44 @@ def rollout_copy_for(model: torch.nn.Module, rollout_dtype: str | None, copies: 
     if id(model) not in copies:
         copies[id(model)] = RolloutCopy(model, dtype)
     return copies[id(model)]
+
+
+def corrects_sampler(agent: AgentRuntime, rollout_correction: str) -> bool:
+    """Whether ``agent``'s update weights its tokens by truncated importance sampling: ``tis`` always
+    (where the sampler kept its log-probs), ``auto`` when the agent samples from a copy in another
+    dtype than the weights it trains (``rollout_dtype``), ``none`` never."""
+    if rollout_correction == "tis":
+        return True
+    if rollout_correction != "auto" or agent.rollout_copy is None:
+        return False
+    trained = next((p.dtype for p in agent.model.parameters() if p.is_floating_point()), None)
+    return agent.rollout_copy.dtype != trained
+
+
+# -- the start-up lines that say how each agent samples: which dtype, why, and whether the update
+#    is corrected for it (rollout_dtype, rollout_correction) ------------------------------------------
+def sampling_notes(agents: Sequence[Any], config: Any) -> list[str]:
+    """One line per agent: the dtype it samples in and why, and the rollout correction it gets."""
+    setting = configured_rollout_dtype(config)
+    correction = getattr(config, "rollout_correction", "none")
+    lines = []
+    for agent in agents:
+        own = str(next(agent.model.parameters()).dtype).removeprefix("torch.")
+        _, why = choose_rollout_dtype(agent.model, setting)
+        if agent.rollout_copy is None:
+            what = f"samples from its {own} weights"
+        else:
+            what = f"samples from a {str(agent.rollout_copy.dtype).removeprefix('torch.')} copy of its {own} weights"
+        fixed = (f"; the update weights each token by truncated importance sampling (tis_cap "
+                 f"{getattr(config, 'tis_cap', 2.0):g})" if corrects_sampler(agent, correction) else "")
+        lines.append(f"sampling: agent {agent.name!r} {what} ({why}){fixed}")
+    return lines
+
+
+def announce(lines: Sequence[str]) -> None:
+    """Log ``lines`` (a job's run log has a handler); with no logging set up, print them to stderr."""
+    for line in lines:
+        if logging.getLogger().handlers or log.handlers:
+            log.info(line)
+        else:
+            print(line, file=sys.stderr, flush=True)

@@ -31,7 +31,7 @@ def model_dirs(tmp_path_factory):
 
 def _run(model_dirs, out: Path, num_turns: int, joint_mode: str, monkeypatch) -> dict:
     sink = MemorySink()
-    from engine.trainer import trainer as trainer_module
+    from engine.trainer import magrpo as trainer_module
 
     # observe the run: give every trainer the script creates a memory sink (the script itself is unchanged)
     original = trainer_module.MAGRPOTrainer.__init__

@@ -7,21 +7,18 @@ from __future__ import annotations
 import pytest
 
 from engine.rewards.team_reward import TeamReward
-from engine.trainer.advantages import pooled_groups
-from engine.trainer.counterfactual import (
+from engine.trainer.advantages import (
+    batch_advantages,
     counterfactual_advantage,
     counterfactual_advantages,
     counterfactual_joints,
     joint_values,
+    pooled_groups,
     removal_credit,
 )
-from engine.trainer.credit import (
-    agent_batch,
-    assign_returns,
-    batch_advantages,
-    counterfactual_batch_advantages,
-)
 from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit
+from engine.trainer.magrpo import agent_batch, counterfactual_batch_advantages
+from engine.trainer.rollout import assign_returns
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 
 Q_A = [1.0, 0.0, 0.5]  # agent 0's part of the team reward, per sample

@@ -9,8 +9,7 @@ import torch
 
 from engine.models.tiny import build_tiny_model
 from engine.trainer import rollout_copy
-from engine.trainer.rollout_copy import choose_rollout_dtype, native_bfloat16
-from engine.trainer.sampling_note import announce, sampling_notes
+from engine.trainer.rollout_copy import announce, choose_rollout_dtype, native_bfloat16, sampling_notes
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, tiny_team
 
 

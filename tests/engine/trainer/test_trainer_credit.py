@@ -7,7 +7,9 @@ import math
 
 import pytest
 
-from engine.trainer.credit import agent_batch, assign_returns, batch_advantages, record_on_tree, sample_values
+from engine.trainer.advantages import batch_advantages, sample_values
+from engine.trainer.magrpo import agent_batch, record_on_tree
+from engine.trainer.rollout import assign_returns
 from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
 
 

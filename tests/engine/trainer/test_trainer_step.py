@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer.step import magrpo_step
+from engine.trainer.magrpo import magrpo_step
 from tests.engine.trainer.trainer_helpers import DATA, fast_config, make_trainer
 
 

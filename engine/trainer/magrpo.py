@@ -1,0 +1,651 @@
+"""MAGRPO in one file: a training step from the step's items to every agent's ``optimizer.step()``,
+and the trainer that runs it. Read it top to bottom:
+
+    magrpo_step(trainer)                       one step (``train()`` runs it once per step)
+      the step's items -> rollout trees -> returns          (engine.trainer.rollout)
+      update_team(trainer, rollouts)           also what MAGRPOTrainer.update() runs for a coordinator
+        per agent: its batch (S samples) -> the log-probs the loss needs -> advantages (S,)
+                   -> the scheduled learning rate -> optimize_agent (AdamW steps on policy_loss)
+      credit probes, metrics and episodes                   (engine.trainer.reporting)
+    AgentBatch, agent_batch, fill_advantages   the advantage glue: which samples form a group
+    TrainSample, score_for_loss, optimize_agent  the loss and the optimiser loop
+    MAGRPOTrainer and its presets              CoMLRL's constructor; ``rollout``/``credit``/``update``
+
+Shapes: N agents; K = ``num_generations`` samples per agent at a node; J joint actions per node (K
+``aligned``, K^N ``cross``); S = one agent's samples over every node of every rollout of the step;
+B sequences in a micro-batch; T completion tokens (right-padded).
+
+The arithmetic is kept in pure functions with hand-computed tests: returns, group baselines,
+normalisation and counterfactual values in :mod:`engine.trainer.advantages`; token log-probs, the
+policy-gradient loss and the learning-rate schedule in :mod:`engine.trainer.losses`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.rewards.team_reward import TeamReward
+from engine.schema.configs import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
+from engine.schema.rules import team_problems
+from engine.sinks.base import Episode, Sink
+from engine.trainer.advantages import (
+    batch_advantages,
+    counterfactual_advantages,
+    joint_values,
+    marginal_returns,
+    normalize_batch,
+    per_agent_normalized,
+    sample_values,
+)
+from engine.trainer.agent_setup import comlrl_agents
+from engine.trainer.agents import AgentRuntime, SequenceBatch, rollout_engines, weight_sync_metrics
+from engine.trainer.core import TrainerCore, step_timing
+from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit, probe_count
+from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items, path_completions
+from engine.trainer.losses import k3_kl, lr_factor, policy_loss, tis_weights
+from engine.trainer.parallel import agent_threads, map_agents
+from engine.trainer.reporting import branch_episodes, choose_branches, rollout_metrics
+from engine.trainer.rollout import RolloutSettings, TreeBuilder, assign_returns
+from engine.trainer.rollout_copy import corrects_sampler
+from engine.trainer.tree import Node, Rollout, nodes_per_item
+
+NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
+
+
+# -- the step ------------------------------------------------------------------------------------
+def magrpo_step(trainer: MAGRPOTrainer) -> tuple[dict[str, float], list[Episode]]:
+    """One training step of ``trainer``: its metrics (``agent/...``, ``train/...``, ``turn_t/...``,
+    ``reward/...``, ``perf/...``) and a few sampled episodes for the sink."""
+    cfg = trainer.args
+    started = time.perf_counter()
+
+    # 1. The step's items: a pure function of the step number (the seeded order, epoch after epoch).
+    indices = trainer.items_for_step(trainer.step)
+
+    # 2. Rollout trees, items_per_step items at a time. At every node each agent samples
+    #    num_generations completions in one batched call, the team reward scores each joint action
+    #    (and, for counterfactual credit, each joint action with one agent's sample replaced), and on
+    #    a non-final turn the external transition builds each joint action's child node.
+    rollouts = []
+    for start in range(0, len(indices), trainer.items_per_step):
+        chunk = indices[start:start + trainer.items_per_step]
+        rollout = trainer.tree.build([dict(trainer.train_dataset[i]) for i in chunk], chunk)
+        # 3. Returns, leaves first: a joint action's reward + discount * the mean return of its child.
+        assign_returns(rollout, cfg.discount)
+        rollouts.append(rollout)
+    updating = time.perf_counter()
+
+    # 4.-5. Per agent: its batch, advantages and optimiser steps (update_team, below).
+    metrics = update_team(trainer, rollouts)
+    trainer.step += 1
+    ended = time.perf_counter()
+
+    # 6. Credit made visible (credit_samples, off by default; never for one agent): on the reported
+    #    branches' joint actions and a few more, each agent's team reward less the reward with its
+    #    reply left empty (agent/<name>/credit).
+    branches = choose_branches(rollouts, cfg.transcripts_per_step, trainer.report_rng)
+    probes = choose_probes(rollouts, branches, probe_count(cfg.credit_samples, len(trainer.agents)),
+                           trainer.report_rng)
+    probe_calls = measure_credit(trainer.tree.reward, probes, len(trainer.agents))
+    metrics.update(credit_metrics(probes, trainer.agent_names))
+
+    # 7. Metrics and the reported episodes (root to leaf) for the sink.
+    trainer.env_step += sum(r.env_steps for r in rollouts)
+    metrics.update(rollout_metrics(rollouts, cfg.num_turns))
+    metrics.update(step_timing(started, updating, ended, tokens=sum(r.num_tokens for r in rollouts),
+                               generate_s=sum(r.timings["generate_s"] for r in rollouts),
+                               reward_s=sum(r.timings["reward_s"] for r in rollouts)))
+    metrics.update(weight_sync_metrics(trainer.agents))  # rollout_backend vllm: pushing new weights to the engines
+    metrics["perf/credit_reward_calls"] = float(probe_calls + sum(r.credit_reward_calls for r in rollouts))
+    metrics["perf/credit_s"] = time.perf_counter() - ended
+    metrics["train/epoch"] = trainer.epoch_of_last_step()
+    return metrics, branch_episodes(branches, trainer.agent_names)
+
+
+def update_team(trainer: MAGRPOTrainer, rollouts: Sequence[Rollout]) -> dict[str, float]:
+    """Steps 4 and 5 of :func:`magrpo_step` on scored ``rollouts``: per agent its batch, advantages and
+    optimiser steps, at the learning rate the schedule gives ``trainer.step``. Returns the
+    ``agent/<name>/...`` metrics."""
+    cfg, agents = trainer.args, trainer.agents
+    # 4. Per agent, its batch: its samples at every node of every tree (S of them), the sibling
+    #    groups they form, and their returns marginalised over the partners' samples.
+    batches = [agent_batch(agent.index, rollouts) for agent in agents]
+    #    The log-probs the loss needs besides the current policy's (rollout policy, reference).
+    trainer.map_agents(lambda agent: score_for_loss(agent, batches[agent.index].samples, cfg))
+    #    Advantages: the return (less the KL penalty when it is in the reward) against the baseline
+    #    (advantage_mode) of its credit_assignment group: the node's siblings, the turn's samples, or
+    #    the agent's other samples with partners held fixed; optionally normalised over its samples.
+    for batch in batches:
+        fill_advantages(batch, rollouts, cfg)
+
+    # 5. Per agent, optimise: the scheduled learning rate, then num_inner_epochs passes of AdamW
+    #    steps over mini-batches of nodes (policy_loss on the completion tokens).
+    factor = lr_factor(trainer.step, warmup_steps=cfg.warmup_steps, total_steps=trainer.total_steps,
+                       schedule=cfg.lr_scheduler)
+    set_learning_rates(agents, factor)
+    stats = trainer.map_agents(lambda agent: optimize_agent(
+        agent, batches[agent.index].samples, trainer.update_settings, trainer.update_rngs[agent.index]))
+    return agent_metrics(agents, batches, stats, factor)
+
+
+# -- advantages: which samples form a group, and the values they are compared on ------------------
+@dataclass
+class AgentBatch:
+    """One agent's part of an update, flat over every node of every rollout (S samples)."""
+
+    agent: int
+    samples: list[TrainSample]  # (S,) the sequences the loss reads
+    groups: list[tuple[int, int]]  # sibling groups: samples[start:end] were drawn at one node
+    returns: list[float]  # (S,) returns marginalised over partners
+    nodes: list[Node] = field(default_factory=list)  # the node of each sibling group
+    pools: list[tuple[int, int, int]] = field(default_factory=list)  # each group's (rollout, root node, turn)
+    kl: list[float] | None = None  # (S,) k3 KL to the reference model, when it is scored
+    values: list[float] = field(default_factory=list)  # (S,) returns, less the KL penalty when in the reward
+    advantages: list[float] = field(default_factory=list)  # (S,)
+
+
+def agent_batch(agent: int, rollouts: Sequence[Rollout]) -> AgentBatch:
+    """Agent ``agent``'s samples in rollout/node order with their sibling groups and returns."""
+    samples: list[TrainSample] = []
+    groups: list[tuple[int, int]] = []
+    returns: list[float] = []
+    nodes: list[Node] = []
+    pools: list[tuple[int, int, int]] = []
+    for r_idx, rollout in enumerate(rollouts):
+        for node in rollout.nodes:
+            s = node.agents[agent]
+            groups.append((len(samples), len(samples) + s.num_generations))
+            nodes.append(node)
+            pools.append((r_idx, root_of(node).node_id, node.turn))
+            returns += marginal_returns(node.returns, node.joint_actions, agent, s.num_generations)
+            for k in range(s.num_generations):
+                sampled = s.sampled_logps[k] if s.sampled_logps is not None else None
+                samples.append(TrainSample((r_idx, node.node_id), node.turn, s.prompt_ids[k], s.completion_ids[k],
+                                           old_logps=sampled, sampler_logps=sampled))
+    return AgentBatch(agent, samples, groups, returns, nodes, pools)
+
+
+def root_of(node: Node) -> Node:
+    """The turn-0 node of ``node``'s tree."""
+    while node.parent is not None:
+        node = node.parent
+    return node
+
+
+def fill_advantages(batch: AgentBatch, rollouts: Sequence[Rollout], config: Any) -> None:
+    """An agent's advantages from its scored batch: the KL to the reference when it is measured, each
+    sample's value (less the KL penalty when it is in the reward) and the group-relative advantages,
+    set on the samples the loss reads and recorded on the tree (:func:`record_on_tree`)."""
+    in_reward = config.reference_kl_enabled and config.reference_kl_mode == "reward"
+    kl_coef = config.reference_kl_coef if in_reward else 0.0
+    batch.kl = sample_kl(batch.samples) if config.reference_kl_enabled else None  # (S,)
+    batch.values = sample_values(batch.returns, batch.kl, kl_coef)  # (S,)
+    estimator = getattr(config, "credit_assignment", "group")
+    settings = {"mode": config.advantage_mode, "normalize": config.advantage_normalization,
+                "per_agent_normalization": config.per_agent_normalization}
+    if estimator == "counterfactual":
+        batch.advantages = counterfactual_batch_advantages(batch, kl_coef, **settings)  # (S,)
+    else:
+        pools = batch.pools if estimator == "turn_group" else None
+        batch.advantages = batch_advantages(batch.values, batch.groups, pools=pools, **settings)  # (S,)
+    for sample, advantage in zip(batch.samples, batch.advantages, strict=True):
+        sample.advantage = float(advantage)
+    record_on_tree(batch, rollouts)  # the transcripts show each sample's advantage and KL
+
+
+def counterfactual_batch_advantages(batch: AgentBatch, kl_coef: float, *, mode: str, normalize: bool,
+                                    per_agent_normalization: bool) -> list[float]:
+    """Counterfactual advantages of one agent's samples, node by node
+    (:func:`engine.trainer.advantages.counterfactual_advantages`), z-scored within each node's
+    siblings with ``normalize`` and over the agent's samples with ``per_agent_normalization``."""
+    advantages: list[float] = []
+    for node, (start, end) in zip(batch.nodes, batch.groups, strict=True):
+        if not node.counterfactual_rewards and len(node.joint_actions) < (end - start) ** len(node.agents):
+            raise ValueError("credit_assignment='counterfactual' needs the team reward of each agent's replaced "
+                             "samples, scored while the tree grows; a rollout credited from outside "
+                             "(credit()) has none. Use credit_assignment='group' with a coordinator's rewards")
+        values = joint_values(node.joint_actions, node.returns, node.rewards, node.counterfactual_rewards)
+        penalties = [kl_coef * d for d in batch.kl[start:end]] if kl_coef and batch.kl is not None else None
+        node_adv = counterfactual_advantages(values, node.joint_actions, batch.agent, end - start, mode, penalties)
+        if normalize and len(node_adv) > 1:
+            node_adv = normalize_batch(torch.tensor(node_adv, dtype=torch.float64)).tolist()
+        advantages += node_adv
+    return per_agent_normalized(advantages, per_agent_normalization)
+
+
+def record_on_tree(batch: AgentBatch, rollouts: Sequence[Rollout]) -> None:
+    """Write each sample's value, advantage and KL back onto its node (transcripts show them)."""
+    nodes = [node for rollout in rollouts for node in rollout.nodes]
+    for node, (start, end) in zip(nodes, batch.groups, strict=True):
+        s = node.agents[batch.agent]
+        s.values = batch.values[start:end]
+        s.advantages = batch.advantages[start:end]
+        if batch.kl is not None:
+            s.ref_kl = batch.kl[start:end]
+
+
+def credit_rollout(rollout: Rollout, rewards: Sequence[Sequence[float]],
+                   terms: Mapping[str, Sequence[float]] | Sequence[Mapping[str, Sequence[float]]] | None) -> None:
+    """Rewards from outside for an unscored single-turn rollout: ``rewards[n][j]`` for item n's joint
+    action j, ``terms`` per-term values of the same shape (one mapping per item, or one for all)."""
+    if any(node.turn > 0 for node in rollout.nodes):
+        raise ValueError("credit() takes single-turn rollouts; multi-turn rollouts are scored while they grow")
+    if len(rewards) != len(rollout.roots):
+        raise ValueError(f"credit(): got rewards for {len(rewards)} items, the rollout has {len(rollout.roots)}")
+    for n, (root, values) in enumerate(zip(rollout.roots, rewards, strict=True)):
+        if len(values) != len(root.joint_actions):
+            raise ValueError(f"credit(): item {n} has {len(root.joint_actions)} joint actions, got "
+                             f"{len(values)} rewards")
+        root.rewards = [float(v) for v in values]
+        node_terms = terms[n] if isinstance(terms, Sequence) else terms
+        root.reward_terms = {k: [float(x) for x in v] for k, v in (node_terms or {}).items()}
+
+
+# -- the loss and the optimiser loop --------------------------------------------------------------
+
+@dataclass
+class UpdateSettings:
+    """The parts of the config that shape an update."""
+
+    loss_type: str
+    clip_epsilon: float | None
+    num_inner_epochs: int
+    train_batch_size: int
+    micro_batch_size: int | None
+    max_grad_norm: float | None
+    reference_kl_enabled: bool
+    reference_kl_mode: str
+    reference_kl_coef: float
+    rollout_correction: str = "none"  # auto | tis | none (see corrects_sampler)
+    tis_cap: float = 2.0
+
+
+@dataclass
+class TrainSample:
+    """One completion of one agent, ready for the loss."""
+
+    node_key: tuple[int, int]  # (rollout index, node id)
+    turn: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float = 0.0
+    old_logps: torch.Tensor | None = None  # (T,) rollout policy
+    sampler_logps: torch.Tensor | None = None  # (T,) the sampler's own, kept for the rollout correction
+    ref_logps: torch.Tensor | None = None  # (T,) reference model
+
+
+@torch.no_grad()
+def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference: bool) -> None:
+    """Fill ``old_logps`` (current policy) or ``ref_logps`` (reference model) without gradients."""
+    model = agent.reference_model if reference else agent.model
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(samples), NO_GRAD_CHUNK):
+            chunk = samples[start:start + NO_GRAD_CHUNK]
+            batch = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
+            if reference:
+                batch = _to_device(batch, next(model.parameters()).device)
+            logps, _ = agent.forward_logprobs(batch, model=model)
+            logps = logps.float().cpu()
+            for row, s in enumerate(chunk):
+                value = logps[row, :len(s.completion_ids)].clone()
+                if reference:
+                    s.ref_logps = value
+                else:
+                    s.old_logps = value
+    finally:
+        model.train(was_training)
+
+
+def score_for_loss(agent: AgentRuntime, samples: list[TrainSample], config: Any) -> None:
+    """The log-probs the loss needs besides the current policy's: the rollout policy's (the sampler
+    keeps them; scored only when missing) and the reference model's. An agent sampling from a
+    ``rollout_dtype`` copy has its log-probs scored again by its own weights for the KL, which must
+    be zero where the trained policy equals the reference, and for the clipped ratio when its tokens
+    are importance-weighted (the ratio is then the trained policy's against itself at rollout time,
+    and the sampler's difference is the weight's)."""
+    missing = any(s.old_logps is None for s in samples)
+    tis = corrects_sampler(agent, getattr(config, "rollout_correction", "none"))
+    rescore = agent.rollout_copy is not None and (
+        config.reference_kl_enabled or (tis and config.clip_epsilon is not None))
+    if ((config.clip_epsilon is not None or config.reference_kl_enabled) and missing) or rescore:
+        score_logprobs(agent, samples, reference=False)
+    if config.reference_kl_enabled:
+        score_logprobs(agent, samples, reference=True)
+
+
+def set_learning_rates(agents: Sequence[AgentRuntime], factor: float) -> None:
+    """Every agent's learning rate times the schedule's ``factor`` (:func:`engine.trainer.losses.lr_factor`)."""
+    for agent in agents:
+        for group in agent.optimizer.param_groups:
+            group["lr"] = agent.learning_rate * factor
+
+
+def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
+    """The batch on another device (the reference model's): every tensor, shared prompts included."""
+    def move(obj):
+        return replace(obj, **{f.name: getattr(obj, f.name).to(device) for f in fields(obj)
+                               if isinstance(getattr(obj, f.name), torch.Tensor)})
+
+    return replace(move(batch), prefix=None if batch.prefix is None else move(batch.prefix))
+
+
+def sample_kl(samples: Sequence[TrainSample]) -> list[float]:
+    """Sum of the per-token k3 KL of each sample (CoMLRL's KL-in-reward quantity)."""
+    return [float(k3_kl(s.old_logps, s.ref_logps).sum()) for s in samples]
+
+
+def _pad_rows(rows: list[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        out[i, :r.numel()] = r
+    return out.to(device)
+
+
+def minibatches(samples: list[TrainSample], batch_nodes: int, rng: random.Random) -> list[list[TrainSample]]:
+    """Group samples by node, nodes by turn; shuffle nodes within each turn; chunk into mini-batches
+    of ``batch_nodes`` nodes that never mix turns (as CoMLRL's buffer update does)."""
+    by_node: dict[tuple[int, int], list[TrainSample]] = {}
+    for s in samples:
+        by_node.setdefault(s.node_key, []).append(s)
+    turns: dict[int, list[tuple[int, int]]] = {}
+    for key, group in by_node.items():
+        turns.setdefault(group[0].turn, []).append(key)
+    batches = []
+    for turn in sorted(turns):
+        keys = turns[turn]
+        rng.shuffle(keys)
+        for start in range(0, len(keys), batch_nodes):
+            batches.append([s for key in keys[start:start + batch_nodes] for s in by_node[key]])
+    return batches
+
+
+def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: UpdateSettings,
+                   rng: random.Random) -> dict[str, float]:
+    """Run the inner epochs of mini-batch steps for one agent. Returns its training statistics."""
+    optimizer = agent.optimizer
+    params = agent.trainable_parameters()
+    loss_sum, loss_count, grad_norms, entropy_sum, entropy_count, clip_fracs, kl_losses = 0.0, 0, [], 0.0, 0, [], []
+    kl_as_loss = settings.reference_kl_enabled and settings.reference_kl_mode == "loss"
+    tis = corrects_sampler(agent, settings.rollout_correction) and all(s.sampler_logps is not None for s in samples)
+    correction: dict[str, list[float]] = {"sampler_kl": [], "tis_clipped": []}
+    agent.model.train()
+    for epoch in range(settings.num_inner_epochs):
+        for batch in minibatches(samples, settings.train_batch_size, rng):
+            optimizer.zero_grad(set_to_none=True)
+            micro = settings.micro_batch_size or len(batch)
+            batch_loss = 0.0
+            for start in range(0, len(batch), micro):
+                chunk = batch[start:start + micro]
+                packed = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
+                logps, entropy = agent.forward_logprobs(packed, with_entropy=epoch == 0)
+                width = logps.shape[1]
+                adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=logps.device)
+                old = _pad_rows([s.old_logps for s in chunk], width, logps.device) \
+                    if settings.clip_epsilon is not None else None
+                ref = _pad_rows([s.ref_logps for s in chunk], width, logps.device) if kl_as_loss else None
+                weights = None
+                if tis:  # the trained policy at rollout time: the rescored old log-probs, or the first pass's
+                    sampler = _pad_rows([s.sampler_logps for s in chunk], width, logps.device)
+                    weights, tis_stats = tis_weights(old if old is not None else logps.detach(), sampler,
+                                                     packed.completion_mask, settings.tis_cap)
+                    if epoch == 0:
+                        for key, value in tis_stats.items():
+                            correction[key].append(value)
+                loss, stats = policy_loss(
+                    logps, packed.completion_mask, adv, loss_type=settings.loss_type, old_logps=old,
+                    clip_epsilon=settings.clip_epsilon, ref_logps=ref,
+                    kl_coef=settings.reference_kl_coef if kl_as_loss else 0.0, token_weights=weights,
+                )
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"agent {agent.name!r}: the loss is {float(loss.detach())} (non-finite); check the rewards' scale, "
+                        f"lower agent_learning_rate or set max_grad_norm"
+                    )
+                (loss * (len(chunk) / len(batch))).backward()
+                batch_loss += float(loss.detach()) * len(chunk) / len(batch)
+                if entropy is not None:
+                    m = packed.completion_mask.bool()
+                    entropy_sum += float(entropy[m].sum())
+                    entropy_count += int(m.sum())
+                if "clip_fraction" in stats:
+                    clip_fracs.append(stats["clip_fraction"])
+                if "kl_loss" in stats:
+                    kl_losses.append(stats["kl_loss"])
+            norm = torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm or float("inf"))
+            norm = float(norm)
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"agent {agent.name!r}: the gradient norm is {norm} (non-finite)")
+            optimizer.step()
+            grad_norms.append(norm)
+            loss_sum += batch_loss
+            loss_count += 1
+    optimizer.zero_grad(set_to_none=True)
+    stats_out = {
+        "loss": loss_sum / max(loss_count, 1),
+        "grad_norm": sum(grad_norms) / max(len(grad_norms), 1),
+        "entropy": entropy_sum / max(entropy_count, 1),
+        "response_len": sum(len(s.completion_ids) for s in samples) / max(len(samples), 1),
+        "optimizer_steps": float(loss_count),
+    }
+    if clip_fracs:
+        stats_out["clip_fraction"] = sum(clip_fracs) / len(clip_fracs)
+    if kl_losses:
+        stats_out["kl_loss"] = sum(kl_losses) / len(kl_losses)
+    for key, values in correction.items():
+        if values:
+            stats_out[key] = sum(values) / len(values)
+    return stats_out
+
+
+# -- what the update reports ------------------------------------------------------------------------
+def agent_metrics(agents: Sequence[Any], batches: Sequence[AgentBatch], stats: Sequence[dict[str, float]],
+                  lr_factor: float) -> dict[str, float]:
+    """``agent/<name>/...``: each agent's update statistics, its learning rate and its mean KL to the
+    reference when measured."""
+    metrics: dict[str, float] = {}
+    for agent, batch, agent_stats in zip(agents, batches, stats, strict=True):
+        prefix = f"agent/{agent.name}/"
+        metrics.update({prefix + k: v for k, v in agent_stats.items()})
+        metrics[prefix + "lr"] = agent.learning_rate * lr_factor
+        if batch.kl is not None:
+            metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
+    for key in ("sampler_kl", "tis_clipped"):  # the rollout correction, across agents
+        values = [s[key] for s in stats if key in s]
+        if values:
+            metrics[f"perf/{key}"] = sum(values) / len(values)
+    return metrics
+
+
+# -- the trainer -------------------------------------------------------------------------------------
+class MAGRPOTrainer(TrainerCore):
+    """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
+
+    Arguments up to ``args`` are CoMLRL's; ``agents`` may also be
+    :class:`engine.trainer.agent_setup.AgentSetup` records, one per agent, with every other per-agent
+    argument left unset (the run-config build passes them). The keyword-only extras: ``sink`` (where reports go;
+    nothing is reported by default), ``agent_names``, ``agent_learning_rates``, ``agent_generation``
+    (per-agent sampling overrides: max_new_tokens, temperature, top_p, top_k), ``system_prompts``,
+    ``eval_check(item, agent_completions) -> bool`` (enables pass@k) and ``output_dir`` (default
+    checkpoint location). CoMLRL's ``wandb_config`` (when no ``sink`` is given) reports to a
+    ``WandbSink``; otherwise nothing goes to wandb.
+    """
+
+    def __init__(
+        self,
+        agent_model: Any = None,
+        agents: Sequence[Any] | None = None,
+        num_agents: int = 2,
+        tokenizer: Any = None,
+        model_config: dict[str, Any] | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        reward_func: Any = None,
+        reward_processor: Callable[[float], float] | None = None,
+        formatters: Any = None,
+        external_transition: Callable | None = None,
+        wandb_config: dict[str, Any] | None = None,
+        eval_logger: Callable | None = None,
+        eval_aggregator: Callable | None = None,
+        args: MAGRPOConfig | None = None,
+        *,
+        sink: Sink | None = None,
+        agent_names: Sequence[str] | None = None,
+        agent_learning_rates: Sequence[float | None] | None = None,
+        agent_generation: Sequence[dict[str, Any] | None] | None = None,
+        system_prompts: Sequence[str | None] | None = None,
+        eval_check: Callable[[dict, list[str]], bool] | None = None,
+        output_dir: str | Path | None = None,
+    ) -> None:
+        cfg = self._configured(args, model_config)
+        team = comlrl_agents(cfg, agent_model=agent_model, agents=agents, num_agents=num_agents,
+                             tokenizer=tokenizer, formatters=formatters, agent_names=agent_names,
+                             agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
+                             system_prompts=system_prompts)
+        for problem in team_problems(cfg, len(team)):
+            raise ValueError(problem)
+        self._setup(cfg, team, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                    external_transition=external_transition, eval_logger=eval_logger,
+                    eval_aggregator=eval_aggregator, sink=sink, wandb_config=wandb_config, output_dir=output_dir)
+        self.reward = TeamReward(reward_func, reward_processor)
+        self.reward_func = reward_func
+        self.eval_check = eval_check
+        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
+                                   [agent.model for agent in self.agents])
+        self.tree = TreeBuilder(self.agents, self.reward, external_transition, RolloutSettings(
+            num_generations=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,
+            turn_order=cfg.turn_order, early_termination_threshold=cfg.early_termination_threshold,
+            external_prompt_passthrough=cfg.external_prompt_passthrough,
+            counterfactual=cfg.credit_assignment == "counterfactual",
+        ), pool=self._pool)  # None for agents sharing a model: it is never sampled from two threads
+        self.update_settings = UpdateSettings(
+            loss_type=cfg.loss_type, clip_epsilon=cfg.clip_epsilon, num_inner_epochs=cfg.num_inner_epochs,
+            train_batch_size=cfg.effective_train_batch_size, micro_batch_size=cfg.micro_batch_size,
+            max_grad_norm=cfg.max_grad_norm, reference_kl_enabled=cfg.reference_kl_enabled,
+            reference_kl_mode=cfg.reference_kl_mode, reference_kl_coef=cfg.reference_kl_coef,
+            rollout_correction=cfg.rollout_correction, tis_cap=cfg.tis_cap,
+        )
+        self._schedule(nodes_per_item(cfg.joint_mode, self.num_agents, cfg.num_generations, cfg.num_turns),
+                       update_streams=self.num_agents)
+
+    def _default_config(self) -> MAGRPOConfig:
+        return MAGRPOConfig()
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """One training step (:func:`magrpo_step`): metrics and episodes."""
+        return magrpo_step(self)
+
+    def map_agents(self, fn: Callable[[AgentRuntime], Any]) -> list[Any]:
+        """``fn(agent)`` for every agent, in order; in the agents' threads when they have them."""
+        return map_agents(fn, self.agents, self._pool)
+
+    # -- the step in two calls, for a coordinator (engine.systems) --------------------------------
+    def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None, *,
+                score: bool = True) -> Rollout:
+        """Grow and score the rollout trees of ``items`` (no gradients); returns carry the discount.
+
+        ``score=False`` (single turn) samples without calling the reward function; a coordinator
+        that scores the joint outcome itself then hands the rewards over with :meth:`credit`.
+        """
+        indices = list(item_indices) if item_indices is not None else list(range(len(items)))
+        rollout = self.tree.build([dict(i) for i in items], indices, score=score)
+        if score:
+            assign_returns(rollout, self.args.discount)
+        return rollout
+
+    def credit(self, rollout: Rollout, rewards: Sequence[Sequence[float]],
+               terms: Mapping[str, Sequence[float]] | Sequence[Mapping[str, Sequence[float]]] | None = None) -> None:
+        """Give an unscored single-turn rollout its rewards: ``rewards[n][j]`` for item n's joint
+        action j (``terms``: per-term values of the same shape, one mapping per item or one for all);
+        returns are then computed with this trainer's discount, ready for :meth:`update`."""
+        credit_rollout(rollout, rewards, terms)
+        assign_returns(rollout, self.args.discount)
+
+    def update(self, rollouts: Sequence[Rollout], *, advance_step: bool = False) -> dict[str, float]:
+        """Steps 4 and 5 of :func:`magrpo_step` on scored ``rollouts`` (:func:`update_team`, the code the
+        step runs): per agent its batch, advantages and optimiser steps. Returns the
+        ``agent/<name>/...`` metrics.
+
+        The learning rate follows the schedule at ``self.step`` over ``self.total_steps`` (a
+        coordinator may set ``total_steps`` to the number of updates it will make);
+        ``advance_step`` counts this update in ``self.step``, as a training step does.
+        """
+        if any(not node.returns for rollout in rollouts for node in rollout.nodes):
+            raise ValueError("update() needs scored rollouts: a rollout(..., score=False) gets its rewards "
+                             "from credit(rollout, rewards) first")
+        metrics = update_team(self, rollouts)
+        if advance_step:
+            self.step += 1
+        return metrics
+
+    # -- evaluation (engine.trainer.evaluation) ---------------------------------------------------
+    def evaluate(self, num_eval_samples: int | None = None, *, greedy: bool | None = None,
+                 samples_per_item: int | None = None, sink: Sink | None = None) -> dict[str, float]:
+        """``eval/...`` metrics on the first ``num_eval_samples`` eval items
+        (:func:`engine.trainer.evaluation.evaluate`)."""
+        return evaluate(self, num_eval_samples, greedy=greedy, samples_per_item=samples_per_item, sink=sink)
+
+    def evaluate_items(self, dataset: Any, count: int, *, greedy: bool | None = None,
+                       samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
+        """Every item's outcome on the first ``count`` items of ``dataset``
+        (:func:`engine.trainer.evaluation.evaluate_items`)."""
+        return evaluate_items(self, dataset, count, greedy=greedy, samples_per_item=samples_per_item, split=split)
+
+    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
+        """``[agent][item][turn]`` texts along the eval paths, for CoMLRL's ``eval_logger``."""
+        return path_completions(paths, self.num_agents)
+
+    def close(self) -> None:
+        """Stop the per-agent worker threads (``mp`` mode) and the rollout engines' server processes
+        (``rollout_backend: vllm``; sampling afterwards raises, naming the stopped server)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+            self.tree.pool = None
+        for engine in rollout_engines(self.agents):
+            engine.close()
+
+
+class _Preset(MAGRPOTrainer):
+    config_class: type[MAGRPOConfig] = MAGRPOConfig
+
+    def __init__(self, *args, **kwargs) -> None:
+        config = kwargs.get("args")
+        if config is not None and config.advantage_mode != self.config_class().advantage_mode:
+            raise ValueError(
+                f"advantage_mode: {type(self).__name__} uses {self.config_class().advantage_mode!r}; "
+                f"pass a {self.config_class.__name__} (or use MAGRPOTrainer with advantage_mode={config.advantage_mode!r})"
+            )
+        super().__init__(*args, **kwargs)
+
+    def _default_config(self) -> MAGRPOConfig:
+        return self.config_class()
+
+
+class MAREINFORCETrainer(_Preset):
+    """No baseline: advantages are the returns (``advantage_mode="raw"``)."""
+
+    config_class = MAREINFORCEConfig
+
+
+class MAReMaxTrainer(_Preset):
+    """The group maximum as baseline (``advantage_mode="max"``)."""
+
+    config_class = MAReMaxConfig
+
+
+class MARLOOTrainer(_Preset):
+    """The leave-one-out mean as baseline (``advantage_mode="rloo"``)."""
+
+    config_class = MARLOOConfig
+
+
