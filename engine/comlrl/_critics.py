@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 
-def _names(head: nn.Module) -> dict[str, str]:
+def _names(head: Any) -> dict[str, str]:
     """CoopLab's layer prefix -> CoMLRL's, for ``head`` (``net`` = [Linear] or [Linear, Tanh, Linear])."""
     layers = list(head.net)
     if len(layers) == 1:
@@ -35,7 +35,7 @@ def _names(head: nn.Module) -> dict[str, str]:
     return {"net.0.": "pre_projection.0.", f"net.{len(layers) - 1}.": "value_projection."}
 
 
-def comlrl_head_state(head: nn.Module) -> dict[str, torch.Tensor]:
+def comlrl_head_state(head: Any) -> dict[str, torch.Tensor]:
     """``head``'s state dict with CoMLRL's keys."""
     names = _names(head)
     out = {}
@@ -45,7 +45,7 @@ def comlrl_head_state(head: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def cooplab_head_state(head: nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def cooplab_head_state(head: Any, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A CoMLRL value-head state dict with ``head``'s own keys; ValueError naming a key that does not
     fit (a head with or without the hidden layer, as ``value_head_hidden_dim`` says)."""
     back = {comlrl: cooplab for cooplab, comlrl in _names(head).items()}
@@ -63,7 +63,7 @@ class ValueHeadView:
     """A CoopLab value head as CoMLRL's ``ValueHead``: ``state_dict``/``load_state_dict`` with CoMLRL's
     keys, ``pre_projection`` and ``value_projection``; called, it is the head."""
 
-    def __init__(self, head: nn.Module) -> None:
+    def __init__(self, head: Any) -> None:
         self.head = head
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -93,7 +93,7 @@ class ActorView:
     (:class:`ValueHeadView` of IAC's head on the actor, ``use_separate_critic=False``; else None).
     Every other attribute, and a call, is the model's."""
 
-    def __init__(self, model: nn.Module, head: nn.Module | None) -> None:
+    def __init__(self, model: Any, head: Any) -> None:
         self.model = model
         self.value_head = ValueHeadView(head) if head is not None else None
 
@@ -109,7 +109,7 @@ class CriticView:
     CoopLab's critic keeps no language-model head) and ``.value_head`` (:class:`ValueHeadView`).
     Everything else is the critic's."""
 
-    def __init__(self, critic: nn.Module) -> None:
+    def __init__(self, critic: Any) -> None:
         self.critic = critic
 
     @property
@@ -127,7 +127,7 @@ class CriticView:
         return self.critic(*args, **kwargs)
 
 
-def save_critic(critic: nn.Module, folder: Path) -> None:
+def save_critic(critic: Any, folder: Path) -> None:
     """CoMLRL's critic folder: the critic's model (``save_pretrained``) and ``value_head.pt``; plus the
     critic's tokenizer (CoopLab's critic reads text with its own), so the folder loads as a critic."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -110,6 +110,9 @@ class CompatTrainer:
     """Base of the ``engine.comlrl`` trainers (see the module docstring)."""
 
     algorithm_name: ClassVar[str] = ""
+    run_id: str | None  # the training run's id (CoMLRL's), set at the first train()
+    wandb_initialized: bool
+    _epoch_checkpoints: bool
 
     def __new__(cls, *args: Any, **kwargs: Any) -> CompatTrainer:
         """Keeps the constructor's arguments: a ``train_dataset`` set later builds the trainer again
