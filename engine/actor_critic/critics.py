@@ -42,8 +42,8 @@ class ValueHead(nn.Module):
 
 def hidden_size_of(model: Any) -> int:
     """The width of a transformers model's hidden states."""
-    config = getattr(model, "config", None)
-    size = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None)
+    model_config = getattr(model, "config", None)  # transformers' config: the field's name varies by architecture
+    size = getattr(model_config, "hidden_size", None) or getattr(model_config, "n_embd", None)
     if not size:
         raise ValueError(f"cannot read the hidden size of {type(model).__name__}; its config has no hidden_size")
     return int(size)

@@ -50,9 +50,9 @@ def infer_model_name(source: Any) -> str | None:
         if name:
             return str(name)
     base = getattr(source, "model", None) or base_model or source
-    config = getattr(base, "config", None)
-    if config is not None:
-        name = getattr(config, "_name_or_path", None) or getattr(config, "model_type", None)
+    model_config = getattr(base, "config", None)
+    if model_config is not None:
+        name = getattr(model_config, "_name_or_path", None) or getattr(model_config, "model_type", None)
         if name:
             return str(name)
     return type(base).__name__

@@ -31,9 +31,9 @@ class JointRewardModel(nn.Module):
     def __init__(self, backbone: nn.Module, freeze_backbone: bool = False) -> None:
         super().__init__()
         self.backbone = backbone
-        config = getattr(backbone, "config", None)
-        hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or \
-            getattr(config, "d_model", None)
+        model_config = getattr(backbone, "config", None)  # transformers': the name varies by architecture
+        hidden = getattr(model_config, "hidden_size", None) or getattr(model_config, "n_embd", None) or \
+            getattr(model_config, "d_model", None)
         if hidden is None:
             raise ValueError("Could not infer reward model hidden size.")
         self.reward_head = nn.Linear(int(hidden), 1)
