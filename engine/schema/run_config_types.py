@@ -88,6 +88,7 @@ class TrainerSpec(_TrainerRules):
     reference_kl_coef: float = 0.1
     reference_kl_mode: Literal['reward', 'loss'] = 'reward'
     fast_decode: bool = True
+    decode_graphs: Literal['auto', 'on', 'off'] = 'auto'
     rollout_dtype: Literal['auto', 'float32', 'bfloat16', 'float16'] | None = None
     rollout_correction: Literal['auto', 'tis', 'none'] = 'auto'
     tis_cap: float = 2.0
