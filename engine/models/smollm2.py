@@ -53,7 +53,7 @@ def _convert_to_plain_copy(target: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
     # save_pretrained refuses models "quantized with gguf"; the weights are already dequantised.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as a quantizer, never None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)

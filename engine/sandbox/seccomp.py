@@ -130,7 +130,7 @@ def filter_program(arch: str | None = None, *, network: bool = False) -> bytes:
     ]
     if arch == "x86_64":
         lines.append((_JGE, X32_SYSCALL_BIT, "eperm", None))
-    numbers = sorted({numbers[column] for numbers in DENIED.values() if numbers[column] is not None})
+    numbers = sorted({n for n in (entry[column] for entry in DENIED.values()) if n is not None})
     lines += [(_JEQ, number, "eperm", None) for number in numbers]
     lines += [
         (_JEQ, CLONE3[column], "enosys", None),

@@ -51,7 +51,7 @@ class ConsoleSink(BaseSink):
         if self._bar is None:
             self.start(None, {})
         assert self._bar is not None
-        postfix = {"env_step": env_step}
+        postfix: dict[str, object] = {"env_step": env_step}
         if REWARD_KEY in metrics:
             postfix["reward"] = f"{metrics[REWARD_KEY]:.4g}"
         if STEP_TIME_KEY in metrics:

@@ -53,18 +53,14 @@ def episode_to_dict(step: int, episode: Episode) -> dict[str, Any]:
     return _clean({"step": step, **asdict(episode)})
 
 
+def _turn_fields(turn: dict[str, Any]) -> dict[str, Any]:
+    return {k: (math.nan if v is None and k in ("reward", "ret", "advantage") else v) for k, v in turn.items()}
+
+
 def episode_from_dict(data: dict[str, Any]) -> tuple[int, Episode]:
     """Inverse of ``episode_to_dict``: ``(step, Episode)``; a null reward, return or advantage comes
     back as NaN, a null or missing credit as None (not measured)."""
-    turns = tuple(
-        TurnRecord(
-            **{
-                k: (math.nan if v is None and k in ("reward", "ret", "advantage") else v)
-                for k, v in t.items()
-            }
-        )
-        for t in data["turns"]
-    )
+    turns = tuple(TurnRecord(**_turn_fields(t)) for t in data["turns"])
     episode = Episode(
         sample_index=data["sample_index"], split=data["split"], item_index=data["item_index"], turns=turns
     )
