@@ -62,13 +62,15 @@ LIMIT_SETTINGS = {name: f"COOPLAB_{name.upper()}" for name in Budget.__dataclass
 class RunLimits:
     """Everything pre-flight checks besides the models and the task: the budget, where the run may
     write (None: not checked), how many CUDA devices a job has (None: unknown here, the worker checks)
-    and how to call the place the run will run in."""
+    and how to call the place the run will run in; with ``device_memory_bytes`` known, every agent's
+    training must fit one device (:mod:`engine.schema.memory`)."""
 
     budget: Budget = field(default_factory=Budget)
     write_area: WriteArea | None = None
     cuda_devices: int | None = None
     device_place: str = "in the job"
     queue_sets_device: bool = False  # the job replaces trainer.device with its queue's device
+    device_memory_bytes: int | None = None  # bytes of one training device; None: the memory fit is not checked
 
 
 def _over(what: str, size: int | str, unit: str, limit_name: str, limit: int, lower: str) -> str:

@@ -15,6 +15,8 @@ loading either (torch-free, so the dashboard and ``jobs.client`` call it):
 - the resource budget (:mod:`engine.schema.budget`: tokens and joint actions per step, candidates,
   repetitions, evaluation items, transcripts, name lengths, device names and, where known, whether
   a CUDA device exists) and the folders the config names for writing (:mod:`engine.policy.write_paths`);
+- where the device's memory is known (``RunLimits.device_memory_bytes``), every agent's full fine-tuning
+  fits it (:mod:`engine.schema.memory`: the bytes needed and the options: more ranks, LoRA, offload);
 - the files and folders the config names for reading (a dataset file, a model, tokenizer or checkpoint
   folder) lie inside the caller's read roots (:mod:`engine.policy.read_paths`);
 - what only the operator can allow (:mod:`engine.policy.run_permissions`): the API comparator's URL and key
@@ -40,6 +42,7 @@ from engine.policy.run_permissions import permission_problems
 from engine.schema.budget import RunLimits, limit_problems
 from engine.schema.collaboration import is_centralized
 from engine.schema.comparator_checkpoint import comparator_checkpoint_problem
+from engine.schema.memory import memory_problems
 from engine.schema.run_config import ConfigError, RunConfig
 from engine.schema.sources import inspect_source
 
@@ -82,6 +85,8 @@ def preflight_problems(config: RunConfig, *,
     None does not check them.
     """
     problems = [Problem(f, m) for f, m in limit_problems(config, limits or RunLimits())]
+    if limits is not None and limits.device_memory_bytes is not None:
+        problems += [Problem(f, m) for f, m in memory_problems(config, limits.device_memory_bytes, hub_cache_dirs)]
     if read_area is not None:
         problems += [Problem(f, m) for f, m in read_path_problems(config, read_area, existing_only=True)]
     models = _agent_models(config, hub_cache_dirs, problems)

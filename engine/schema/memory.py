@@ -1,0 +1,268 @@
+"""Memory per rank of an agent trained with full fine-tuning and AdamW, sharded over ``W`` ranks with
+FSDP2 (``parallel_training: fsdp``). Pure arithmetic (torch-free): pre-flight refuses a team that
+cannot fit its devices from these numbers, and docs/gpu.md's table is written by :func:`memory_table`.
+
+The accounting, for a model of ``P`` parameters (``P = root + layers x per_layer``, the root being
+the embeddings, the final norm and an untied output head), ``W`` ranks, ``p`` bytes per compute
+parameter (2 for bfloat16 under mixed precision, 4 without) and ``r`` bytes per reduced gradient
+(4: fp32 reduction):
+
+- **states** (sharded, every step): the float32 parameters (4), their float32 gradients (4) and AdamW's
+  two moments (8): ``16 P / W`` bytes, on the GPU or, with CPU offload, on the host;
+- **gathered** (transient, on the GPU): FSDP2 all-gathers one unit at a time in the compute dtype and
+  prefetches the next; the root stays gathered through forward and backward. The peak is the root's
+  gathered parameters and gradients ``root x (p + r)`` plus two gathered layers ``2 x per_layer x p``
+  and one layer's unsharded gradients ``per_layer x r`` before their reduce-scatter;
+- **activations** (per rank: ``batch`` sequences of ``seq`` tokens, hidden ``h``, ``a`` heads, ``L``
+  layers, vocabulary ``V``): a layer keeps ``seq x batch x h x (34 + 5 a seq / h)`` bytes in 16-bit
+  (the standard transformer estimate, scaled by ``p / 2``); with activation checkpointing each layer
+  keeps only its input ``seq x batch x h x p`` and one layer's full activations are recomputed at a
+  time; the logits add ``seq x batch x V x (p + 4)`` (the compute-dtype logits and their float32
+  log-softmax).
+
+Peak per rank = states (0 on the GPU with offload) + gathered + activations. The estimate leaves out
+the CUDA context, allocator fragmentation, a reference model, and the KV cache of sampling.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.schema.collaboration import is_centralized
+from engine.schema.sources import cached_config_path, hub_cache_folder
+
+STATE_BYTES_PER_PARAMETER = 16
+"""float32 parameter (4) + float32 gradient (4) + AdamW's two float32 moments (8)."""
+REDUCE_BYTES = 4
+"""Gradients are reduced (reduce-scatter) in float32."""
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The shape of a decoder-only transformer (Llama/Qwen2 layout: attention with grouped KV heads,
+    a gated MLP, two RMSNorms per layer). ``qkv_bias``: Qwen2's biases on q, k and v."""
+
+    vocab: int
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    tied: bool = True
+    qkv_bias: bool = True
+
+    def layer_parameters(self) -> int:
+        """One decoder layer: q, k, v, o projections, the gated MLP's three matrices, two norms."""
+        kv = self.kv_heads * (self.hidden // self.heads)
+        bias = (self.hidden + 2 * kv) if self.qkv_bias else 0
+        attention = 2 * self.hidden * self.hidden + 2 * self.hidden * kv + bias
+        return attention + 3 * self.hidden * self.intermediate + 2 * self.hidden
+
+    def root_parameters(self) -> int:
+        """What is not in a layer: the embeddings, the final norm and the output head when untied."""
+        return self.vocab * self.hidden * (1 if self.tied else 2) + self.hidden
+
+    def parameters(self) -> int:
+        return self.root_parameters() + self.layers * self.layer_parameters()
+
+
+_QWEN = dict(vocab=151_936, tied=True, qkv_bias=True)
+SHAPES: dict[str, ModelShape] = {
+    # The Qwen2.5 shapes of bench/shapes.py (checked equal in the tests) and Qwen2.5-7B (untied head).
+    "qwen2.5-0.5b": ModelShape(hidden=896, intermediate=4864, layers=24, heads=14, kv_heads=2, **_QWEN),
+    "qwen2.5-1.5b": ModelShape(hidden=1536, intermediate=8960, layers=28, heads=12, kv_heads=2, **_QWEN),
+    "qwen2.5-3b": ModelShape(hidden=2048, intermediate=11008, layers=36, heads=16, kv_heads=2, **_QWEN),
+    "qwen2.5-7b": ModelShape(vocab=152_064, hidden=3584, intermediate=18944, layers=28, heads=28, kv_heads=4,
+                             tied=False, qkv_bias=True),
+}
+
+
+@dataclass(frozen=True)
+class Activations:
+    """The batch one rank runs forward and backward at once."""
+
+    batch: int
+    seq: int
+    checkpointing: bool = True
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Bytes per rank: the sharded states (on the GPU or the host), the gathered transient and the
+    activations. ``gpu`` is the peak on the GPU, ``host`` what offload keeps in host memory."""
+
+    states: int
+    gathered: int
+    activations: int
+    offload: bool
+
+    @property
+    def gpu(self) -> int:
+        return (0 if self.offload else self.states) + self.gathered + self.activations
+
+    @property
+    def host(self) -> int:
+        return self.states if self.offload else 0
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def state_bytes(parameters: int, world: int) -> int:
+    """Sharded float32 parameters, gradients and AdamW moments on one of ``world`` ranks."""
+    if parameters < 0 or world < 1:
+        raise ValueError(f"parameters must be >= 0 and world >= 1 (got {parameters}, {world})")
+    return STATE_BYTES_PER_PARAMETER * _ceil_div(parameters, world)
+
+
+def gathered_bytes(shape: ModelShape, *, mixed_precision: bool = True) -> int:
+    """The transient peak of FSDP2's all-gathers (see the module's docstring); independent of the world
+    size (at one rank the compute-dtype copies are still made under mixed precision)."""
+    p = 2 if mixed_precision else 4
+    layer = shape.layer_parameters()
+    return shape.root_parameters() * (p + REDUCE_BYTES) + 2 * layer * p + layer * REDUCE_BYTES
+
+
+def activation_bytes(shape: ModelShape, activations: Activations, *, mixed_precision: bool = True) -> int:
+    """Activations of one rank's forward and backward (see the module's docstring)."""
+    p = 2 if mixed_precision else 4
+    b, s, h = activations.batch, activations.seq, shape.hidden
+    full_layer = s * b * h * 34 * p // 2 + 5 * shape.heads * s * s * b * p // 2
+    logits = s * b * shape.vocab * (p + 4)
+    kept = shape.layers * s * b * h * p + full_layer if activations.checkpointing else shape.layers * full_layer
+    return kept + logits
+
+
+def rank_memory(shape: ModelShape, world: int, *, offload: bool = False, mixed_precision: bool = True,
+                activations: Activations | None = None) -> RankMemory:
+    """Bytes per rank of ``shape`` trained on ``world`` ranks (activations 0 when ``activations`` is None)."""
+    return RankMemory(states=state_bytes(shape.parameters(), world),
+                      gathered=gathered_bytes(shape, mixed_precision=mixed_precision),
+                      activations=0 if activations is None else activation_bytes(shape, activations,
+                                                                                 mixed_precision=mixed_precision),
+                      offload=offload)
+
+
+def gib(n: int) -> str:
+    return f"{n / GIB:.1f}"
+
+
+def memory_table(shapes: Mapping[str, ModelShape] = SHAPES, worlds: Iterable[int] = (1, 2, 4, 8), *,
+                 activations: Activations = Activations(batch=8, seq=1024)) -> str:
+    """A markdown table: per shape and world size, the GiB per rank without offload (states + gathered +
+    activations) and with CPU offload (GPU, and host)."""
+    worlds = list(worlds)
+    head = "| model | parameters | " + " | ".join(f"W={w}" for w in worlds) + " | W=1 offload: GPU / host |"
+    rule = "|---|---:|" + "---:|" * len(worlds) + "---:|"
+    rows = [head, rule]
+    for name, shape in shapes.items():
+        cells = [gib(rank_memory(shape, w, activations=activations).gpu) for w in worlds]
+        off = rank_memory(shape, 1, offload=True, activations=activations)
+        rows.append(f"| {name} | {shape.parameters() / 1e9:.2f} B | " + " | ".join(cells)
+                    + f" | {gib(off.gpu)} / {gib(off.host)} |")
+    return "\n".join(rows)
+
+
+def shape_from_config(config: Mapping[str, Any]) -> ModelShape | None:
+    """The shape a Hugging Face ``config.json`` of a Llama/Qwen2/Mistral-like model declares, None when a
+    size it needs is missing (another architecture: no accounting)."""
+    section = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
+    keys = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+    values = [section.get(k) for k in keys]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        return None
+    vocab, hidden, intermediate, layers, heads = values
+    kv = section.get("num_key_value_heads") or heads
+    model_type = str(section.get("model_type", ""))
+    return ModelShape(vocab=vocab, hidden=hidden, intermediate=intermediate, layers=layers, heads=heads,
+                      kv_heads=kv, tied=bool(section.get("tie_word_embeddings", True)),
+                      qkv_bias=bool(section.get("attention_bias", model_type.startswith("qwen2"))))
+
+
+def fit_problem(agent: str, shape: ModelShape, world: int, device_bytes: int, *, offload: bool = False,
+                mixed_precision: bool = True) -> str | None:
+    """Why an agent of ``shape`` on ``world`` ranks of ``device_bytes`` each cannot train, or None when its
+    states and gathered units fit (activations come on top: this is a lower bound, so it never refuses a
+    run that would fit). The message names the agent, the bytes needed and the options."""
+    need = rank_memory(shape, world, offload=offload, mixed_precision=mixed_precision)
+    if need.gpu <= device_bytes:
+        return None
+    options = []
+    fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and rank_memory(
+        shape, w, offload=offload, mixed_precision=mixed_precision).gpu <= device_bytes), None)
+    if fits is not None:
+        options.append(f"shard it over {fits} ranks (parallel_training: fsdp, fsdp_ranks: {fits})")
+    options.append("train a LoRA adapter (lora_rank) instead of every weight")
+    if not offload:
+        options.append(f"offload its states to the host (fsdp_cpu_offload: true; GPU {gib(need.gathered)} GiB, "
+                       f"host {gib(need.states)} GiB per rank)")
+    return (f"agent {agent} ({shape.parameters():,} parameters) needs at least {need.gpu:,} bytes "
+            f"({gib(need.gpu)} GiB) per rank on {world} rank{'s' if world > 1 else ''} for full fine-tuning "
+            f"with AdamW (states {gib(need.states if not offload else 0)} GiB + gathered {gib(need.gathered)} "
+            f"GiB, before activations), over the {device_bytes:,} bytes ({gib(device_bytes)} GiB) of a device; "
+            + "; or ".join(options))
+
+
+def source_shape(source: str, hub_cache_dirs: Iterable[str] | None = None) -> ModelShape | None:
+    """The shape of a model source found on this machine (a folder's or the hub cache's ``config.json``),
+    None when it is not found here or declares no accounting shape (built-in tiny models: too small to
+    matter)."""
+    folder = Path(source).expanduser()
+    path: Path | None = folder / "config.json" if folder.is_dir() else None
+    if path is None and hub_cache_dirs is not None and "/" in source and not source.startswith(("/", ".", "~")):
+        cached = hub_cache_folder(source, list(hub_cache_dirs))
+        path = cached_config_path(cached) if cached is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # the source check names an unreadable config
+    return shape_from_config(data) if isinstance(data, dict) else None
+
+
+_DTYPE_BYTES = {"float32": 4, "auto": 4, "bfloat16": 2, "float16": 2}
+
+
+def memory_problems(config: Any, device_bytes: int, hub_cache_dirs: Iterable[str] | None = None,
+                    shapes: Mapping[str, ModelShape] | None = None) -> list[tuple[str, str]]:
+    """``(field, message)`` for every agent of a run config whose training cannot fit one device of
+    ``device_bytes`` (a lower bound: states and gathered units, before activations). With
+    ``parallel_training: fsdp`` the FSDP2 accounting over ``fsdp_ranks`` ranks (and
+    ``fsdp_cpu_offload``); otherwise the agent is whole on one device with its parameters, gradients and
+    AdamW moments in ``torch_dtype`` (4 x its bytes per parameter). ``shapes`` (by agent name) replaces
+    looking the sources up. LoRA agents and a centralized run's joint model are not accounted."""
+    t = config.trainer
+    fsdp = getattr(t, "parallel_training", None) == "fsdp"
+    world = int(getattr(t, "fsdp_ranks", None) or 1) if fsdp else 1
+    offload = bool(getattr(t, "fsdp_cpu_offload", False)) if fsdp else False
+    dtype_bytes = _DTYPE_BYTES.get(str(getattr(t, "torch_dtype", "float32")), 4)
+    if is_centralized(t.algorithm, getattr(t, "collaboration_mode", None)):
+        return []
+    problems = []
+    for i, agent in enumerate(config.agents):
+        if getattr(agent, "lora_rank", None) is not None:
+            continue
+        shape = (shapes or {}).get(agent.name) if shapes is not None else source_shape(agent.model, hub_cache_dirs)
+        if shape is None:
+            continue
+        if fsdp:
+            problem = fit_problem(agent.name, shape, world, device_bytes, offload=offload,
+                                  mixed_precision=dtype_bytes == 2)
+        else:
+            need = 4 * dtype_bytes * shape.parameters()
+            problem = None if need <= device_bytes else (
+                f"agent {agent.name} ({shape.parameters():,} parameters) needs at least {need:,} bytes "
+                f"({gib(need)} GiB) on one device for full fine-tuning with AdamW in {t.torch_dtype} (parameters, "
+                f"gradients and two moments, before activations), over the {device_bytes:,} bytes "
+                f"({gib(device_bytes)} GiB) of a device; shard it over several ranks (parallel_training: fsdp), "
+                f"or train a LoRA adapter (lora_rank) instead of every weight")
+        if problem is not None:
+            problems.append((f"agents.{i}.model", problem))
+    return problems

@@ -1,0 +1,133 @@
+"""The memory accounting of FSDP2 training (:mod:`engine.schema.memory`): counts and bytes computed by hand,
+the real shapes' parameter counts, docs/gpu.md's table written from the code, and pre-flight's refusal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.schema.budget import RunLimits
+from engine.schema.memory import (
+    SHAPES,
+    Activations,
+    ModelShape,
+    activation_bytes,
+    gathered_bytes,
+    memory_problems,
+    memory_table,
+    rank_memory,
+    shape_from_config,
+    state_bytes,
+)
+from engine.schema.preflight import preflight_problems
+from engine.schema.run_config import parse_run_config
+
+# vocab 10, hidden 4, MLP 8, 2 layers, 2 heads / 1 KV head (head dim 2, KV width 2), tied, no biases:
+# a layer = q 16 + k 8 + v 8 + o 16 + MLP 3*4*8 = 96 + norms 8 = 152; root = 10*4 + 4 = 44; P = 44 + 2*152 = 348
+SMALL = ModelShape(vocab=10, hidden=4, intermediate=8, layers=2, heads=2, kv_heads=1, tied=True, qkv_bias=False)
+
+
+def test_parameter_counts_by_hand():
+    assert (SMALL.layer_parameters(), SMALL.root_parameters(), SMALL.parameters()) == (152, 44, 348)
+    biased = ModelShape(vocab=10, hidden=4, intermediate=8, layers=2, heads=2, kv_heads=1, tied=False, qkv_bias=True)
+    assert biased.layer_parameters() == 152 + 4 + 2 + 2  # q, k, v biases
+    assert biased.root_parameters() == 84  # embeddings and an untied head: 2 * 40 + norm 4
+
+
+def test_real_shapes_by_hand_and_as_bench_builds_them():
+    # Qwen2.5-0.5B: a layer = q 896*896+896 + k,v 2*(896*128+128) + o 896*896 + MLP 3*896*4864 + norms 1792
+    assert SHAPES["qwen2.5-0.5b"].layer_parameters() == 14_912_384
+    assert SHAPES["qwen2.5-0.5b"].parameters() == 24 * 14_912_384 + 151_936 * 896 + 896 == 494_032_768
+    assert SHAPES["qwen2.5-1.5b"].parameters() == 1_543_714_304
+    assert round(SHAPES["qwen2.5-3b"].parameters() / 1e6) == 3086
+    assert round(SHAPES["qwen2.5-7b"].parameters() / 1e6) == 7616  # Qwen2.5-7B's published 7.61 B
+    from bench.shapes import SHAPES as BENCH
+
+    for name in ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b"):
+        assert shape_from_config({**BENCH[name], "model_type": "qwen2"}) == SHAPES[name]
+
+
+def test_states_are_sixteen_bytes_per_parameter_sharded():
+    assert state_bytes(348, 1) == 16 * 348
+    assert state_bytes(348, 2) == 16 * 174
+    assert state_bytes(348, 3) == 16 * 116
+    assert state_bytes(349, 2) == 16 * 175  # the larger shard
+    with pytest.raises(ValueError):
+        state_bytes(348, 0)
+
+
+def test_gathered_and_activations_by_hand():
+    # root 44 x (bf16 2 + fp32 reduce 4) + two gathered layers 2 x 152 x 2 + one layer's fp32 gradients 152 x 4
+    assert gathered_bytes(SMALL) == 264 + 608 + 608
+    assert gathered_bytes(SMALL, mixed_precision=False) == 44 * 8 + 2 * 152 * 4 + 152 * 4
+    # batch 1, seq 2, hidden 4, 2 heads: a layer 2*1*4*34 + 5*2*2*2*1 = 272 + 40; logits 2*1*10*(2+4) = 120
+    full_layer, logits = 312, 120
+    assert activation_bytes(SMALL, Activations(1, 2, checkpointing=False)) == 2 * full_layer + logits
+    assert activation_bytes(SMALL, Activations(1, 2)) == 2 * (2 * 1 * 4 * 2) + full_layer + logits
+
+
+def test_offload_moves_the_states_to_the_host():
+    on = rank_memory(SMALL, 2)
+    off = rank_memory(SMALL, 2, offload=True)
+    assert on.gpu == 16 * 174 + 1480 and on.host == 0
+    assert off.gpu == 1480 and off.host == 16 * 174
+
+
+def test_the_table_in_docs_is_the_codes():
+    table = memory_table()
+    assert "| qwen2.5-7b | 7.62 B |" in table
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "gpu.md").read_text(encoding="utf-8")
+    assert table in docs, "docs/gpu.md's memory table is stale: paste engine.schema.memory.memory_table()"
+
+
+def _config(tmp_path: Path, **trainer: object):
+    folder = tmp_path / "qwen7b"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "qwen2", "vocab_size": 152_064, "hidden_size": 3584, "intermediate_size": 18944,
+        "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4, "tie_word_embeddings": False,
+        "max_position_embeddings": 32768}))
+    return parse_run_config({"agents": [{"name": "coder", "model": str(folder)}, {"name": "small"}],
+                             "task": {"name": "quickstart"}, "trainer": {"num_generations": 2, **trainer}})
+
+
+def test_a_seven_b_agent_is_refused_on_one_80_gb_device(tmp_path):
+    config = _config(tmp_path)  # float32: 4 x 4 bytes per parameter, 121.8 GB
+    problems = memory_problems(config, 80 * 10**9)
+    assert [f for f, _ in problems] == ["agents.0.model"]  # the tiny built-in agent is not accounted
+    message = problems[0][1]
+    need = 4 * 4 * SHAPES["qwen2.5-7b"].parameters()
+    assert "agent coder" in message and f"{need:,} bytes" in message
+    assert "parallel_training: fsdp" in message and "lora_rank" in message
+    assert memory_problems(config, need) == []  # exactly enough is enough
+    half = _config(tmp_path, torch_dtype="bfloat16")  # 4 x 2 bytes: 60.9 GB fits 80 GB, not 40 GB
+    assert memory_problems(half, 80 * 10**9) == []
+    assert f"{need // 2:,} bytes" in memory_problems(half, 40 * 10**9)[0][1]
+    found = {p.field: p.message for p in preflight_problems(config, hub_cache_dirs=[],
+                                                             limits=RunLimits(device_memory_bytes=80 * 10**9))}
+    assert found["agents.0.model"] == message
+    assert "agents.0.model" not in {p.field for p in preflight_problems(config, hub_cache_dirs=[],
+                                                                        limits=RunLimits())}
+
+
+def test_fsdp_ranks_and_offload_change_the_verdict():
+    shape = SHAPES["qwen2.5-7b"]
+    one = rank_memory(shape, 1).gpu
+    four = rank_memory(shape, 4).gpu
+    assert four < 80 * 10**9 < one
+    fake = type("C", (), {})()
+    fake.trainer = type("T", (), {"parallel_training": "fsdp", "fsdp_ranks": 1, "fsdp_cpu_offload": False,
+                                  "torch_dtype": "bfloat16", "algorithm": "magrpo", "collaboration_mode": None})()
+    fake.agents = [type("A", (), {"name": "coder", "model": "x", "lora_rank": None})()]
+    problems = memory_problems(fake, 80 * 10**9, shapes={"coder": shape})
+    assert len(problems) == 1 and f"{one:,} bytes" in problems[0][1]
+    assert "fsdp_ranks: 2" in problems[0][1] and "fsdp_cpu_offload: true" in problems[0][1]
+    fake.trainer.fsdp_ranks = 4
+    assert memory_problems(fake, 80 * 10**9, shapes={"coder": shape}) == []
+    fake.trainer.fsdp_ranks, fake.trainer.fsdp_cpu_offload = 1, True
+    assert memory_problems(fake, 80 * 10**9, shapes={"coder": shape}) == []
+    fake.agents[0].lora_rank = 8
+    fake.trainer.fsdp_cpu_offload = False
+    assert memory_problems(fake, 80 * 10**9, shapes={"coder": shape}) == []  # LoRA: not accounted here
