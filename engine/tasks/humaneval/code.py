@@ -56,7 +56,8 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 def _own_nodes(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
     """Every node of ``fn``'s own body: nested functions, classes and lambdas are not entered."""
-    found, stack = [], list(fn.body)
+    found: list[ast.AST] = []
+    stack: list[ast.AST] = list(fn.body)
     while stack:
         node = stack.pop()
         found.append(node)
@@ -98,10 +99,9 @@ def top_level_def(tree: ast.Module, name: str) -> tuple[ast.FunctionDef | None, 
     none ("" when there is): it must be a plain ``def`` at the top level of the module (not under
     ``if``, ``try`` or a loop, not a method, not nested), with a body, bound to nothing else after
     it, neither async nor a generator, and its own body (not a nested function's) must return a value."""
-    defs = [i for i, node in enumerate(tree.body)
+    defs = [(node, tree.body[i + 1:]) for i, node in enumerate(tree.body)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name]
-    index = defs[-1] if defs else None
-    fn = tree.body[index] if index is not None else None
+    fn, after = defs[-1] if defs else (None, [])
     if fn is None or not _body_without_docstring(fn):
         nested = any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name and n not in tree.body
                      for n in ast.walk(tree))
@@ -109,7 +109,7 @@ def top_level_def(tree: ast.Module, name: str) -> tuple[ast.FunctionDef | None, 
             return None, ("is defined only inside a class, a function or a block (if, try, a loop...): the tests "
                           "call a function defined at the top level of the program")
         return None, "has no body" if fn is not None else "is not defined"
-    if any(_binds(statement, name) for statement in tree.body[index + 1:]):
+    if any(_binds(statement, name) for statement in after):
         return None, f"is bound again after its definition (an assignment, del, class or import of `{name}`)"
     if isinstance(fn, ast.AsyncFunctionDef):
         return None, "is async: calling it gives a coroutine, not a value"
