@@ -9,7 +9,7 @@ model, dominate. Variants, each in a fresh Python process so each peak is its ow
 - ``before``: ``logits_chunk_mib: 0``, the full-logits path (the model's ``(B, T, V)`` logits, a float32
   copy, the log-sum-exp's temporaries, the float32 logits kept for the backward);
 - ``after``: ``logits_chunk_mib`` at ``--budget-mib`` (the default 512): log-probs from the final hidden
-  states a chunk of positions at a time (:mod:`engine.trainer.chunked_logprobs`).
+  states a chunk of positions at a time (:mod:`engine.trainer.losses`).
 
 Memory: on a CPU the resident set's high-water mark (``VmHWM``, reset before the step where Linux allows
 it) less the resident set before the step; on CUDA ``torch.cuda.max_memory_allocated`` less the

@@ -9,7 +9,7 @@ repetitions of three sentences that mix digits, capitals and lower case; two tin
 stripped text + 0.5 x capital share of agent 2's``; issue 39's ``MADPOConfig``. A run's seed is the
 script's own ``torch.manual_seed(seed)`` (and ``random.seed(seed)``) just before the trainer is
 built: CoMLRL samples and shuffles with those global RNGs, and CoopLab's config gives no seed, so it
-draws its run seed from the same RNG (:mod:`engine.trainer.seeding`).
+draws its run seed from the same RNG (:mod:`engine.trainer.setup`).
 
 Issue 39 names the first of the three sentences; the other two are written like it here.
 """

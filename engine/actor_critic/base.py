@@ -21,8 +21,8 @@ from engine.actor_critic.targets import discounted_returns, normalize, td_target
 from engine.actor_critic.update import StepSettings, update_actor
 from engine.schema.actor_critic_configs import ActorCriticConfig
 from engine.sinks.base import Episode, Sink, TurnRecord
-from engine.trainer.agent_setup import comlrl_agents
 from engine.trainer.core import TrainerCore, step_timing
+from engine.trainer.setup import comlrl_agents
 
 
 class ActorCriticTrainerBase(TrainerCore):

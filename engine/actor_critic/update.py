@@ -20,8 +20,7 @@ from engine.actor_critic.critics import ValueHead, head_values
 from engine.actor_critic.rollout import TurnSample
 from engine.actor_critic.targets import explained_variance, value_loss
 from engine.trainer.agents import AgentRuntime, SequenceBatch
-from engine.trainer.chunked_logprobs import head_logprobs
-from engine.trainer.losses import policy_loss, token_logprobs
+from engine.trainer.losses import head_logprobs, policy_loss, token_logprobs
 
 
 @dataclass

@@ -46,7 +46,7 @@ from engine.schema.errors import ConfigError
 from engine.schema.run_config import RunConfig, has_critics
 from engine.sinks.base import Sink
 from engine.tasks.building import build_task_for
-from engine.trainer.loop import TrainResult
+from engine.trainer.core import TrainResult
 
 
 def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sink | None = None,

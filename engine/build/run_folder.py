@@ -11,9 +11,8 @@ from typing import Any
 from engine.schema.folders import atomic_folder, atomic_text
 from engine.schema.run_config import RunConfig, dump_run_config
 from engine.sinks.base import Sink
-from engine.trainer.best_checkpoint import BEST_FOLDER, read_record
-from engine.trainer.checkpoint import load_team_weights
-from engine.trainer.loop import TrainResult
+from engine.trainer.checkpoint import BEST_FOLDER, load_team_weights, read_record
+from engine.trainer.core import TrainResult
 
 
 def train_into_folder(config: RunConfig, build: Callable[..., Any], *, output_dir: str | Path, sink: Sink,

@@ -3,7 +3,7 @@
 ``load_team`` loads each agent's model and tokenizer (``share_weights_with`` reuses an earlier
 agent's objects, so they share weights while keeping their own optimizer state; with LoRA they
 share one frozen base and train an adapter each); ``agent_setups`` makes of the loaded team one
-:class:`engine.trainer.agent_setup.AgentSetup` record per agent (name, model, tokenizer, formatter,
+:class:`engine.trainer.setup.AgentSetup` record per agent (name, model, tokenizer, formatter,
 system prompt, learning rate, sampling overrides), which every trainer takes as its ``agents``.
 Where agents go is decided with their config (:func:`engine.schema.configure.team_devices`).
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.schema.run_config import AgentSpec
-from engine.trainer.agent_setup import AgentSetup
-from engine.trainer.formatting import template_formatter
+from engine.trainer.rollout import template_formatter
+from engine.trainer.setup import AgentSetup
 
 
 @dataclass

@@ -73,7 +73,7 @@ def find_checkpoint(run_dir: str | Path, which: str | int) -> Path:
     """The checkpoint folder ``which`` names: ``last`` (the highest step), ``best`` (the one kept by
     ``best_checkpoint_metric``) or a step number."""
     if str(which) == "best":
-        from engine.trainer.best_checkpoint import BEST_FOLDER, read_record
+        from engine.trainer.checkpoint import BEST_FOLDER, read_record
 
         if read_record(Path(run_dir) / CHECKPOINTS_DIR) is None:
             raise EvalError(f"run folder {run_dir} kept no best checkpoint; train with best_checkpoint_metric "

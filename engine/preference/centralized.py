@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.rewards.team_reward import TeamReward
-from engine.trainer.formatting import call_formatter
+from engine.trainer.rollout import call_formatter
 
 
 class CentralizedComparatorParseError(ValueError):

@@ -27,9 +27,15 @@ from typing import Any
 
 from engine.preference.centralized import CentralizedCollaboration, prompt_text
 from engine.trainer.agents import AgentRuntime
-from engine.trainer.formatting import call_formatter, render_prompt
-from engine.trainer.rollout import TreeBuilder
-from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
+from engine.trainer.rollout import (
+    AgentSamples,
+    Node,
+    Rollout,
+    TreeBuilder,
+    call_formatter,
+    joint_action_indices,
+    render_prompt,
+)
 
 Texts = list[list[list["Answer | str"]]]  # [root][agent][candidate]; a plain string is an ended answer
 TextSource = Callable[[list[Node]], Texts]

@@ -27,7 +27,7 @@ from engine.preference.pairs import PreferencePair
 from engine.preference.replay import replay_pairs, shards_kept
 from engine.schema.comparator_checkpoint import comparator_checkpoint_problem
 from engine.sinks.base import Sink
-from engine.trainer.loop import TrainResult, train_trainer
+from engine.trainer.core import TrainResult, train_trainer
 from engine.trainer.magrpo import MAGRPOTrainer
 from engine.trainer.rollout import TreeBuilder
 

@@ -13,9 +13,9 @@ from typing import Any
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
 from engine.rewards.team_reward import TeamReward
 from engine.schema.preference_configs import MADPOConfig, MARLHFConfig
-from engine.trainer.agent_setup import AgentSetup
 from engine.trainer.evaluation import path_completions
-from engine.trainer.formatting import normalize_formatters
+from engine.trainer.rollout import normalize_formatters
+from engine.trainer.setup import AgentSetup
 from transcripts import TurnRecord
 
 JOINT_NAME = "joint"  # the one actor's name in metrics and transcripts
@@ -59,7 +59,7 @@ def centralize(a: dict[str, Any], config: Any, adapter: Any, *, explicit_roles: 
     collaboration (joint prompts, the task reward on split roles) and the role names.
 
     ``num_agents`` is the number of roles (it must match ``config.num_agents`` when given); ``agents``
-    is one model, or the same model once per role, or one :class:`engine.trainer.agent_setup.AgentSetup`
+    is one model, or the same model once per role, or one :class:`engine.trainer.setup.AgentSetup`
     record per role; ``formatters`` and ``agent_names`` are per role; per-agent settings are the joint
     model's (the first role's)."""
     roles = config.num_agents

@@ -24,7 +24,7 @@ from engine.preference.reward_model import LearnedReward, build_reward_model, fi
 from engine.rewards.team_reward import TeamReward
 from engine.schema.preference_configs import MARLHFConfig
 from engine.sinks.base import BaseSink, Episode, Sink
-from engine.trainer.loop import TrainResult
+from engine.trainer.core import TrainResult
 from engine.trainer.magrpo import MAGRPOTrainer
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 

@@ -98,7 +98,7 @@ def select_cross_pairs(current: Sequence[float], comparator: Sequence[float], mo
 
 def pairs_from_node(node: Any, mode: str, limit: int | None, rng: random.Random,
                     comparator: Any = None) -> list[PreferencePair]:
-    """The pairs of one scored single-turn node (:class:`engine.trainer.tree.Node`): joint action
+    """The pairs of one scored single-turn node (:class:`engine.trainer.rollout.Node`): joint action
     ``j`` gives agent i its sample ``node.joint_actions[j][i]``. With a ``comparator`` node (the same
     item, another policy's candidates) every pair has one candidate from each."""
     if comparator is None:

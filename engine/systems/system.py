@@ -29,11 +29,10 @@ from engine.schema.folders import atomic_folder, written_folder
 from engine.schema.system_spec import system_trainer_problems
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.systems.schedule import Schedule, check_schedule
-from engine.trainer.core import step_items
-from engine.trainer.loop import LoopSchedule, TrainResult, run_loop
+from engine.trainer.core import LoopSchedule, TrainResult, run_loop, step_items
 from engine.trainer.magrpo import MAGRPOTrainer
+from engine.trainer.rollout import Rollout
 from engine.trainer.setup import dataset_length
-from engine.trainer.tree import Rollout
 
 STATE_FILE = "system_state.json"
 RNG_FILE = "system_rng.pt"
@@ -250,7 +249,7 @@ class System:
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None, *,
               sink: Sink | None = None) -> TrainResult:
         """Play ``total_rounds`` rounds or until the sink asks to stop; checkpoint on the way out
-        (the trainers' loop, :func:`engine.trainer.loop.run_loop`, counting rounds)."""
+        (the trainers' loop, :func:`engine.trainer.core.run_loop`, counting rounds)."""
         root = Path(checkpoint_dir) if checkpoint_dir else (self.output_dir / "checkpoints" if self.output_dir else None)
         if resume_from_checkpoint is not None:
             self.load_checkpoint(resume_from_checkpoint)

@@ -1,22 +1,40 @@
-"""One agent at training time: its model, tokenizer, optimizer, device, sampling settings, and the
+"""An agent at run time (:class:`AgentRuntime`): sampling, log-probs, and its worker thread.
+
+One agent at training time: its model, tokenizer, optimizer, device, sampling settings, and the
 two model calls the trainer makes (batched sampling, and padded log-prob forwards).
 
 Several agents may hold the *same* model object (parameter sharing): each still has its own AdamW
 over those parameters, so the weights and gradient buffers exist once while the optimizer moments
 are per agent.
+
+Running per-agent work concurrently: one worker thread per agent.
+
+Agents on different devices (GPUs, or CPU cores) sample and update at the same time; torch
+releases the GIL inside its kernels, so the threads overlap wherever the work is tensor arithmetic.
+``parallel_training="mp"`` always runs the agents in threads (on the devices the user listed);
+``"auto"`` (the default) does when that is exact and faster (:func:`runs_concurrently`); ``"none"``
+never does (CoMLRL's sequential loop).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 
 from engine.schema.catalog import CATALOG
-from engine.trainer.chunked_logprobs import LinearHead, head_logprobs, linear_head, logits_chunk_rows
-from engine.trainer.losses import token_entropy, token_logprobs
+from engine.trainer.losses import (
+    LinearHead,
+    head_logprobs,
+    linear_head,
+    logits_chunk_rows,
+    token_entropy,
+    token_logprobs,
+)
 
 
 @dataclass
@@ -93,7 +111,7 @@ class AgentRuntime:
     rollout_copy: Any = None  # engine.trainer.rollout_copy.RolloutCopy with rollout_dtype, else None
     rollout_engine: Any = None  # engine.sampling.vllm_backend.VLLMRollout with rollout_backend vllm, else None
     extra: dict[str, Any] = field(default_factory=dict)
-    logits_chunk_mib: int = CATALOG["logits_chunk_mib"].default  # see engine.trainer.chunked_logprobs
+    logits_chunk_mib: int = CATALOG["logits_chunk_mib"].default  # see engine.trainer.losses
 
     @property
     def pad_id(self) -> int:
@@ -283,7 +301,7 @@ def completion_logits(model: Any, batch: SequenceBatch, num_completion: int) -> 
 def completion_hidden(model: Any, batch: SequenceBatch, num_completion: int) -> torch.Tensor:
     """The final hidden states (B, T, H) at the positions :func:`completion_logits` reads, from the
     model's decoder (``model.base_model``) without its output layer, shared prompts encoded once
-    as there. For models :func:`engine.trainer.chunked_logprobs.linear_head` knows."""
+    as there. For models :func:`engine.trainer.losses.linear_head` knows."""
     base = model.base_model
     if batch.prefix is not None and not (model.training and _checkpointed(model)):
         hidden = _shared_prompt_logits(base, batch, batch.prefix, num_completion, hidden=True)
@@ -333,3 +351,100 @@ def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompt
 
 def _read(out: Any, hidden: bool) -> torch.Tensor:
     return out.last_hidden_state if hidden else out.logits
+
+
+# -- Running per-agent work concurrently: one worker thread per agent ----------------------------------------
+class AgentThreads(ThreadPoolExecutor):
+    """A trainer's worker threads, one per agent. ``auto`` pools step aside (the agents run one after
+    another) whenever torch has fewer intra-op threads than there are CPU agents at the time of a
+    call, so a later ``torch.set_num_threads(1)`` never oversubscribes a core."""
+
+    def __init__(self, num_agents: int, *, auto: bool) -> None:
+        super().__init__(max_workers=num_agents, thread_name_prefix="agent")
+        self.auto = auto
+
+
+def runs_concurrently(mode: str, devices: Sequence[Any], *, cpu_threads: int) -> bool:
+    """Whether a team on ``devices`` (one per agent) runs its agents in threads under ``mode``.
+
+    ``mp``: yes, with two or more agents. ``none``: no. ``auto``: when it is exact and faster, which
+    is when every agent has compute of its own: the agents on the CPU get at least one intra-op
+    thread each (``cpu_threads`` >= their number) and no accelerator holds two agents (their kernels
+    would queue on the device anyway). ``auto`` places the whole team on one device, as ``none``
+    does, so on a GPU it runs the agents one after another; ``mp`` spreads them over devices.
+    Exact because each agent's sampling and update read only its own model, generator and
+    optimizer: a concurrent run equals the sequential run with the same threads per agent bit for
+    bit (the matrix products of a thread share may round differently from those of all threads,
+    as with any change of ``torch.set_num_threads``)."""
+    if len(devices) < 2 or mode == "none":
+        return False
+    if mode == "mp":
+        return True
+    kinds = [str(d) for d in devices]
+    accelerators = [d for d in kinds if not d.startswith("cpu")]
+    cpu_agents = len(kinds) - len(accelerators)
+    return len(set(accelerators)) == len(accelerators) and (cpu_agents < 2 or cpu_threads >= cpu_agents)
+
+
+def draws_while_training(model: Any) -> bool:
+    """Whether ``model``'s training forward draws random numbers (dropout with p > 0, attention dropout,
+    a LoRA adapter's dropout). Those draws come from torch's process-wide generator, so two agents
+    updating in threads would interleave them by timing and a seeded run would not repeat."""
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return True
+    config = getattr(model, "config", None)
+    return any(float(getattr(config, name, 0.0) or 0.0) > 0 for name in ("attention_dropout", "attn_pdrop"))
+
+
+def agent_threads(mode: str, devices: Sequence[Any], models: Sequence[Any]) -> AgentThreads | None:
+    """The worker threads for a team of ``models`` on ``devices`` under ``mode`` (None: agents one
+    after another). Agents that share a model object always take turns; ``auto`` also leaves
+    threads out when an agent's training draws random numbers (:func:`draws_while_training`), which
+    keeps seeded runs repeatable (``mp`` runs such agents in threads, in a timing-dependent order)."""
+    if len({id(m) for m in models}) < len(models):
+        return None
+    if mode == "auto" and any(draws_while_training(m) for m in models):
+        return None
+    if not runs_concurrently(mode, devices, cpu_threads=torch.get_num_threads()):
+        return None
+    return AgentThreads(len(devices), auto=mode == "auto")
+
+
+def map_agents(fn: Callable[[Any], Any], agents: Sequence[Any], pool: ThreadPoolExecutor | None) -> list[Any]:
+    """``fn(agent)`` for every agent, in order: on the pool's threads when there is one, each thread
+    computing with its share of torch's intra-op threads (:func:`split_cpu_threads`)."""
+    cpu_agents = sum(agent.device.type == "cpu" for agent in agents)
+    if pool is not None and getattr(pool, "auto", False) and cpu_agents > max(1, torch.get_num_threads()):
+        pool = None  # auto: too few threads now to give each CPU agent one of its own
+    if pool is None:
+        return [fn(agent) for agent in agents]
+    with split_cpu_threads(cpu_agents) as share:
+
+        def run(agent: Any) -> Any:
+            # the intra-op thread count is per calling thread (OpenMP): set it in the worker itself
+            if torch.get_num_threads() != share:
+                torch.set_num_threads(share)
+            return fn(agent)
+
+        return list(pool.map(run, agents))
+
+
+@contextlib.contextmanager
+def split_cpu_threads(concurrent: int) -> Iterator[int]:
+    """While ``concurrent`` agents compute on the CPU at once (``mp`` with CPU devices), give each an
+    equal share of torch's intra-op threads instead of letting every agent start a full thread team
+    (oversubscribed cores spin instead of computing). Yields the share; restores the calling
+    thread's setting afterwards.
+
+    Matrix products may split their work differently with fewer threads, so a parallel run equals
+    a sequential run with the same number of threads per agent bit for bit, and a sequential run
+    with more threads only up to rounding."""
+    before = torch.get_num_threads()
+    share = max(1, before // concurrent) if concurrent > 1 else before
+    if share != before:
+        torch.set_num_threads(share)
+    try:
+        yield share
+    finally:
+        if share != before:
+            torch.set_num_threads(before)

@@ -1,25 +1,32 @@
-"""What every trainer shares (:class:`TrainerCore`): the config, datasets, agents and hooks its
-constructor sets up, the data order, the step schedule, the step's timing metrics, model export, and
-the training loop (:mod:`engine.trainer.loop`) and checkpoints (:mod:`engine.trainer.checkpoint`)
-through thin methods.
+"""What every trainer shares (:class:`TrainerCore`), and the training loop that every trainer and every
+system of trainers runs (:func:`run_loop`).
 
-:class:`engine.trainer.MAGRPOTrainer`, the actor-critic trainers and MADPO differ in how a step rolls
-out and updates; everything around that is here, once.
+:class:`TrainerCore` holds the config, datasets, agents and hooks its constructor sets up, the data
+order, the step schedule, the step's timing metrics, model export, and the training loop and
+checkpoints (:mod:`engine.trainer.checkpoint`) through thin methods. :class:`engine.trainer.MAGRPOTrainer`,
+the actor-critic trainers and MADPO differ in how a step rolls out and updates; everything around
+that is here, once.
+
+The loop (:func:`run_loop`) goes step by step, reports through the sink, evaluates and checkpoints
+on schedule, and stops (with a checkpoint) when the sink asks. Its owner is a trainer or a system of
+trainers (:class:`engine.systems.System`); a trainer's ``train()`` is :func:`train_trainer`.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from engine.sinks.base import Sink
-from engine.trainer.agent_setup import AgentSetup
+from engine.sinks.base import BaseSink, Sink
 from engine.trainer.checkpoint import (
+    BestCheckpoint,
     load_weights,
     model_groups,
     read_checkpoint,
@@ -29,18 +36,20 @@ from engine.trainer.checkpoint import (
     write_checkpoint,
 )
 from engine.trainer.host_memory import keep_freed_memory
-from engine.trainer.loop import TrainResult, train_trainer
-from engine.trainer.rollout_copy import announce
-from engine.trainer.seeding import (
+from engine.trainer.reporting import credit_note
+from engine.trainer.rollout_copy import announce, sampling_notes
+from engine.trainer.setup import (
+    AgentSetup,
+    check_datasets,
     draw_seed,
     generator_seed,
+    load_agents,
     report_seed,
     seed_everything,
     seed_note,
     seeded_config,
     update_seed,
 )
-from engine.trainer.setup import check_datasets, load_agents
 
 
 def data_order(num_items: int, epoch: int, *, seed: int, shuffle: bool) -> list[int]:
@@ -81,12 +90,12 @@ def step_timing(started: float, updating: float, ended: float, *, generate_s: fl
 
 class TrainerCore:
     """The shared part of a trainer (see the module docstring). A subclass's constructor resolves its
-    config (:meth:`_configured`) and agents (:func:`engine.trainer.agent_setup.comlrl_agents`), calls
+    config (:meth:`_configured`) and agents (:func:`engine.trainer.setup.comlrl_agents`), calls
     :meth:`_setup` and :meth:`_schedule`, and provides ``train_step``, ``evaluate`` and its updates;
     one with more state to keep extends :meth:`_training_state` and :meth:`_restore_training_state`,
     one with more seeded streams :meth:`_reseed`.
 
-    A config without a seed gets one drawn from torch's global RNG (:mod:`engine.trainer.seeding`):
+    A config without a seed gets one drawn from torch's global RNG (:mod:`engine.trainer.setup`):
     when the trainer is built and again when ``train()`` starts a fresh run."""
 
     seed_drawn = False  # the config gave no seed: self.args.seed was drawn from torch's global RNG
@@ -146,7 +155,7 @@ class TrainerCore:
         self.update_rngs = [random.Random(update_seed(cfg.seed, i)) for i in range(update_streams)]
         self.report_rng = random.Random(report_seed(cfg.seed))
 
-    # -- the seed (engine.trainer.seeding) -------------------------------------------------------
+    # -- the seed (engine.trainer.setup) -------------------------------------------------------
     def _settle_seed(self, *, resuming: bool) -> None:
         """At the start of ``train()``, which needs a ``train_dataset``: a fresh run whose config gives no
         seed draws it now from torch's global RNG (a script may have seeded it after building the trainer)
@@ -181,12 +190,12 @@ class TrainerCore:
         """The 1-based epoch of the step just taken (``train/epoch``)."""
         return (self.step - 1) // self.steps_per_epoch + 1
 
-    # -- the loop (engine.trainer.loop) ----------------------------------------------------------
+    # -- the loop (engine.trainer.core) ----------------------------------------------------------
     def train(self, resume_from_checkpoint: str | Path | None = None, checkpoint_dir: str | Path | None = None,
               checkpoint_interval: int | None = None, checkpoint_total_limit: int | None = None, *,
               sink: Sink | None = None) -> TrainResult:
         """Train until ``total_steps`` or until the sink asks to stop
-        (:func:`engine.trainer.loop.train_trainer`)."""
+        (:func:`engine.trainer.core.train_trainer`)."""
         self._settle_seed(resuming=resume_from_checkpoint is not None)
         return train_trainer(self, resume_from_checkpoint, checkpoint_dir, checkpoint_interval,
                              checkpoint_total_limit, sink=sink)
@@ -261,3 +270,128 @@ def wandb_sink(wandb_config: dict[str, Any]) -> Sink:
     if cfg.get("config_sections"):
         init["config"] = dict(cfg["config_sections"])
     return WandbSink(**init)
+
+
+# -- the training loop ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainResult:
+    """How a ``train()`` call ended."""
+
+    status: str  # "completed" or "stopped"
+    step: int
+    env_step: int
+    last_checkpoint: str | None
+
+
+@dataclass(frozen=True)
+class LoopSchedule:
+    """When the loop evaluates, reports and checkpoints (0 = never / at the end only)."""
+
+    total: int
+    eval_interval: int
+    logging_steps: int
+    checkpoint_interval: int
+    checkpoint_total_limit: int | None
+
+
+def run_loop(owner: Any, *, position: Callable[[], int], advance: Callable[[], tuple[dict, list]],
+             schedule: LoopSchedule, sink: Sink, checkpoint_root: Path | None, run_config: dict,
+             best: BestCheckpoint | None = None) -> TrainResult:
+    """Advance ``owner`` until ``schedule.total`` or until the sink asks to stop (see the module doc).
+
+    ``position()`` is the owner's step counter and ``advance()`` one step (its metrics and
+    episodes); ``owner`` provides ``env_step``, ``eval_dataset``, ``evaluate(sink=)``,
+    ``save_checkpoint(path)`` and ``last_checkpoint``. Evaluation runs before steps 0, N, 2N, ... of
+    ``eval_interval`` N (CoMLRL's schedule) and once more on the final weights when this call
+    completes a run it advanced, after the final checkpoint, so its random draws never reach a
+    resumed run. With ``best``, each evaluation's weights are offered to it
+    (:mod:`engine.trainer.checkpoint`), which keeps the best of them apart from the rolling
+    checkpoints.
+    """
+    sink.start(schedule.total, run_config)
+    status, saved_at, first = "completed", -1, position()
+    evaluates = owner.eval_dataset is not None and schedule.eval_interval > 0
+    try:
+        while position() < schedule.total:
+            if sink.should_stop():
+                status = "stopped"
+                break
+            if evaluates and position() % schedule.eval_interval == 0:
+                _evaluate(owner, position(), sink, best)
+            metrics, episodes = advance()
+            step = position()
+            log_now = step % schedule.logging_steps == 0 or step in (1, schedule.total)
+            sink.log_step(step, owner.env_step, metrics if log_now else {}, episodes if log_now else [])
+            if checkpoint_root is not None and schedule.checkpoint_interval and step % schedule.checkpoint_interval == 0:
+                _checkpoint(owner, checkpoint_root, step, schedule.checkpoint_total_limit, sink)
+                saved_at = step
+        if checkpoint_root is not None and saved_at != position():
+            _checkpoint(owner, checkpoint_root, position(), schedule.checkpoint_total_limit, sink)
+        if status == "completed" and evaluates and position() > first:
+            _evaluate(owner, position(), sink, best)
+    except BaseException:
+        sink.finish("failed")
+        raise
+    sink.finish(status)
+    return TrainResult(status=status, step=position(), env_step=owner.env_step, last_checkpoint=owner.last_checkpoint)
+
+
+def _evaluate(owner: Any, step: int, sink: Sink, best: BestCheckpoint | None) -> None:
+    metrics = owner.evaluate(sink=sink)
+    if best is not None:
+        best.offer(owner, step, metrics)
+
+
+def _checkpoint(owner: Any, root: Path, step: int, limit: int | None, sink: Sink) -> None:
+    """``checkpoint-<step>`` under ``root``, reported to the sink; only the newest ``limit`` are kept,
+    and each one removed is reported too."""
+    path = owner.save_checkpoint(root / f"checkpoint-{step}")
+    owner.last_checkpoint = str(path)
+    sink.log_checkpoint(step, str(path))
+    if limit:
+        existing = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                          key=lambda p: int(p.name.split("-")[-1]))
+        for old in existing[:-limit]:
+            shutil.rmtree(old, ignore_errors=True)
+            if not old.exists():
+                sink.log_checkpoint_pruned(int(old.name.split("-")[-1]), str(old))
+
+
+def train_trainer(
+    trainer: TrainerCore,
+    resume_from_checkpoint: str | Path | None = None,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_interval: int | None = None,
+    checkpoint_total_limit: int | None = None,
+    *,
+    sink: Sink | None = None,
+) -> TrainResult:
+    """A trainer's ``train()``: :func:`run_loop` over its ``train_step()`` until ``total_steps`` (epochs
+    or ``max_steps``) or until the sink asks to stop.
+
+    Checkpoints go to ``checkpoint_dir`` (default ``<output_dir>/checkpoints``) every
+    ``checkpoint_interval`` steps (default from the config) and when training ends or stops.
+    Evaluation follows :func:`run_loop`; with ``best_checkpoint_metric`` the best evaluated weights
+    are also kept in ``<checkpoint_dir>/best`` (:mod:`engine.trainer.checkpoint`).
+    """
+    cfg = trainer.args
+    probes = credit_note(getattr(cfg, "credit_samples", 0), len(trainer.agents))  # their cost, when asked for
+    announce([*sampling_notes(trainer.agents, cfg), *([probes] if probes else [])])
+    root = Path(checkpoint_dir) if checkpoint_dir else (
+        trainer.output_dir / "checkpoints" if trainer.output_dir else None)
+    if resume_from_checkpoint is not None:
+        trainer.load_checkpoint(resume_from_checkpoint)
+    schedule = LoopSchedule(
+        total=trainer.total_steps, eval_interval=cfg.eval_interval, logging_steps=cfg.logging_steps,
+        checkpoint_interval=cfg.checkpoint_interval if checkpoint_interval is None else checkpoint_interval,
+        checkpoint_total_limit=cfg.checkpoint_total_limit if checkpoint_total_limit is None
+        else checkpoint_total_limit,
+    )
+    best = None
+    metric = getattr(cfg, "best_checkpoint_metric", None)
+    if metric and root is not None:
+        earlier = Path(resume_from_checkpoint).parent if resume_from_checkpoint is not None else None
+        best = BestCheckpoint.restored(metric, cfg.best_checkpoint_mode, root, earlier_root=earlier)
+    return run_loop(trainer, position=lambda: trainer.step, advance=trainer.train_step, schedule=schedule,
+                    sink=sink or trainer.sink or BaseSink(), checkpoint_root=root, run_config=cfg.to_dict(),
+                    best=best)

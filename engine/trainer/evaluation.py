@@ -1,17 +1,28 @@
-"""Evaluation: one path per eval item (greedy or sampled), per-turn reward and expected return,
+"""Evaluation during training and of a saved team, and its statistics over items.
+
+Evaluation: one path per eval item (greedy or sampled), per-turn reward and expected return,
 CoMLRL's ``eval_logger``/``eval_aggregator`` hooks, and unbiased pass@k for every k up to the samples
 per item when a ``check`` is given. A trainer's ``evaluate()`` during training (:func:`evaluate`) and
 ``cooplab eval`` (:mod:`engine.evaluation.evaluate`) share :func:`evaluate_items`: every item's outcome,
-the metrics and their standard errors over items."""
+the metrics and their standard errors over items.
+
+The statistics of an evaluation over items: means with their standard errors, and pass@k.
+
+Pure functions over plain numbers. An evaluation's items are its independent draws, so a metric's
+standard error is the sample standard deviation of its per-item values over the square root of
+their count (``0.0`` for a single item, where no spread can be estimated).
+"""
 
 from __future__ import annotations
 
 import inspect
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from engine.sinks.base import Sink
-from engine.trainer.eval_stats import mean_and_se, pass_at_ks, summarize
+from engine.trainer.advantages import pass_at_k
 from engine.trainer.reporting import branch_episode
 from engine.trainer.rollout import RolloutSettings, TreeBuilder, assign_returns
 
@@ -66,27 +77,7 @@ class EvalOutcome:
     episodes: list[Any]
 
 
-class TeamEvaluated(Protocol):
-    """What evaluation reads of a trainer that grows rollout trees (MAGRPO's family, MADPO's)."""
-
-    args: Any  # num_turns, discount, turn_order, external_prompt_passthrough, eval_* settings
-    agents: list[Any]
-    agent_names: list[str]
-    num_agents: int
-    reward: Any
-    tree: TreeBuilder  # its pool of agent threads is used
-    external_transition: Any
-    eval_dataset: Any
-    eval_check: Any
-    eval_logger: Any
-    eval_aggregator: Any
-    step: int
-    env_step: int
-
-    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]: ...
-
-
-def evaluate(trainer: TeamEvaluated, num_eval_samples: int | None = None, *, greedy: bool | None = None,
+def evaluate(trainer: Any, num_eval_samples: int | None = None, *, greedy: bool | None = None,
              samples_per_item: int | None = None, sink: Sink | None = None) -> dict[str, float]:
     """A trainer's ``evaluate()``: the first ``num_eval_samples`` eval items (default ``eval_num_samples``).
 
@@ -94,6 +85,10 @@ def evaluate(trainer: TeamEvaluated, num_eval_samples: int | None = None, *, gre
     reward averages all of them, the episode follows the first joint action, and pass@k uses
     all of them at the last turn. Returns ``eval/...`` metrics (also sent to ``sink``), with
     ``eval/reward_mean_se``, the standard error of the reward over items.
+
+    ``trainer`` is one that grows rollout trees (a :class:`engine.trainer.MAGRPOTrainer` or
+    :class:`engine.preference.madpo.MADPOTrainer`): its config, agents, ``reward``, ``tree`` (whose
+    pool of agent threads is used), eval hooks and counters are read.
     """
     cfg = trainer.args
     if trainer.eval_dataset is None:
@@ -110,7 +105,7 @@ def evaluate(trainer: TeamEvaluated, num_eval_samples: int | None = None, *, gre
     return metrics
 
 
-def evaluate_items(trainer: TeamEvaluated, dataset: Any, count: int, *, greedy: bool | None = None,
+def evaluate_items(trainer: Any, dataset: Any, count: int, *, greedy: bool | None = None,
                    samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
     """The team on the first ``count`` items of ``dataset`` (None when there are none): see
     :func:`evaluate`. Draws come from the agents' own generators."""
@@ -202,3 +197,33 @@ def _is_number(value: Any) -> bool:
 
 def _eval_key(key: str) -> str:
     return key if key.startswith("eval/") else f"eval/{key}"
+
+
+# -- The statistics of an evaluation over items: means with their standard errors, and pass@k ----------------
+def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
+    """The mean of ``values`` and its standard error ``s / sqrt(n)`` (``s``: the n-1 standard deviation)."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("mean_and_se needs at least one value")
+    mean = sum(values) / n
+    if n == 1:
+        return mean, 0.0
+    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(variance / n)
+
+
+def pass_at_ks(n: int, c: int) -> dict[int, float]:
+    """Unbiased pass@k for every k from 1 to ``n``, for one item with ``c`` of ``n`` samples correct."""
+    return {k: pass_at_k(n, c, k) for k in range(1, n + 1)}
+
+
+def summarize(per_item: Sequence[dict[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Means and standard errors of every key over the items that report it (``(means, ses)``)."""
+    keys: dict[str, list[float]] = {}
+    for row in per_item:
+        for key, value in row.items():
+            keys.setdefault(key, []).append(float(value))
+    means, ses = {}, {}
+    for key, values in keys.items():
+        means[key], ses[key] = mean_and_se(values)
+    return means, ses

@@ -1,11 +1,39 @@
-"""Token-level pieces of the policy-gradient loss. Pure tensor functions, checked by hand in tests.
+"""The policy-gradient loss and the token log-probs it reads.
+
+Token-level pieces of the policy-gradient loss. Pure tensor functions, checked by hand in tests.
 
 Shapes: ``B`` sequences, ``T`` completion positions (right-padded), ``V`` vocabulary.
+
+Token log-probs and entropy from the final hidden states, a chunk of positions at a time.
+
+The full-logits path (:func:`engine.trainer.losses.token_logprobs` on the model's output) holds a
+``(B, T, V)`` tensor in the model's dtype, a float32 copy and the log-sum-exp's temporaries, and
+keeps the float32 logits for the backward: with a 151,936-token vocabulary that is 0.6 MB per
+position, gigabytes per batch, whatever the model's size. Here the output layer is applied to
+``rows`` positions at a time and only the hidden states (already kept by the model's graph) and one
+float per position are kept; the backward recomputes each chunk's logits:
+``d log p(t) / d logit = onehot(t) - softmax``, then the hidden states' gradient ``grad @ W`` and the
+weight's ``grad^T @ h`` (accumulated over the chunks; in float32 for half-precision weights).
+
+Only models whose logits are exactly their output ``Linear`` on the final hidden states, possibly
+divided (Granite's ``logits_scaling``), multiplied (Cohere's ``logit_scale``) or soft-capped (Gemma
+2/3's ``final_logit_softcapping``), are handled (:func:`linear_head`, checked against each family's
+own forward in the tests); others keep the full-logits path. A tied output layer is the embedding
+parameter itself, so its gradient reaches that one parameter from both uses.
+
+The trainer chooses this path only when the float32 logits of a forward would exceed
+``logits_chunk_mib`` (:func:`logits_chunk_rows`), so small batches keep the full-logits numbers bit
+for bit; chunked results equal them up to float rounding.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
+import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 
 def completion_mask(completion_ids: torch.Tensor, eos_token_ids: set[int] | list[int]) -> torch.Tensor:
@@ -142,3 +170,171 @@ def lr_factor(step: int, *, warmup_steps: int, total_steps: int | None, schedule
     if schedule == "cosine":
         return 0.5 * (1.0 + float(torch.cos(torch.tensor(progress * torch.pi))))
     raise ValueError(f"lr_scheduler must be constant, linear or cosine; got {schedule!r}")
+
+
+# -- Token log-probs and entropy from the final hidden states, a chunk of positions at a time ----------------
+MIB = 2**20
+FLOAT32_BYTES = 4
+
+# Causal LMs whose forward ends ``logits = lm_head(base_model(...).last_hidden_state[:, keep])`` and then, for
+# some, one of the operations below (read in transformers 5.25's modeling files; each family is checked
+# against its own forward in tests/engine/trainer/test_chunked_logprobs.py).
+_PLAIN = {
+    "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM",
+    "GemmaForCausalLM", "Olmo2ForCausalLM", "SmolLM3ForCausalLM", "GPT2LMHeadModel",
+}  # fmt: skip
+_SOFTCAPPED = {"Gemma2ForCausalLM", "Gemma3ForCausalLM"}  # config.final_logit_softcapping (None: plain)
+_DIVIDED = {"GraniteForCausalLM"}  # logits / config.logits_scaling
+_MULTIPLIED = {"CohereForCausalLM"}  # logits * model.logit_scale
+
+
+@dataclass(frozen=True)
+class LinearHead:
+    """The output layer as the logits see it: ``post(hidden @ weight.T + bias)`` where ``post`` divides
+    by ``divide_by``, multiplies by ``multiply_by`` and soft-caps (``tanh(z / c) * c``), in that
+    order, each only when set, in the model's dtype (as its forward does)."""
+
+    weight: torch.Tensor  # (V, H), the parameter itself (tied: the input embedding's)
+    bias: torch.Tensor | None = None  # (V,)
+    divide_by: float | None = None
+    multiply_by: float | None = None
+    softcap: float | None = None
+
+    @property
+    def vocab(self) -> int:
+        return int(self.weight.shape[0])
+
+
+def linear_head(model: Any) -> LinearHead | None:
+    """The output layer of a causal LM whose logits it alone makes (see ``_PLAIN`` and the scaled and
+    soft-capped families), or None (another model, or an output layer that is not a plain
+    ``torch.nn.Linear``, such as a LoRA-wrapped one): the caller then uses the full logits."""
+    name = type(model).__name__
+    if name not in _PLAIN | _SOFTCAPPED | _DIVIDED | _MULTIPLIED:
+        return None
+    layer = model.get_output_embeddings()
+    if type(layer) is not torch.nn.Linear:
+        return None
+    config = model.config
+    if name in _SOFTCAPPED:
+        cap = getattr(config, "final_logit_softcapping", None)
+        return LinearHead(layer.weight, layer.bias, softcap=None if cap is None else float(cap))
+    if name in _DIVIDED:
+        return LinearHead(layer.weight, layer.bias, divide_by=float(config.logits_scaling))
+    if name in _MULTIPLIED:
+        return LinearHead(layer.weight, layer.bias, multiply_by=float(model.logit_scale))
+    return LinearHead(layer.weight, layer.bias)
+
+
+def logits_chunk_rows(positions: int, vocab: int, budget_mib: int) -> int | None:
+    """Positions per chunk when the float32 logits of ``positions`` positions over ``vocab`` tokens
+    would exceed ``budget_mib`` MiB: as many as fit in the budget (at least one); None when they fit,
+    or when ``budget_mib`` is 0 (never chunk)."""
+    if budget_mib < 0:
+        raise ValueError(f"logits_chunk_mib must be >= 0 (0 = never chunk), got {budget_mib}")
+    budget = budget_mib * MIB
+    if budget == 0 or positions * vocab * FLOAT32_BYTES <= budget:
+        return None
+    return max(1, budget // (vocab * FLOAT32_BYTES))
+
+
+def head_logprobs(hidden: torch.Tensor, head: LinearHead, targets: torch.Tensor, *, rows: int,
+                  with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(target) per position (float32, differentiable in ``hidden`` and the head's parameters)
+    and, with ``with_entropy``, the entropy of each position's distribution (float32, no gradient),
+    from the final hidden states ``hidden`` (B, T, H) and ``targets`` (B, T), ``rows`` positions at
+    a time. Equals ``token_logprobs(logits, targets)`` and ``token_entropy(logits)`` of the full
+    logits up to float rounding."""
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    shape = targets.shape
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    logps, entropy = _ChunkedLogprobs.apply(flat, head.weight, head.bias, targets.reshape(-1), head, rows,
+                                            with_entropy)
+    return logps.view(shape), None if entropy is None else entropy.view(shape)
+
+
+def _logits(hidden: torch.Tensor, head: LinearHead) -> torch.Tensor:
+    """One chunk's float32 logits, made as the model's forward makes them (its dtype, then float32)."""
+    z = F.linear(hidden, head.weight, head.bias)
+    if head.divide_by is not None:
+        z = z / head.divide_by
+    if head.multiply_by is not None:
+        z = z * head.multiply_by
+    if head.softcap is not None:
+        z = torch.tanh(z / head.softcap) * head.softcap
+    return z.float()
+
+
+def _post_scale(logits: torch.Tensor, head: LinearHead) -> torch.Tensor | float | None:
+    """d logits / d (hidden @ W.T + b) of one chunk, from its float32 logits (None: 1)."""
+    scale = (1.0 / head.divide_by if head.divide_by is not None else 1.0) * (head.multiply_by or 1.0)
+    if head.softcap is not None:
+        return (1.0 - (logits / head.softcap) ** 2) * scale  # tanh' = 1 - tanh^2
+    return None if scale == 1.0 else scale
+
+
+class _ChunkedLogprobs(torch.autograd.Function):
+    """(N, H) hidden states, the head's weight and bias, (N,) targets -> (N,) log-probs, (N,) entropy."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                targets: torch.Tensor, head: LinearHead, rows: int,
+                with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        n = hidden.shape[0]
+        logps = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        lse = torch.empty_like(logps)
+        entropy = torch.empty_like(logps) if with_entropy else None
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            logits = _logits(hidden[start:stop], head)
+            chunk_lse = torch.logsumexp(logits, dim=-1)
+            lse[start:stop] = chunk_lse
+            logps[start:stop] = logits.gather(-1, targets[start:stop].unsqueeze(-1)).squeeze(-1) - chunk_lse
+            if entropy is not None:  # -sum p log p, with the chunk's log-softmax made in place
+                logp = logits.sub_(chunk_lse.unsqueeze(-1))
+                entropy[start:stop] = -logp.exp().mul_(logp).sum(-1)
+                del logp
+            del logits
+        ctx.post, ctx.rows = (head.divide_by, head.multiply_by, head.softcap), rows  # the tensors: saved below
+        ctx.save_for_backward(hidden, weight, bias, targets, lse)
+        if entropy is not None:
+            ctx.mark_non_differentiable(entropy)
+        return logps, entropy
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_logps: torch.Tensor | None,
+                 _grad_entropy: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        hidden, weight, bias, targets, lse = ctx.saved_tensors
+        need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
+        if grad_logps is None or not (need_hidden or need_weight or need_bias):
+            return None, None, None, None, None, None, None
+        head = LinearHead(weight, bias, *ctx.post)
+        dtype = weight.dtype
+        accumulate = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        grad_hidden = torch.empty_like(hidden) if need_hidden else None
+        grad_weight = torch.zeros(weight.shape, dtype=accumulate, device=weight.device) if need_weight else None
+        grad_bias = torch.zeros(weight.shape[0], dtype=accumulate, device=weight.device) if need_bias else None
+        n = hidden.shape[0]
+        for start in range(0, n, ctx.rows):
+            stop = min(start + ctx.rows, n)
+            h = hidden[start:stop]
+            logits = _logits(h, head)
+            post = _post_scale(logits, head)
+            g = grad_logps[start:stop].float().unsqueeze(-1)
+            # g * (onehot(target) - softmax), built in place over the chunk's logits
+            grad = logits.sub_(lse[start:stop].unsqueeze(-1)).exp_().mul_(-g)
+            grad.scatter_add_(-1, targets[start:stop].unsqueeze(-1), g)
+            if post is not None:
+                grad = grad.mul_(post)
+            grad = grad.to(dtype)
+            if grad_hidden is not None:
+                grad_hidden[start:stop] = grad @ weight
+            if grad_weight is not None:
+                grad_weight.addmm_(grad.t().to(accumulate), h.to(accumulate))
+            if grad_bias is not None:
+                grad_bias += grad.sum(0, dtype=accumulate)
+            del grad
+        return (grad_hidden, None if grad_weight is None else grad_weight.to(dtype),
+                None if grad_bias is None else grad_bias.to(dtype), None, None, None, None)

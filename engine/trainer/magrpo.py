@@ -45,17 +45,29 @@ from engine.trainer.advantages import (
     per_agent_normalized,
     sample_values,
 )
-from engine.trainer.agent_setup import comlrl_agents
-from engine.trainer.agents import AgentRuntime, SequenceBatch, rollout_engines, weight_sync_metrics
+from engine.trainer.agents import (
+    AgentRuntime,
+    SequenceBatch,
+    agent_threads,
+    map_agents,
+    rollout_engines,
+    weight_sync_metrics,
+)
 from engine.trainer.core import TrainerCore, step_timing
-from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit, probe_count
 from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items, path_completions
 from engine.trainer.losses import k3_kl, lr_factor, policy_loss, tis_weights
-from engine.trainer.parallel import agent_threads, map_agents
-from engine.trainer.reporting import branch_episodes, choose_branches, rollout_metrics
-from engine.trainer.rollout import RolloutSettings, TreeBuilder, assign_returns
+from engine.trainer.reporting import (
+    branch_episodes,
+    choose_branches,
+    choose_probes,
+    credit_metrics,
+    measure_credit,
+    probe_count,
+    rollout_metrics,
+)
+from engine.trainer.rollout import Node, Rollout, RolloutSettings, TreeBuilder, assign_returns, nodes_per_item
 from engine.trainer.rollout_copy import corrects_sampler
-from engine.trainer.tree import Node, Rollout, nodes_per_item
+from engine.trainer.setup import comlrl_agents
 
 NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
 
@@ -471,7 +483,7 @@ class MAGRPOTrainer(TrainerCore):
     """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
 
     Arguments up to ``args`` are CoMLRL's; ``agents`` may also be
-    :class:`engine.trainer.agent_setup.AgentSetup` records, one per agent, with every other per-agent
+    :class:`engine.trainer.setup.AgentSetup` records, one per agent, with every other per-agent
     argument left unset (the run-config build passes them). The keyword-only extras: ``sink`` (where reports go;
     nothing is reported by default), ``agent_names``, ``agent_learning_rates``, ``agent_generation``
     (per-agent sampling overrides: max_new_tokens, temperature, top_p, top_k), ``system_prompts``,

@@ -1,26 +1,41 @@
-"""Growing the rollout tree, level by level.
+"""The rollout tree: its data, how it grows turn by turn, and the prompts each agent sees.
+
+Growing the rollout tree, level by level.
 
 For every turn all open nodes of the batch are expanded together: each agent samples
 ``num_generations`` completions for every node's prompt in **one** batched call (agents run
 concurrently in ``mp`` mode), the joint actions of each node are scored with the team reward, and on
 non-final turns each joint action's branch gets a child node whose prompts come from the external
 transition.
+
+The rollout tree's data: nodes, each agent's samples at a node, and a whole rollout.
+
+A node is one history (dataset item + earlier turns). At a node every agent has K samples
+(``num_generations``, a builder's setting: the config's, or evaluation's samples per item); the
+joint actions combine them (aligned: sample j of every agent; cross: every combination). Each
+joint action gets one team reward, and on a non-final turn it may have a child node whose prompts
+the external transition built from that branch's own histories.
+
+Prompt building: CoMLRL formatters, chat templates, prompt templates and same-turn peer replies.
+
+A formatter is ``fmt(item) -> str | list[message dict]``, optionally accepting ``external_prompts=``
+(CoMLRL's convention for later turns). When it returns chat messages the agent's tokenizer chat
+template turns them into the prompt text; a plain string is used as it is (as in CoMLRL).
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any
 
 from engine.rewards.team_reward import TeamReward
 from engine.trainer.advantages import counterfactual_joints, node_returns
-from engine.trainer.agents import AgentRuntime, SampledPrompt
-from engine.trainer.formatting import call_formatter, render_prompt, with_peer_replies
-from engine.trainer.parallel import map_agents
-from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
+from engine.trainer.agents import AgentRuntime, SampledPrompt, map_agents
 
 
 @dataclass
@@ -237,3 +252,203 @@ def assign_returns(rollout: Rollout, discount: float) -> None:
     for node in sorted(rollout.nodes, key=lambda n: n.turn, reverse=True):
         child = [node.children[j].returns if j in node.children else None for j in range(len(node.rewards))]
         node.returns = node_returns(node.rewards, child, discount)
+
+
+# -- The rollout tree's data: nodes, each agent's samples at a node, and a whole rollout ---------------------
+@dataclass
+class AgentSamples:
+    """One agent's K samples at a node (prompts differ per sample only with sequential turns)."""
+
+    prompts: list[str]
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]  # trimmed: up to and including the first EOS
+    texts: list[str]
+    values: list[float] = field(default_factory=list)  # returns marginalised over partners
+    advantages: list[float] = field(default_factory=list)
+    ref_kl: list[float] | None = None  # k3 KL to the reference model per sample
+    sampled_logps: list[Any] | None = None  # per sample (T,) token log-probs kept by the sampler
+
+    @property
+    def num_generations(self) -> int:
+        return len(self.texts)
+
+
+@dataclass
+class Node:
+    """One history of one dataset item at one turn, with every agent's samples and the rewards."""
+
+    node_id: int
+    item_index: int
+    item: dict[str, Any]
+    turn: int  # 0-based
+    parent: Node | None
+    parent_joint: int | None
+    prompt_values: list[Any]  # per agent: the formatter's result (text or chat messages), before peers
+    prompt_history: list[list[str]]  # per agent: prompts of earlier turns (this one is added on generation)
+    response_history: list[list[str]]  # per agent: completions of earlier turns on this branch
+    agents: list[AgentSamples] = field(default_factory=list)
+    joint_actions: list[tuple[int, ...]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    reward_terms: dict[str, list[float]] = field(default_factory=dict)
+    children: dict[int, Node] = field(default_factory=dict)
+    returns: list[float] = field(default_factory=list)
+    # credit_assignment='counterfactual': the team reward of joint actions that replace one agent's sample
+    counterfactual_rewards: dict[tuple[int, ...], float] = field(default_factory=dict)
+    credit: dict[int, list[float]] = field(default_factory=dict)  # joint action -> each agent's measured credit
+
+    def joint_completions(self, j: int) -> list[str]:
+        """Every agent's completion in joint action ``j``."""
+        return [self.agents[i].texts[k] for i, k in enumerate(self.joint_actions[j])]
+
+    def joint_prompts(self, j: int) -> list[str]:
+        return [self.agents[i].prompts[k] for i, k in enumerate(self.joint_actions[j])]
+
+
+@dataclass
+class Rollout:
+    """The trees grown from a batch of dataset items in one rollout."""
+
+    roots: list[Node]
+    nodes: list[Node]  # every node, level by level
+    env_steps: int  # joint-action reward evaluations
+    num_tokens: int  # generated completion tokens (all agents)
+    timings: dict[str, float] = field(default_factory=dict)
+    credit_reward_calls: int = 0  # reward evaluations of counterfactual joint actions (not in env_steps)
+
+    def nodes_at_turn(self, turn: int) -> list[Node]:
+        return [n for n in self.nodes if n.turn == turn]
+
+    @property
+    def num_turns(self) -> int:
+        return 1 + max((n.turn for n in self.nodes), default=-1)
+
+
+def joint_action_indices(mode: str, num_agents: int, num_generations: int) -> list[tuple[int, ...]]:
+    """Joint actions as tuples of per-agent sample indices.
+
+    ``aligned``: ``(j, j, ..., j)`` for j < K; ``cross``: the Cartesian product (K^N tuples, the
+    last agent varying fastest). One agent is the same in both modes.
+    """
+    if mode == "cross" and num_agents > 1:
+        return list(product(range(num_generations), repeat=num_agents))
+    return [(j,) * num_agents for j in range(num_generations)]
+
+
+def nodes_per_item(mode: str, num_agents: int, num_generations: int, num_turns: int) -> int:
+    """Nodes of a full tree (no early termination): ``sum_t J^t`` with J joint actions per node."""
+    j = len(joint_action_indices(mode, num_agents, num_generations))
+    return sum(j**t for t in range(num_turns))
+
+
+# -- Prompt building: CoMLRL formatters, chat templates, prompt templates and same-turn peer replies ---------
+Formatter = Callable[..., Any]
+
+
+def default_formatter(item: dict) -> str:
+    """CoMLRL's default: the item's ``prompt`` field."""
+    if "prompt" not in item:
+        raise KeyError(f"dataset item has no 'prompt' field (keys: {sorted(item)}); pass formatters=")
+    return str(item["prompt"])
+
+
+def normalize_formatters(formatters: Formatter | Sequence[Formatter] | None, num_agents: int) -> list[Formatter]:
+    """None -> the default for everyone; one callable -> shared; a list must have one per agent."""
+    if formatters is None:
+        return [default_formatter] * num_agents
+    if callable(formatters):
+        return [formatters] * num_agents
+    formatters = list(formatters)
+    if len(formatters) != num_agents:
+        raise ValueError(f"formatters: got {len(formatters)} for {num_agents} agents; pass one per agent")
+    for i, fmt in enumerate(formatters):
+        if not callable(fmt):
+            raise ValueError(f"formatters[{i}] is not callable ({type(fmt).__name__})")
+    return formatters
+
+
+def _accepts(fn: Callable, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def call_formatter(fmt: Formatter, item: dict, external_prompt: str | None = None) -> Any:
+    """Apply a formatter. For a later turn (``external_prompt`` given) a formatter that accepts
+    ``external_prompts=`` receives it; otherwise, as in CoMLRL, the prompt is written into a copy
+    of the item's ``prompt`` field and the formatter is applied to that."""
+    if external_prompt is None:
+        return fmt(item)
+    if _accepts(fmt, "external_prompts"):
+        return fmt(item, external_prompts=external_prompt)
+    return fmt({**item, "prompt": external_prompt})
+
+
+def has_chat_template(tokenizer: Any) -> bool:
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
+def render_prompt(value: Any, tokenizer: Any, *, system_prompt: str | None = None) -> str:
+    """Turn a formatter's result into prompt text for one agent.
+
+    * messages (list of ``{"role", "content"}``) -> the tokenizer's chat template with the
+      generation prompt (an error if the tokenizer has none);
+    * a string -> itself, or, when a ``system_prompt`` is set and the tokenizer has a chat
+      template, a system + user conversation rendered by the template; without a template the
+      system prompt is put in front of the text.
+    """
+    if isinstance(value, list | tuple):
+        messages = [dict(m) for m in value]
+        if system_prompt and not any(m.get("role") == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": system_prompt})
+        if not has_chat_template(tokenizer):
+            raise ValueError(
+                "the formatter returned chat messages but the agent's tokenizer has no chat_template; "
+                "return a string or use a chat model"
+            )
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if not isinstance(value, str):
+        raise TypeError(f"a formatter must return a string or chat messages, got {type(value).__name__}")
+    if system_prompt:
+        if has_chat_template(tokenizer):
+            messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": value}]
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return f"{system_prompt}\n\n{value}"
+    return value
+
+
+def template_formatter(template: str) -> Formatter:
+    """A formatter from a Python format string over the item (``"Write a helper for: {prompt}"``).
+
+    Later turns substitute the transition's prompt for ``{prompt}``."""
+
+    def fmt(item: dict, external_prompts: str | None = None) -> str:
+        fields = dict(item)
+        if external_prompts is not None:
+            fields["prompt"] = external_prompts
+        try:
+            return template.format(**fields)
+        except KeyError as exc:
+            raise KeyError(
+                f"prompt_template {template!r} uses {{{exc.args[0]}}} but the item has only {sorted(item)}"
+            ) from None
+
+    return fmt
+
+
+def with_peer_replies(value: Any, peers: Sequence[tuple[str, str]]) -> Any:
+    """Add earlier agents' same-turn replies (``turn_order="sequential"``) to a formatter's result:
+    appended to a string prompt, or to the last user message of a chat conversation."""
+    if not peers:
+        return value
+    blocks = "\n\n".join(f"[{name}]\n{reply}" for name, reply in peers)
+    addition = f"\n\nReplies so far this turn:\n{blocks}\n\nYour reply:"
+    if isinstance(value, list | tuple):
+        messages = [dict(m) for m in value]
+        for message in reversed(messages):
+            if message.get("role") == "user":
+                message["content"] = f"{message.get('content', '')}{addition}"
+                return messages
+        return [*messages, {"role": "user", "content": addition.strip()}]
+    return f"{value}{addition}"

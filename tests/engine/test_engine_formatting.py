@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer.formatting import (
+from engine.trainer.rollout import (
     call_formatter,
     default_formatter,
     normalize_formatters,

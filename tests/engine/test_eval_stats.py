@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from engine.trainer.eval_stats import mean_and_se, pass_at_ks, summarize
+from engine.trainer.evaluation import mean_and_se, pass_at_ks, summarize
 
 
 def test_mean_and_standard_error_by_hand() -> None:

@@ -122,8 +122,7 @@ def test_a_missing_vllm_venv_names_the_install_script(tmp_path):
 
 def test_choosing_vllm_without_its_venv_fails_at_setup_with_the_fix(llama):
     from engine import MAGRPOConfig
-    from engine.trainer.agent_setup import AgentSetup
-    from engine.trainer.setup import load_agents
+    from engine.trainer.setup import AgentSetup, load_agents
 
     model, tok = llama
     config = MAGRPOConfig(rollout_backend="vllm", vllm_python="/nonexistent/vllm-venv/bin/python", seed=0)  # as a trainer hands it

@@ -106,9 +106,9 @@ def test_the_training_loop_reports_each_checkpoint_it_prunes(tmp_path) -> None:
     """``checkpoint_total_limit`` 2 over four steps: checkpoints 1 and 2 are removed, and the sink hears of each."""
     from pathlib import Path
 
-    from engine.trainer.loop import LoopSchedule, run_loop
+    from engine.trainer.core import LoopSchedule, run_loop
 
-    class Owner:  # the loop's view of a trainer (engine.trainer.loop.LoopOwner)
+    class Owner:  # the loop's view of a trainer (engine.trainer.core.LoopOwner)
         env_step = 0
         eval_dataset = None
         last_checkpoint: str | None = None

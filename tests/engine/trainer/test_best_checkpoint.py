@@ -12,7 +12,7 @@ from engine.build.run import run_training
 from engine.evaluation.evaluate import evaluate_run, find_checkpoint, run_checkpoints
 from engine.schema.run_config import parse_run_config
 from engine.sinks import MemorySink
-from engine.trainer.best_checkpoint import BestMetricMissing, improves
+from engine.trainer.checkpoint import BestMetricMissing, improves
 
 
 def test_improves_by_direction() -> None:

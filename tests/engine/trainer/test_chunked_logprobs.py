@@ -21,8 +21,14 @@ from engine.trainer.agents import (
     completion_logits,
     pack_sequences,
 )
-from engine.trainer.chunked_logprobs import LinearHead, head_logprobs, linear_head, logits_chunk_rows
-from engine.trainer.losses import token_entropy, token_logprobs
+from engine.trainer.losses import (
+    LinearHead,
+    head_logprobs,
+    linear_head,
+    logits_chunk_rows,
+    token_entropy,
+    token_logprobs,
+)
 
 BIG_VOCAB = 151_936  # Qwen2/Qwen3's vocabulary
 VOCAB = 32_768  # the models below: 16 positions' float32 logits are 2 MiB, so a 1 MiB budget takes 8 a chunk

@@ -16,10 +16,9 @@ from engine.trainer.advantages import (
     pooled_groups,
     removal_credit,
 )
-from engine.trainer.credit_probe import choose_probes, credit_metrics, measure_credit
 from engine.trainer.magrpo import agent_batch, counterfactual_batch_advantages
-from engine.trainer.rollout import assign_returns
-from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
+from engine.trainer.reporting import choose_probes, credit_metrics, measure_credit
+from engine.trainer.rollout import AgentSamples, Node, Rollout, assign_returns, joint_action_indices
 
 Q_A = [1.0, 0.0, 0.5]  # agent 0's part of the team reward, per sample
 Q_B = [0.0, 2.0, 1.0]  # agent 1's part

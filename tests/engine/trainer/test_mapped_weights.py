@@ -1,5 +1,5 @@
 """Trainable weights still in a checkpoint file's mapping get memory of their own when the trainer is built
-(engine/trainer/mapped_weights.py)."""
+(engine/trainer/setup.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer.mapped_weights import MAPS, file_mapped_ranges, in_ranges, own_mapped_weights
+from engine.trainer.setup import MAPS, file_mapped_ranges, in_ranges, own_mapped_weights
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, snapshot
 
 MAPS_TEXT = """\

@@ -14,7 +14,7 @@ from engine.trainer.advantages import (
     normalize_batch,
     pass_at_k,
 )
-from engine.trainer.tree import joint_action_indices, nodes_per_item
+from engine.trainer.rollout import joint_action_indices, nodes_per_item
 
 
 def test_node_returns_discounts_the_mean_of_the_children() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine import MAGRPOTrainer
-from engine.trainer.agent_setup import AgentSetup, comlrl_agents
+from engine.trainer.setup import AgentSetup, comlrl_agents
 from tests.engine.trainer.trainer_helpers import DATA, fast_config, length_reward
 
 

@@ -9,8 +9,7 @@ import pytest
 
 from engine.trainer.advantages import batch_advantages, sample_values
 from engine.trainer.magrpo import agent_batch, record_on_tree
-from engine.trainer.rollout import assign_returns
-from engine.trainer.tree import AgentSamples, Node, Rollout, joint_action_indices
+from engine.trainer.rollout import AgentSamples, Node, Rollout, assign_returns, joint_action_indices
 
 
 def _samples(k: int) -> AgentSamples:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer.optimizer_state import allocate_adam_state
+from engine.trainer.setup import allocate_adam_state
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, snapshot
 
 

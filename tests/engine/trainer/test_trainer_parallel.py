@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer.parallel import (
+from engine.trainer.agents import (
     AgentThreads,
     agent_threads,
     draws_while_training,
