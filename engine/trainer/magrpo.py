@@ -392,19 +392,19 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
     correction: dict[str, list[float]] = {"sampler_kl": [], "tis_clipped": []}
     agent.model.train()
     for epoch in range(settings.num_inner_epochs):
-        for batch in minibatches(samples, settings.train_batch_size, rng):
-            optimizer.zero_grad(set_to_none=True)
+        for batch in minibatches(samples, settings.train_batch_size, rng):  # train_batch_size nodes of one turn
+            optimizer.zero_grad(set_to_none=True)  # one AdamW step per mini-batch, its micro-batches accumulated
             micro = settings.micro_batch_size or len(batch)
             batch_loss = 0.0
             for start in range(0, len(batch), micro):
-                chunk = batch[start:start + micro]
+                chunk = batch[start:start + micro]  # B sequences
                 packed = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
-                logps, entropy = agent.forward_logprobs(packed, with_entropy=epoch == 0)
+                logps, entropy = agent.forward_logprobs(packed, with_entropy=epoch == 0)  # (B, T) each
                 width = logps.shape[1]
-                adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=logps.device)
+                adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=logps.device)  # (B,)
                 old = _pad_rows([s.old_logps for s in chunk], width, logps.device) \
-                    if settings.clip_epsilon is not None else None
-                ref = _pad_rows([s.ref_logps for s in chunk], width, logps.device) if kl_as_loss else None
+                    if settings.clip_epsilon is not None else None  # (B, T) the rollout policy's
+                ref = _pad_rows([s.ref_logps for s in chunk], width, logps.device) if kl_as_loss else None  # (B, T)
                 weights = None
                 if tis:  # the trained policy at rollout time: the rescored old log-probs, or the first pass's
                     sampler = _pad_rows([s.sampler_logps for s in chunk], width, logps.device)
