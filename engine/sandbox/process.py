@@ -46,7 +46,7 @@ class Guest(contextlib.AbstractContextManager):
         self.boundary = boundary(limits.unisolated_allowed)  # raises SandboxUnavailable before anything is created
         self.isolation = "bubblewrap" if self.boundary is not None else "UNSAFE-unisolated"
         self._stack = contextlib.ExitStack()
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._info_read: int | None = None
 
     def __enter__(self) -> Guest:
@@ -109,13 +109,14 @@ class Guest(contextlib.AbstractContextManager):
         else:
             argv = [unisolated_interpreter(), "-I", "-S", "-B", str(self.box / "bootstrap.py"), config]
             cwd = str(self.work)
-        identity = {"user": self.uid, "group": self.uid, "extra_groups": []} if self.uid is not None else {}
+        extra_groups: list[int] | None = [] if self.uid is not None else None  # None: the default, as user/group
         try:
             with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
                 self.proc = subprocess.Popen(
                     argv, cwd=cwd, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=out, stderr=err,
-                    start_new_session=True, close_fds=True, pass_fds=pass_fds, **identity,
+                    start_new_session=True, close_fds=True, pass_fds=pass_fds,
+                    user=self.uid, group=self.uid, extra_groups=extra_groups,
                 )
         finally:
             if self._info_read is not None:
@@ -125,20 +126,30 @@ class Guest(contextlib.AbstractContextManager):
         self.started = time.monotonic()
         self._stack.callback(self.kill)
 
+    @property
+    def running(self) -> subprocess.Popen[bytes]:
+        """The guest's process (after :meth:`start`)."""
+        if self.proc is None:
+            raise RuntimeError("the guest has not been started; call start() first")
+        return self.proc
+
     def write_stdin(self, text: str) -> None:
+        stdin = self.running.stdin
+        if stdin is None:
+            raise RuntimeError("the guest was started without stdin; call start(stdin=True)")
         with contextlib.suppress(BrokenPipeError, OSError):
-            self.proc.stdin.write(text.encode("utf-8"))
-            self.proc.stdin.close()
+            stdin.write(text.encode("utf-8"))
+            stdin.close()
 
     def wait(self, timeout_s: float) -> bool:
         """Wait for the guest to exit; ``True`` when it ran out of time (then it is killed)."""
-        pidfd = os.pidfd_open(self.proc.pid)
+        pidfd = os.pidfd_open(self.running.pid)
         try:  # woken by the exit itself, not by polling
             exited, _, _ = select.select([pidfd], [], [], max(0.0, timeout_s))
         finally:
             os.close(pidfd)
         if exited:
-            self.proc.wait()
+            self.running.wait()
             return False
         self.kill()
         return True
@@ -164,7 +175,7 @@ class Guest(contextlib.AbstractContextManager):
         except OSError:
             return  # already gone
         try:
-            if self._parent_of(init_pid) == self.proc.pid:  # the pidfd pins it: no pid reuse after this
+            if self._parent_of(init_pid) == self.running.pid:  # the pidfd pins it: no pid reuse after this
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 select.select([pidfd], [], [], 5.0)

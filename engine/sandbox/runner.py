@@ -35,8 +35,7 @@ def run_python(
         timed_out = guest.wait(limits.timeout_s)
         duration = guest.duration_s
         stdout, stderr = guest.output()
-        assert guest.proc is not None  # started above
-        returncode = guest.proc.returncode
+        returncode = guest.running.returncode
     status, reason, violations = classify(returncode, stderr, timed_out=timed_out, limits=limits)
     return SandboxResult(
         status=status, reason=reason, returncode=returncode, stdout=stdout, stderr=stderr,
