@@ -30,6 +30,7 @@ NOT_UNIT: dict[str, str] = {
     "engine/preference/": "training runs of tiny models",
     "engine/systems/": "training runs of tiny models",
     "engine/lora/": "training runs of tiny models",
+    "engine/distributed/": "FSDP steps of tiny models on gloo ranks in spawned processes",
     "engine/sandbox/": "programs run in bubblewrap sandboxes",
     "engine/tasks/test_humaneval.py": "programs run in bubblewrap sandboxes, some until their timeout",
     "engine/test_host_memory.py": "each case counts page faults in a fresh interpreter (a minute in all)",

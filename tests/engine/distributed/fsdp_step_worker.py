@@ -1,0 +1,93 @@
+"""One FSDP2 step of tiny agents on ``world`` gloo ranks (spawned here), and the same step in one process.
+
+``python fsdp_step_worker.py OUT WORLD PORT`` (or :func:`main`) writes ``OUT/single.pt`` (both teams'
+single-process step) and ``OUT/rank<r>.pt`` for each of the ``WORLD`` ranks (the parameters gathered
+after the FSDP step, and the rank's local parameter and optimizer bytes). The teams: a tiny Llama and
+a tiny Qwen2 (MAGRPO, the team's advantages shared by both agents, AdamW), and one tiny Llama (GRPO,
+SGD with momentum: unlike AdamW's first step it moves with the gradient's scale). A fixed batch of 3
+prompts x K=3 samples with fixed rewards: on two ranks the groups split 2 + 1, so the loss scale of
+an uneven split is exercised. The sharded Qwen2 runs with activation checkpointing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from engine.distributed.fsdp import Sample, agent_mesh, full_state, local_bytes, shard_agent, update_step
+from engine.distributed.groups import group_advantages, rank_samples
+from engine.models.tiny import build_tiny_model
+
+PROMPTS, K = 3, 3
+TEAMS = {"magrpo": [("llama", 11), ("qwen2", 12)], "grpo": [("llama", 21)]}
+OPTIMIZERS = {"magrpo": lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.01),
+              "grpo": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9)}
+
+
+def batch(vocab: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """A fixed batch: PROMPTS prompts of different lengths, K completions each of different lengths."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for p in range(PROMPTS):
+        prompt = torch.randint(3, vocab, (3 + p % 2,), generator=g).tolist()
+        for k in range(K):
+            rows.append((prompt, torch.randint(3, vocab, (2 + (p + k) % 3,), generator=g).tolist()))
+    return rows
+
+
+def team_rewards() -> list[float]:
+    """One team reward per joint action (sample k of every agent), computed once."""
+    return [float((i * 7) % 5) - 1.5 for i in range(PROMPTS * K)]
+
+
+def build(team: str):
+    agents = []
+    for arch, seed in TEAMS[team]:
+        model, tokenizer = build_tiny_model(arch, "xs", seed=seed)
+        agents.append((model.float().train(), tokenizer))
+    return agents
+
+
+def step(team: str, world: int, rank: int) -> dict:
+    agents = build(team)
+    rows = range(PROMPTS * K) if world == 1 else rank_samples(PROMPTS, K, world, rank)
+    rewards = team_rewards()
+    # the group baseline needs the whole group: this rank's groups are whole by construction
+    advantages = group_advantages([rewards[i] for i in rows], K)
+    out: dict = {"params": [], "bytes": []}
+    for a, (model, tokenizer) in enumerate(agents):
+        if world > 1:  # the second agent recomputes its layers' activations in the backward
+            shard_agent(model, agent_mesh(), checkpointing=a == 1)
+        optimizer = OPTIMIZERS[team](model.parameters())
+        data = batch(model.config.vocab_size, 100 + a)
+        samples = [Sample(*data[i], advantage) for i, advantage in zip(rows, advantages, strict=True)]
+        update_step(model, optimizer, samples, total_rows=PROMPTS * K, world=world,
+                    pad_id=tokenizer.pad_token_id, max_grad_norm=1.0)
+        out["bytes"].append(local_bytes(model, optimizer))
+        out["params"].append(full_state(model))
+    return out
+
+
+def _rank(rank: int, world: int, folder: str, port: str) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.save({team: step(team, world, rank) for team in TEAMS}, Path(folder) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def main(folder: str, world: int, port: str) -> None:
+    torch.set_num_threads(1)
+    torch.save({team: step(team, 1, 0) for team in TEAMS}, Path(folder) / "single.pt")
+    mp.spawn(_rank, args=(world, folder, port), nprocs=world, join=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])

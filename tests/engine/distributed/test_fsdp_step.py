@@ -1,0 +1,59 @@
+"""One FSDP2 step on two gloo ranks equals the single-process step on the same batch, for MAGRPO with two
+heterogeneous agents (tiny Llama + tiny Qwen2) and for GRPO; each rank holds about half of the
+parameter and optimizer bytes. The ranks are spawned processes (:mod:`fsdp_step_worker`)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+
+from tests.engine.distributed import fsdp_step_worker as worker
+
+WORLD = 2
+
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fsdp")
+    threads = torch.get_num_threads()
+    try:
+        worker.main(str(folder), WORLD, _free_port())
+    finally:
+        torch.set_num_threads(threads)
+    return torch.load(folder / "single.pt"), [torch.load(folder / f"rank{r}.pt") for r in range(WORLD)]
+
+
+def _max_delta(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[n] - b[n]).abs().max()) for n in a)
+
+
+@pytest.mark.parametrize(("team", "agents", "tolerance"), [("magrpo", 2, 1e-4), ("grpo", 1, 1e-6)])
+def test_the_fsdp_step_equals_the_single_process_step(results, team, agents, tolerance):
+    single, ranks = results
+    assert len(single[team]["params"]) == agents
+    for a in range(agents):
+        before = worker.build(team)[a][0].state_dict()
+        moved = max(float((single[team]["params"][a][n] - before[n]).abs().max()) for n in single[team]["params"][a])
+        assert moved > 100 * tolerance  # the step moved the weights far more than the tolerance
+        for rank in ranks:
+            assert _max_delta(rank[team]["params"][a], single[team]["params"][a]) < tolerance
+
+
+@pytest.mark.parametrize("team", ["magrpo", "grpo"])
+def test_each_rank_holds_about_half_the_bytes(results, team):
+    single, ranks = results
+    for a, (params, states) in enumerate(single[team]["bytes"]):
+        assert states > 0
+        local = [rank[team]["bytes"][a] for rank in ranks]
+        assert sum(p for p, _ in local) == params and sum(s for _, s in local) == states
+        for p, s in local:
+            assert abs(p / params - 1 / WORLD) < 0.01 and abs(s / states - 1 / WORLD) < 0.01
