@@ -186,3 +186,11 @@ def test_the_image_and_the_workers_can_run_the_code_sandbox():
     workers = [s for name, s in services.items() if name.startswith("worker")]
     assert workers and all("seccomp=unconfined" in w.get("security_opt", []) for w in workers)
     assert "security_opt" not in services["app"]  # only the workers run model-written code
+
+
+def test_the_trainer_package_reads_in_a_few_files():
+    """engine/trainer/ is grouped by concept (the algorithm in magrpo.py, its arithmetic in advantages.py
+    and losses.py): a new module joins the file of its concept rather than adding a small one."""
+    files = sorted(p.name for p in (ROOT / "engine" / "trainer").glob("*.py"))
+    assert "magrpo.py" in files
+    assert len(files) <= 15, f"engine/trainer/ has {len(files)} files: {files}"
