@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from engine.schema.actor_critic_configs import IACConfig, MAACConfig
+from engine.schema.actor_critic_configs import ActorCriticConfig, IACConfig, MAACConfig
 from engine.schema.catalog import ALGORITHM_BASELINES, CATALOG
 from engine.schema.configs import MAGRPOConfig
 from engine.schema.derive import ConfigModel
@@ -21,6 +21,12 @@ from engine.schema.preference_configs import (
     MARLHFIterConfig,
 )
 from engine.schema.run_config import TrainerSpec
+
+TrainerConfig = MAGRPOConfig | ActorCriticConfig | MADPOConfig | MARLHFConfig
+"""Any algorithm's config (each config class derives from one of these four)."""
+# The configs whose trainers read the MAGRPO-family sampler and credit settings (rollout_correction,
+# tis_cap, credit_assignment): the MAGRPO family and MARLHF's RL stage; the others train without them.
+POLICY_GRADIENT_CONFIGS = (MAGRPOConfig, MARLHFConfig)
 
 CONFIG_CLASSES: dict[str, type[ConfigModel]] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
                                    "maac": MAACConfig, "madpo": MADPOConfig,

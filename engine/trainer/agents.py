@@ -392,8 +392,8 @@ def draws_while_training(model: Any) -> bool:
     updating in threads would interleave them by timing and a seeded run would not repeat."""
     if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
         return True
-    config = getattr(model, "config", None)
-    return any(float(getattr(config, name, 0.0) or 0.0) > 0 for name in ("attention_dropout", "attn_pdrop"))
+    model_config = getattr(model, "config", None)  # transformers': the name varies by architecture
+    return any(float(getattr(model_config, name, 0.0) or 0.0) > 0 for name in ("attention_dropout", "attn_pdrop"))
 
 
 def agent_threads(mode: str, devices: Sequence[Any], models: Sequence[Any]) -> AgentThreads | None:

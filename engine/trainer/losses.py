@@ -215,12 +215,12 @@ def linear_head(model: Any) -> LinearHead | None:
     layer = model.get_output_embeddings()
     if type(layer) is not torch.nn.Linear:
         return None
-    config = model.config
+    model_config = model.config  # transformers': the fields vary by architecture
     if name in _SOFTCAPPED:
-        cap = getattr(config, "final_logit_softcapping", None)
+        cap = getattr(model_config, "final_logit_softcapping", None)
         return LinearHead(layer.weight, layer.bias, softcap=None if cap is None else float(cap))
     if name in _DIVIDED:
-        return LinearHead(layer.weight, layer.bias, divide_by=float(config.logits_scaling))
+        return LinearHead(layer.weight, layer.bias, divide_by=float(model_config.logits_scaling))
     if name in _MULTIPLIED:
         return LinearHead(layer.weight, layer.bias, multiply_by=float(model.logit_scale))
     return LinearHead(layer.weight, layer.bias)

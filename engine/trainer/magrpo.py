@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from engine.rewards.team_reward import TeamReward
+from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS
 from engine.schema.configs import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 from engine.schema.rules import team_problems
 from engine.sinks.base import Episode, Sink
@@ -200,7 +201,7 @@ def fill_advantages(batch: AgentBatch, rollouts: Sequence[Rollout], config: Any)
     kl_coef = config.reference_kl_coef if in_reward else 0.0
     batch.kl = sample_kl(batch.samples) if config.reference_kl_enabled else None  # (S,)
     batch.values = sample_values(batch.returns, batch.kl, kl_coef)  # (S,)
-    estimator = getattr(config, "credit_assignment", "group")
+    estimator = config.credit_assignment if isinstance(config, POLICY_GRADIENT_CONFIGS) else "group"
     settings = {"mode": config.advantage_mode, "normalize": config.advantage_normalization,
                 "per_agent_normalization": config.per_agent_normalization}
     if estimator == "counterfactual":
@@ -326,7 +327,7 @@ def score_for_loss(agent: AgentRuntime, samples: list[TrainSample], config: Any)
     are importance-weighted (the ratio is then the trained policy's against itself at rollout time,
     and the sampler's difference is the weight's)."""
     missing = any(s.old_logps is None for s in samples)
-    tis = corrects_sampler(agent, getattr(config, "rollout_correction", "none"))
+    tis = isinstance(config, POLICY_GRADIENT_CONFIGS) and corrects_sampler(agent, config.rollout_correction)
     rescore = agent.rollout_copy is not None and (
         config.reference_kl_enabled or (tis and config.clip_epsilon is not None))
     if ((config.clip_epsilon is not None or config.reference_kl_enabled) and missing) or rescore:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from engine.lora.adapters import is_lora
+from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS, TrainerConfig
 from engine.trainer.agents import AgentRuntime
 
 log = logging.getLogger("cooplab.sampling")
@@ -95,11 +96,11 @@ def native_bfloat16(device: torch.device) -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def configured_rollout_dtype(config: Any) -> str | None:
+def configured_rollout_dtype(config: TrainerConfig) -> str | None:
     """The ``rollout_dtype`` a trainer config asks for, ``auto`` dropped when an inference engine
     samples (``rollout_backend`` other than ``hf``: it samples in the model's own dtype)."""
-    setting = getattr(config, "rollout_dtype", None)
-    if setting == "auto" and getattr(config, "rollout_backend", "hf") != "hf":
+    setting = config.rollout_dtype
+    if setting == "auto" and config.rollout_backend != "hf":
         return None
     return setting
 
@@ -154,10 +155,11 @@ def corrects_sampler(agent: AgentRuntime, rollout_correction: str) -> bool:
 
 # -- the start-up lines that say how each agent samples: which dtype, why, and whether the update
 #    is corrected for it (rollout_dtype, rollout_correction) ------------------------------------------
-def sampling_notes(agents: Sequence[Any], config: Any) -> list[str]:
-    """One line per agent: the dtype it samples in and why, and the rollout correction it gets."""
+def sampling_notes(agents: Sequence[Any], config: TrainerConfig) -> list[str]:
+    """One line per agent: the dtype it samples in and why, and the rollout correction it gets (none
+    where the algorithm has no rollout_correction: actor-critic and MADPO)."""
     setting = configured_rollout_dtype(config)
-    correction = getattr(config, "rollout_correction", "none")
+    correction = config.rollout_correction if isinstance(config, POLICY_GRADIENT_CONFIGS) else "none"
     lines = []
     for agent in agents:
         own = str(next(agent.model.parameters()).dtype).removeprefix("torch.")
@@ -167,7 +169,8 @@ def sampling_notes(agents: Sequence[Any], config: Any) -> list[str]:
         else:
             what = f"samples from a {str(agent.rollout_copy.dtype).removeprefix('torch.')} copy of its {own} weights"
         fixed = (f"; the update weights each token by truncated importance sampling (tis_cap "
-                 f"{getattr(config, 'tis_cap', 2.0):g})" if corrects_sampler(agent, correction) else "")
+                 f"{config.tis_cap:g})"
+                 if isinstance(config, POLICY_GRADIENT_CONFIGS) and corrects_sampler(agent, correction) else "")
         lines.append(f"sampling: agent {agent.name!r} {what} ({why}){fixed}")
     return lines
 

@@ -63,13 +63,16 @@ import numpy as np
 import torch
 
 from engine.lora.adapters import frozen_base
-from engine.schema.catalog import CATALOG
-from engine.schema.configs import MAGRPOConfig
+from engine.schema.actor_critic_configs import ActorCriticConfig
+from engine.schema.algorithms import TrainerConfig
 from engine.trainer.agents import AgentRuntime, GenerationSettings
 from engine.trainer.rollout import Formatter, default_formatter, normalize_formatters
 from engine.trainer.rollout_copy import configured_rollout_dtype, rollout_copy_for
 
-_GENERATION_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
+
+def _own_or(own: Any, default: Any) -> Any:
+    """An agent's own sampling setting, else the config's (``None``: not set)."""
+    return default if own is None else own
 
 
 def check_datasets(train_dataset: Any, eval_dataset: Any) -> int:
@@ -92,7 +95,7 @@ def dataset_length(dataset: Any, name: str) -> int:
                          f"streaming/iterable datasets are not supported") from None
 
 
-def resolve_devices(config: MAGRPOConfig, num_agents: int) -> list[torch.device]:
+def resolve_devices(config: TrainerConfig, num_agents: int) -> list[torch.device]:
     """Agent devices: ``mp`` places agent i on ``agent_devices[i]`` (one entry is broadcast);
     ``none`` puts everyone on the first listed device, else CUDA when available, else CPU."""
     devices = config.agent_devices
@@ -113,7 +116,7 @@ def model_dtype(model_config: dict[str, Any] | None) -> Any:
     return cfg.get("torch_dtype", cfg.get("dtype"))
 
 
-def load_agents(setups: Sequence[AgentSetup], config: MAGRPOConfig) -> list[AgentRuntime]:
+def load_agents(setups: Sequence[AgentSetup], config: TrainerConfig) -> list[AgentRuntime]:
     """Every agent's runtime from its record: the model and tokenizer loaded or adopted, placed on its
     device, its sampling settings and learning rate resolved against the config, and an optimizer."""
     from engine.models import load_agent
@@ -138,20 +141,23 @@ def load_agents(setups: Sequence[AgentSetup], config: MAGRPOConfig) -> list[Agen
             tokenizer.add_special_tokens({"additional_special_tokens": list(special)})
             if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
                 model.resize_token_embeddings(len(tokenizer))
-        gen = {k: getattr(config, k) if getattr(setup, k) is None else getattr(setup, k) for k in _GENERATION_KEYS}
-        gen["fast_decode"] = bool(getattr(config, "fast_decode", True))  # configs without the field: on
-        gen["decode_graphs"] = str(getattr(config, "decode_graphs", "auto"))
+        gen = {"max_new_tokens": _own_or(setup.max_new_tokens, config.max_new_tokens),
+               "temperature": _own_or(setup.temperature, config.temperature),
+               "top_p": _own_or(setup.top_p, config.top_p), "top_k": _own_or(setup.top_k, config.top_k),
+               # actor-critic configs have no fast_decode/decode_graphs: their defaults
+               "fast_decode": True if isinstance(config, ActorCriticConfig) else config.fast_decode,
+               "decode_graphs": "auto" if isinstance(config, ActorCriticConfig) else config.decode_graphs}
         runtimes.append(AgentRuntime(
             index=i, name=setup.name, model=model, tokenizer=tokenizer, device=devices[i],
             learning_rate=float(setup.learning_rate or config.agent_learning_rate),
             generation=GenerationSettings(**gen), formatter=setup.formatter, system_prompt=setup.system_prompt,
-            logits_chunk_mib=int(getattr(config, "logits_chunk_mib", CATALOG["logits_chunk_mib"].default)),
+            logits_chunk_mib=config.logits_chunk_mib,
         ))
     _finish_models(runtimes, config)
     return runtimes
 
 
-def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
+def _finish_models(runtimes: list[AgentRuntime], config: TrainerConfig) -> None:
     """Gradient checkpointing, reference and sampling copies (one per distinct model), optimizers,
     generators."""
     references: dict[int, Any] = {}
@@ -194,9 +200,9 @@ def _finish_models(runtimes: list[AgentRuntime], config: MAGRPOConfig) -> None:
         agent.rollout_engine = _rollout_engine(agent, config, engines)
 
 
-def _rollout_engine(agent: AgentRuntime, config: MAGRPOConfig, engines: dict[int, Any]) -> Any:
+def _rollout_engine(agent: AgentRuntime, config: TrainerConfig, engines: dict[int, Any]) -> Any:
     """The agent's vLLM engine with ``rollout_backend: vllm`` (one per model object), else None."""
-    if getattr(config, "rollout_backend", "hf") != "vllm":
+    if config.rollout_backend != "vllm":
         return None
     if agent.rollout_copy is not None:
         raise ValueError("rollout_backend: vllm samples in the model's own dtype; leave rollout_dtype empty")
@@ -278,9 +284,9 @@ def comlrl_agents(
             for i in range(n)]
 
 
-def agent_names_for(names: Sequence[str] | None, config: Any, num_agents: int) -> list[str]:
+def agent_names_for(names: Sequence[str] | None, config: TrainerConfig, num_agents: int) -> list[str]:
     """Explicit names, else the config's, else ``agent_0..``; they must be distinct, one per agent."""
-    chosen = list(names or getattr(config, "agent_names", None) or [f"agent_{i}" for i in range(num_agents)])
+    chosen = list(names or config.agent_names or [f"agent_{i}" for i in range(num_agents)])
     if len(chosen) != num_agents or len(set(chosen)) != len(chosen):
         raise ValueError(f"agent_names must be {num_agents} distinct names, got {chosen}")
     return chosen
@@ -331,10 +337,10 @@ def draw_seed() -> int:
     return int(torch.randint(0, SEED_LIMIT, (1,)).item())
 
 
-def seeded_config(config: Any) -> tuple[Any, bool]:
+def seeded_config(config: TrainerConfig) -> tuple[TrainerConfig, bool]:
     """``(config, drawn)``: ``config`` itself when it gives a seed, else a copy with a drawn seed (the
     caller's object keeps ``seed=None``, so it can configure another run that draws its own)."""
-    if getattr(config, "seed", 0) is not None:
+    if config.seed is not None:
         return config, False
     config = copy.copy(config)
     config.seed = draw_seed()
