@@ -51,8 +51,11 @@ def decoder_layers(model: Any) -> Sequence[torch.nn.Module]:
 def shard_agent(model: Any, mesh: DeviceMesh, *, mixed_precision: bool = False, cpu_offload: bool = False,
                 checkpointing: bool = False) -> Any:
     """Shard ``model`` in place over ``mesh``: each decoder layer is a unit, the root holds the rest."""
-    if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if checkpointing:  # the trainer's way (gradient_checkpointing), before the layers are wrapped
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = False
     options: dict[str, Any] = {"mesh": mesh}
     if mixed_precision:
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

@@ -57,7 +57,7 @@ class ActorCriticConfig(_ActorCritic):
     critic_value_head_hidden_dim: int | None = None
     num_agents: int = 2
     num_turns: int = 2
-    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    parallel_training: Literal['auto', 'none', 'mp', 'fsdp'] = 'auto'
     agent_devices: list[str] | None = None
     critic_devices: list[str] | None = None
     external_prompt_passthrough: bool = False

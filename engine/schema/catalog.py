@@ -264,12 +264,20 @@ CATALOG: dict[str, Setting] = {
                       "only: for runs and the CLI the operator sets COOPLAB_VLLM_PYTHON.",
                       min_length=1, run_config=None),
     # --- devices and models --------------------------------------------------------------------
-    "parallel_training": _s("devices", Literal["auto", "none", "mp"], "auto", "auto: the team on one device; "
-                            "on a CPU with a thread per agent the agents run concurrently (not with dropout), "
-                            "on a GPU one after another; none: one after another (CoMLRL); mp: each agent on "
-                            "its own device in agent_devices (a GPU, or 'cpu' for cores of its own), generating "
-                            "and updating concurrently.",
-                            before=_aliases({"auto": "auto", "none": "none", "null": "none", "mp": "mp"})),
+    "parallel_training": _s("devices", Literal["auto", "none", "mp", "fsdp"], "auto", "auto: the team on one "
+                            "device; on a CPU with a thread per agent the agents run concurrently (not with "
+                            "dropout), on a GPU one after another; none: one after another (CoMLRL); mp: each "
+                            "agent on its own device in agent_devices (a GPU, or 'cpu' for cores of its own), "
+                            "generating and updating concurrently; fsdp: each agent sharded over fsdp_ranks ranks "
+                            "with FSDP2 (pre-flight accounts its memory; runs are refused until the torchrun "
+                            "launch exists, docs/gpu.md).",
+                            before=_aliases({"auto": "auto", "none": "none", "null": "none", "mp": "mp",
+                                             "fsdp": "fsdp"})),
+    "fsdp_ranks": _s("devices", int | None, None, "Ranks each agent is sharded over with parallel_training: fsdp "
+                     "(empty = every rank of the launch).", ge=1, reads=GROUP_BASELINE),
+    "fsdp_cpu_offload": _s("devices", bool, False, "With parallel_training: fsdp, keep each rank's sharded "
+                           "parameters, gradients and AdamW state in host memory.", strict=True,
+                           reads=GROUP_BASELINE),
     "agent_devices": _s("devices", list[str] | None, None, "Device per agent for mp (one entry is broadcast).",
                          before=_device_list),
     "reference_devices": _s("devices", list[str] | None, None, "Devices of the reference models.",

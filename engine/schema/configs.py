@@ -39,7 +39,7 @@ class MAGRPOConfig(ConfigModel):
     agent_learning_rate: float = 5e-06
     logging_steps: int = 50
     num_agents: int = 2
-    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    parallel_training: Literal['auto', 'none', 'mp', 'fsdp'] = 'auto'
     agent_devices: list[str] | None = None
     num_generations: int = 4
     max_new_tokens: int = 256
@@ -90,6 +90,8 @@ class MAGRPOConfig(ConfigModel):
     tis_cap: float = 2.0
     rollout_backend: Literal['hf', 'vllm'] = 'hf'
     vllm_python: str = '.venv-vllm/bin/python'
+    fsdp_ranks: int | None = None
+    fsdp_cpu_offload: bool = False
     model_config: dict[str, Any] | None = None
     eval_samples_per_item: int = 1
     eval_greedy: bool = False

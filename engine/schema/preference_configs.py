@@ -159,7 +159,7 @@ class MADPOConfig(_Preference):
     agent_learning_rate: float = 5e-06
     logging_steps: int = 50
     num_agents: int = 2
-    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    parallel_training: Literal['auto', 'none', 'mp', 'fsdp'] = 'auto'
     agent_devices: list[str] | None = None
     num_generations: int = 4
     max_new_tokens: int = 256
@@ -304,7 +304,7 @@ class MARLHFConfig(_LearnedReward):
     agent_learning_rate: float = 5e-06
     logging_steps: int = 50
     num_agents: int = 2
-    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    parallel_training: Literal['auto', 'none', 'mp', 'fsdp'] = 'auto'
     agent_devices: list[str] | None = None
     num_generations: int = 4
     max_new_tokens: int = 256

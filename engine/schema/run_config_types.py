@@ -93,7 +93,9 @@ class TrainerSpec(_TrainerRules):
     rollout_correction: Literal['auto', 'tis', 'none'] = 'auto'
     tis_cap: float = 2.0
     rollout_backend: Literal['hf', 'vllm'] = 'hf'
-    parallel_training: Literal['auto', 'none', 'mp'] = 'auto'
+    parallel_training: Literal['auto', 'none', 'mp', 'fsdp'] = 'auto'
+    fsdp_ranks: int | None = None
+    fsdp_cpu_offload: bool = False
     agent_devices: list[str] | None = None
     reference_devices: list[str] | None = None
     torch_dtype: Literal['auto', 'float32', 'bfloat16', 'float16'] = 'float32'

@@ -112,22 +112,33 @@ def test_a_seven_b_agent_is_refused_on_one_80_gb_device(tmp_path):
                                                                         limits=RunLimits())}
 
 
-def test_fsdp_ranks_and_offload_change_the_verdict():
+def test_fsdp_ranks_and_offload_change_the_verdict(tmp_path):
     shape = SHAPES["qwen2.5-7b"]
     one = rank_memory(shape, 1).gpu
-    four = rank_memory(shape, 4).gpu
-    assert four < 80 * 10**9 < one
-    fake = type("C", (), {})()
-    fake.trainer = type("T", (), {"parallel_training": "fsdp", "fsdp_ranks": 1, "fsdp_cpu_offload": False,
-                                  "torch_dtype": "bfloat16", "algorithm": "magrpo", "collaboration_mode": None})()
-    fake.agents = [type("A", (), {"name": "coder", "model": "x", "lora_rank": None})()]
-    problems = memory_problems(fake, 80 * 10**9, shapes={"coder": shape})
+    assert rank_memory(shape, 4).gpu < 80 * 10**9 < one
+    config = _config(tmp_path, parallel_training="fsdp", fsdp_ranks=1, torch_dtype="bfloat16")
+    problems = memory_problems(config, 80 * 10**9)
     assert len(problems) == 1 and f"{one:,} bytes" in problems[0][1]
     assert "fsdp_ranks: 2" in problems[0][1] and "fsdp_cpu_offload: true" in problems[0][1]
-    fake.trainer.fsdp_ranks = 4
-    assert memory_problems(fake, 80 * 10**9, shapes={"coder": shape}) == []
-    fake.trainer.fsdp_ranks, fake.trainer.fsdp_cpu_offload = 1, True
-    assert memory_problems(fake, 80 * 10**9, shapes={"coder": shape}) == []
-    fake.agents[0].lora_rank = 8
-    fake.trainer.fsdp_cpu_offload = False
-    assert memory_problems(fake, 80 * 10**9, shapes={"coder": shape}) == []  # LoRA: not accounted here
+    assert memory_problems(_config(tmp_path, parallel_training="fsdp", fsdp_ranks=4), 80 * 10**9) == []
+    assert memory_problems(_config(tmp_path, parallel_training="fsdp", fsdp_cpu_offload=True), 80 * 10**9) == []
+    assert memory_problems(config, 80 * 10**9, shapes={"coder": SHAPES["qwen2.5-0.5b"]}) == []
+
+
+def test_lora_agents_are_not_accounted(tmp_path):
+    config = _config(tmp_path)
+    lora = parse_run_config({**config.model_dump(exclude_defaults=True),
+                             "agents": [{"name": "coder", "model": config.agents[0].model, "lora_rank": 8},
+                                        {"name": "small"}]})
+    assert memory_problems(config, 80 * 10**9) and memory_problems(lora, 80 * 10**9) == []
+
+
+def test_an_fsdp_run_is_parsed_and_refused_until_ranks_are_launched(tmp_path):
+    from engine.schema.configure import FSDP_NOT_LAUNCHED, trainer_problems
+
+    config = _config(tmp_path, parallel_training="FSDP", fsdp_ranks=2)
+    assert (config.trainer.parallel_training, config.trainer.fsdp_ranks) == ("fsdp", 2)
+    assert FSDP_NOT_LAUNCHED in trainer_problems(config.trainer, config.agents)
+    assert trainer_problems(_config(tmp_path).trainer, config.agents) == []
+    with pytest.raises(ValueError, match="fsdp_ranks"):
+        _config(tmp_path, parallel_training="fsdp", fsdp_ranks=0)
