@@ -7,6 +7,10 @@ a tiny Qwen2 (MAGRPO, the team's advantages shared by both agents, AdamW), and o
 SGD with momentum: unlike AdamW's first step it moves with the gradient's scale). A fixed batch of 3
 prompts x K=3 samples with fixed rewards: on two ranks the groups split 2 + 1, so the loss scale of
 an uneven split is exercised. The sharded Qwen2 runs with activation checkpointing.
+
+Then a step with rollouts (``sampled*.pt``): each rank samples K completions of each of its prompts with
+every agent (a generator per group), scores each joint action once, and updates; the single process
+samples the same blocks of groups with the unsharded agents and updates once with all of them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from engine.distributed.fsdp import Sample, agent_mesh, full_state, local_bytes, shard_agent, update_step
-from engine.distributed.groups import group_advantages, rank_samples
+from engine.distributed.groups import group_advantages, rank_groups, rank_samples
+from engine.distributed.rollouts import sample_groups
 from engine.models.tiny import build_tiny_model
 
 PROMPTS, K = 3, 3
@@ -73,12 +78,55 @@ def step(team: str, world: int, rank: int) -> dict:
     return out
 
 
+MAX_NEW = 6
+
+
+def team_reward(team: list[list[int]]) -> float:
+    """A deterministic team reward of one joint action (one completion per agent)."""
+    return float(sum(sum(c) + 3 * len(c) for c in team) % 7) - 3.0
+
+
+def sampled_step(team: str, world: int, rank: int, split: int) -> dict:
+    """Sample the rank's groups on the (sharded) agents, score each joint action once, update. With
+    ``world`` 1 the groups are sampled in the ``split`` blocks the ranks of a ``split``-rank run hold,
+    so each batch has the same shape as a rank's, then all are updated in one step."""
+    agents = build(team)
+    if world > 1:
+        for a, (model, _) in enumerate(agents):
+            shard_agent(model, agent_mesh(), checkpointing=a == 1)
+    blocks = [rank_groups(PROMPTS, split, r) for r in range(split)] if world == 1 else [
+        rank_groups(PROMPTS, world, rank)]
+    prompts = [p for p, _ in batch(agents[0][0].config.vocab_size, 7)[::K]]
+    completions: dict[int, list[list[list[int]]]] = {}  # group -> agent -> K completions
+    for block in blocks:
+        per_agent = [sample_groups(model, [prompts[g] for g in block], K, max_new_tokens=MAX_NEW,
+                                   seeds=[1000 + 100 * a + g for g in block], eos_id=tokenizer.eos_token_id,
+                                   pad_id=tokenizer.pad_token_id)
+                     for a, (model, tokenizer) in enumerate(agents)]
+        for i, g in enumerate(block):
+            completions[g] = [per_agent[a][i] for a in range(len(agents))]
+    groups = sorted(completions)
+    rewards = [team_reward([completions[g][a][k] for a in range(len(agents))]) for g in groups for k in range(K)]
+    advantages = group_advantages(rewards, K)
+    out: dict = {"completions": completions, "rewards": len(rewards), "params": []}
+    for a, (model, tokenizer) in enumerate(agents):
+        optimizer = OPTIMIZERS[team](model.parameters())
+        samples = [Sample(prompts[g], completions[g][a][k], advantages[i * K + k])
+                   for i, g in enumerate(groups) for k in range(K)]
+        update_step(model, optimizer, samples, total_rows=PROMPTS * K, world=world,
+                    pad_id=tokenizer.pad_token_id, max_grad_norm=1.0)
+        out["params"].append(full_state(model))
+    return out
+
+
 def _rank(rank: int, world: int, folder: str, port: str) -> None:
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         torch.save({team: step(team, world, rank) for team in TEAMS}, Path(folder) / f"rank{rank}.pt")
+        torch.save({team: sampled_step(team, world, rank, world) for team in TEAMS},
+                   Path(folder) / f"sampled{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -86,6 +134,7 @@ def _rank(rank: int, world: int, folder: str, port: str) -> None:
 def main(folder: str, world: int, port: str) -> None:
     torch.set_num_threads(1)
     torch.save({team: step(team, 1, 0) for team in TEAMS}, Path(folder) / "single.pt")
+    torch.save({team: sampled_step(team, 1, 0, world) for team in TEAMS}, Path(folder) / "sampled.pt")
     mp.spawn(_rank, args=(world, folder, port), nprocs=world, join=True)
 
 

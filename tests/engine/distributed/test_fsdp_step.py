@@ -1,6 +1,8 @@
 """One FSDP2 step on two gloo ranks equals the single-process step on the same batch, for MAGRPO with two
 heterogeneous agents (tiny Llama + tiny Qwen2) and for GRPO; each rank holds about half of the
-parameter and optimizer bytes. The ranks are spawned processes (:mod:`fsdp_step_worker`)."""
+parameter and optimizer bytes; a step with rollouts sampled on the ranks (whole groups per rank, each
+joint action scored once) equals the single-process one. The ranks are spawned processes
+(:mod:`fsdp_step_worker`)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,9 @@ def results(tmp_path_factory):
         worker.main(str(folder), WORLD, _free_port())
     finally:
         torch.set_num_threads(threads)
-    return torch.load(folder / "single.pt"), [torch.load(folder / f"rank{r}.pt") for r in range(WORLD)]
+    load = torch.load
+    return (load(folder / "single.pt"), [load(folder / f"rank{r}.pt") for r in range(WORLD)],
+            load(folder / "sampled.pt"), [load(folder / f"sampled{r}.pt") for r in range(WORLD)])
 
 
 def _max_delta(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -38,7 +42,7 @@ def _max_delta(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 
 @pytest.mark.parametrize(("team", "agents", "tolerance"), [("magrpo", 2, 1e-4), ("grpo", 1, 1e-6)])
 def test_the_fsdp_step_equals_the_single_process_step(results, team, agents, tolerance):
-    single, ranks = results
+    single, ranks = results[:2]
     assert len(single[team]["params"]) == agents
     for a in range(agents):
         before = worker.build(team)[a][0].state_dict()
@@ -50,10 +54,26 @@ def test_the_fsdp_step_equals_the_single_process_step(results, team, agents, tol
 
 @pytest.mark.parametrize("team", ["magrpo", "grpo"])
 def test_each_rank_holds_about_half_the_bytes(results, team):
-    single, ranks = results
+    single, ranks = results[:2]
     for a, (params, states) in enumerate(single[team]["bytes"]):
         assert states > 0
         local = [rank[team]["bytes"][a] for rank in ranks]
         assert sum(p for p, _ in local) == params and sum(s for _, s in local) == states
         for p, s in local:
             assert abs(p / params - 1 / WORLD) < 0.01 and abs(s / states - 1 / WORLD) < 0.01
+
+
+@pytest.mark.parametrize(("team", "agents", "tolerance"), [("magrpo", 2, 1e-4), ("grpo", 1, 1e-6)])
+def test_a_step_with_rollouts_sampled_on_the_ranks_equals_the_single_process_step(results, team, agents,
+                                                                                   tolerance):
+    single, ranks = results[2][team], [rank[team] for rank in results[3]]
+    # each rank sampled whole groups, its own block of prompts: 2 + 1 of 3, K samples of every agent each
+    assert [sorted(rank["completions"]) for rank in ranks] == [[0, 1], [2]]
+    merged = {g: c for rank in ranks for g, c in rank["completions"].items()}
+    assert merged == single["completions"]
+    assert all(len(c) == agents and all(len(s) == worker.K for s in c) for c in merged.values())
+    # one team reward per joint action, on the rank that holds it
+    assert [rank["rewards"] for rank in ranks] == [2 * worker.K, worker.K] and single["rewards"] == 3 * worker.K
+    for a in range(agents):
+        for rank in ranks:
+            assert _max_delta(rank["params"][a], single["params"][a]) < tolerance
