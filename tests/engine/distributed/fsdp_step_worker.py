@@ -64,7 +64,7 @@ def step(team: str, world: int, rank: int) -> dict:
     rewards = team_rewards()
     # the group baseline needs the whole group: this rank's groups are whole by construction
     advantages = group_advantages([rewards[i] for i in rows], K)
-    out: dict = {"params": [], "bytes": []}
+    out: dict = {"params": [], "bytes": [], "configs": [model.config.to_dict() for model, _ in agents]}
     for a, (model, tokenizer) in enumerate(agents):
         if world > 1:  # the second agent recomputes its layers' activations in the backward
             shard_agent(model, agent_mesh(), checkpointing=a == 1)

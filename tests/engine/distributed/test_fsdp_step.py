@@ -11,6 +11,7 @@ import socket
 import pytest
 import torch
 
+from engine.schema.memory import shape_from_config, state_bytes
 from tests.engine.distributed import fsdp_step_worker as worker
 
 WORLD = 2
@@ -77,3 +78,15 @@ def test_a_step_with_rollouts_sampled_on_the_ranks_equals_the_single_process_ste
     for a in range(agents):
         for rank in ranks:
             assert _max_delta(rank["params"][a], single["params"][a]) < tolerance
+
+
+def test_the_memory_accounting_counts_the_models_and_the_ranks_bytes(results):
+    single, ranks = results[0]["magrpo"], [rank["magrpo"] for rank in results[1]]
+    for a, config in enumerate(single["configs"]):  # a tiny Llama (no biases) and a tiny Qwen2 (q, k, v biases)
+        parameters = sum(t.numel() for t in single["params"][a].values())
+        assert shape_from_config(config).parameters() == parameters
+        # engine.schema.memory's 16 bytes per parameter per rank less the gradients, freed after the step:
+        # float32 parameters (4) and AdamW's two moments (8), 12 P / W, up to FSDP's uneven shards
+        for rank in ranks:
+            held = sum(rank["bytes"][a])
+            assert abs(held / (state_bytes(parameters, WORLD) * 12 // 16) - 1) < 0.01
