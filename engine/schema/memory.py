@@ -27,6 +27,7 @@ the CUDA context, allocator fragmentation, a reference model, and the KV cache o
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,7 @@ class ModelShape:
         return self.root_parameters() + self.layers * self.layer_parameters()
 
 
-_QWEN = dict(vocab=151_936, tied=True, qkv_bias=True)
+_QWEN: dict[str, Any] = {"vocab": 151_936, "tied": True, "qkv_bias": True}
 SHAPES: dict[str, ModelShape] = {
     # The Qwen2.5 shapes of bench/shapes.py (checked equal in the tests) and Qwen2.5-7B (untied head).
     "qwen2.5-0.5b": ModelShape(hidden=896, intermediate=4864, layers=24, heads=14, kv_heads=2, **_QWEN),
@@ -172,13 +173,14 @@ def memory_table(shapes: Mapping[str, ModelShape] = SHAPES, worlds: Iterable[int
 def shape_from_config(config: Mapping[str, Any]) -> ModelShape | None:
     """The shape a Hugging Face ``config.json`` of a Llama/Qwen2/Mistral-like model declares, None when a
     size it needs is missing (another architecture: no accounting)."""
-    section = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
+    text = config.get("text_config")
+    section: Mapping[str, Any] = text if isinstance(text, Mapping) else config
     keys = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-    values = [section.get(k) for k in keys]
+    values: list[Any] = [section.get(k) for k in keys]
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
         return None
-    vocab, hidden, intermediate, layers, heads = values
-    kv = section.get("num_key_value_heads") or heads
+    vocab, hidden, intermediate, layers, heads = (int(v) for v in values)
+    kv = int(section.get("num_key_value_heads") or heads)
     model_type = str(section.get("model_type", ""))
     return ModelShape(vocab=vocab, hidden=hidden, intermediate=intermediate, layers=layers, heads=heads,
                       kv_heads=kv, tied=bool(section.get("tie_word_embeddings", True)),
@@ -209,7 +211,7 @@ def fit_problem(agent: str, shape: ModelShape, world: int, device_bytes: int, *,
             + "; or ".join(options))
 
 
-def source_shape(source: str, hub_cache_dirs: Iterable[str] | None = None) -> ModelShape | None:
+def source_shape(source: str, hub_cache_dirs: Iterable[str | os.PathLike[str]] | None = None) -> ModelShape | None:
     """The shape of a model source found on this machine (a folder's or the hub cache's ``config.json``),
     None when it is not found here or declares no accounting shape (built-in tiny models: too small to
     matter)."""
@@ -230,7 +232,7 @@ def source_shape(source: str, hub_cache_dirs: Iterable[str] | None = None) -> Mo
 _DTYPE_BYTES = {"float32": 4, "auto": 4, "bfloat16": 2, "float16": 2}
 
 
-def memory_problems(config: Any, device_bytes: int, hub_cache_dirs: Iterable[str] | None = None,
+def memory_problems(config: Any, device_bytes: int, hub_cache_dirs: Iterable[str | os.PathLike[str]] | None = None,
                     shapes: Mapping[str, ModelShape] | None = None) -> list[tuple[str, str]]:
     """``(field, message)`` for every agent of a run config whose training cannot fit one device of
     ``device_bytes`` (a lower bound: states and gathered units, before activations). With
