@@ -53,7 +53,11 @@ def replay_pairs(shards: Sequence[Sequence[T]], mode: str, rng: random.Random, *
     if size is None:
         size = len(shards[-1]) if shards and shards[-1] else next((len(s) for s in reversed(shards) if s), 0)
     pool = list(shards[-(k or 1):]) if mode == "nearest_k" else list(shards)
-    weights = lambda_decay_weights(len(pool), float(lam)) if mode == "lambda_decay" else [1.0] * len(pool)
+    weights = [1.0] * len(pool)
+    if mode == "lambda_decay":
+        if lam is None:
+            raise ValueError("preference_replay_lambda: preference_replay_mode='lambda_decay' needs it; set it")
+        weights = lambda_decay_weights(len(pool), float(lam))
     eligible = [(shard, w) for shard, w in zip(pool, weights, strict=True) if shard and w > 0]
     if size <= 0 or not eligible:
         return []

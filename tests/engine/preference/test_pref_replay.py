@@ -49,3 +49,8 @@ def test_config_rules_and_comlrl_spellings() -> None:
         MARLHFIterConfig(preference_replay_sample_size=4)
     with pytest.raises(ValueError, match="preference_replay_lambda"):
         MADPOIterConfig(preference_replay_mode="lambda_decay", preference_replay_lambda=1.5)
+
+
+def test_lambda_decay_without_a_lambda_names_the_setting():
+    with pytest.raises(ValueError, match="^preference_replay_lambda: "):
+        replay_pairs([["a"], ["b"]], "lambda_decay", random.Random(0))
