@@ -60,7 +60,8 @@ def shard_agent(model: Any, mesh: DeviceMesh, *, mixed_precision: bool = False, 
     if mixed_precision:
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     if cpu_offload:
-        options["offload_policy"] = CPUOffloadPolicy()
+        # pinned host memory needs an accelerator: on a CPU mesh (gloo tests) the states are not pinned
+        options["offload_policy"] = CPUOffloadPolicy(pin_memory=mesh.device_type != "cpu")
     for layer in decoder_layers(model):
         fully_shard(layer, **options)
     fully_shard(model, **options)

@@ -6,7 +6,8 @@ after the FSDP step, and the rank's local parameter and optimizer bytes). The te
 a tiny Qwen2 (MAGRPO, the team's advantages shared by both agents, AdamW), and one tiny Llama (GRPO,
 SGD with momentum: unlike AdamW's first step it moves with the gradient's scale). A fixed batch of 3
 prompts x K=3 samples with fixed rewards: on two ranks the groups split 2 + 1, so the loss scale of
-an uneven split is exercised. The sharded Qwen2 runs with activation checkpointing.
+an uneven split is exercised. The sharded Qwen2 runs with activation checkpointing. ``mixed``: the GRPO
+Llama sharded with bfloat16 compute, float32 reduction and CPU offload, against the float32 step.
 
 Then a step with rollouts (``sampled*.pt``): each rank samples K completions of each of its prompts with
 every agent (a generator per group), scores each joint action once, and updates; the single process
@@ -29,9 +30,11 @@ from engine.distributed.rollouts import sample_groups
 from engine.models.tiny import build_tiny_model
 
 PROMPTS, K = 3, 3
-TEAMS = {"magrpo": [("llama", 11), ("qwen2", 12)], "grpo": [("llama", 21)]}
+TEAMS = {"magrpo": [("llama", 11), ("qwen2", 12)], "grpo": [("llama", 21)], "mixed": [("llama", 21)]}
+SAMPLED = ("magrpo", "grpo")
 OPTIMIZERS = {"magrpo": lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.01),
-              "grpo": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9)}
+              "grpo": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9),
+              "mixed": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9)}
 
 
 def batch(vocab: int, seed: int) -> list[tuple[list[int], list[int]]]:
@@ -67,7 +70,8 @@ def step(team: str, world: int, rank: int) -> dict:
     out: dict = {"params": [], "bytes": [], "configs": [model.config.to_dict() for model, _ in agents]}
     for a, (model, tokenizer) in enumerate(agents):
         if world > 1:  # the second agent recomputes its layers' activations in the backward
-            shard_agent(model, agent_mesh(), checkpointing=a == 1)
+            shard_agent(model, agent_mesh(), checkpointing=a == 1, mixed_precision=team == "mixed",
+                        cpu_offload=team == "mixed")
         optimizer = OPTIMIZERS[team](model.parameters())
         data = batch(model.config.vocab_size, 100 + a)
         samples = [Sample(*data[i], advantage) for i, advantage in zip(rows, advantages, strict=True)]
@@ -75,6 +79,7 @@ def step(team: str, world: int, rank: int) -> dict:
                     pad_id=tokenizer.pad_token_id, max_grad_norm=1.0)
         out["bytes"].append(local_bytes(model, optimizer))
         out["params"].append(full_state(model))
+        out.setdefault("dtypes", []).append(sorted({str(p.dtype) for p in model.parameters()}))
     return out
 
 
@@ -125,7 +130,7 @@ def _rank(rank: int, world: int, folder: str, port: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         torch.save({team: step(team, world, rank) for team in TEAMS}, Path(folder) / f"rank{rank}.pt")
-        torch.save({team: sampled_step(team, world, rank, world) for team in TEAMS},
+        torch.save({team: sampled_step(team, world, rank, world) for team in SAMPLED},
                    Path(folder) / f"sampled{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -134,7 +139,7 @@ def _rank(rank: int, world: int, folder: str, port: str) -> None:
 def main(folder: str, world: int, port: str) -> None:
     torch.set_num_threads(1)
     torch.save({team: step(team, 1, 0) for team in TEAMS}, Path(folder) / "single.pt")
-    torch.save({team: sampled_step(team, 1, 0, world) for team in TEAMS}, Path(folder) / "sampled.pt")
+    torch.save({team: sampled_step(team, 1, 0, world) for team in SAMPLED}, Path(folder) / "sampled.pt")
     mp.spawn(_rank, args=(world, folder, port), nprocs=world, join=True)
 
 
