@@ -9,6 +9,7 @@ The engine turns a validated :class:`RunConfig` into agents, a task and a traine
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonDict
 
 from engine.schema.catalog import ACTOR_CRITIC, OPERATOR_SETTINGS
 from engine.schema.collaboration import collaboration_problem
@@ -48,7 +50,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-_MORE = {"form": "more"}  # under "More agent settings" (the other fields have widgets of their own)
+_MORE: JsonDict = {"form": "more"}  # under "More agent settings" (the other fields have widgets of their own)
 
 
 class _CombinationRules(_Strict):
@@ -176,10 +178,10 @@ class _TrainerRules(_CombinationRules):
     def _no_credentials(cls, value: Any, info: ValidationInfo) -> Any:
         """A run config is stored: no credential in a header, the URL or the extra body, and only
         COOPLAB_API_KEY_* variables for a key."""
-        check = {"comparator_api_headers": run_config_header_problem, "comparator_api_key_env": key_variable_problem,
-                 "comparator_api_url": run_config_url_problem,
-                 "comparator_api_extra_body": run_config_body_problem}[info.field_name]
-        problem = check(value)
+        checks: dict[str | None, Callable[[Any], str | None]] = {
+            "comparator_api_headers": run_config_header_problem, "comparator_api_key_env": key_variable_problem,
+            "comparator_api_url": run_config_url_problem, "comparator_api_extra_body": run_config_body_problem}
+        problem = checks[info.field_name](value)
         if problem:
             raise ValueError(problem)
         return value
@@ -241,7 +243,7 @@ class RunConfig(_Strict):
     name: str = Field("experiment", min_length=1)
     description: str = ""
     tags: list[str] = Field(default_factory=list)
-    agents: list[AgentSpec] = Field(min_length=1)  # type: ignore[valid-type]
+    agents: list[AgentSpec] = Field(min_length=1)
     task: TaskSpec = Field(default_factory=TaskSpec)
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
     system: SystemSpec | None = Field(None, description="Several coordinated trainers (see docs/systems.md).")
