@@ -33,6 +33,7 @@ NOT_UNIT: dict[str, str] = {
     "engine/distributed/": "FSDP steps of tiny models on gloo ranks in spawned processes",
     "engine/sandbox/": "programs run in bubblewrap sandboxes",
     "engine/tasks/test_humaneval.py": "programs run in bubblewrap sandboxes, some until their timeout",
+    "engine/tasks/test_comlrl_code_sandbox.py": "programs run in bubblewrap sandboxes, some until their timeout",
     "engine/test_host_memory.py": "each case counts page faults in a fresh interpreter (a minute in all)",
     "engine/test_gpu_check.py": "the GPU check script, run as a process",
     "engine/models/test_models_remote_code.py": "a model's own code loaded in fresh interpreters",

@@ -38,8 +38,8 @@ MODEL_SETTINGS = ("comparator_model_name", "reward_model_name")
 """Trainer settings that name a model source (a hub id, a folder or a built-in)."""
 FOLDER_SETTINGS = ("comparator_checkpoint",)
 """Trainer settings that name a folder to read."""
-DATASET_PARAMS = ("dataset",)
-"""Task parameters that name a dataset (a file, or a hub name), for every task."""
+DATASET_PARAMS = ("dataset", "eval_dataset")
+"""Task parameters that name a dataset (a file, or a hub name), for every task (eval_dataset: a held-out split)."""
 _FILE_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\")
 

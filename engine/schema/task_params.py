@@ -19,6 +19,7 @@ QUICKSTART_TOPICS = (
 QUICKSTART_HELD_OUT_TOPICS = ("islands", "lamps", "bridges", "forests", "trains", "castles", "gardens", "oceans",
                               "deserts", "markets", "valleys", "kitchens")
 SLICE = re.compile(r"^\s*(\d*)\s*:\s*(\d*)\s*$")  # HumanEval problems as start:end
+FeedbackMode = Literal["level_feedback", "level_passed", "passed", "plain"]
 
 
 class TaskParams(BaseModel):
@@ -56,6 +57,13 @@ class HumanEvalParams(TaskParams):
     step_timeout_s: float = Field(3.0, gt=0, le=60, description="Time limit of each test statement.")
     workers: int | None = Field(None, ge=1, le=64, description="Programs tested in parallel (default: CPU cores).")
     feedback: bool = Field(True, description="Multi-turn: show test results (else only ask for a revision).")
+    reward: Literal["tiered", "level"] = Field(
+        "tiered", description="'tiered': CoopLab's ladder (max 3.0); 'level': CoMLRL's level reward (max 4.0: "
+        "structure read per part, syntax, tests, cooperation bonus +0.5 / +1.0 / -0.5).")
+    feedback_mode: FeedbackMode | None = Field(
+        None, description="Multi-turn feedback, CoMLRL's modes: level_feedback (structure, syntax and test "
+        "results), level_passed (yes/no per level), passed (one bit), plain (previous code and 'revise'). "
+        "Default: level_feedback, or plain when feedback is off.")
 
     @field_validator("train_slice", "eval_slice")
     @classmethod
@@ -63,6 +71,47 @@ class HumanEvalParams(TaskParams):
         if not SLICE.match(value):
             raise ValueError(f"{value!r} is not a slice; write start:end, e.g. 0:133")
         return value
+
+    @field_validator("feedback_mode", mode="before")
+    @classmethod
+    def _no_external_model(cls, value):
+        if value == "expert_edits":
+            raise ValueError("feedback_mode 'expert_edits' needs an external model proposing edits, which CoopLab does "
+                             "not call; use level_feedback, level_passed, passed or plain")
+        return value
+
+    @model_validator(mode="after")
+    def _one_feedback_setting(self) -> HumanEvalParams:
+        if not self.feedback and self.feedback_mode not in (None, "plain"):
+            raise ValueError(f"feedback is off but feedback_mode is {self.feedback_mode!r}; drop one of the two")
+        return self
+
+    def resolved_feedback_mode(self) -> str:
+        """The feedback mode a run uses: ``feedback_mode``, else level_feedback (plain with feedback off)."""
+        return self.feedback_mode or ("level_feedback" if self.feedback else "plain")
+
+
+class CodeBenchParams(HumanEvalParams):
+    """A CoMLRL coding benchmark read from a dataset in HumanEval's form (prompt, entry_point, test)."""
+
+    dataset: str = Field(..., description="Problems: a .jsonl/.parquet/.json file or a hub name:split, with the "
+                         "columns prompt, entry_point and test.")
+    reward: Literal["tiered", "level"] = Field("level", description="'level': CoMLRL's level reward (max 4.0); "
+                                               "'tiered': CoopLab's ladder.")
+
+
+class CoopHumanEvalParams(CodeBenchParams):
+    dataset: str = Field("OpenMLRL/CoopHumanEval:train", description="Problems (CoMLRL: "
+                         "OpenMLRL/CoopHumanEval:train, 82) or your file with prompt, entry_point, test.")
+    train_slice: str = Field("16:", description="Training problems as start:end (CoMLRL: train[16:]).")
+    eval_slice: str = Field("0:16", description="Held-out problems as start:end (CoMLRL: train[:16]).")
+
+
+class MbppParams(CodeBenchParams):
+    dataset: str = Field("OpenMLRL/MBPP:test", description="Problems (CoMLRL: OpenMLRL/MBPP:test) or your file "
+                         "with prompt, entry_point, test.")
+    train_slice: str = Field("15:65", description="Training problems as start:end (CoMLRL: test[15:65]).")
+    eval_slice: str = Field("0:15", description="Held-out problems as start:end (CoMLRL: test[:15]).")
 
 
 class WritingParams(TaskParams):
@@ -98,3 +147,32 @@ class SelfRefineParams(TaskParams):
 
 class RoleSwitchParams(SelfRefineParams):
     elaboration_words: tuple[int, int] = Field((20, 120), description="Word range of a good elaboration.")
+
+
+class ComlrlWritingParams(TaskParams):
+    """CoMLRL's writing benchmarks (``tldr``, ``arxiv``): its data by hub name (used when the machine has it
+    cached or can reach the hub) or your own file."""
+
+    dataset: str = Field(..., description="Training data: a .jsonl/.parquet/.json/.csv file or a hub name "
+                         "(name:split, e.g. trl-lib/tldr:train[:1100]).")
+    eval_dataset: str | None = Field(None, description="Held-out data (a file or name:split); none: hold out the "
+                                     "last eval_items of the training data.")
+    text_column: str = Field("prompt", min_length=1, description="Column holding the text to write about.")
+    max_items: int | None = Field(None, ge=1, description="Use at most this many training items.")
+    max_eval_items: int | None = Field(None, ge=1, description="Use at most this many evaluation items.")
+    eval_items: int = Field(4, ge=0, description="Without eval_dataset: items held out from the end of the data.")
+
+
+class TldrParams(ComlrlWritingParams):
+    dataset: str = Field("trl-lib/tldr:train[:1100]", description="Training data: a .jsonl/.parquet file or a "
+                         "hub name:split (CoMLRL: trl-lib/tldr:train[:1100]).")
+    eval_dataset: str | None = Field("trl-lib/tldr:test[:1100]", description="Held-out data (CoMLRL: "
+                                     "trl-lib/tldr:test[:1100]); none: hold out the last eval_items.")
+
+
+class ArxivParams(ComlrlWritingParams):
+    dataset: str = Field("OpenMLRL/arXiv_abstract:train[:1100]", description="Training data: a .jsonl/.parquet "
+                         "file or a hub name:split (CoMLRL: OpenMLRL/arXiv_abstract:train[:1100]).")
+    eval_dataset: str | None = Field("OpenMLRL/arXiv_abstract:val[:1100]", description="Held-out data (CoMLRL: "
+                                     "OpenMLRL/arXiv_abstract:val[:1100]); none: hold out the last eval_items.")
+    text_column: str = Field("abstract", min_length=1, description="Column holding the abstract.")

@@ -17,10 +17,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.schema.task_params import (
+    ArxivParams,
+    CodeBenchParams,
+    CoopHumanEvalParams,
     HumanEvalParams,
+    MbppParams,
     QuickstartParams,
     RoleSwitchParams,
     SelfRefineParams,
+    TldrParams,
     WritingParams,
 )
 
@@ -101,6 +106,25 @@ def _self_play(name: str, title: str, description: str, roles: tuple[str, ...],
                     eval_metrics=EvalMetrics())
 
 
+def _comlrl_code(name: str, title: str, description: str, params_model: type[CodeBenchParams]) -> TaskInfo:
+    """A CoMLRL coding benchmark: helper + main (or one coder), any number of turns, pass@k."""
+    return TaskInfo(name=name, title=title, description=description, roles=("helper", "main"), default_num_agents=2,
+                    team_sizes=(1, 2), max_turns=None, params_model=params_model, tags=("code", "multi-turn", "comlrl"),
+                    eval_metrics=EvalMetrics(has_check=True, own=("turn_{t}/tests_passed", "turn_{t}/solved")))
+
+
+WRITING_LEVEL_METRICS = tuple(f"turn_{{t}}/{level}" for level in ("structure", "coordination", "vocabulary", "style",
+                                                                  "level_total"))
+
+
+def _comlrl_writing(name: str, title: str, description: str, roles: tuple[str, ...],
+                    params_model: type[BaseModel]) -> TaskInfo:
+    """A CoMLRL writing benchmark: two parts by two agents (or one agent), single turn."""
+    return TaskInfo(name=name, title=title, description=description, roles=roles, default_num_agents=2,
+                    team_sizes=(1, 2), max_turns=1, params_model=params_model, tags=("writing", "comlrl"),
+                    eval_metrics=EvalMetrics(own=WRITING_LEVEL_METRICS))
+
+
 BUILTIN_TASKS: tuple[TaskInfo, ...] = (
     TaskInfo(
         name="quickstart",
@@ -135,6 +159,32 @@ BUILTIN_TASKS: tuple[TaskInfo, ...] = (
         ),
         roles=("summary", "elaboration"), default_num_agents=2, team_sizes=(2,), max_turns=1,
         params_model=WritingParams, tags=("writing",), eval_metrics=EvalMetrics(),
+    ),
+    _comlrl_code(
+        "coop_humaneval", "CoMLRL: CoopHumanEval (helper + main)",
+        "CoMLRL's 82 HumanEval variants that need cooperation (OpenMLRL/CoopHumanEval, or your file), with its level "
+        "reward (max 4.0) and feedback modes; tests run in the sandbox. Held out: the first 16 problems.",
+        CoopHumanEvalParams,
+    ),
+    _comlrl_code(
+        "mbpp", "CoMLRL: MBPP (helper + main)",
+        "CoMLRL's MBPP problems in HumanEval form (OpenMLRL/MBPP, or your file), with its level reward (max 4.0) "
+        "and feedback modes; tests run in the sandbox. Held out: the first 15 problems.",
+        MbppParams,
+    ),
+    _comlrl_writing(
+        "tldr", "CoMLRL: TLDR summary + expansion",
+        "CoMLRL's TLDR benchmark: one agent writes a concise summary of a post, the other a detailed expansion; "
+        "CoMLRL's level reward (word range, length ratio, vocabulary, style; max 3.0). trl-lib/tldr when cached, "
+        "or your file. One agent alone writes both parts around [PARAGRAPH_SPLIT].",
+        ("summary", "expansion"), TldrParams,
+    ),
+    _comlrl_writing(
+        "arxiv", "CoMLRL: arXiv abstract to introduction",
+        "CoMLRL's arXiv benchmark: from an abstract, one agent writes the introduction's background and "
+        "motivation, the other its method and implications; CoMLRL's level reward (max 3.0). "
+        "OpenMLRL/arXiv_abstract when cached, or your file.",
+        ("background", "method"), ArxivParams,
     ),
     _self_play(
         "self_refine", "Self-refinement (one agent)",

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.tasks.base import Task
+from engine.tasks.comlrl_writing import build_arxiv, build_tldr
+from engine.tasks.humaneval.benchmarks import build_coop_humaneval, build_mbpp
 from engine.tasks.humaneval.task import build_humaneval
 from engine.tasks.quickstart import build_quickstart
 from engine.tasks.self_play import build_role_switch, build_self_refine
@@ -21,6 +23,10 @@ BUILDERS: dict[str, Callable[[Any, int], Task]] = {
     "quickstart": build_quickstart,
     "humaneval": build_humaneval,
     "writing": build_writing,
+    "coop_humaneval": build_coop_humaneval,
+    "mbpp": build_mbpp,
+    "tldr": build_tldr,
+    "arxiv": build_arxiv,
     "self_refine": build_self_refine,
     "role_switch": build_role_switch,
 }

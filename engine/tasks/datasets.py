@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.policy.read_paths import ReadPathError, checked_read
+from engine.policy.read_paths import ReadPathError, checked_read, names_local_path
 from engine.tasks.base import Task, TaskError
 
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -86,8 +87,8 @@ def _load_file(path: Path, suffix: str) -> Any:
 def _load_hub(name: str, split: str) -> Any:
     from datasets import load_dataset
 
-    if ":" in name:
-        name, split = name.rsplit(":", 1)
+    if ":" in name:  # name:split, the split possibly sliced (train[:1100])
+        name, split = name.split(":", 1)
     try:
         return load_dataset(name, split=split)
     except Exception as exc:
@@ -119,3 +120,36 @@ def shared_items(train: Any, evals: Any) -> list[dict]:
     """The evaluation items that also appear in the training data (equal as whole items)."""
     seen = {item_key(item) for item in train}
     return [dict(item) for item in evals if item_key(item) in seen]
+
+
+@contextmanager
+def _hub_offline():
+    """Hugging Face reads from its local cache only, for the duration (no request leaves the machine)."""
+    import datasets.config
+    import huggingface_hub.constants as hub
+
+    saved = (datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE)
+    datasets.config.HF_HUB_OFFLINE = hub.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE = saved
+
+
+def load_cached_items(source: str, *, task: str, param: str = "dataset") -> Any:
+    """A local file as :func:`load_items` reads it, or a hub name (``name:split``) from this machine's
+    Hugging Face cache only: a benchmark's default names never start a download. A name not in the
+    cache is refused, naming both ways to provide it."""
+    if names_local_path(source, dataset=True):
+        return load_items(source)
+    try:
+        with _hub_offline():
+            return load_items(source)
+    except TaskError:
+        name = source.split(":", 1)[0]
+        raise TaskError(
+            f"task {task!r}: {param} {source!r} is not in this machine's Hugging Face cache (CoopLab reads hub "
+            f"datasets from the cache only). Download it once where the hub is reachable "
+            f"(python -c \"import datasets; datasets.load_dataset('{name}')\") or point {param} at a local "
+            ".jsonl/.parquet file"
+        ) from None

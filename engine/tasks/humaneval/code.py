@@ -49,6 +49,43 @@ class CodeFacts:
     helper_result_ignored: bool
     main_problem: str = ""
     helper_problem: str = ""
+    wrapper: bool = False  # CoMLRL's wrapper: `return aux(...)`, or `x = aux(...)` then `return x`
+
+
+@dataclass(frozen=True)
+class PartFacts:
+    """Whether each part, read on its own, defines its function returning a value (CoMLRL's level 1)."""
+
+    helper_ok: bool
+    main_ok: bool
+
+
+def part_facts(helper_code: str, main_code: str, prompt: str, entry_point: str, helper_name: str = "aux") -> PartFacts:
+    """Each part parsed alone: the helper part must define ``helper_name`` and the main part the entry
+    point (a bare body continues the prompt's stub), each callable by the tests and returning a value."""
+
+    def ok(code: str, name: str) -> bool:
+        tree = _parse(code)[0] if code.strip() else None
+        if tree is None:
+            return False
+        fn, problem = top_level_def(tree, name)
+        return fn is not None and not problem
+
+    main_source = main_code if _defines(main_code, entry_point) or not main_code.strip() else (
+        assemble_program(prompt, "", main_code, entry_point))
+    return PartFacts(helper_ok=ok(helper_code, helper_name), main_ok=ok(main_source, entry_point))
+
+
+def _wraps(body: list[ast.stmt], name: str) -> bool:
+    """``return name(...)``, or ``x = name(...)`` followed by ``return x``."""
+    if len(body) == 1:
+        return isinstance(body[0], ast.Return) and body[0].value is not None and _is_call_to(body[0].value, name)
+    if len(body) == 2:
+        first, second = body
+        return (isinstance(first, ast.Assign) and len(first.targets) == 1 and isinstance(first.targets[0], ast.Name)
+                and _is_call_to(first.value, name) and isinstance(second, ast.Return)
+                and isinstance(second.value, ast.Name) and second.value.id == first.targets[0].id)
+    return False
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -205,4 +242,5 @@ def analyze(
         helper_result_ignored=ignored,
         main_problem=main_problem if syntax_ok else "",
         helper_problem=helper_problem if helper_tree is not None else ("is not defined" if syntax_ok else ""),
+        wrapper=_wraps(body, helper_name),
     )

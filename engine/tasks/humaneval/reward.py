@@ -22,7 +22,7 @@ code, then code that really uses its partner's helper. Bottom to top (:data:`LAD
 
 from __future__ import annotations
 
-from engine.tasks.humaneval.code import CodeFacts
+from engine.tasks.humaneval.code import CodeFacts, PartFacts
 
 LADDER = ("structure", "syntax", "tests", "cooperation")  # bottom to top, above the parse floor
 TERMS_TEAM = LADDER
@@ -60,5 +60,40 @@ def tiered_terms(facts: CodeFacts, test_fraction: float, *, team: bool) -> dict[
                 bonus += 0.5
         if facts.helper_result_ignored:
             bonus -= 0.5
+        terms["cooperation"] = bonus
+    return terms
+
+
+LEVEL_CALLS_HELPER = 0.5
+LEVEL_NOT_WRAPPER = 1.0
+LEVEL_IGNORED_RESULT = -0.5
+MAX_LEVEL_REWARD = HELPER_SHARE + MAIN_SHARE + SYNTAX_REWARD + 1.0 + LEVEL_CALLS_HELPER + LEVEL_NOT_WRAPPER  # 4.0
+
+
+def level_terms(parts: PartFacts, facts: CodeFacts, test_fraction: float, *, team: bool) -> dict[str, float]:
+    """CoMLRL's level reward for one joint answer (LLM_Collab_Code_Generation, max 4.0), level by level.
+
+    ``structure``: each part read on its own: the helper part defines ``aux`` returning a value
+    (+0.4), the main part defines the entry point returning a value (+0.6; one agent: +1.0). Without
+    main's share nothing above counts. ``syntax``: the joint program parses (+0.5); without it the
+    tests cannot run. ``tests``: the fraction of checks passed. ``cooperation`` (two agents, once a
+    test passes and the helper is defined): +0.5 main calls the helper, then +1.0 when main is not a
+    wrapper of it (``return aux(...)``, or ``x = aux(...)`` then ``return x``) and -0.5 when a call's
+    value is ignored."""
+    terms = {name: 0.0 for name in (TERMS_TEAM if team else TERMS_SINGLE)}
+    if team:
+        terms["structure"] = HELPER_SHARE * parts.helper_ok + MAIN_SHARE * parts.main_ok
+    else:
+        terms["structure"] = 1.0 * parts.main_ok
+    if not parts.main_ok or not facts.syntax_ok:
+        return terms
+    terms["syntax"] = SYNTAX_REWARD
+    terms["tests"] = float(test_fraction)
+    if team and test_fraction > 0 and parts.helper_ok and facts.calls_helper:
+        bonus = LEVEL_CALLS_HELPER
+        if not facts.wrapper:
+            bonus += LEVEL_NOT_WRAPPER
+        if facts.helper_result_ignored:
+            bonus += LEVEL_IGNORED_RESULT
         terms["cooperation"] = bonus
     return terms

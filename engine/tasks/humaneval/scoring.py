@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.sandbox import FunctionTests, SandboxPool
-from engine.tasks.humaneval.code import CodeFacts, analyze, assemble_program, extract_code
+from engine.tasks.humaneval.code import CodeFacts, analyze, assemble_program, extract_code, part_facts
 from engine.tasks.humaneval.execution import TestOutcome, function_tests, run_tests
 from engine.tasks.humaneval.problems import split_tests
-from engine.tasks.humaneval.reward import TERMS_SINGLE, TERMS_TEAM, tiered_terms
+from engine.tasks.humaneval.reward import TERMS_SINGLE, TERMS_TEAM, level_terms, tiered_terms
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,11 @@ class CodeScorer:
         helper_name: str = "aux",
         step_timeout_s: float = 3.0,
         cache_size: int = 4096,
+        reward: str = "tiered",
     ) -> None:
+        if reward not in ("tiered", "level"):
+            raise ValueError(f"reward must be 'tiered' or 'level', not {reward!r}")
+        self.reward = reward
         self.pool = pool
         self.team = team
         self.helper_name = helper_name
@@ -121,8 +125,37 @@ class CodeScorer:
         n = len(agent_completions[0])
         answers = [[agent[j] for agent in agent_completions] for j in range(n)]
         evaluations = self.evaluate_many(list(batch_items), answers)
-        rows = [tiered_terms(e.facts, e.test_fraction, team=self.team) for e in evaluations]
+        if self.reward == "level":
+            rows = [level_terms(self.part_facts(item, answer), e.facts, e.test_fraction, team=self.team)
+                    for item, answer, e in zip(batch_items, answers, evaluations, strict=True)]
+        else:
+            rows = [tiered_terms(e.facts, e.test_fraction, team=self.team) for e in evaluations]
         return {name: [row[name] for row in rows] for name in self.term_names}
+
+    def part_facts(self, item: dict, completions: Sequence[str]):
+        """Each part read on its own (CoMLRL's level 1)."""
+        helper, main, _ = self.parts(item, completions)
+        return part_facts(helper, main, item["prompt"], item["entry_point"], self.helper_name)
+
+    def level_passed_feedback(self, item: dict, completions: Sequence[str], agent_index: int) -> str:
+        """CoMLRL's ``level_passed`` mode: a yes or no per level, no details."""
+        evaluation = self.evaluate(item, completions)
+        parts = self.part_facts(item, completions)
+
+        def yes(flag: bool) -> str:
+            return "yes" if flag else "no"
+
+        lines = []
+        if self.team:
+            lines.append(f"Helper `{self.helper_name}` defined and returns a value: {yes(parts.helper_ok)}")
+        lines += [f"Main `{item['entry_point']}` defined and returns a value: {yes(parts.main_ok)}",
+                  f"The program parses: {yes(evaluation.facts.syntax_ok)}",
+                  f"All tests pass: {yes(evaluation.solved)}"]
+        return "\n".join(lines)
+
+    def passed_feedback(self, item: dict, completions: Sequence[str], agent_index: int) -> str:
+        """CoMLRL's ``passed`` mode: one bit, whether every test passes."""
+        return "All tests passed." if self.evaluate(item, completions).solved else "Not all tests passed."
 
     def feedback(self, item: dict, completions: Sequence[str], agent_index: int) -> str:
         """What the environment tells an agent after a turn: structure, syntax or test results."""

@@ -82,30 +82,49 @@ def role_prompts(helper_name: str, team: bool):
 def build_humaneval(params: HumanEvalParams, num_agents: int, *, unisolated_sandbox: bool = False) -> Task:
     """Build the coding task for one or two agents; ``unisolated_sandbox`` is the operator's UNSAFE permission
     to run the candidates without OS isolation where bubblewrap cannot be used."""
-    team = num_agents == 2
+    require_sandbox("humaneval", unisolated_sandbox)  # refuse before any training starts, not at the first reward
+    return build_code_task("humaneval", params, num_agents, problem_items(params.train_slice),
+                           problem_items(params.eval_slice), unisolated_sandbox=unisolated_sandbox)
+
+
+def require_sandbox(name: str, unisolated_sandbox: bool) -> None:
+    """Refuse a coding task where its programs cannot run isolated (and the operator allowed no exception)."""
     try:
-        require_isolation(unisolated_sandbox)  # refuse before any training starts, not at the first reward
+        require_isolation(unisolated_sandbox)
     except SandboxUnavailable as exc:
-        raise TaskError(f"humaneval: {exc}") from None
-    train_items = problem_items(params.train_slice)
-    eval_items = problem_items(params.eval_slice)
+        raise TaskError(f"{name}: {exc}") from None
+
+
+FEEDBACK_MODES = ("level_feedback", "level_passed", "passed", "plain")
+
+
+def build_code_task(name: str, params: HumanEvalParams, num_agents: int, train_items: list[dict],
+                    eval_items: list[dict], *, unisolated_sandbox: bool = False) -> Task:
+    """The helper + main coding task over these problems (HumanEval's form: prompt, entry_point, test)."""
+    team = num_agents == 2
     by_prompt = {item["prompt"]: item for item in [*train_items, *eval_items]}
     limits = dataclasses.replace(default_limits(params.sandbox_timeout_s), unisolated_allowed=unisolated_sandbox)
     pool = SandboxPool(params.workers or default_workers(), limits=limits)
-    scorer = CodeScorer(pool, team=team, helper_name=params.helper_name, step_timeout_s=params.step_timeout_s)
+    scorer = CodeScorer(pool, team=team, helper_name=params.helper_name, step_timeout_s=params.step_timeout_s,
+                        reward=params.reward)
     builders, formatters = role_prompts(params.helper_name, team)
 
     def resolve(prompt: str) -> dict:
         item = by_prompt.get(prompt)
         if item is None:
-            raise TaskError("humaneval transition: the prompt does not belong to a known problem")
+            raise TaskError(f"{name} transition: the prompt does not belong to a known problem")
         return item
 
+    mode = params.resolved_feedback_mode()
+    feedback_of = {"level_feedback": scorer.feedback, "level_passed": scorer.level_passed_feedback,
+                   "passed": scorer.passed_feedback}.get(mode)
+
     def feedback(*, prompt, completion, agent_index, turn, agent_completions) -> str:
-        return scorer.feedback(resolve(prompt), agent_completions, agent_index)
+        assert feedback_of is not None
+        return feedback_of(resolve(prompt), agent_completions, agent_index)
 
     transition = revise_with_feedback(
-        feedback if params.feedback else None,
+        feedback if feedback_of is not None else None,
         template=REVISE_TEMPLATE,
         original=lambda prompt, agent: builders[agent](resolve(prompt)),
     )
@@ -113,12 +132,14 @@ def build_humaneval(params: HumanEvalParams, num_agents: int, *, unisolated_sand
     def check(item: dict, agent_completions: Sequence[str]) -> bool:
         return scorer.evaluate(item, list(agent_completions)).solved
 
+    label = "level_code_reward" if params.reward == "level" else "tiered_code_reward"
     reward = RewardTerms(
-        task="humaneval",
-        terms=[RewardGroup(scorer.terms, {name: 1.0 for name in scorer.term_names}, label="tiered_code_reward")],
+        task=name,
+        terms=[RewardGroup(scorer.terms, {term: 1.0 for term in scorer.term_names}, label=label)],
     )
+    kind = "CoMLRL's level reward" if params.reward == "level" else "a tiered reward"
     return Task(
-        name="humaneval",
+        name=name,
         roles=["helper", "main"] if team else ["coder"],
         train_dataset=items_to_dataset(train_items),
         eval_dataset=items_to_dataset(eval_items),
@@ -129,8 +150,8 @@ def build_humaneval(params: HumanEvalParams, num_agents: int, *, unisolated_sand
         eval_aggregator=mean_aggregator,
         check=check,
         max_turns=None,
-        description="Cooperative coding on HumanEval with a tiered reward and sandboxed tests.",
-        extras={"scorer": scorer, "pool": pool},
+        description=f"Cooperative coding ({name}) with {kind} and sandboxed tests.",
+        extras={"scorer": scorer, "pool": pool, "feedback_mode": mode},
     )
 
 

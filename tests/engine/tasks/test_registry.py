@@ -15,8 +15,9 @@ from engine.schema.run_config import ConfigError, parse_run_config
 from engine.schema.task_table import BUILTIN_TASKS
 from engine.tasks import Task, TaskError, build_task, check_task_name, get_task_info, task_catalog
 from engine.tasks.builtin import BUILDERS
+from tests.engine.tasks.comlrl_fixtures import code_file, writing_files
 
-BUILTINS = {"quickstart", "humaneval", "writing", "self_refine", "role_switch"}
+BUILTINS = {"quickstart", "humaneval", "writing", "self_refine", "role_switch", "coop_humaneval", "mbpp", "tldr", "arxiv"}
 
 
 def test_importing_the_catalog_loads_neither_torch_nor_datasets():
@@ -37,15 +38,19 @@ def test_importing_the_catalog_loads_neither_torch_nor_datasets():
     assert (torch_loaded, datasets_loaded) == ("False", "False")
 
 
-def test_the_builtin_table_and_its_builders_name_the_same_tasks():
+def test_the_builtin_table_and_its_builders_name_the_same_tasks(tmp_path):
     """Each row of the torch-free table has a builder, each builder a row, and each row is one
     ``register_task`` would accept (its default team among its team sizes)."""
     assert [row.name for row in BUILTIN_TASKS] == list(BUILDERS)
     assert {row.name for row in BUILTIN_TASKS} == BUILTINS
+    problems = code_file(tmp_path, 70)  # CoMLRL's default slices reach problem 65 (MBPP)
+    data = {"coop_humaneval": {"dataset": problems}, "mbpp": {"dataset": problems}}
+    train, held_out = writing_files(tmp_path)
+    data["tldr"] = data["arxiv"] = {"dataset": train, "eval_dataset": held_out, "text_column": "prompt"}
     for row in BUILTIN_TASKS:
         assert row.factory is None and row.default_num_agents in row.team_sizes
         assert len(row.roles) == max(row.team_sizes) and row.title and row.description
-        task = build_task(row.name, {}, row.default_num_agents)
+        task = build_task(row.name, data.get(row.name, {}), row.default_num_agents)  # CoMLRL's data: fixture files
         assert task.name == row.name and task.roles == list(row.roles[: row.default_num_agents])
 
 
@@ -257,7 +262,7 @@ def test_an_allowed_package_prefix_admits_its_submodules_only(tmp_path, monkeypa
 
 def test_unknown_task_names_are_refused_at_parse_time_with_the_allowed_names():
     with pytest.raises(ConfigError, match=r"task.name: unknown task 'nope'; a config may name a registered task "
-                                          r"\(humaneval, quickstart"):
+                                          r"\(arxiv, coop_humaneval, humaneval, mbpp, quickstart"):
         parse_run_config({"agents": [{"name": "a"}], "task": {"name": "nope"}})
 
 

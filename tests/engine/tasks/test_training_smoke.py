@@ -9,6 +9,7 @@ import pytest
 from engine.build.run import run_training
 from engine.schema.run_config import parse_run_config
 from engine.sinks import MemorySink
+from tests.engine.tasks.comlrl_fixtures import code_file, writing_files
 
 TINY_TRAINER = {
     "max_steps": 2,
@@ -77,3 +78,18 @@ def test_humaneval_team_trains_two_turns_with_pass_at_k(tmp_path):
 def test_humaneval_single_agent_trains(tmp_path):
     sink = train(tmp_path, "humaneval", ["coder"], HUMANEVAL, max_steps=1)
     assert "reward/tests" in sink.steps[0].metrics and "reward/cooperation" not in sink.steps[0].metrics
+
+
+def test_comlrl_benchmarks_train_on_fixture_files(tmp_path):
+    """TLDR (one agent, both parts around the marker) and CoopHumanEval (two turns, CoMLRL's level reward and
+    its level_passed feedback) train through the real entry point on files the test writes."""
+    train_file, held_out = writing_files(tmp_path)
+    sink = train(tmp_path / "tldr", "tldr", ["writer"], {"dataset": train_file, "eval_dataset": held_out}, max_steps=1)
+    assert {f"reward/{level}" for level in ("structure", "coordination", "vocabulary", "style")} <= set(
+        sink.steps[0].metrics)
+    params = {"dataset": code_file(tmp_path, 3), "train_slice": "1:", "eval_slice": "0:1", "workers": 2,
+              "sandbox_timeout_s": 3, "step_timeout_s": 1, "feedback_mode": "level_passed"}
+    sink = train(tmp_path / "code", "coop_humaneval", ["helper", "main"], params, num_turns=2, max_steps=1)
+    assert "reward/cooperation" in sink.steps[0].metrics and "turn_2/reward_mean" in sink.steps[0].metrics
+    turn_two = [r for r in sink.steps[0].episodes[0].turns if r.turn == 2]
+    assert turn_two and "All tests pass: no" in turn_two[0].prompt
