@@ -1,7 +1,7 @@
 """Batched sampling of K completions per prompt: one call covers every prompt and every sample.
 
 K is the run's ``num_generations`` setting, under the same name from the settings catalog to the
-decoders (:class:`engine.sampling.lean_decoder.Decoding`, :class:`Generation`); the formulas write it K.
+decoders (:class:`engine.sampling.decoder.Decoding`, :class:`Generation`); the formulas write it K.
 ``generate_completions`` left-pads the prompts, samples ``num_generations`` completions for each in one
 batched decode, and returns padded tensors plus masks that are 1 up to and including the first EOS
 and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the same tokens:
@@ -10,8 +10,8 @@ and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the s
   and top-p exactly as ``transformers``' warpers do (same order, same tie rules), draws with
   ``torch.multinomial`` from the same random stream, and keeps each sampled token's log-prob under
   the unmodified policy. It encodes each prompt once and repeats its KV cache to the prompt's K
-  sample rows (:mod:`engine.sampling.lean_decoder`), skips ``generate``'s per-step bookkeeping, and for
-  Llama-family models runs each new token through :class:`engine.sampling.fast_decode.FastDecoder` (the model's weights without
+  sample rows (:mod:`engine.sampling.decoder`), skips ``generate``'s per-step bookkeeping, and for
+  Llama-family models runs each new token through :class:`engine.sampling.fast_step.FastDecoder` (the model's weights without
   its module stack, a pre-allocated KV cache; identical logits), which on small models makes a
   sampling call 1.5-1.8x faster than ``generate``.
 - ``"generate"``: Hugging Face ``model.generate`` with an explicit sampling configuration (the
@@ -31,20 +31,29 @@ restored afterwards.
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
-from engine.sampling.decode_text import decode_completions
-from engine.sampling.lean_decoder import Decoding, decode_lean, filter_logits, forward_cache_argument
-from engine.sampling.static_decode import DecodeGraphs, decode_static, static_wanted
+from engine.sampling.decoder import (
+    DecodeGraphs,
+    Decoding,
+    decode_lean,
+    decode_static,
+    filter_logits,
+    forward_cache_argument,
+    static_wanted,
+)
 
-__all__ = ["Generation", "completion_mask_from_eos", "eos_token_ids", "filter_logits", "forward_cache_argument",
-           "generate_completions", "left_pad"]
+__all__ = ["Generation", "completion_mask_from_eos", "decode_completions", "eos_token_ids", "filter_logits",
+           "forward_cache_argument", "generate_completions", "incomplete_tail_length", "left_pad"]
 
 Decoder = Literal["lean", "generate"]
 DEFAULT_DECODER: Decoder = "lean"
@@ -187,7 +196,7 @@ def _decode_with_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch
     with torch.random.fork_rng(devices=devices, enabled=how.seed is not None):
         if how.seed is not None:
             torch.manual_seed(how.seed)
-        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)  # type: ignore[operator]
     return out[:, ids.shape[1] :], None
 
 
@@ -218,7 +227,7 @@ def _decode_with_user_generate(model: PreTrainedModel, ids: torch.Tensor, mask: 
         with torch.random.fork_rng(devices=devices, enabled=how.seed is not None):
             if how.seed is not None:
                 torch.manual_seed(how.seed)
-            out = model.generate(**kwargs)
+            out = model.generate(**kwargs)  # type: ignore[operator]
         sequences = getattr(out, "sequences", out)
         rows.extend(sequences[:, real.shape[1]:].to(ids.device))
     width = max(1, *(len(row) for row in rows))
@@ -255,15 +264,15 @@ def generate_completions(
     ``prompts`` are strings (tokenised with ``add_special_tokens``) or token-id lists. ``top_k`` None
     or 0 and ``top_p`` 1.0 disable those filters; ``do_sample=False`` decodes greedily. ``generator``
     makes the draws reproducible without touching the global RNG. ``fast_decode`` lets the lean
-    decoder run Llama/Qwen2/Qwen3/Mistral tokens through :class:`engine.sampling.fast_decode.FastDecoder` (same
+    decoder run Llama/Qwen2/Qwen3/Mistral tokens through :class:`engine.sampling.fast_step.FastDecoder` (same
     logits, bit for bit; other models always use their forward); False forces the model's own forward.
     ``share_prompt_cache`` lets the lean decoder encode each prompt once and repeat its KV cache to
     its K sample rows (the same samples; a log-prob may differ in its last bit on short prompts, see
-    :func:`engine.sampling.lean_decoder._prefill`); False encodes K copies. ``share_prompt_prefix`` (with
+    :func:`engine.sampling.decoder._prefill`); False encodes K copies. ``share_prompt_prefix`` (with
     ``share_prompt_cache``) lets it encode a long token prefix that several prompts share once and only
-    their suffixes per prompt (:mod:`engine.sampling.shared_prefix`; the same samples, log-probs within ~1e-6);
+    their suffixes per prompt (:mod:`engine.sampling.decoder`; the same samples, log-probs within ~1e-6);
     False encodes every prompt in full. ``decode_graphs`` (auto: on for CUDA) runs the lean decoder's
-    token loop through :mod:`engine.sampling.static_decode` (a static KV cache, CUDA graphs, no host wait per
+    token loop through :mod:`engine.sampling.decoder` (a static KV cache, CUDA graphs, no host wait per
     token; the same tokens as the lean loop on the CPU) when ``fast_decode`` is on; off: the lean loop.
     """
     _validate(num_generations, max_new_tokens, temperature, top_p, top_k)
@@ -317,3 +326,137 @@ def generate_completions(
         num_generations=num_generations,
         token_logprobs=token_logprobs,
     )
+
+
+# == Completion text in whole characters ===========================================================
+#
+# Completion token ids to text, in whole characters.
+#
+# A completion cut by ``max_new_tokens`` (or by EOS) can end inside a multi-byte character: byte-level
+# tokenizers hold one byte per token for characters they have not merged, so the first byte of "日"
+# may be the last token sampled. The tokenizer's own decoding renders such an incomplete sequence as
+# U+FFFD. :func:`decode_completions` drops exactly that incomplete trailing sequence and changes nothing
+# else: complete characters (a generated U+FFFD included) and invalid bytes in the middle of a completion
+# come out as the tokenizer decodes them.
+#
+# Only byte-level (GPT-2 style) and byte-fallback (SentencePiece style) tokenizers can cut a character;
+# for any other tokenizer the text is left as decoded.
+
+REPLACEMENT = "\ufffd"
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_MAX_INCOMPLETE = 3  # the longest UTF-8 sequence is 4 bytes, so at most 3 can be pending
+# Lead byte -> (sequence length, allowed range of the second byte); later bytes are 0x80-0xBF.
+_LEADS = ({b: (2, (0x80, 0xBF)) for b in range(0xC2, 0xE0)}
+          | {b: (3, (0x80, 0xBF)) for b in range(0xE1, 0xF0)} | {0xE0: (3, (0xA0, 0xBF)), 0xED: (3, (0x80, 0x9F))}
+          | {b: (4, (0x80, 0xBF)) for b in range(0xF1, 0xF4)} | {0xF0: (4, (0x90, 0xBF)), 0xF4: (4, (0x80, 0x8F))})
+
+
+def decode_completions(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Sequence[int]]) -> list[str]:
+    """``tokenizer.batch_decode(rows, skip_special_tokens=True)``, without the U+FFFD a completion
+    ends with when its last tokens hold only the start of a multi-byte character."""
+    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)  # type: ignore[arg-type]
+    if not any(text.endswith(REPLACEMENT) for text in texts):
+        return texts
+    reader = _byte_reader(tokenizer)
+    if reader is None:
+        return texts
+    special = set(tokenizer.all_special_ids)
+    return [_whole(tokenizer, reader, [int(i) for i in row if int(i) not in special], text)
+            if text.endswith(REPLACEMENT) else text for row, text in zip(rows, texts, strict=True)]
+
+
+def incomplete_tail_length(data: bytes) -> int:
+    """How many bytes at the end of ``data`` start a UTF-8 character without finishing it (0 to 3).
+    Invalid bytes are not an incomplete character: only a valid prefix of one counts (Unicode's
+    table of well-formed byte sequences, so an encoded surrogate's start does not)."""
+    for back in range(1, min(_MAX_INCOMPLETE, len(data)) + 1):
+        lead = data[-back]
+        if 0x80 <= lead <= 0xBF:
+            continue  # a continuation byte: look further back for the lead
+        length, second = _LEADS.get(lead, (0, (0, 0)))
+        if length <= back:
+            return 0  # a complete character, or not a lead byte at all
+        if back > 1 and not second[0] <= data[-back + 1] <= second[1]:
+            return 0
+        return back
+    return 0
+
+
+def _whole(tokenizer: PreTrainedTokenizerBase, reader: Callable[[int], bytes | None], ids: list[int],
+           text: str) -> str:
+    # The bytes of the last tokens, enough to hold any incomplete character.
+    pieces: list[bytes] = []
+    for token_id in reversed(ids):
+        piece = reader(token_id)
+        if piece is None:
+            return text
+        pieces.insert(0, piece)
+        if sum(map(len, pieces)) > _MAX_INCOMPLETE:
+            break
+    pending = incomplete_tail_length(b"".join(pieces))
+    if pending == 0:
+        return text  # the U+FFFD is a generated character or stands for invalid bytes: keep it
+    held = 0
+    for count, piece in enumerate(reversed(pieces), start=1):
+        held += len(piece)
+        if held == pending:  # the incomplete character fills whole tokens: decode without them
+            return tokenizer.decode(ids[:-count], skip_special_tokens=True)  # type: ignore[return-value]
+        if held > pending:
+            break
+    # The last token also holds complete characters: byte-level decoding renders the incomplete
+    # rest as one U+FFFD at the very end.
+    return text[: -len(REPLACEMENT)]
+
+
+def _byte_reader(tokenizer: PreTrainedTokenizerBase) -> Callable[[int], bytes | None] | None:
+    """A function from a token id to the bytes it decodes to, or None for tokenizers that cannot cut
+    a character."""
+    kind = _decoder_kind(tokenizer)
+    if kind is None:
+        return None
+    added = {i: token.content for i, token in tokenizer.added_tokens_decoder.items()}
+    table = _byte_level_table() if kind == "byte_level" else {}
+
+    def read(token_id: int) -> bytes | None:
+        if token_id in added:
+            return added[token_id].encode("utf-8")
+        piece = tokenizer.convert_ids_to_tokens(token_id)
+        if not isinstance(piece, str):
+            return None
+        if kind == "byte_level":
+            if all(ch in table for ch in piece):
+                return bytes(table[ch] for ch in piece)
+            return piece.encode("utf-8")
+        byte = _BYTE_PIECE.fullmatch(piece)
+        return bytes([int(byte.group(1), 16)]) if byte else piece.replace("\u2581", " ").encode("utf-8")
+
+    return read
+
+
+def _decoder_kind(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """``"byte_level"``, ``"byte_fallback"`` or None, from the tokenizer's decoder."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    decoder = getattr(backend, "decoder", None)
+    if decoder is None:
+        return "byte_level" if isinstance(getattr(tokenizer, "byte_decoder", None), dict) else None
+    try:
+        spec = json.loads(decoder.__getstate__())
+    except (TypeError, ValueError):
+        return None
+    types = {spec.get("type")} | {part.get("type") for part in spec.get("decoders", ()) if isinstance(part, dict)}
+    if "ByteLevel" in types:
+        return "byte_level"
+    if "ByteFallback" in types:
+        return "byte_fallback"
+    return None
+
+
+@functools.cache
+def _byte_level_table() -> dict[str, int]:
+    """The byte-level alphabet's character for each byte, inverted: the printable Latin-1 bytes stand
+    for themselves, the other 68 bytes for the characters from U+0100 on, in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    table = {chr(b): b for b in printable}
+    others = [b for b in range(256) if b not in table.values()]
+    table.update({chr(0x100 + n): b for n, b in enumerate(others)})
+    return table

@@ -47,9 +47,15 @@ from typing import Any
 
 import torch
 
-from engine.sampling.decode_text import decode_completions
 from engine.sampling.loopback_store import LOOPBACK_HOST
-from engine.sampling.sampler import Generation, _derive_seed, _tokenize, eos_token_ids, left_pad
+from engine.sampling.sampler import (
+    Generation,
+    _derive_seed,
+    _tokenize,
+    decode_completions,
+    eos_token_ids,
+    left_pad,
+)
 from engine.sampling.vllm_protocol import (
     read_message,
     sample_seeds,

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import torch
 
+from engine.sampling import sampler
 from engine.schema.catalog import CATALOG
 from engine.trainer.losses import (
     LinearHead,
@@ -45,8 +46,8 @@ class GenerationSettings:
     temperature: float
     top_p: float
     top_k: int | None
-    fast_decode: bool = True  # Llama-family tokens through engine.sampling.fast_decode (identical logits)
-    decode_graphs: Literal["auto", "on", "off"] = "auto"  # the token loop via engine.sampling.static_decode
+    fast_decode: bool = True  # Llama-family tokens through engine.sampling.fast_step (identical logits)
+    decode_graphs: Literal["auto", "on", "off"] = "auto"  # the token loop via engine.sampling.decoder
 
 
 @dataclass
@@ -126,15 +127,13 @@ class AgentRuntime:
                greedy: bool = False) -> tuple[list[SampledPrompt], int]:
         """One batched sampling call over all prompts and all K samples. Returns per-prompt samples
         and the number of generated completion tokens."""
-        from engine.sampling.sampler import generate_completions
-
         if self.rollout_engine is not None and self.rollout_engine.serves(self.model):
             gen = self.rollout_engine.generate(
                 prompts, num_generations=num_generations, max_new_tokens=self.generation.max_new_tokens,
                 temperature=self.generation.temperature, top_p=self.generation.top_p, top_k=self.generation.top_k,
                 do_sample=not greedy, generator=self.generator)
             return unpack_generation(gen, len(prompts), num_generations)
-        gen = generate_completions(
+        gen = sampler.generate_completions(
             self.sampling_model(),
             self.tokenizer,
             prompts,
@@ -325,9 +324,7 @@ def _shared_prompt_logits(model: Any, batch: SequenceBatch, prefix: SharedPrompt
     """None when the model's forward does not take and return a ``transformers`` layered cache
     (checkpointed training runs without one); the caller then uses the packed forward. With
     ``hidden``, ``model`` is a decoder without its output layer and its final hidden states are read."""
-    from engine.sampling.sampler import forward_cache_argument
-
-    signature = forward_cache_argument(model)
+    signature = sampler.forward_cache_argument(model)
     if signature is None:
         return None
     cache_key, keeps_logits = signature

@@ -12,7 +12,7 @@ import torch
 
 from bench.training import madpo_learning as ml
 from engine import MADPOConfig, MADPOTrainer
-from engine.sampling.decode_text import decode_completions
+from engine.sampling.sampler import decode_completions
 
 
 def _recording_reward(calls: list[tuple[str, str, float]]):

@@ -11,8 +11,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers
 from transformers import PreTrainedTokenizerFast
 
 from engine.models.tiny import build_tiny_model, build_tiny_tokenizer
-from engine.sampling.decode_text import decode_completions, incomplete_tail_length
-from engine.sampling.sampler import generate_completions
+from engine.sampling.sampler import decode_completions, generate_completions, incomplete_tail_length
 
 TEXT = "a café, 日本 and 🙂 ok"
 

@@ -1,5 +1,5 @@
 """Prompts sharing long token prefixes: each distinct prefix is encoded once and only the suffixes per
-prompt (engine.sampling.shared_prefix), and the samples are those of encoding every prompt in full: the same
+prompt (engine.sampling.decoder), and the samples are those of encoding every prompt in full: the same
 tokens, log-probs within LOGP_TOLERANCE (see test_shared_prompt_cache.py for why a tolerance), on
 Llama, Qwen2, GPT-2, Qwen3 and Mistral (and Phi3, Gemma, Olmo2), greedy and sampled, with and without the fast token step,
 and through a two-turn training run whose turn-2 prompts repeat the turn-1 prompt."""
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-import engine.sampling.lean_decoder
+import engine.sampling.decoder
 import engine.sampling.sampler
 from engine.models.tiny import build_tiny_model
+from engine.sampling.decoder import MIN_SHARED_PREFIX, find_groups, plan_prefixes
 from engine.sampling.sampler import generate_completions
-from engine.sampling.shared_prefix import MIN_SHARED_PREFIX, find_groups, plan_prefixes
 from engine.sinks import MemorySink
 from tests.engine.sampling.arch_models import build_arch_model
 from tests.engine.sampling.test_shared_prompt_cache import SAMPLING, _assert_same
@@ -150,7 +150,7 @@ def test_the_layout_masks_every_pad() -> None:
 
 def _train_two_turns(share: bool, monkeypatch: pytest.MonkeyPatch):
     calls, prefixed = [], []
-    original = engine.sampling.lean_decoder._prefill_prefixes
+    original = engine.sampling.decoder._prefill_prefixes
 
     def sample(*args, **kwargs):
         calls.append(generate_completions(*args, **kwargs, share_prompt_prefix=share))
@@ -161,7 +161,7 @@ def _train_two_turns(share: bool, monkeypatch: pytest.MonkeyPatch):
         return original(model, layout, *args, **kwargs)
 
     monkeypatch.setattr(engine.sampling.sampler, "generate_completions", sample)
-    monkeypatch.setattr(engine.sampling.lean_decoder, "_prefill_prefixes", prefill_prefixes)
+    monkeypatch.setattr(engine.sampling.decoder, "_prefill_prefixes", prefill_prefixes)
     data = [{"prompt": f"Two agents work together on this task and each of them explains one step. Item {i}: count to {i}:",
              "n": i} for i in range(4)]
     team = [build_tiny_model("llama", "xs", seed=0), build_tiny_model("gpt2", "xs", seed=1)]

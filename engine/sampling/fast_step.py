@@ -1,41 +1,55 @@
-"""A one-token decode step for Llama-family models (Llama, Qwen2, Qwen3, Mistral, SmolLM2) without the
-module stack.
+"""The fast token step: one decode step of a Llama-family model without its module stack
+(:class:`FastDecoder`), and the once-per-model check that keeps it where its exactness is not
+established (devices other than the CPU).
 
-On small models a decode step is dominated by Python: every token walks ~30 ``nn.Module`` calls per
-layer, rebuilds the causal mask and position embeddings, and grows a ``DynamicCache`` by
-concatenation. ``FastDecoder`` reads the model's own weights and runs the same tensor operations
-in the same order as ``transformers``' SDPA code path (RMSNorm in float32, rotary embedding from
-the model's ``inv_freq``, Qwen3's RMSNorm of each query and key head before it, grouped-query
-attention through ``scaled_dot_product_attention``, the gated MLP), writing keys and values into a
-cache allocated once for the whole completion. The prompt itself is encoded by the model's regular
-forward (one call), so only the per-token loop is replaced. The logits are bit-identical to the
-model's forward: tests compare them with ``torch.equal`` (and the sampled tokens with
-``generate``), so a ``transformers`` upgrade that changes the reference computation fails loudly
-instead of drifting.
+Sections, top to bottom:
 
-``FastDecoder.supports(model, positions)`` is False for anything this path does not reproduce (other
-architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
-splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode);
-callers then use the model's forward. On devices other than the CPU (a GPU, where SDPA may pick
-other kernels for a strided cache) the step is not known to be exact: the lean decoder checks it
-against the forward once per model, device and dtype and keeps it within a stated tolerance
-(:mod:`engine.sampling.fast_step_check`); a model whose check failed is not supported there. A Mistral model's window (``sliding_window``, 4096 by default) applies to every
-layer: the step is exact while the keys and values attended (prompt, padding included, plus the
-tokens stepped) stay shorter than the window, where its window mask equals the full causal one and
-``transformers`` skips it as it does for full attention; from a key/value length equal to the
-window it builds an explicit mask, which SDPA rounds differently (seen: one ulp), so longer
-completions use the model's forward.
+- **The fast step** (:class:`FastDecoder`): the model's weights read once, the same tensor operations
+  as ``transformers``' SDPA path, a KV cache allocated once per completion.
+- **The check** (:func:`check_fast_step`, :func:`fast_step_verdicts`): on devices other than the CPU, the
+  fast step (and the static-shape step of :mod:`engine.sampling.decoder`) compared once per model,
+  device and dtype with the model's forward.
 """
 
 from __future__ import annotations
 
+import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from engine.sampling.fast_step_check import fast_step_kept, needs_check
+# == The fast step =================================================================================
+#
+# A one-token decode step for Llama-family models (Llama, Qwen2, Qwen3, Mistral, SmolLM2) without the
+# module stack.
+#
+# On small models a decode step is dominated by Python: every token walks ~30 ``nn.Module`` calls per
+# layer, rebuilds the causal mask and position embeddings, and grows a ``DynamicCache`` by
+# concatenation. ``FastDecoder`` reads the model's own weights and runs the same tensor operations
+# in the same order as ``transformers``' SDPA code path (RMSNorm in float32, rotary embedding from
+# the model's ``inv_freq``, Qwen3's RMSNorm of each query and key head before it, grouped-query
+# attention through ``scaled_dot_product_attention``, the gated MLP), writing keys and values into a
+# cache allocated once for the whole completion. The prompt itself is encoded by the model's regular
+# forward (one call), so only the per-token loop is replaced. The logits are bit-identical to the
+# model's forward: tests compare them with ``torch.equal`` (and the sampled tokens with
+# ``generate``), so a ``transformers`` upgrade that changes the reference computation fails loudly
+# instead of drifting.
+#
+# ``FastDecoder.supports(model, positions)`` is False for anything this path does not reproduce (other
+# architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
+# splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode);
+# callers then use the model's forward. On devices other than the CPU (a GPU, where SDPA may pick
+# other kernels for a strided cache) the step is not known to be exact: the lean decoder checks it
+# against the forward once per model, device and dtype and keeps it within a stated tolerance
+# (:mod:`engine.sampling.fast_step`); a model whose check failed is not supported there. A Mistral model's window (``sliding_window``, 4096 by default) applies to every
+# layer: the step is exact while the keys and values attended (prompt, padding included, plus the
+# tokens stepped) stay shorter than the window, where its window mask equals the full causal one and
+# ``transformers`` skips it as it does for full attention; from a key/value length equal to the
+# window it builds an explicit mask, which SDPA rounds differently (seen: one ulp), so longer
+# completions use the model's forward.
 
 _SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}
 _LAYERS = {"LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer", "MistralDecoderLayer"}
@@ -117,7 +131,7 @@ def _attention_supported(model: Any, positions: int | None) -> bool:
 
 def _plain_head_norms(attention: Any) -> bool:
     """No per-head norms (Llama, Qwen2, Mistral), or Qwen3's plain RMSNorms over the head dims."""
-    norms = [getattr(attention, name, None) for name in ("q_norm", "k_norm")]
+    norms: list[Any] = [getattr(attention, name, None) for name in ("q_norm", "k_norm")]
     if all(norm is None for norm in norms):
         return True
     return all(type(norm).__name__ == "Qwen3RMSNorm" and not norm._forward_hooks and not norm._forward_pre_hooks
@@ -299,3 +313,81 @@ def _attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: 
             q = q.reshape(batch, heads // groups, groups, dim)
     out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=0.0, scale=scaling, **kwargs)
     return out.reshape(batch, 1, heads * dim)  # (B, H, 1, D) -> (B, 1, H*D), heads in order
+
+
+# == The check =====================================================================================
+#
+# The fast token step on devices where its exactness is not established: checked once per model.
+#
+# On the CPU the fast step (:mod:`engine.sampling.fast_step`) is bit-identical to the model's forward, which
+# the test suite verifies with ``torch.equal``. On other devices (CUDA) the attention kernels may take
+# other algorithms for its strided cache, and bfloat16/float16 round at every product, so no test here
+# can promise equality. There the lean decoder checks the fast step once per model, device and dtype:
+# the first decode step runs both ways (the fast step and the model's own forward, over the same
+# prompt cache) and the fast step is kept when every logit agrees within
+#
+#     |fast - forward| <= RTOL[dtype] * max(1, max |forward|)
+#
+# (float32: 1e-4, about a thousand ulps of a logit near 10; bfloat16: 2**-5, four of its eight mantissa
+# bits; float16: 2**-7). That step's tokens are drawn from the forward's logits either way, and both
+# caches hold the step's keys and values, so the call continues on whichever path the check chose.
+# A failed check is logged as a warning naming the difference and the tolerance, and that model
+# samples through its forward from then on. :func:`fast_step_verdicts` reports what was decided.
+
+log = logging.getLogger(__name__)
+
+EXACT_DEVICE_TYPES = {"cpu"}  # the fast step is bit-identical here (tests compare with torch.equal)
+RTOL = {torch.float32: 1e-4, torch.bfloat16: 2.0**-5, torch.float16: 2.0**-7}
+
+# model -> {(device, dtype[, kind]): (kept, max |difference|, allowed)}; kind "static" is the static-shape
+# step of engine.sampling.decoder (its own verdict: it attends over a padded key block)
+_verdicts: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[bool, float, float]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _key(model: Any, kind: str = "fast") -> tuple[str, ...]:
+    weight = model.get_output_embeddings().weight
+    key = (str(weight.device), str(weight.dtype).removeprefix("torch."))
+    return key if kind == "fast" else (*key, kind)
+
+
+def needs_check(model: Any, kind: str = "fast") -> bool | None:
+    """None: the fast step is exact on this model's device (nothing to check). True: not checked
+    yet on this device and dtype. False: checked; :func:`fast_step_kept` says with what result.
+    ``kind`` "static" asks about the static-shape step (:mod:`engine.sampling.decoder`)."""
+    if model.get_output_embeddings().weight.device.type in EXACT_DEVICE_TYPES:
+        return None
+    return _key(model, kind) not in _verdicts.get(model, {})
+
+
+def fast_step_kept(model: Any, kind: str = "fast") -> bool:
+    """Whether the fast step may run for ``model`` on its device and dtype (exact there, or checked
+    and within tolerance)."""
+    if needs_check(model, kind) is None:
+        return True
+    verdict = _verdicts.get(model, {}).get(_key(model, kind))
+    return verdict is not None and verdict[0]
+
+
+def check_fast_step(model: Any, fast: torch.Tensor, forward: torch.Tensor, kind: str = "fast") -> bool:
+    """Compare one step's (B, V) logits of the fast step and of the model's forward, record the
+    verdict for ``model``'s device and dtype, and return it."""
+    dtype = model.get_output_embeddings().weight.dtype
+    reference = forward.float()
+    difference = float((fast.float() - reference).abs().max())
+    allowed = RTOL.get(dtype, RTOL[torch.float32]) * max(1.0, float(reference.abs().max()))
+    kept = difference <= allowed  # a NaN difference fails too
+    _verdicts.setdefault(model, {})[_key(model, kind)] = (kept, difference, allowed)
+    if not kept:
+        device, dtype_name = _key(model)
+        log.warning("%s token step off for %s on %s (%s): its logits differ from the model's forward by "
+                    "up to %.3g (allowed %.3g); sampling goes through the forward", kind, type(model).__name__,
+                    device, dtype_name, difference, allowed)
+    return kept
+
+
+def fast_step_verdicts(model: Any) -> dict[str, dict[str, Any]]:
+    """What was decided for ``model``: ``{"cuda:0/bfloat16": {"kept": ..., "max_difference": ...,
+    "allowed": ...}}`` (empty when no check ran: on the CPU none is needed)."""
+    return {"/".join(key): {"kept": kept, "max_difference": difference, "allowed": allowed}
+            for key, (kept, difference, allowed) in _verdicts.get(model, {}).items()}
