@@ -33,6 +33,34 @@ QUICKSTART_TRAINER: dict[str, Any] = {
     "seed": 0,
 }
 
+# CoMLRL's settings for its benchmarks (LLM_Collab_Code_Generation magrpo_che, LLM_Collab_Writing magrpo_tldr)
+CODE_TRAINER: dict[str, Any] = {
+    "algorithm": "magrpo",
+    "num_train_epochs": 8,
+    "agent_learning_rate": 2e-5,
+    "num_generations": 4,
+    "max_new_tokens": 256,
+    "temperature": 0.6,
+    "top_p": 0.6,
+    "num_turns": 2,
+    "rollout_buffer_size": 4,
+    "eval_interval": 4,
+    "eval_num_samples": 4,
+}
+WRITING_TRAINER: dict[str, Any] = {
+    "algorithm": "magrpo",
+    "num_train_epochs": 2,
+    "agent_learning_rate": 5e-6,
+    "num_generations": 4,
+    "max_new_tokens": 256,
+    "temperature": 0.7,
+    "top_p": 0.9,
+    "num_turns": 1,
+    "rollout_buffer_size": 1,
+    "eval_interval": 20,
+    "eval_num_samples": 4,
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "quickstart": {
         "title": "Quick start: two tiny agents split the alphabet (CPU, about a minute)",
@@ -106,6 +134,80 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "temperature": 0.7,
                 "top_p": 0.9,
             },
+        },
+    },
+    "coop_humaneval": {
+        "title": "CoMLRL: CoopHumanEval (helper + main, two turns, level reward)",
+        "description": (
+            "CoMLRL's CoopHumanEval benchmark with its level reward (max 4.0) and level_feedback between the "
+            "two turns; trainer settings from CoMLRL's magrpo_che configuration. Needs OpenMLRL/CoopHumanEval "
+            "in the Hugging Face cache, or set task.params.dataset to a local .jsonl/.parquet file."
+        ),
+        "config": {
+            "name": "coop-humaneval",
+            "tags": ["code", "comlrl", "coop_humaneval"],
+            "agents": [{"name": "helper", "model": SMOLLM}, {"name": "main", "model": SMOLLM}],
+            "task": {"name": "coop_humaneval", "params": {"train_slice": "16:", "eval_slice": "0:16"}},
+            "trainer": CODE_TRAINER,
+        },
+    },
+    "mbpp": {
+        "title": "CoMLRL: MBPP (helper + main, two turns, level reward)",
+        "description": (
+            "CoMLRL's MBPP benchmark in HumanEval's form with its level reward and level_feedback. Needs "
+            "OpenMLRL/MBPP in the Hugging Face cache, or set task.params.dataset to a local file."
+        ),
+        "config": {
+            "name": "mbpp-coop",
+            "tags": ["code", "comlrl", "mbpp"],
+            "agents": [{"name": "helper", "model": SMOLLM}, {"name": "main", "model": SMOLLM}],
+            "task": {"name": "mbpp", "params": {"train_slice": "15:65", "eval_slice": "0:15"}},
+            "trainer": CODE_TRAINER,
+        },
+    },
+    "humaneval_level": {
+        "title": "CoMLRL: HumanEval with the level reward (helper + main, two turns)",
+        "description": (
+            "The shipped HumanEval problems (offline) scored with CoMLRL's level reward (max 4.0) instead of "
+            "CoopLab's tiered ladder, level_feedback between turns, the last 31 problems held out."
+        ),
+        "config": {
+            "name": "humaneval-level",
+            "tags": ["code", "comlrl", "humaneval"],
+            "agents": [{"name": "helper", "model": SMOLLM}, {"name": "main", "model": SMOLLM}],
+            "task": {"name": "humaneval", "params": {"train_slice": "0:133", "eval_slice": "133:164",
+                                                     "reward": "level", "feedback_mode": "level_feedback"}},
+            "trainer": CODE_TRAINER,
+        },
+    },
+    "tldr": {
+        "title": "CoMLRL: TLDR summary + expansion (level reward)",
+        "description": (
+            "CoMLRL's TLDR benchmark: a concise summary and a detailed expansion of a post, scored by its level "
+            "reward (max 3.0); trainer settings from CoMLRL's magrpo_tldr configuration. Needs trl-lib/tldr in "
+            "the Hugging Face cache, or set task.params.dataset (and eval_dataset) to local files."
+        ),
+        "config": {
+            "name": "tldr-coop",
+            "tags": ["writing", "comlrl", "tldr"],
+            "agents": [{"name": "summary", "model": SMOLLM}, {"name": "expansion", "model": SMOLLM}],
+            "task": {"name": "tldr", "params": {}},
+            "trainer": WRITING_TRAINER,
+        },
+    },
+    "arxiv": {
+        "title": "CoMLRL: arXiv abstract to introduction (level reward)",
+        "description": (
+            "CoMLRL's arXiv benchmark: from an abstract, an introduction's background and its method paragraphs, "
+            "scored by its level reward (max 3.0). Needs OpenMLRL/arXiv_abstract in the Hugging Face cache, or "
+            "set task.params.dataset (and eval_dataset) to local files."
+        ),
+        "config": {
+            "name": "arxiv-coop",
+            "tags": ["writing", "comlrl", "arxiv"],
+            "agents": [{"name": "background", "model": SMOLLM}, {"name": "method", "model": SMOLLM}],
+            "task": {"name": "arxiv", "params": {}},
+            "trainer": WRITING_TRAINER,
         },
     },
     "self_refine": {

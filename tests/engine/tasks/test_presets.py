@@ -23,6 +23,7 @@ def test_preset_is_a_valid_run_config(name):
 
 def test_expected_presets_and_copies_are_independent():
     assert {"quickstart", "humaneval", "writing", "self_refine"} <= set(PRESETS)
+    assert {"coop_humaneval", "mbpp", "humaneval_level", "tldr", "arxiv"} <= set(PRESETS)  # CoMLRL's benchmarks
     config = preset_config("quickstart")
     config["trainer"]["seed"] = 99
     assert PRESETS["quickstart"]["config"]["trainer"]["seed"] == 0
