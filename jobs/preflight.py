@@ -38,13 +38,15 @@ def run_budget(settings: Settings) -> Budget:
 
 def run_limits(settings: Settings, device: str | None = None) -> RunLimits:
     """Budget, write area (a new run's folder ``<data dir>/runs/run-N`` and the data directory) and,
-    when the run's queue ``device`` is known, the CUDA devices its job will see."""
+    when the run's queue ``device`` is known, the CUDA devices its job will see and, on a GPU queue, the
+    memory of one (``COOPLAB_DEVICE_MEMORY_GIB``, when set)."""
     cuda = None if device is None else (0 if device == "cpu" else 1)
     place = "in the job" if device is None else (
         "in a job on the cpu queue" if device == "cpu" else f"in a job on the {device} queue (the worker pins "
                                                            f"that GPU as cuda:0)")
+    memory = None if settings.device_memory_gib is None or not cuda else int(settings.device_memory_gib * 1024**3)
     return RunLimits(run_budget(settings), WriteArea.of(settings.runs_dir / "run-N", [settings.data_dir]), cuda,
-                     place, queue_sets_device=True)
+                     place, queue_sets_device=True, device_memory_bytes=memory)
 
 
 def run_config_problems(config: RunConfig, *, settings: Settings | None = None,

@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     max_name_length: int = Field(
         128, ge=1, le=200, description="Characters of a run, tag, agent or system-trainer name (at most 200, the "
         "store's column).")
+    device_memory_gib: float | None = Field(
+        None, gt=0, description="GiB of one GPU the workers train on: pre-flight refuses a run on a GPU queue whose "
+        "agents' full fine-tuning cannot fit it (engine.schema.memory). Unset: not checked.")
 
     # The size of a study (jobs.study_limits), counted before any point is expanded, and the evaluations that
     # may wait or run at once (jobs.eval_queue): each refusal names the count, the limit and the setting.
