@@ -4,6 +4,7 @@
     cooplab eval --run-config FILE [--models DIR[,DIR...]]
         [--split eval|train] [--items N] [--samples K] [--greedy] [--seed S] [--json] [--transcripts FILE]
     cooplab eval RUN --team-analysis [--metric eval/reward_mean] ...   # each agent's contribution
+    cooplab eval --run-config FILE --baseline single,parallel,pipeline,discussion ...   # test-time baselines
     cooplab eval RUN --queue [--wait] ...   # on the run's workers (jobs.eval_queue); records stored when done
 
 ``--run-config`` alone evaluates the config's own models (the step-0 baseline); ``--models`` gives
@@ -143,6 +144,9 @@ def register(app: typer.Typer) -> None:
         queue: bool = typer.Option(False, "--queue", help="Queue the evaluation on the run's workers instead of "
                                    "evaluating here (a run id); the records are stored when it is done."),
         wait: bool = typer.Option(False, "--wait", help="With --queue: wait until the workers are done."),
+        baseline: str | None = typer.Option(None, "--baseline", help="Test-time baselines instead of the team's own "
+                                            "evaluation, comma-separated: single (the first agent alone), parallel "
+                                            "(naive concatenation), pipeline (sequential), discussion (one round)."),
     ) -> None:
         """Evaluate a team on a task's held-out split: team reward, task metrics, pass@k, standard errors."""
         from engine.evaluation.evaluate import EvalError, evaluate_run, find_checkpoint
@@ -157,6 +161,8 @@ def register(app: typer.Typer) -> None:
             _fail("--models goes with --run-config; a run is evaluated at one of its checkpoints")
         if wait and not queue:
             _fail("--wait goes with --queue")
+        if baseline is not None and (queue or team_analysis or transcripts is not None):
+            _fail("--baseline evaluates here and prints its table; leave out --queue, --team-analysis and --transcripts")
         if queue:
             if run is None:
                 _fail("--queue evaluates a run in the database on its workers; give a run id")
@@ -196,6 +202,15 @@ def register(app: typer.Typer) -> None:
                 typer.echo(json.dumps(record, sort_keys=True) if as_json else analysis.table() + (
                     f"\nstored as evaluations {', '.join(map(str, record['evaluation_ids']))} of run {run_id}"
                     if run_id is not None else ""))
+                return
+            if baseline is not None:
+                names = [part.strip() for part in baseline.split(",") if part.strip()]
+                reports = [evaluate_run(config, checkpoint=None if name == "single" else chosen,
+                                        models=folders, split=split, items=items, samples=samples, greedy=greedy,
+                                        seed=seed, permissions=permissions, baseline=name) for name in names]
+                for each in reports:
+                    typer.echo(json.dumps(each.to_json(), sort_keys=True) if as_json
+                               else f"baseline {each.baseline}: " + _summary(each))
                 return
             report = evaluate_run(config, checkpoint=chosen, models=folders, split=split, items=items,
                                   samples=samples, greedy=greedy, seed=seed, permissions=permissions)

@@ -48,13 +48,14 @@ class EvalReport:
     checkpoint_step: int | None = None
     models: list[str] = field(default_factory=list)
     episodes: list[Any] = field(default_factory=list)
+    baseline: str | None = None  # a test-time protocol (engine.evaluation.baselines), None: the team as trained
 
     def to_json(self) -> dict[str, Any]:
         """Everything but the episodes, as plain JSON values (``cooplab eval --json`` prints this)."""
         return {"config": self.config_name, "split": self.split, "checkpoint": self.checkpoint,
                 "checkpoint_step": self.checkpoint_step, "models": self.models, "seed": self.seed,
                 "greedy": self.greedy, "samples": self.samples, "items": self.items, "metrics": self.metrics,
-                "standard_errors": self.standard_errors, "per_item": self.per_item}
+                "standard_errors": self.standard_errors, "per_item": self.per_item, "baseline": self.baseline}
 
 
 def run_checkpoints(run_dir: str | Path) -> dict[int, Path]:
@@ -122,7 +123,7 @@ def load_checkpoint_into(trainer: Any, folder: Path) -> int:
 def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
                  models: list[str | Path] | None = None, split: str = "eval", items: int | None = None,
                  samples: int | None = None, greedy: bool = False, seed: int | None = None,
-                 permissions: OperatorPermissions = LIBRARY) -> EvalReport:
+                 permissions: OperatorPermissions = LIBRARY, baseline: str | None = None) -> EvalReport:
     """Evaluate ``config``'s team on ``split`` (see the module docstring).
 
     ``checkpoint``: a checkpoint folder whose weights replace the freshly built ones; ``models``: one
@@ -130,6 +131,8 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
     of the split (default all); ``samples``: joint answers per item (default the config's
     ``eval_samples_per_item``; 1 when ``greedy``); ``seed``: default the config's seed. ``permissions``: the
     operator's (:mod:`engine.policy.operator`), for the task, the models and the code sandbox.
+    ``baseline``: a test-time protocol of :mod:`engine.evaluation.baselines` instead of the team's own
+    evaluation (``single`` plays the first agent alone: the first model folder, no checkpoint).
     """
     if split not in SPLITS:
         raise EvalError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
@@ -142,6 +145,8 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
     if config.system is not None:
         raise EvalError("cooplab eval evaluates one trainer's team; this run config has a system of several "
                         "trainers: evaluate each trainer's config on its own")
+    if baseline is not None:
+        config, models = _baseline_team(config, baseline, checkpoint, models, permissions)
     if models:
         config = with_model_folders(config, list(models), permissions.task_modules)
     seed = config.trainer.seed if seed is None else seed
@@ -162,6 +167,15 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
             raise EvalError(f"task {config.task.name!r} has no eval split with these params; give the task "
                             "eval items (e.g. task.params.eval_items) or evaluate --split train")
         count = len(dataset) if items is None else min(items, len(dataset))
+        if baseline is not None:
+            from engine.evaluation.baselines import run_protocol
+
+            n = 1 if greedy else (samples or config.trainer.eval_samples_per_item)
+            means, ses, rows = run_protocol(trainer, dataset, count, baseline, samples=n, greedy=greedy)
+            return EvalReport(config_name=config.name, split=split, seed=seed, greedy=greedy, samples=n, items=count,
+                              metrics=means, standard_errors=ses, per_item=rows,
+                              checkpoint=str(checkpoint) if checkpoint is not None else None, checkpoint_step=step,
+                              models=[str(m) for m in models or []], baseline=baseline)
         outcome = trainer.evaluate_items(dataset, count, greedy=greedy, samples_per_item=samples, split=split)
     finally:
         close = getattr(trainer, "close", None)
@@ -173,3 +187,29 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
                       per_item=[o.to_json() for o in outcome.items],
                       checkpoint=str(checkpoint) if checkpoint is not None else None, checkpoint_step=step,
                       models=[str(m) for m in models or []], episodes=outcome.episodes)
+
+
+def _baseline_team(config: RunConfig, baseline: str, checkpoint: Any, models: list[str | Path] | None,
+                   permissions: OperatorPermissions) -> tuple[RunConfig, list[str | Path] | None]:
+    """The config (and model folders) a test-time baseline runs: ``single`` keeps only the first agent."""
+    from engine.evaluation.baselines import BASELINES
+    from engine.schema.task_registry import get_task_info
+
+    if baseline not in BASELINES:
+        raise EvalError(f"--baseline {baseline!r}: choose one of {', '.join(BASELINES)}")
+    if baseline != "single":
+        if len(config.agents) < 2:
+            raise EvalError(f"--baseline {baseline}: a protocol between agents needs a team of two or more; this "
+                            f"config has {len(config.agents)} agent(s)")
+        return config, models
+    if checkpoint is not None:
+        raise EvalError("--baseline single plays the first agent's model alone; give the run config (and --models "
+                        "with a folder) rather than a run's checkpoint, whose weights belong to a team")
+    info = get_task_info(config.task.name, permissions.task_modules)
+    if 1 not in info.team_sizes:
+        raise EvalError(f"--baseline single: task {config.task.name!r} has no one-agent form (team sizes "
+                        f"{', '.join(map(str, info.team_sizes))})")
+    data = config.model_dump(mode="json")
+    data["agents"] = data["agents"][:1]
+    return RunConfig.model_validate(data, context={"task_modules": permissions.task_modules}), (
+        list(models)[:1] if models else None)
