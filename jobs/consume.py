@@ -8,7 +8,9 @@ Request class of ``jobs.run_training``: before the message reaches the pool it r
 (a short read; no connection is kept open across forks), and for a ``cancelled`` run it acknowledges
 the message and logs ``run N is cancelled: its message is dropped without starting a job process``. Any
 other state is left to the job (:func:`jobs.executor.execute_run` decides, as before); so is a message
-whose run cannot be read now (the database unreachable or locked).
+whose run cannot be read now (the database unreachable or locked). A message that arrives while the
+worker is in warm shutdown is rejected with requeue, unstarted, and the worker stops consuming
+(:mod:`jobs.warm_shutdown`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from celery.worker.request import Request
 
 from db import states
+from jobs import warm_shutdown
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +56,24 @@ class RunRequest(Request):
     def revoked(self) -> bool:
         if super().revoked():
             return True
+        if warm_shutdown.requested():
+            return self._give_back()
         run_id = run_id_of(self.args)
         if run_id is None or run_status(run_id) != states.CANCELLED:
             return False
         log.info("run %s is cancelled: its message is dropped without starting a job process", run_id)
         self._announce_revoked("cancelled", False, None, False)  # acknowledges the message
+        return True
+
+    def _give_back(self) -> bool:
+        """The worker is shutting down: the message goes back to the queue unstarted (rejected with
+        requeue), and the worker stops consuming (:mod:`jobs.warm_shutdown`)."""
+        from celery.worker.state import task_ready
+
+        log.warning("run %s: the worker is shutting down; its message goes back to the queue unstarted",
+                    run_id_of(self.args))
+        self.reject(requeue=True)
+        task_ready(self)
+        self._already_revoked = True  # never sent to the pool
+        warm_shutdown.stop_consuming()
         return True

@@ -112,6 +112,7 @@ class JobContext:
     worker: str | None = None
     train_fn: TrainFn | None = None
     exit_when_settled: bool = False
+    leaving: Callable[[], bool] | None = None
 
     @property
     def run_id(self) -> int:
@@ -194,13 +195,15 @@ class _RunLogFile:
 
 def execute_run(run_id: int, *, settings: Settings | None = None, store: Store | None = None,
                 worker: str | None = None, train_fn: TrainFn | None = None,
-                exit_when_settled: bool = False) -> str:
+                exit_when_settled: bool = False, leaving: Callable[[], bool] | None = None) -> str:
     """Run stored run ``run_id`` to completion and return the state it ended in.
 
     ``train_fn`` defaults to ``engine.build.run.run_training``. A run that is not ``queued`` is left
     alone (its state is returned), which makes redelivered task messages harmless. With
     ``exit_when_settled`` (job processes) the process exits at once if the run is marked ``stopped``
     by the stop enforcer while it still trains, so a terminated run never keeps computing.
+    ``leaving`` (job processes: :func:`jobs.warm_shutdown.requested`) says that the worker began a warm
+    shutdown; a run claimed as it began is stopped before it trains (it ends ``stopped``).
     """
     settings = settings or get_settings()
     own_store = store is None
@@ -216,7 +219,7 @@ def execute_run(run_id: int, *, settings: Settings | None = None, store: Store |
         job.start_pulse(settings.heartbeat_interval_s)  # alive, whether or not the database takes its heartbeat
         try:
             return _claimed(JobContext(store, settings, run, job, worker=worker, train_fn=train_fn,
-                                       exit_when_settled=exit_when_settled))
+                                       exit_when_settled=exit_when_settled, leaving=leaving))
         finally:
             job.release(remove=not job.keep)  # kept when it holds the run's last words
     finally:
@@ -256,6 +259,11 @@ def _claimed(ctx: JobContext) -> str:
     except InvalidTransition as exc:  # another delivery or a cancel won the race
         log.warning("run %s could not be claimed: %s", run_id, exc)
         return exc.current
+    if ctx.leaving is not None and ctx.leaving():
+        # the worker's shutdown began as the run was claimed: it asked its runs to stop before this one
+        # was live, so stop it here, before it trains (jobs.warm_shutdown)
+        log.warning("run %s: the worker is shutting down as the run was claimed; it stops before training", run_id)
+        store.request_stop(run_id)
     if ctx.worker:
         _set_worker_run(store, ctx.worker, run_id)
     with contextlib.ExitStack() as run_log:  # the run's log file, once open, also gets how the run failed

@@ -27,9 +27,12 @@ from jobs.celery_app import TASK_NAME
 @shared_task(name=TASK_NAME, bind=True, acks_late=True, ignore_result=True, Request="jobs.consume:RunRequest")
 def run_training(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
     """Execute stored run ``run_id``; returns the state it ended in."""
+    from jobs import warm_shutdown
     from jobs.executor import execute_run
 
-    status = execute_run(int(run_id), worker=self.request.hostname, exit_when_settled=True)
+    warm_shutdown.leave_if_requested(int(run_id))  # unclaimed: back to the queue when the worker is leaving
+    status = execute_run(int(run_id), worker=self.request.hostname, exit_when_settled=True,
+                         leaving=warm_shutdown.requested)
     _schedule_study_of(int(run_id))
     return status
 

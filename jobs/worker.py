@@ -6,8 +6,9 @@ child per run. Before it forks any, the worker imports torch, transformers and t
 instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its
 GPU with ``CUDA_VISIBLE_DEVICES=N`` before anything can initialise CUDA (the job then sees it as
 ``cuda:0``); a ``cpu`` worker hides the GPUs. On start the worker upgrades the database schema; on
-shutdown it first asks its current run to stop, so the run checkpoints and ends ``stopped`` instead
-of ``lost``.
+shutdown it takes no new run (one it had taken and not started goes back to the queue,
+:mod:`jobs.warm_shutdown`) and asks its current run to stop, so the run checkpoints and ends
+``stopped`` instead of ``lost``.
 
 Each worker has its own name (device, pid and host, or ``--name``), so two workers on one host are
 two rows in the worker registry and each stops only its own runs; a name a live worker uses is
@@ -25,8 +26,9 @@ import time
 import warnings
 from typing import Any
 
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutting_down
 
+from jobs import warm_shutdown
 from jobs.celery_app import create_app, validate_device
 from jobs.settings import Settings, get_settings
 
@@ -199,19 +201,29 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     preload_engine(settings)
     app = create_app(settings, devices=(device,))
     quiet_console()
+    warm_shutdown.reset()  # mapped at import, before the pool forks: every job process shares the flag
+    worker_ready.connect(warm_shutdown.remember_consumer, weak=False)
     worker_shutting_down.connect(_stop_active_run, weak=False)
     app.worker_main(worker_argv(device, loglevel=loglevel or settings.log_level, name=name, slots=slots))
 
 
 def _stop_active_run(sig: Any = None, how: str = "", exitcode: int = 0, **kwargs: Any) -> None:
-    """On worker shutdown, ask the runs in progress to stop (checkpoint, then ``stopped``)."""
+    """On worker shutdown, take no new run (:mod:`jobs.warm_shutdown`) and ask the runs in progress to
+    stop (checkpoint, then ``stopped``). A run whose job process has not claimed it yet is left
+    ``queued``: that job gives its message back to the queue instead of starting it."""
+    from db import states
     from jobs.maintenance import active_run_ids
 
+    warm_shutdown.mark()
     for run_id in active_run_ids():
         try:
             from db.store import Store
 
             with Store(get_settings().resolved_database_url) as store:
+                if store.get_run(run_id).status == states.QUEUED:
+                    log.warning("worker shutting down (%s): run %s was not started; it goes back to the queue",
+                                how, run_id)
+                    continue
                 store.request_stop(run_id)
             log.warning("worker shutting down (%s): asked run %s to stop", how, run_id)
         except Exception:
