@@ -161,3 +161,19 @@ def test_queue_sends_the_evaluation_to_the_runs_workers(run_folder, monkeypatch)
         assert refused.exit_code == EXIT_BAD_INPUT and message.format(run=run_id) in refused.output, refused.output
     refused = _eval(str(run_folder / "run"), "--queue")
     assert refused.exit_code == EXIT_BAD_INPUT and "--queue needs a run id from the database" in refused.output
+
+
+def test_a_baseline_prints_its_report_and_bad_baselines_are_refused(run_folder, monkeypatch) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home"))
+    result = _eval(str(run_folder / "run"), "--baseline", "discussion", "--samples", "2", "--items", "2", "--json")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.output.splitlines()]
+    assert [r["baseline"] for r in records] == ["discussion"]
+    for record in records:
+        assert record["items"] == 2 and record["checkpoint_step"] == 2
+        assert {"eval/reward_mean", "eval/pass@1", "eval/pass@2"} <= set(record["standard_errors"])
+    for args, message in [(["--baseline", "single"], "task 'quickstart' has no one-agent form"),
+                          (["--baseline", "debate"], "--baseline 'debate': choose one of single, parallel"),
+                          (["--baseline", "parallel", "--queue"], "--baseline evaluates here")]:
+        refused = _eval("--run-config", str(run_folder / "run.yaml"), *args)
+        assert refused.exit_code == EXIT_BAD_INPUT and message in refused.output, refused.output
