@@ -33,9 +33,19 @@ DISCUSSION_TEMPLATE = (
 )
 
 
-def discussion_prompt(prompt: str, own: str, peers: Sequence[tuple[str, str]]) -> str:
-    """The second-round prompt of one agent: its task, its first answer and its partners' answers."""
+def discussion_prompt(prompt: Any, own: str, peers: Sequence[tuple[str, str]]) -> Any:
+    """The second-round prompt of one agent: its task, its first answer and its partners' answers. A
+    chat conversation (a formatter's list of messages) gets them in its last user message."""
     blocks = "\n\n".join(f"[{name}]\n{reply}" for name, reply in peers)
+    if isinstance(prompt, list | tuple):
+        messages = [dict(m) for m in prompt]
+        users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+        if users:
+            last = messages[users[-1]]
+            last["content"] = DISCUSSION_TEMPLATE.format(prompt=last.get("content", ""), own=own, peers=blocks)
+            return messages
+        return [*messages, {"role": "user", "content": DISCUSSION_TEMPLATE.format(prompt="", own=own,
+                                                                                  peers=blocks).strip()}]
     return DISCUSSION_TEMPLATE.format(prompt=prompt, own=own, peers=blocks)
 
 
@@ -70,8 +80,7 @@ def joint_answers(agents: Sequence[Any], item: dict, protocol: str, n: int, gree
         prompts = []
         for j in range(n):
             peers = [(agents[p].name, first[p][j]) for p in range(len(agents)) if p != i]
-            text = values[i] if isinstance(values[i], str) else str(values[i])
-            prompts.append(render(agent, discussion_prompt(text, first[i][j], peers)))
+            prompts.append(render(agent, discussion_prompt(values[i], first[i][j], peers)))
         final.append([replies[0] for replies in _sample(agent, prompts, 1, greedy)])
     return final
 

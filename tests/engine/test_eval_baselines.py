@@ -52,6 +52,9 @@ def test_discussion_shows_own_and_partner_answers_and_keeps_the_second_round():
     assert texts[0][0].startswith("a#0<Taking your partners") and texts[1][0].startswith("b#0<Taking your")
     assert len(a.seen) == len(b.seen) == 2
     assert discussion_prompt("T", "mine", [("x", "theirs")]).startswith("T\n\nYour first answer:\nmine")
+    chat = discussion_prompt([{"role": "system", "content": "S"}, {"role": "user", "content": "T"}], "mine",
+                             [("x", "theirs")])
+    assert chat[0] == {"role": "system", "content": "S"} and chat[1]["content"].startswith("T\n\nYour first answer")
 
 
 class ScoringTrainer:
