@@ -118,3 +118,12 @@ def test_run_training_refuses_before_anything_is_read(places, tmp_path):
                      read_roots=[root])
     assert SECRET not in str(caught.value)
     assert sink.started == [] and sink.steps == []  # nothing was built or trained
+
+
+def test_a_held_out_dataset_file_is_judged_like_the_training_file(places):
+    root, outside = places
+    (root / "train.jsonl").write_text(json.dumps({"prompt": "a text"}) + "\n")
+    config = parse_run_config({"agents": [{"name": "summary"}, {"name": "expansion"}],
+                               "task": {"name": "tldr", "params": {"dataset": str(root / "train.jsonl"),
+                                                                  "eval_dataset": str(outside / "creds.jsonl")}}})
+    assert [field for field, _ in read_path_problems(config, ReadArea.of([root]))] == ["task.params.eval_dataset"]
