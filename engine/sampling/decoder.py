@@ -34,13 +34,13 @@ from engine.sampling.fast_step import FastDecoder, _cache_layer, check_fast_step
 # The lean decoder: a plain sampling loop over the model's forward and its KV cache.
 #
 # Each prompt is encoded once and its KV cache repeated to its K (``num_generations``) sample rows
-# (:func:`_prefill`), and a long token prefix that several prompts share is encoded once (:mod:`engine.sampling.decoder`);
+# (:func:`_prefill`), and a long token prefix that several prompts share is encoded once (the shared
+# prefixes section below);
 # every new token then goes through the model's forward, or for Llama-family models (Llama, Qwen2,
 # Qwen3, Mistral) through :class:`engine.sampling.fast_step.FastDecoder` (identical logits). Temperature,
 # top-k and top-p follow ``transformers``' warpers exactly (:func:`filter_logits`), draws come from
 # ``torch.multinomial`` on a private generator, and each sampled token's log-prob under the raw
 # policy is kept.
-# :func:`engine.sampling.sampler.generate_completions` is the entry point.
 
 def filter_logits(
     scores: torch.Tensor, *, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0
@@ -82,7 +82,7 @@ class Decoding:
     seed: int | None  # draws of this call only (the global RNG is left alone); None = unseeded
     fast_decode: bool = True  # the lean decoder's exact fast token step (Llama, Qwen2, Qwen3, Mistral)
     share_prompt: bool = True  # the lean decoder encodes each prompt once for its K samples
-    share_prefix: bool = True  # ... and prompts' shared long prefixes once (engine.sampling.decoder; with share_prompt)
+    share_prefix: bool = True  # ... and prompts' shared long prefixes once (plan_prefixes; with share_prompt)
 
 
 def _forward_kwargs(model: Any) -> tuple[str, set[str]]:
@@ -119,7 +119,7 @@ def _cache_of(out: Any) -> Any:
 
 def _prefix_layout(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, how: Decoding,
                    accepted: set[str]) -> PrefixLayout | None:
-    """The shared-prefix layout of the prompts (:func:`engine.sampling.decoder.plan_prefixes`), or None to
+    """The shared-prefix layout of the prompts (:func:`plan_prefixes`), or None to
     encode every prompt in full: the switch is off (``share_prefix``, or ``share_prompt``, which it
     builds on), the model's logits are not its output layer on the final hidden states
     (``_HEAD_ON_HIDDEN``), its forward takes no ``position_ids``, or a sliding window could end
@@ -180,7 +180,7 @@ def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | Non
     take another CPU kernel and a log-prob can move by an ulp (tests: same tokens, log-probs within
     1e-5). Other models, and caches without ``batch_repeat_interleave``, encode every row.
 
-    With a ``layout`` (:mod:`engine.sampling.decoder`; ``ids``, ``mask`` and ``positions`` are then its
+    With a ``layout`` (:func:`plan_prefixes`; ``ids``, ``mask`` and ``positions`` are then its
     full rows) shared prefixes are encoded once (:func:`_prefill_prefixes`); where the cache cannot
     select rows the layout's full rows are encoded as below.
     """
@@ -299,7 +299,7 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
 # In a multi-turn rollout the next turn's prompts of a node's K children (and the agents' later turns
 # generally) repeat the item's text and the earlier turns: long common token prefixes. When several
 # of a call's P prompts share a prefix of at least :data:`MIN_SHARED_PREFIX` tokens, the lean decoder
-# (:func:`engine.sampling.decoder._prefill`) encodes each distinct prefix once (G rows), selects the
+# (:func:`_prefill`) encodes each distinct prefix once (G rows), selects the
 # cache rows to the P prompts, and encodes only the suffixes, continuing from that cache. Each row
 # is laid out as ``[pads][prefix][pads][suffix]`` over ``Wp + Ws`` columns: prefixes right-aligned
 # in the first ``Wp`` columns (the prefix forward's left padding), suffixes right-aligned in the last
@@ -674,7 +674,7 @@ def _decoder_for(model: Any, rows: int, max_len: int, key_block: int, graphs: bo
 def decode_static(model: Any, ids: torch.Tensor, mask: torch.Tensor, how: Decoding, *,
                   key_block: int | None = None, check_every: int = CHECK_EVERY,
                   graphs: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The lean decoder's sampling call (:func:`engine.sampling.decoder.decode_lean`, same arguments
+    """The lean decoder's sampling call (:func:`decode_lean`, same arguments
     and results) through :class:`StaticDecoder`; models the fast step does not support, and models
     whose static step failed its check on this device, go through the lean decoder."""
     _stats.pop(model, None)  # set again only by a call that goes through the static path
