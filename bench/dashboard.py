@@ -27,7 +27,7 @@ from app.metricgroups import default_charts, group_metrics
 from app.queries import chart_data, compare_series, experiment_names, experiments_table, runs_table
 from bench.timing import median_seconds
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 AGENTS = ("writer", "editor")
 PER_AGENT = ("loss", "grad_norm", "entropy", "response_len", "kl", "lr", "clip_frac", "adv_mean")

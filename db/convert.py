@@ -9,7 +9,7 @@ from typing import Any
 
 from db.models import CheckpointRow, EpisodeRow, ExperimentRow, RunRow, TurnRow, WorkerRow
 from db.records import Checkpoint, EpisodeView, Experiment, Run, Worker
-from transcripts import TurnRecord
+from engine.transcripts import TurnRecord
 
 
 def clean_tags(tags: Iterable[str] | None) -> list[str]:

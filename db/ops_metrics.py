@@ -23,7 +23,7 @@ from db.models import MetricRow, RunRow
 from db.ops_transcripts import TranscriptOps
 from db.records import MetricPoint, Series
 from db.states import LIVE_STATUSES
-from transcripts import Episode
+from engine.transcripts import Episode
 
 MAX_KEY_CHARS = 200
 
@@ -154,7 +154,7 @@ class MetricOps(TranscriptOps):
                  again: bool = False) -> bool:
         """Write one training step in ONE transaction: its metrics and episodes with their turns
         (batch inserts), the run's progress and its heartbeat. Returns the stop flag.
-        ``episodes`` are :class:`transcripts.Episode` records (what the engine's sink reports).
+        ``episodes`` are :class:`engine.transcripts.Episode` records (what the engine's sink reports).
 
         With ``live_only`` (what a job writes) only a starting, running or stopping run takes the step,
         checked in the same UPDATE: for any other the transaction writes nothing and

@@ -23,7 +23,7 @@ from db.models import EpisodeRow, TurnRow
 from db.ops_experiments import like_pattern
 from db.records import EpisodeView
 from db.text_cap import cap_text
-from transcripts import Episode
+from engine.transcripts import Episode
 
 SPLITS = ("train", "eval")
 AGENT_NAME_CHARS = 200

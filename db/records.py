@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from db.states import ACTIVE_STATUSES
-from transcripts import TurnRecord
+from engine.transcripts import TurnRecord
 
 
 @dataclass(frozen=True)

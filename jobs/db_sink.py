@@ -38,9 +38,9 @@ from db.errors import RunSettledError
 from db.states import InvalidTransition
 from db.store import Store
 from engine.sinks.base import BaseSink
+from engine.transcripts import Episode
 from jobs.db_identity import DatabaseFile, DatabaseFileGone
 from jobs.faults import first_line, transient_database_error
-from transcripts import Episode
 
 if TYPE_CHECKING:
     from jobs.artifacts.uploads import CheckpointUploads

@@ -102,7 +102,7 @@ def evaluate_request(store: Store, request: Any, settings: Settings | None = Non
     with a message naming the problem when it cannot."""
     from db.evaluation_store import EvaluationStore
     from engine.evaluation.evaluate import evaluate_run
-    from engine.policy.read_paths import ReadArea, reading_within
+    from engine.permissions.read_paths import ReadArea, reading_within
     from jobs.eval_inputs import analysis_inputs, report_inputs
 
     settings = settings or get_settings()

@@ -18,7 +18,7 @@ reason in its job file, where whoever settles the run next finds them. The data 
 to the run's database (:mod:`jobs.datadir`), or the run fails before it writes anything there.
 The stored config is parsed once, for the job's device, and checked again against the operator's
 budget (:mod:`engine.schema.budget`); the engine gets the data directory as the only place besides the
-run's folder that the config's folders may name (:mod:`engine.policy.write_paths`), and whether to keep
+run's folder that the config's folders may name (:mod:`engine.permissions.write_paths`), and whether to keep
 freed host memory (``COOPLAB_KEEP_FREED_MEMORY``); it checks that the devices the config names exist in
 this job. A checkpoint folder the trainer prunes (``checkpoint_total_limit``) is reported through the
 sink, which deletes its row.
@@ -65,7 +65,7 @@ from jobs.liveness import cleanup_partial_writes, finish_run
 from jobs.settings import Settings, apply_host_memory_setting, get_settings, operator_permissions
 
 if TYPE_CHECKING:
-    from engine.policy.operator import OperatorPermissions
+    from engine.permissions.operator import OperatorPermissions
     from engine.schema.run_config import RunConfig
     from jobs.artifacts import ArtifactStore
     from jobs.artifacts.storing_marks import StoringMarks
@@ -373,7 +373,7 @@ def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink, permissions:
 def _engine_training(settings: Settings, permissions: OperatorPermissions) -> TrainFn:
     """``engine.build.run.run_training`` for this job: the engine keeps freed memory as the settings say,
     the run may write into its own folder and the data directory, read only inside the operator's
-    read roots (``COOPLAB_DATA_ROOTS``, :mod:`engine.policy.read_paths`) and do what the operator's
+    read roots (``COOPLAB_DATA_ROOTS``, :mod:`engine.permissions.read_paths`) and do what the operator's
     ``permissions`` allow."""
     from engine.build.run import run_training
 

@@ -7,10 +7,10 @@ checks (:mod:`engine.schema.preflight`: model sources, ``max_new_tokens`` agains
 task parameters), looking for hub models in this machine's Hugging Face cache unless
 ``COOPLAB_REQUIRE_CACHED_MODELS=false``, and the operator's resource budget (``COOPLAB_MAX_*``,
 :mod:`engine.schema.budget`) and write area (a folder the config names must lie in the run's folder or the
-data directory, :mod:`engine.policy.write_paths`) and read roots (a file or folder it names for reading
+data directory, :mod:`engine.permissions.write_paths`) and read roots (a file or folder it names for reading
 must lie in the data directory, the bundled data, the Hugging Face cache or ``COOPLAB_DATA_ROOTS``,
-:mod:`engine.policy.read_paths`), and what only the operator allows (``COOPLAB_API_HOSTS``,
-``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.policy.run_permissions`). Torch-free and Celery-free.
+:mod:`engine.permissions.read_paths`), and what only the operator allows (``COOPLAB_API_HOSTS``,
+``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.permissions.run_permissions`). Torch-free and Celery-free.
 
 Whether a CUDA device exists is known here only when the run's queue is: a job on a ``cuda:N`` queue
 sees that one GPU as ``cuda:0`` (the worker pins it), a job on ``cpu`` sees none. Without a queue
@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.policy.read_paths import ReadArea
-from engine.policy.write_paths import WriteArea
+from engine.permissions.read_paths import ReadArea
+from engine.permissions.write_paths import WriteArea
 from engine.schema.budget import Budget, RunLimits
 from engine.schema.preflight import Problem, preflight_problems
 from engine.schema.run_config import ConfigError, RunConfig, parse_run_config

@@ -3,7 +3,7 @@
 Nothing reads the environment at import time: every caller asks ``get_settings()`` when it needs a
 value, so tests and the CLI can change the environment before use. The engine reads no environment
 variables: :func:`operator_permissions` builds the one value the engine is handed
-(:class:`engine.policy.operator.OperatorPermissions`: the task module allowlist, the UNSAFE sandbox
+(:class:`engine.permissions.operator.OperatorPermissions`: the task module allowlist, the UNSAFE sandbox
 switch, the API hosts each key may go to, the remote-code permission, the vLLM venv's python and, for
 the processes that train, the ``COOPLAB_API_KEY_*`` keys),
 :func:`apply_host_memory_setting` whether a team training on the CPU keeps the memory it frees, and
@@ -20,7 +20,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
-    from engine.policy.operator import OperatorPermissions
+    from engine.permissions.operator import OperatorPermissions
 
 
 class Settings(BaseSettings):
@@ -56,7 +56,7 @@ class Settings(BaseSettings):
         "resource limits and an in-interpreter guard only (bypassable: it may read this user's files and reach "
         "local services). Off by default: such code is then refused.")
     api_hosts: str = Field(
-        "", description="Where a run config's API comparator may send requests and keys (engine.policy.outbound): "
+        "", description="Where a run config's API comparator may send requests and keys (engine.permissions.outbound): "
         "comma-separated entries, COOPLAB_API_KEY_NAME=host[:port] to let that key go to the host (repeat the "
         "variable for more hosts), host[:port] alone for a host reachable without a key. No key goes to an "
         "unlisted host; plain http and private, loopback or link-local addresses only to listed ones. E.g. "
@@ -124,14 +124,14 @@ class Settings(BaseSettings):
     @field_validator("api_hosts")
     @classmethod
     def _api_hosts(cls, value: str) -> str:
-        from engine.policy.outbound import parse_api_hosts  # torch-free
+        from engine.permissions.outbound import parse_api_hosts  # torch-free
 
         return str(parse_api_hosts(value))
 
     @field_validator("task_modules")
     @classmethod
     def _module_names(cls, value: str) -> str:
-        from engine.policy.task_modules import normalise_modules  # torch-free
+        from engine.permissions.task_modules import normalise_modules  # torch-free
 
         return ",".join(normalise_modules(value))
 
@@ -147,9 +147,9 @@ class Settings(BaseSettings):
 
     @property
     def read_roots(self) -> list[Path]:
-        """Where a run config may read files (:mod:`engine.policy.read_paths`): the data directory, the
+        """Where a run config may read files (:mod:`engine.permissions.read_paths`): the data directory, the
         project's bundled data, the Hugging Face hub cache and ``COOPLAB_DATA_ROOTS``."""
-        from engine.policy.read_paths import BUNDLED_DATA  # torch-free
+        from engine.permissions.read_paths import BUNDLED_DATA  # torch-free
 
         listed = [Path(root).expanduser() for root in self.data_roots.split(",") if root]
         return [self.data_dir, BUNDLED_DATA, *hf_hub_cache_dirs(), *listed]
@@ -303,7 +303,7 @@ def operator_permissions(settings: Settings, keys: Mapping[str, str] | None = No
     API hosts, whether models may bring code and the vLLM venv's python. ``keys``: the environment whose
     ``COOPLAB_API_KEY_*`` entries a run config may name (the job executor and ``cooplab train`` pass
     their process environment; other entries are dropped); None hands no keys (a process that trains nothing)."""
-    from engine.policy.operator import OperatorPermissions  # torch-free
+    from engine.permissions.operator import OperatorPermissions  # torch-free
 
     return OperatorPermissions(
         task_modules=settings.task_module_list, unisolated_sandbox=settings.unsafe_sandbox_without_isolation,

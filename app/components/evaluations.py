@@ -20,7 +20,7 @@ from app.escape import md_code
 from db.evaluation_records import Evaluation
 from db.records import EpisodeView
 from engine.schema.run_config import agents_from_folders
-from transcripts import TurnRecord
+from engine.transcripts import TurnRecord
 
 BEST_MARK = "★ best"
 

@@ -13,7 +13,7 @@ from app.escape import md_text
 from app.pairs import pair_title, pairs_by_gap, preference_pairs
 from app.reply_text import reply_parts, whole_characters
 from db.records import EpisodeView
-from transcripts import TurnRecord
+from engine.transcripts import TurnRecord
 
 AVATARS = (":material/smart_toy:", ":material/psychology:", ":material/support_agent:", ":material/engineering:",
            ":material/person:", ":material/face:")

@@ -12,13 +12,13 @@ CLI and the job executor both call ``run_training``.
 Before anything is built, ``run_training`` checks what the config asks of this machine: every device
 it names exists here (:func:`engine.schema.budget.device_problems` against ``torch.cuda.device_count()``),
 and every folder it names for writing lies in the run's output folder or one of the ``write_roots``
-the caller gives (the data directory; :mod:`engine.policy.write_paths`). The iterative preference trainers
+the caller gives (the data directory; :mod:`engine.permissions.write_paths`). The iterative preference trainers
 check each target again right before they write it. With the caller's ``read_roots``, every file or
-folder it names for reading lies in one of them (:mod:`engine.policy.read_paths`), checked before anything
+folder it names for reading lies in one of them (:mod:`engine.permissions.read_paths`), checked before anything
 is built and again by each loader. It also checks what only the operator can allow
-(:mod:`engine.policy.run_permissions`: the API comparator's host and key, code that comes with a model).
-The operator's permissions come as one value (:class:`engine.policy.operator.OperatorPermissions`, default
-:data:`engine.policy.operator.LIBRARY`) and go to what reads them: the task (its module allowlist, the
+(:mod:`engine.permissions.run_permissions`: the API comparator's host and key, code that comes with a model).
+The operator's permissions come as one value (:class:`engine.permissions.operator.OperatorPermissions`, default
+:data:`engine.permissions.operator.LIBRARY`) and go to what reads them: the task (its module allowlist, the
 code sandbox), the team's loading (remote code), the trainer (the API comparator's hosts and keys, the
 vLLM python).
 """
@@ -34,10 +34,10 @@ from typing import Any
 
 from engine.build.run_folder import train_into_folder
 from engine.build.team import agent_setups, load_team
-from engine.policy.operator import LIBRARY, OperatorPermissions
-from engine.policy.read_paths import ReadArea, check_read_paths, reading_within
-from engine.policy.run_permissions import check_permissions
-from engine.policy.write_paths import WriteArea, check_write_paths
+from engine.permissions.operator import LIBRARY, OperatorPermissions
+from engine.permissions.read_paths import ReadArea, check_read_paths, reading_within
+from engine.permissions.run_permissions import check_permissions
+from engine.permissions.write_paths import WriteArea, check_write_paths
 from engine.schema.algorithms import trainer_class
 from engine.schema.budget import device_problems
 from engine.schema.collaboration import is_centralized
@@ -100,11 +100,11 @@ def run_training(config: RunConfig, *, output_dir: str | Path, sink: Sink,
     one of ``write_roots`` (the data directory), symlinks resolved; the devices it names must exist.
     With ``read_roots`` (the job executor's and the CLI's: the operator's read roots) every file or
     folder the config names for reading must lie in one of them, checked now and again by each loader
-    while the run trains (:mod:`engine.policy.read_paths`); None (library use) does not confine reads.
-    ``permissions``: the operator's (:class:`engine.policy.operator.OperatorPermissions`; the job executor's
+    while the run trains (:mod:`engine.permissions.read_paths`); None (library use) does not confine reads.
+    ``permissions``: the operator's (:class:`engine.permissions.operator.OperatorPermissions`; the job executor's
     and the CLI's come from the operator's settings), checked now and passed to what reads them.
     """
-    check_permissions(config, permissions)  # the API hosts and remote-code permission (engine.policy.run_permissions)
+    check_permissions(config, permissions)  # the API hosts and remote-code permission (engine.permissions.run_permissions)
     check_devices(config)
     area = WriteArea.of(output_dir, write_roots)
     check_write_paths([("trainer", config.trainer, output_dir)], area)

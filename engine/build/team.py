@@ -33,7 +33,7 @@ def load_team(agents: Sequence[AgentSpec], devices: Sequence[str], dtype: Any, *
     """Load every agent (see the module docstring); one device is used for all, else one per agent.
     Agents with ``lora_rank`` get a LoRA adapter (seeded by ``seed``) on their frozen base, which
     agents sharing weights share (:mod:`engine.lora`). ``allow_remote_code``: the operator's permission
-    for code that comes with a model (:mod:`engine.policy.remote_code`; None: library use)."""
+    for code that comes with a model (:mod:`engine.permissions.remote_code`; None: library use)."""
     from engine.lora import lora_settings_of, lora_team
     from engine.models import load_agent
 

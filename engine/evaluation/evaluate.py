@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.permissions.operator import LIBRARY, OperatorPermissions
 from engine.schema.run_config import RunConfig, agents_from_folders
 
 SPLITS = ("eval", "train")
@@ -130,7 +130,7 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
     model folder per agent instead of the config's models (not both). ``items``: the first N items
     of the split (default all); ``samples``: joint answers per item (default the config's
     ``eval_samples_per_item``; 1 when ``greedy``); ``seed``: default the config's seed. ``permissions``: the
-    operator's (:mod:`engine.policy.operator`), for the task, the models and the code sandbox.
+    operator's (:mod:`engine.permissions.operator`), for the task, the models and the code sandbox.
     ``baseline``: a test-time protocol of :mod:`engine.evaluation.baselines` instead of the team's own
     evaluation (``single`` plays the first agent alone: the first model folder, no checkpoint).
     """

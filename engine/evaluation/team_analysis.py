@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.evaluation.evaluate import EvalError, load_checkpoint_into
-from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.permissions.operator import LIBRARY, OperatorPermissions
 from engine.schema.run_config import RunConfig
 
 TRAINED, BASE = "trained", "base"
@@ -114,7 +114,7 @@ def analyze_team(config: RunConfig, checkpoint: str | Path, *, metric: str = "ev
                  items: int | None = None, samples: int | None = None, greedy: bool = False,
                  seed: int | None = None, permissions: OperatorPermissions = LIBRARY) -> TeamAnalysis:
     """Evaluate the variants of ``checkpoint``'s team (see the module docstring) under the operator's
-    ``permissions`` (:mod:`engine.policy.operator`)."""
+    ``permissions`` (:mod:`engine.permissions.operator`)."""
     import torch
 
     from engine.build.run import build_trainer

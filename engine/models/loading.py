@@ -14,11 +14,11 @@ Every tokenizer comes back with a pad token (falling back to eos) and left paddi
 generation needs. Failures raise ``ModelLoadError`` naming the source and what to do.
 
 Loading passes ``trust_remote_code=False`` unless ``model_kwargs`` ask for it and remote code is allowed
-(:mod:`engine.policy.remote_code`), so a folder's ``auto_map`` never runs on its own; asking where it is not
+(:mod:`engine.permissions.remote_code`), so a folder's ``auto_map`` never runs on its own; asking where it is not
 allowed raises ``ModelLoadError`` before anything is read. Where operator settings were applied,
-``model_kwargs`` pass the allowlist of :mod:`engine.policy.model_kwargs` too (no ``offload_folder``,
+``model_kwargs`` pass the allowlist of :mod:`engine.permissions.model_kwargs` too (no ``offload_folder``,
 ``device_map``, ``cache_dir``, ...). Inside a run that confines its reads
-(:func:`engine.policy.read_paths.reading_within`) a model or tokenizer folder must lie in a read root.
+(:func:`engine.permissions.read_paths.reading_within`) a model or tokenizer folder must lie in a read root.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from engine.models.errors import ModelLoadError
 from engine.models.smollm2 import load_smollm2
 from engine.models.tiny import ARCHS, SIZES, build_tiny_model
-from engine.policy.model_kwargs import ModelKwargsRefused, check_model_kwargs
-from engine.policy.read_paths import ReadPathError, checked_read
-from engine.policy.remote_code import RemoteCodeRefused, trust_remote_code
+from engine.permissions.model_kwargs import ModelKwargsRefused, check_model_kwargs
+from engine.permissions.read_paths import ReadPathError, checked_read
+from engine.permissions.remote_code import RemoteCodeRefused, trust_remote_code
 
 BUILTIN_PREFIX = "builtin:"
 SMOLLM2_NAME = "smollm2-135m"
@@ -159,7 +159,7 @@ def load_agent(
     ``model_kwargs`` go to ``from_pretrained`` (tiny built-ins take ``size`` and ``seed``).
     ``cache_dir`` is where SmolLM2's plain copy lives (default ``~/.cache/cooplab/models``).
     ``allow_remote_code``: whether ``model_kwargs`` may ask for code that comes with the model
-    (``trust_remote_code``): the operator's permission (:mod:`engine.policy.remote_code`); None (library use)
+    (``trust_remote_code``): the operator's permission (:mod:`engine.permissions.remote_code`); None (library use)
     honours ``model_kwargs`` as given.
     """
     torch_dtype = resolve_dtype(dtype)
@@ -171,7 +171,7 @@ def load_agent(
             check_model_kwargs(kwargs, allowed)  # the allowlist of from_pretrained arguments
     except (RemoteCodeRefused, ModelKwargsRefused) as exc:
         raise ModelLoadError(f"model_kwargs of {source if isinstance(source, str) else 'the model'}: {exc}") from None
-    try:  # where a run confines its reads (engine.policy.read_paths): the resolved path, checked
+    try:  # where a run confines its reads (engine.permissions.read_paths): the resolved path, checked
         where = checked_read("model", source) if isinstance(source, str) and source.strip() else ""
         if isinstance(tokenizer, str):
             tokenizer = _load_tokenizer(str(Path(checked_read("tokenizer", tokenizer)).expanduser()), tokenizer, trust)

@@ -14,7 +14,7 @@ no ``Bearer``). It never appears in a repr or an error message. CoopLab adds ret
 backoff) on HTTP 429/500/502/503/504 and on connection errors, and always returns exactly ``n`` completions.
 
 Each request resolves the host once and connects to those addresses (:mod:`engine.preference.api_transport`);
-redirects are not followed. Given the operator's API hosts (``hosts``, :mod:`engine.policy.outbound`), every request
+redirects are not followed. Given the operator's API hosts (``hosts``, :mod:`engine.permissions.outbound`), every request
 is checked first: the scheme, the key's binding (``key_variable``) and every address the name resolves to,
 so a name that turns into 127.0.0.1 after pre-flight (DNS rebinding) is refused, not connected to.
 """
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.policy.outbound import ApiHosts, OutboundRefused, Resolver, checked_target, resolve
+from engine.permissions.outbound import ApiHosts, OutboundRefused, Resolver, checked_target, resolve
 from engine.preference.api_responses import extract_completions
 from engine.preference.api_settings import ONE_PER_REQUEST_FORMATS, ApiSettings, safe_url
 from engine.preference.api_transport import post

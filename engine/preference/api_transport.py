@@ -1,4 +1,4 @@
-"""One HTTP(S) POST to addresses that were already checked (:func:`engine.policy.outbound.checked_target`).
+"""One HTTP(S) POST to addresses that were already checked (:func:`engine.permissions.outbound.checked_target`).
 
 The connection goes to one of the target's addresses and never resolves the host name again, so what
 was checked is what is reached (DNS rebinding cannot swap the address in between); TLS still verifies
@@ -14,7 +14,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 
-from engine.policy.outbound import Target
+from engine.permissions.outbound import Target
 
 
 @dataclass(frozen=True)

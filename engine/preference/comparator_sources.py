@@ -10,7 +10,7 @@ A mixin of :class:`engine.preference.iterations.ComparatorIterations`; it reads 
 * ``comparator_policy="api"``: :class:`engine.preference.api_client.ApiClient`; the key is
   ``comparator_api_key`` or the one the variable ``comparator_api_key_env`` names holds, looked up
   when the trainer is built among the keys the process's owner handed over (the trainer's
-  ``permissions``, :class:`engine.policy.operator.OperatorPermissions`; a script that handed none: its own
+  ``permissions``, :class:`engine.permissions.operator.OperatorPermissions`; a script that handed none: its own
   environment, as in CoMLRL). Where the operator's API hosts were set (``permissions.api_hosts``), the
   URL is checked against them before the key is read, and every request again.
 * ``comparator_generation_mode="centralized"``: whichever comparator the policy picks, agent
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from engine.policy.operator import LIBRARY, OperatorPermissions
-from engine.policy.outbound import url_problem
+from engine.permissions.operator import LIBRARY, OperatorPermissions
+from engine.permissions.outbound import url_problem
 from engine.preference.api_client import ApiClient
 from engine.preference.api_settings import ApiSettings
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter

@@ -11,7 +11,7 @@
 Iterations are numbered from 1 in file names, as in the ``iter/current_iteration`` metric. A
 relative folder is taken under the trainer's ``output_dir`` (the run folder for a queued run); each
 file is written atomically (a resumed run does not write an iteration's policy again). A run built
-from a run config has a :class:`engine.policy.write_paths.WriteArea`: both folders must then lie in the
+from a run config has a :class:`engine.permissions.write_paths.WriteArea`: both folders must then lie in the
 run's folder or the data directory (symlinks resolved), each target is checked again right before it
 is written, and outside the run's folder an existing file or folder of the same name is never
 replaced (the run fails, naming it). Without one (a trainer built in Python) an older folder of the
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.policy.write_paths import WriteArea
+from engine.permissions.write_paths import WriteArea
 from engine.preference.pairs import PreferencePair
 from engine.preference.reward_distribution import distribution_metrics, write_distribution
 from engine.schema.folders import atomic_folder, atomic_text
@@ -54,7 +54,7 @@ class IterationFiles:
 
     @classmethod
     def for_config(cls, config: Any, output_dir: Path | None, area: WriteArea | None = None) -> IterationFiles:
-        """The folders ``config`` names; with ``area``, :class:`engine.policy.write_paths.WritePathError` now
+        """The folders ``config`` names; with ``area``, :class:`engine.permissions.write_paths.WritePathError` now
         when one lies outside it."""
         distribution = None
         if config.log_reward_distribution and output_dir is not None:

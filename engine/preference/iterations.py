@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from engine.lora.weights import load_weights_file
-from engine.policy.operator import LIBRARY, OperatorPermissions
-from engine.policy.read_paths import checked_read
-from engine.policy.write_paths import WriteArea
+from engine.permissions.operator import LIBRARY, OperatorPermissions
+from engine.permissions.read_paths import checked_read
+from engine.permissions.write_paths import WriteArea
 from engine.preference.comparator_sources import ComparatorSources
 from engine.preference.iteration_files import IterationFiles
 from engine.preference.pairs import PreferencePair
@@ -39,9 +39,9 @@ class ComparatorIterations(ComparatorSources):
     constructor is the trainer's (MAGRPO's arguments) with an iterative config. The comparators that
     write text (another model, a centralized writer, an API) come from
     :class:`engine.preference.comparator_sources.ComparatorSources`. ``write_area`` confines the
-    folders the config names for writing (:mod:`engine.policy.write_paths`; the run-config build passes it);
-    ``permissions`` are the operator's (:mod:`engine.policy.operator`: the API comparator's hosts and keys;
-    the run-config build passes them, a script leaves them at :data:`engine.policy.operator.LIBRARY`)."""
+    folders the config names for writing (:mod:`engine.permissions.write_paths`; the run-config build passes it);
+    ``permissions`` are the operator's (:mod:`engine.permissions.operator`: the API comparator's hosts and keys;
+    the run-config build passes them, a script leaves them at :data:`engine.permissions.operator.LIBRARY`)."""
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, centralized_comparator_adapter: Any = None,
                  write_area: WriteArea | None = None, permissions: OperatorPermissions = LIBRARY,
@@ -68,7 +68,7 @@ class ComparatorIterations(ComparatorSources):
         self._replay_rng = random.Random(self.args.seed * 7919 + 3)
         self.files = IterationFiles.for_config(self.args, self.output_dir, getattr(self, "write_area", None))
         path = self.args.comparator_checkpoint
-        if path is not None:  # inside the run's read roots (engine.policy.read_paths), resolved once
+        if path is not None:  # inside the run's read roots (engine.permissions.read_paths), resolved once
             path = self._checkpoint_path = checked_read("trainer.comparator_checkpoint", path)
         if path is not None:  # refused now, before any sampling, when the folder cannot be the comparator
             problem = comparator_checkpoint_problem(path, self.num_agents, self._model_groups()[1])

@@ -16,7 +16,7 @@ from engine.schema.preference_configs import MADPOConfig, MARLHFConfig
 from engine.trainer.evaluation import path_completions
 from engine.trainer.rollout import normalize_formatters
 from engine.trainer.setup import AgentSetup
-from transcripts import TurnRecord
+from engine.transcripts import TurnRecord
 
 JOINT_NAME = "joint"  # the one actor's name in metrics and transcripts
 _PER_AGENT = ("agent_learning_rates", "agent_generation", "system_prompts")

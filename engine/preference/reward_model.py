@@ -101,10 +101,10 @@ def build_reward_model(source: str | None, agent: Any, *, device: str | None, ma
     if source is not None:
         from transformers import AutoModel, AutoTokenizer
 
-        from engine.policy.read_paths import checked_read
+        from engine.permissions.read_paths import checked_read
 
         source = checked_read("trainer.reward_model_name", source)  # a folder inside the read roots of the run
-        # a run config names the source: code that comes with it never runs (engine.policy.remote_code)
+        # a run config names the source: code that comes with it never runs (engine.permissions.remote_code)
         backbone = AutoModel.from_pretrained(source, trust_remote_code=False)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     else:

@@ -4,9 +4,9 @@
 (``scripts/install_vllm.sh``). Whatever that path names runs as the worker's user, so a run config
 (stored from a dashboard, run by a worker) may not name it: the run-config schema has no
 ``vllm_python`` field, and the operator sets ``COOPLAB_VLLM_PYTHON`` (read in ``jobs.settings`` and passed
-as ``vllm_python`` of :class:`engine.policy.operator.OperatorPermissions`; the engine reads no environment).
+as ``vllm_python`` of :class:`engine.permissions.operator.OperatorPermissions`; the engine reads no environment).
 A run built with it uses the operator's python whatever a config says
-(:meth:`engine.policy.operator.OperatorPermissions.configure`); a script using the engine as a library (no
+(:meth:`engine.permissions.operator.OperatorPermissions.configure`); a script using the engine as a library (no
 operator settings applied) keeps its own ``MAGRPOConfig(vllm_python=...)``. Torch-free.
 """
 

@@ -16,7 +16,7 @@ It fails closed: when bubblewrap is missing, cannot create the namespaces or can
 filter (a probe checks that a program inside runs under it), code is refused with
 :class:`SandboxUnavailable`, unless the caller's limits carry the operator's UNSAFE permission
 (``SandboxLimits(unisolated_allowed=True)``, from ``unisolated_sandbox`` of
-:class:`engine.policy.operator.OperatorPermissions`): resource limits, a separate uid as root and the
+:class:`engine.permissions.operator.OperatorPermissions`): resource limits, a separate uid as root and the
 in-interpreter audit hook only.
 """
 

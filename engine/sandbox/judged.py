@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from engine.policy.invisible_text import strip_invisible
+from engine.permissions.invisible_text import strip_invisible
 from engine.sandbox.limits import SandboxLimits
 from engine.sandbox.process import Guest
 
@@ -29,7 +29,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 def clean_text(text: str, limit: int = 300) -> str:
     """``text`` on one line, at most ``limit`` characters: control characters and line breaks become
     spaces, and every invisible character (format, direction, private-use and unassigned code points,
-    the tag block, variation selectors, fillers: :func:`engine.policy.invisible_text.strip_invisible`) goes."""
+    the tag block, variation selectors, fillers: :func:`engine.permissions.invisible_text.strip_invisible`) goes."""
     flat = " ".join(strip_invisible(_CONTROL.sub(" ", str(text))).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 

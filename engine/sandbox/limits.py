@@ -17,7 +17,7 @@ class SandboxLimits:
     network (never for model-written code). ``audit_hook`` keeps the in-interpreter guard as defence
     in depth; the OS boundary holds without it (the attack tests turn it off to show that).
     ``unisolated_allowed`` carries the operator's UNSAFE permission to run without OS isolation where
-    bubblewrap cannot be used (``unisolated_sandbox`` of :class:`engine.policy.operator.OperatorPermissions`;
+    bubblewrap cannot be used (``unisolated_sandbox`` of :class:`engine.permissions.operator.OperatorPermissions`;
     :func:`engine.sandbox.boundary.boundary`); False refuses such code.
     """
 

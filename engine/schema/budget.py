@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.policy.write_paths import WriteArea, write_path_problems
+from engine.permissions.write_paths import WriteArea, write_path_problems
 from engine.schema.collaboration import is_centralized
 
 if TYPE_CHECKING:

@@ -14,14 +14,14 @@ loading either (torch-free, so the dashboard and ``jobs.client`` call it):
   (:mod:`engine.schema.comparator_checkpoint`);
 - the resource budget (:mod:`engine.schema.budget`: tokens and joint actions per step, candidates,
   repetitions, evaluation items, transcripts, name lengths, device names and, where known, whether
-  a CUDA device exists) and the folders the config names for writing (:mod:`engine.policy.write_paths`);
+  a CUDA device exists) and the folders the config names for writing (:mod:`engine.permissions.write_paths`);
 - where the device's memory is known (``RunLimits.device_memory_bytes``), every agent's full fine-tuning
   fits it (:mod:`engine.schema.memory`: the bytes needed and the options: more ranks, LoRA, offload);
 - the files and folders the config names for reading (a dataset file, a model, tokenizer or checkpoint
-  folder) lie inside the caller's read roots (:mod:`engine.policy.read_paths`);
-- what only the operator can allow (:mod:`engine.policy.run_permissions`): the API comparator's URL and key
+  folder) lie inside the caller's read roots (:mod:`engine.permissions.read_paths`);
+- what only the operator can allow (:mod:`engine.permissions.run_permissions`): the API comparator's URL and key
   against the operator's API hosts, and code that comes with a model (``trust_remote_code``); every
-  ``model_kwargs`` against the allowlist of ``from_pretrained`` arguments (:mod:`engine.policy.model_kwargs`).
+  ``model_kwargs`` against the allowlist of ``from_pretrained`` arguments (:mod:`engine.permissions.model_kwargs`).
 
 Each problem names its field (``agents.0.model``, ``trainer.max_new_tokens``, ``task.params.x``);
 :func:`check_preflight` reports all of them together as one :class:`engine.schema.run_config.ConfigError`.
@@ -36,9 +36,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.policy.operator import LIBRARY, OperatorPermissions
-from engine.policy.read_paths import ReadArea, read_path_problems
-from engine.policy.run_permissions import permission_problems
+from engine.permissions.operator import LIBRARY, OperatorPermissions
+from engine.permissions.read_paths import ReadArea, read_path_problems
+from engine.permissions.run_permissions import permission_problems
 from engine.schema.budget import RunLimits, limit_problems
 from engine.schema.collaboration import is_centralized
 from engine.schema.comparator_checkpoint import comparator_checkpoint_problem
@@ -77,10 +77,10 @@ def preflight_problems(config: RunConfig, *,
     ids unchecked (for deployments whose workers download models or keep their own cache).
     ``limits`` (:class:`engine.schema.budget.RunLimits`): the resource budget, the devices and the folders
     the run may write into, checked first; None checks the default budget only.
-    ``permissions``: the operator's (:class:`engine.policy.operator.OperatorPermissions`): the task module
-    allowlist, the API hosts and the remote-code permission (:mod:`engine.policy.run_permissions`); where
-    none were set (:data:`engine.policy.operator.LIBRARY`) no module, host or remote code is allowed.
-    ``read_area``: the folders the paths it names for reading must lie in (:mod:`engine.policy.read_paths`;
+    ``permissions``: the operator's (:class:`engine.permissions.operator.OperatorPermissions`): the task module
+    allowlist, the API hosts and the remote-code permission (:mod:`engine.permissions.run_permissions`); where
+    none were set (:data:`engine.permissions.operator.LIBRARY`) no module, host or remote code is allowed.
+    ``read_area``: the folders the paths it names for reading must lie in (:mod:`engine.permissions.read_paths`;
     paths that exist here: a missing model is named as missing, and the run checks every path again);
     None does not check them.
     """

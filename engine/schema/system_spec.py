@@ -218,7 +218,7 @@ def _schedule_problems(spec: SystemSpec, names: list[str], task_modules: tuple[s
                               alternating=isinstance(schedule, AlternatingSpec))
     problems = [f"system.schedule.{field}: {message}" for field, message in rules]
     if isinstance(schedule, CustomSpec):
-        from engine.policy.task_modules import schedule_function_problem  # torch-free
+        from engine.permissions.task_modules import schedule_function_problem  # torch-free
 
         problem = schedule_function_problem(schedule.function, task_modules)
         if problem is not None:

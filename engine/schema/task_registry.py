@@ -1,7 +1,7 @@
 """The tasks a run config may name: the built-in table (:mod:`engine.schema.task_table`), tasks
 registered in this process, the ``cooplab.tasks`` entry points of installed packages and
 ``package.module:factory`` strings in modules on the operator's allowlist
-(:mod:`engine.policy.task_modules`).
+(:mod:`engine.permissions.task_modules`).
 
 ``task_catalog()`` and ``get_task_info(name)`` describe tasks without building them (no torch, no
 ``datasets``); :func:`engine.tasks.build_task` builds one. A name that is none of the above is
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from engine.policy.task_modules import (
+from engine.permissions.task_modules import (
     HOW_TO_ALLOW,
     describe_allowed,
     foreign_object_problem,

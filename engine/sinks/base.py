@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 __all__ = ["BaseSink", "Episode", "Sink", "TurnRecord"]
 

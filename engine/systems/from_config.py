@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.build.run_folder import train_into_folder
 from engine.build.team import agent_setups, load_team
-from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.permissions.operator import LIBRARY, OperatorPermissions
 from engine.schema.configure import trainer_config
 from engine.schema.run_config import ConfigError, RunConfig
 from engine.schema.system_spec import (
@@ -56,7 +56,7 @@ def schedule_from_spec(spec: SystemSpec, task_modules: tuple[str, ...] = ()) -> 
 def build_system(config: RunConfig, *, output_dir: str | Path | None, sink: Sink | None = None,
                  permissions: OperatorPermissions = LIBRARY) -> System:
     """Agents, task, one trainer per group, and the system coordinating them, under the operator's
-    ``permissions`` (:mod:`engine.policy.operator`)."""
+    ``permissions`` (:mod:`engine.permissions.operator`)."""
     from engine.tasks import build_task
 
     spec = parse_system_spec(config, permissions.task_modules)

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from engine.policy.task_modules import foreign_object_problem, schedule_function_problem
+from engine.permissions.task_modules import foreign_object_problem, schedule_function_problem
 from engine.schema.system_spec import schedule_problems
 
 

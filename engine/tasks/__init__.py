@@ -1,12 +1,12 @@
 """Tasks (environments): datasets, per-role formatters, team rewards, transitions, evaluation.
 
 What a config may name and each task's description (the catalog, registration, the allowlist) are
-torch-free schema (:mod:`engine.schema.task_registry`, :mod:`engine.policy.task_modules`), named
+torch-free schema (:mod:`engine.schema.task_registry`, :mod:`engine.permissions.task_modules`), named
 here too. ``build_task`` builds a task and loads its datasets; a script that names tasks from its own
 modules passes ``permissions=OperatorPermissions(task_modules=[...])``.
 """
 
-from engine.policy.operator import OperatorPermissions
+from engine.permissions.operator import OperatorPermissions
 from engine.rewards.reward_terms import RewardGroup, RewardTerm, RewardTerms
 from engine.rewards.team_reward import RewardError, check_reward_values
 from engine.schema.task_registry import (

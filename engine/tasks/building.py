@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.permissions.operator import LIBRARY, OperatorPermissions
 from engine.schema.errors import ConfigError
 from engine.schema.run_config import RunConfig
 from engine.schema.task_registry import get_task_info, validate_params

@@ -2,7 +2,7 @@
 
 A source is a plain list of dicts, a ``Dataset`` already, a local ``.json``/``.jsonl``/``.csv``/
 ``.parquet`` file, or a hub name (``org/name``, optionally ``org/name:split``) when online. Inside a run
-that confines its reads (:mod:`engine.policy.read_paths`) a file must lie in a read root.
+that confines its reads (:mod:`engine.permissions.read_paths`) a file must lie in a read root.
 ``datasets`` is imported inside the functions so importing :mod:`engine.tasks` stays light.
 """
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.policy.read_paths import ReadPathError, checked_read, names_local_path
+from engine.permissions.read_paths import ReadPathError, checked_read, names_local_path
 from engine.tasks.base import Task, TaskError
 
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -58,7 +58,7 @@ def load_items(source: Any, *, split: str = "train") -> Any:
             "(.json/.jsonl/.csv/.parquet) or a hub name"
         )
     text = str(source)
-    try:  # where a run confines its reads (engine.policy.read_paths): the resolved path, checked
+    try:  # where a run confines its reads (engine.permissions.read_paths): the resolved path, checked
         text = checked_read("dataset", text, dataset=True)
     except ReadPathError as exc:
         raise TaskError(str(exc)) from None

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine.policy.invisible_text import strip_invisible
+from engine.permissions.invisible_text import strip_invisible
 from engine.tasks.base import TaskError
 
 FeedbackFunc = Callable[..., str]
@@ -73,7 +73,7 @@ def revise_with_feedback(
 
     ``feedback(prompt=, completion=, agent_index=, turn=, agent_completions=)`` returns the feedback
     text (for code, the test results, which a partner's code can shape); characters a reader cannot
-    see are stripped from it (:func:`engine.policy.invisible_text.strip_invisible`), newlines and tabs stay.
+    see are stripped from it (:func:`engine.permissions.invisible_text.strip_invisible`), newlines and tabs stay.
     Without ``feedback`` a generic request to improve is used. The ``template`` may use
     ``{original}``, ``{previous}``, ``{feedback}`` and ``{turn}``.
     ``original(prompt, agent_index)`` rewrites the task text per agent (e.g. its role's

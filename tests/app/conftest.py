@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from db.store import Store
 from engine.schema.run_config import RunConfig
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "main.py")
 

@@ -4,7 +4,7 @@ empty) next to reward, return and advantage where the step measured it, and noth
 from __future__ import annotations
 
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 
 def test_turn_caption_by_hand() -> None:

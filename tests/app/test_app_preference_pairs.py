@@ -6,7 +6,7 @@ from __future__ import annotations
 from app.pairs import pair_gap, pair_title, pairs_by_gap, preference_pairs, stores_pairs
 from db.records import EpisodeView
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 
 def _episode(sample: int, reward: float, split: str = "train", step: int = 1, gap: float = 0.0) -> EpisodeView:

@@ -4,7 +4,7 @@ by the token limit is left out, never shown as "\ufffd")."""
 from __future__ import annotations
 
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 CODE = "def add(a, b):\n    return a + b\n"
 

@@ -52,7 +52,7 @@ def test_a_resumed_run_reads_as_one_history(app, store: Store, experiment: int, 
     second = store.create_run(experiment, dict(store.get_run(first).config), "cpu", resumed_from=first).id
     store.transition(second, "starting")
     store.transition(second, "running")
-    from transcripts import Episode, TurnRecord
+    from engine.transcripts import Episode, TurnRecord
 
     for step in (3, 4, 5):  # resumed from step 2: steps 3 and 4 again, then 5
         turns = tuple(TurnRecord(1, i, agent, "p", f"attempt 2 {agent} at step {step}", 1.0, 1.0, 0.0)

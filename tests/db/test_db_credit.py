@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 
 def _turn(agent: int, name: str, credit: float | None, turn: int = 1) -> TurnRecord:

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from engine.sinks.jsonl import TRANSCRIPTS_FILE, JsonlSink, episode_from_dict, read_jsonl
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 
 def _episode(credits: tuple[float | None, float | None]) -> Episode:

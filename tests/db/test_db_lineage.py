@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from db.ops_lineage import chain, ownership
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 
 def _episode() -> Episode:

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from db.store import NotFoundError, Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 
 def _episode(split: str = "train") -> Episode:

@@ -4,7 +4,7 @@ kept as its first 64 KiB and a marker naming the cap, so the transcript page and
 from __future__ import annotations
 
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 CAP = 64 * 1024  # the documented cap (docs/storage.md), written out: the test must not read it from the code
 

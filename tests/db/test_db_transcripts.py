@@ -9,7 +9,7 @@ import pytest
 
 from db.ops_transcripts import episode_totals
 from db.store import Store
-from transcripts import Episode, TurnRecord
+from engine.transcripts import Episode, TurnRecord
 
 
 def _two_agent_episode(sample: int, rewards: tuple[float, float], text: str = "", split: str = "train") -> Episode:

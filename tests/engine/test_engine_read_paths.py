@@ -1,6 +1,6 @@
 """Paths a run config names for reading (a task's dataset file, a model or tokenizer folder, the
 comparator's checkpoint) lie inside the roots the caller gives, symlinks and ``..`` resolved
-(:mod:`engine.policy.read_paths`): pre-flight names each one outside, and the loaders check again."""
+(:mod:`engine.permissions.read_paths`): pre-flight names each one outside, and the loaders check again."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.policy.read_paths import (
+from engine.permissions.read_paths import (
     SETTING,
     ReadArea,
     ReadPathError,

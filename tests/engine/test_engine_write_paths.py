@@ -1,5 +1,5 @@
 """Folders a run config names for writing stay in the run's folder or the data directory, symlinks
-resolved (:mod:`engine.policy.write_paths`), and the iteration files check their target again right before
+resolved (:mod:`engine.permissions.write_paths`), and the iteration files check their target again right before
 each write (:class:`engine.preference.iteration_files.IterationFiles`)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from engine.policy.write_paths import WriteArea, WritePathError, check_write_paths, write_path_problems
+from engine.permissions.write_paths import WriteArea, WritePathError, check_write_paths, write_path_problems
 from engine.preference.iteration_files import IterationFiles
 
 

@@ -10,7 +10,7 @@ import unicodedata
 
 import pytest
 
-from engine.policy.invisible_text import strip_invisible
+from engine.permissions.invisible_text import strip_invisible
 from engine.sandbox.judged import clean_text, parse_verdict
 from engine.tasks.transitions import revise_with_feedback
 

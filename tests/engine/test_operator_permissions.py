@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.policy.operator import LIBRARY, OperatorPermissions
-from engine.policy.run_permissions import permission_problems
+from engine.permissions.operator import LIBRARY, OperatorPermissions
+from engine.permissions.run_permissions import permission_problems
 from engine.schema.run_config import ConfigError, parse_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,8 +85,8 @@ def _module_globals(path: Path) -> list[str]:
 def test_no_engine_module_keeps_a_permission_in_a_global() -> None:
     """The six process-wide permissions are gone (task modules, the UNSAFE sandbox switch, API hosts, remote
     code, the vLLM python, API keys): the only ``global`` left among the permission modules is the read
-    area, scoped to a ``with`` block of ``run_training`` (:func:`engine.policy.read_paths.reading_within`)."""
-    modules = [*sorted((ROOT / "engine" / "policy").glob("*.py")), ROOT / "engine" / "sandbox" / "boundary.py",
+    area, scoped to a ``with`` block of ``run_training`` (:func:`engine.permissions.read_paths.reading_within`)."""
+    modules = [*sorted((ROOT / "engine" / "permissions").glob("*.py")), ROOT / "engine" / "sandbox" / "boundary.py",
                ROOT / "engine" / "sampling" / "vllm_python.py"]
     found = {path.relative_to(ROOT).as_posix(): names for path in modules if (names := _module_globals(path))}
-    assert found == {"engine/policy/read_paths.py": ["_area"]}, found
+    assert found == {"engine/permissions/read_paths.py": ["_area"]}, found

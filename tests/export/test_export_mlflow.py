@@ -19,10 +19,10 @@ from db.migrate import upgrade
 from db.store import Store
 from db.study_records import TrialInput
 from db.study_store import StudyStore
+from engine.transcripts import Episode, TurnRecord
 from jobs.mlflow_export.mapping import clean_key, flatten_params, mlflow_status
 from jobs.settings import Settings
 from tests.export.conftest import QUIET_MLFLOW
-from transcripts import Episode, TurnRecord
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@ executor, the CLI) reads them and hands the engine what it needs as arguments.
 
 One lookup stays, for library use only: a script that hands the engine no API keys names its
 comparator's key by a variable of its own environment, as CoMLRL's ``comparator_api_key_env`` does
-(:meth:`engine.policy.operator.OperatorPermissions.api_key` of a value holding no keys); no CoopLab process
+(:meth:`engine.permissions.operator.OperatorPermissions.api_key` of a value holding no keys); no CoopLab process
 reaches it: the job executor and ``cooplab train`` hand their keys over.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENT = ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv")
-LIBRARY_USE_ONLY = {"engine/policy/operator.py": 1}  # reads per file: CoMLRL's comparator_api_key_env
+LIBRARY_USE_ONLY = {"engine/permissions/operator.py": 1}  # reads per file: CoMLRL's comparator_api_key_env
 
 
 def environment_reads(source: str) -> list[int]:
@@ -59,7 +59,7 @@ def test_the_engine_reads_no_environment():
 def test_keys_the_owner_hands_over_replace_the_environment(monkeypatch):
     """Once the process's owner handed its keys, the engine looks a key up among them only; a script
     that handed none reads the variable its config names, as CoMLRL does."""
-    from engine.policy.operator import LIBRARY, OperatorPermissions
+    from engine.permissions.operator import LIBRARY, OperatorPermissions
 
     monkeypatch.setenv("COOPLAB_API_KEY_OTHER", "sk-environment")
     handed = OperatorPermissions(api_keys={"COOPLAB_API_KEY_LAB": "sk-lab", "COOPLAB_API_KEY_EMPTY": "",
@@ -73,7 +73,7 @@ def test_a_run_sends_the_key_its_owner_handed_over_not_the_environment(monkeypat
     """The comparator of a built run config sends the key the process's owner handed over (as the job
     executor and ``cooplab train`` do), whatever the environment holds."""
     from engine.build.run import build_trainer
-    from engine.policy.operator import OperatorPermissions
+    from engine.permissions.operator import OperatorPermissions
     from engine.schema.run_config import parse_run_config
     from tests.engine.preference.api_listener import Listener
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grimp
 
-PACKAGES = ("transcripts", "engine", "db", "jobs", "app", "cooplab", "bench")
+PACKAGES = ("engine", "db", "jobs", "app", "cooplab", "bench")
 IMPORT_FUNCTIONS = ("import_module", "__import__")
 
 

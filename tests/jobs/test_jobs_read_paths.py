@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from db import states
-from engine.policy.read_paths import BUNDLED_DATA
+from engine.permissions.read_paths import BUNDLED_DATA
 from engine.schema.run_config import ConfigError
 from jobs.executor import execute_run
 from jobs.preflight import check_run_config

@@ -1,5 +1,5 @@
 """An agent's ``model_kwargs`` reach ``from_pretrained`` only through an allowlist
-(:mod:`engine.policy.model_kwargs`): attention implementations that could fetch a hub kernel (a mapping,
+(:mod:`engine.permissions.model_kwargs`): attention implementations that could fetch a hub kernel (a mapping,
 ``flash_attention_2``, ``org/kernel``) count as code that comes with a model, and keys such as
 ``offload_folder``, ``device_map`` or ``cache_dir`` are refused in pre-flight and again at load."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.policy.model_kwargs import ModelKwargsRefused, check_model_kwargs, model_kwargs_problems
-from engine.policy.operator import OperatorPermissions
-from engine.policy.remote_code import asked_for
+from engine.permissions.model_kwargs import ModelKwargsRefused, check_model_kwargs, model_kwargs_problems
+from engine.permissions.operator import OperatorPermissions
+from engine.permissions.remote_code import asked_for
 from engine.schema.preflight import preflight_problems
 from engine.schema.run_config import parse_run_config
 

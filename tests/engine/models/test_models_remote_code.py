@@ -1,4 +1,4 @@
-"""Code that comes with a model runs only when the operator allows it (:mod:`engine.policy.remote_code`): a
+"""Code that comes with a model runs only when the operator allows it (:mod:`engine.permissions.remote_code`): a
 real local model folder whose ``config.json`` has an ``auto_map`` pointing at a Python file that writes
 a marker file when imported, loaded through the real loading path."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.policy.operator import OperatorPermissions
-from engine.policy.remote_code import (
+from engine.permissions.operator import OperatorPermissions
+from engine.permissions.remote_code import (
     RemoteCodeRefused,
     asked_for,
     remote_code_problem,

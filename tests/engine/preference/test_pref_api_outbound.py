@@ -1,5 +1,5 @@
 """Where a run config may send the API comparator's requests and the operator's keys
-(:mod:`engine.policy.outbound`): real HTTP listeners on 127.0.0.1, a run config checked in pre-flight and
+(:mod:`engine.permissions.outbound`): real HTTP listeners on 127.0.0.1, a run config checked in pre-flight and
 built and trained by the engine; nothing leaves the machine."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from engine.policy.operator import OperatorPermissions
-from engine.policy.outbound import (
+from engine.permissions.operator import OperatorPermissions
+from engine.permissions.outbound import (
     ApiHosts,
     Endpoint,
     OutboundRefused,

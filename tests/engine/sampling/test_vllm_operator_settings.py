@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.policy.operator import LIBRARY, OperatorPermissions
+from engine.permissions.operator import LIBRARY, OperatorPermissions
 from engine.sampling.vllm_python import SETTING, VLLMBackendError, resolve_vllm_python
 from engine.schema.run_config import ConfigError, parse_run_config
 

@@ -58,7 +58,7 @@ def test_the_unsafe_mode_runs_code_with_limits_and_the_audit_hook_only(no_bubble
 
 def test_the_unsafe_permission_travels_with_the_task_it_was_built_for(no_bubblewrap):
     """Two humaneval tasks built in one process under two permissions: each keeps its own, no global."""
-    from engine.policy.operator import OperatorPermissions
+    from engine.permissions.operator import OperatorPermissions
     from engine.tasks import TaskError, build_task
 
     params = {"train_slice": "0:1", "eval_slice": "1:2", "workers": 1}

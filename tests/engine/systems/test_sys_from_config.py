@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.examples import example_path
-from engine.policy.operator import OperatorPermissions
+from engine.permissions.operator import OperatorPermissions
 from engine.schema.run_config import ConfigError, load_run_config, parse_run_config
 from engine.sinks import MemorySink
 from engine.systems.from_config import build_system, run_system

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from engine.policy.operator import OperatorPermissions
-from engine.policy.task_modules import import_path_problem, module_allowed, normalise_modules
+from engine.permissions.operator import OperatorPermissions
+from engine.permissions.task_modules import import_path_problem, module_allowed, normalise_modules
 from engine.schema.run_config import ConfigError, parse_run_config
 from engine.schema.task_table import BUILTIN_TASKS
 from engine.tasks import Task, TaskError, build_task, check_task_name, get_task_info, task_catalog

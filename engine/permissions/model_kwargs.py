@@ -15,7 +15,7 @@ from the dashboard, run by a worker) may pass only :data:`ALLOWED`, each with th
                               (``kernels-community/...``) where ``flash_attn`` is missing and
                               ``kernels`` is installed, and ``org/kernel`` or a mapping per
                               sub-config names one: those are code that comes with a model
-                              (:mod:`engine.policy.remote_code`)
+                              (:mod:`engine.permissions.remote_code`)
 ``low_cpu_mem_usage``         true or false
 ``revision``                  a branch, tag or commit (letters, digits, ``._-/``, no ``..``): which
                               cached snapshot of a hub model
@@ -30,9 +30,9 @@ Everything else is refused with the key named, including under ``COOPLAB_ALLOW_R
 trusts a model's code, not a config's paths and devices). The trainer places and loads models itself,
 so nothing a run needs is lost: ``device`` and ``torch_dtype`` are run-config settings of their own,
 and where models come from is the operator's Hugging Face cache and the read roots
-(:mod:`engine.policy.read_paths`).
+(:mod:`engine.permissions.read_paths`).
 
-``allowed`` is the operator's remote-code permission as :mod:`engine.policy.remote_code` keeps it: None
+``allowed`` is the operator's remote-code permission as :mod:`engine.permissions.remote_code` keeps it: None
 (a script using the engine as a library, no operator settings applied) passes ``model_kwargs`` as
 given. Built-in models (``builtin:``) take their own ``size`` and ``seed``, checked where they are
 built. Torch-free.
@@ -44,7 +44,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.policy.remote_code import SAFE_ATTENTION, asked_for, remote_code_problem
+from engine.permissions.remote_code import SAFE_ATTENTION, asked_for, remote_code_problem
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
@@ -89,7 +89,7 @@ def model_kwargs_problems(kwargs: Mapping[str, Any] | None, allowed: bool | None
     ``allowed`` (None: library use, nothing refused); empty when all may."""
     if allowed is None or not kwargs:
         return []
-    remote = asked_for(kwargs)  # judged by engine.policy.remote_code: allowed with the operator's permission
+    remote = asked_for(kwargs)  # judged by engine.permissions.remote_code: allowed with the operator's permission
     refused = remote_code_problem(kwargs, allowed) if remote else None
     problems = [refused] if refused else []
     for name, value in kwargs.items():

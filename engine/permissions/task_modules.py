@@ -13,7 +13,7 @@ code (``os:system``) on the machine that validates it. Configs may therefore nam
   path resolves to must itself come from an allowed module (:func:`foreign_object_problem`).
 
 The allowlist is empty by default and is passed to each check (no process-wide state): it is the
-``task_modules`` of :class:`engine.policy.operator.OperatorPermissions`. The engine reads no environment
+``task_modules`` of :class:`engine.permissions.operator.OperatorPermissions`. The engine reads no environment
 variables: ``cooplab``, the workers and the dashboard build it from the operator's
 ``COOPLAB_TASK_MODULES`` setting (:func:`jobs.settings.operator_permissions`); a script using the engine
 directly passes ``OperatorPermissions(task_modules=[...])``. Checking a name never imports anything;

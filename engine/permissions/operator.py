@@ -5,7 +5,7 @@ An operator's settings (``COOPLAB_TASK_MODULES``, ``COOPLAB_UNSAFE_SANDBOX_WITHO
 variables) are read in ``jobs.settings`` (:func:`jobs.settings.operator_permissions`); the engine reads no
 environment and holds no process-wide permission. Whoever parses, checks or trains a run config hands
 an :class:`OperatorPermissions` to the function that needs it: :func:`engine.schema.run_config.parse_run_config`
-(the task module allowlist), :func:`engine.policy.run_permissions.check_permissions`,
+(the task module allowlist), :func:`engine.permissions.run_permissions.check_permissions`,
 :func:`engine.build.run.run_training` (model loading, the code sandbox, the API comparator, the vLLM
 python). Two values in one process enforce independently.
 
@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.policy.outbound import ApiHosts, parse_api_hosts
-from engine.policy.task_modules import normalise_modules
+from engine.permissions.outbound import ApiHosts, parse_api_hosts
+from engine.permissions.task_modules import normalise_modules
 from engine.schema.secrets import KEY_VARIABLE
 
 
@@ -43,11 +43,11 @@ class OperatorPermissions:
     """The operator's permissions (see the module docstring).
 
     ``task_modules``: modules (and package prefixes) run configs may name code from
-    (:mod:`engine.policy.task_modules`). ``unisolated_sandbox``: UNSAFE, model-written code may run without
+    (:mod:`engine.permissions.task_modules`). ``unisolated_sandbox``: UNSAFE, model-written code may run without
     OS isolation where bubblewrap cannot be used (:mod:`engine.sandbox.boundary`). ``api_hosts``: where a
-    run may send requests and keys (:mod:`engine.policy.outbound`; None: no listing applied).
+    run may send requests and keys (:mod:`engine.permissions.outbound`; None: no listing applied).
     ``allow_remote_code``: whether a config may load code that comes with a model
-    (:mod:`engine.policy.remote_code`; None: not applied). ``vllm_python``: the vLLM venv's python
+    (:mod:`engine.permissions.remote_code`; None: not applied). ``vllm_python``: the vLLM venv's python
     (:mod:`engine.sampling.vllm_python`; None: a library config's own). ``api_keys``: the keys a run config
     may name by variable (None: a library script's own environment); never shown by ``repr``.
     """

@@ -4,7 +4,7 @@ A run config names a URL (``comparator_api_url``) and, through ``comparator_api_
 the operator's ``COOPLAB_API_KEY_*`` variables. Anyone who may submit a run config could otherwise
 send that key, or the worker's requests, anywhere: to a listener of theirs, to Redis on loopback, to
 a cloud metadata address. The operator therefore lists hosts (the ``COOPLAB_API_HOSTS`` setting,
-read in ``jobs.settings`` and passed in :class:`engine.policy.operator.OperatorPermissions`; the engine reads
+read in ``jobs.settings`` and passed in :class:`engine.permissions.operator.OperatorPermissions`; the engine reads
 no environment):
 
 - ``COOPLAB_API_KEY_NAME=host[:port]`` binds that key to the host; repeat the variable for more
@@ -33,7 +33,7 @@ The connection goes to an address that was checked (:func:`checked_target`), so 
 resolves to a public address when checked and to 127.0.0.1 a moment later (DNS rebinding) cannot
 redirect the request: the client connects to the checked address, never resolves the name again.
 
-The listing travels in :class:`engine.policy.operator.OperatorPermissions` (``api_hosts``); it is None
+The listing travels in :class:`engine.permissions.operator.OperatorPermissions` (``api_hosts``); it is None
 for a script using the engine as a library, as CoMLRL's users do: the API client then sends where its
 caller says. Every CoopLab process (dashboard, CLI, workers) sets it, an empty listing by default; the
 pre-flight checks and :func:`engine.build.run.run_training` treat None as an empty listing.

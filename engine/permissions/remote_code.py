@@ -5,13 +5,13 @@
 cached hub model, runs in the trainer with the worker's rights. A run config could ask for it through
 an agent's ``model_kwargs``, which would get round the task-module allowlist (any cached hub model
 with custom code would do). So (the other ``from_pretrained`` arguments a config may pass are listed in
-:mod:`engine.policy.model_kwargs`):
+:mod:`engine.permissions.model_kwargs`):
 
 - a run config may ask for code that comes with a model (:data:`REMOTE_CODE_KWARGS`: ``trust_remote_code``,
   ``use_kernels``, and an ``attn_implementation`` other than :data:`SAFE_ATTENTION`, since
   ``flash_attention_2``, ``org/kernel`` or a mapping may load a kernel from the hub, or offline any kernel
   in the cache) only when the operator allows it, with the ``COOPLAB_ALLOW_REMOTE_CODE`` setting (read in ``jobs.settings`` and
-  passed as ``allow_remote_code`` of :class:`engine.policy.operator.OperatorPermissions`; the engine reads
+  passed as ``allow_remote_code`` of :class:`engine.permissions.operator.OperatorPermissions`; the engine reads
   no environment);
 - whatever a config says, loading passes ``trust_remote_code=False`` unless code was asked for and
   allowed (:func:`trust_remote_code`), so an ``auto_map`` never runs on its own, and transformers

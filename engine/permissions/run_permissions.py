@@ -1,21 +1,21 @@
 """What a run config may do on this machine that only the operator can allow: send a key or a request
-to a host (:mod:`engine.policy.outbound`), run code that comes with a model (:mod:`engine.policy.remote_code`);
-and, whatever the operator allows, only the ``from_pretrained`` arguments of :mod:`engine.policy.model_kwargs`.
+to a host (:mod:`engine.permissions.outbound`), run code that comes with a model (:mod:`engine.permissions.remote_code`);
+and, whatever the operator allows, only the ``from_pretrained`` arguments of :mod:`engine.permissions.model_kwargs`.
 
 :func:`permission_problems` is part of pre-flight (:mod:`engine.schema.preflight`, before a run is stored or
 queued); :func:`check_permissions` runs again when a run starts (:func:`engine.build.run.run_training`),
 since a worker runs whatever was stored, and the operator's settings may have changed in between.
-Both take the operator's :class:`engine.policy.operator.OperatorPermissions`; where its listing or
-permission was not set (:data:`engine.policy.operator.LIBRARY`), nothing is listed and nothing allowed.
+Both take the operator's :class:`engine.permissions.operator.OperatorPermissions`; where its listing or
+permission was not set (:data:`engine.permissions.operator.LIBRARY`), nothing is listed and nothing allowed.
 Torch-free.
 """
 
 from __future__ import annotations
 
-from engine.policy.model_kwargs import model_kwargs_problems
-from engine.policy.operator import LIBRARY, OperatorPermissions
-from engine.policy.outbound import ApiHosts, OutboundRefused, Resolver, checked_target, resolve
-from engine.policy.remote_code import remote_code_problem
+from engine.permissions.model_kwargs import model_kwargs_problems
+from engine.permissions.operator import LIBRARY, OperatorPermissions
+from engine.permissions.outbound import ApiHosts, OutboundRefused, Resolver, checked_target, resolve
+from engine.permissions.remote_code import remote_code_problem
 from engine.schema.errors import ConfigError
 from engine.schema.run_config import RunConfig
 from engine.schema.sources import BUILTIN_PREFIX
@@ -27,7 +27,7 @@ def permission_problems(config: RunConfig, permissions: OperatorPermissions = LI
 
     The API comparator's URL against its ``api_hosts`` (its key's binding, the scheme, and every address
     its host resolves to: a name this machine cannot resolve is left to the run, which checks again), and
-    every agent's ``model_kwargs`` against the allowlist of :mod:`engine.policy.model_kwargs` and
+    every agent's ``model_kwargs`` against the allowlist of :mod:`engine.permissions.model_kwargs` and
     ``allow_remote_code``.
     """
     hosts = permissions.api_hosts or ApiHosts()

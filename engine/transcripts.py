@@ -1,4 +1,11 @@
-"""What one agent saw and said at one turn, and one branch of a rollout tree as an episode."""
+"""The transcript of a rollout: one :class:`TurnRecord` per agent and turn, grouped into an :class:`Episode`.
+
+One type end to end: the engine builds these and reports them through its sink, the job's database
+sink hands them to ``db.store.Store.log_step`` unchanged, and the store's readers return the stored
+turns as the same :class:`TurnRecord` (inside ``db.records.EpisodeView``). This module imports
+nothing of the engine and no third-party library: it is the one module of the engine that ``db`` imports
+(an import contract in pyproject.toml keeps it so), and every layer (engine, db, jobs, app) may use it.
+"""
 
 from __future__ import annotations
 
