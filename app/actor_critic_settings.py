@@ -15,7 +15,8 @@ from typing import Any
 from app.fields import FieldForm, field_form
 from engine.schema.algorithms import CONFIG_CLASSES
 from engine.schema.catalog import ACTOR_CRITIC
-from engine.schema.run_config import ActorCriticSection, has_critics
+from engine.schema.run_config import ActorCriticSection
+from engine.schema.run_config_sections import has_critics
 
 ACTOR_CRITIC_ALGORITHMS = (*ACTOR_CRITIC, "marlhf")  # marlhf: with rl_algorithm iac/maac
 SETTINGS = tuple(ActorCriticSection.model_fields)

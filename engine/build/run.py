@@ -43,7 +43,8 @@ from engine.schema.budget import device_problems
 from engine.schema.collaboration import is_centralized
 from engine.schema.configure import trainer_config
 from engine.schema.errors import ConfigError
-from engine.schema.run_config import RunConfig, has_critics
+from engine.schema.run_config import RunConfig
+from engine.schema.run_config_sections import has_critics
 from engine.sinks.base import Sink
 from engine.tasks.building import build_task_for
 from engine.trainer.core import TrainResult

@@ -17,7 +17,8 @@ from typing import Any
 from engine.schema.algorithms import CONFIG_CLASSES, read_settings, unused_settings
 from engine.schema.catalog import ALGORITHM_BASELINES
 from engine.schema.collaboration import centralized_team_problems, is_centralized
-from engine.schema.run_config import AgentSpec, ConfigError, TrainerSpec, has_critics
+from engine.schema.run_config import AgentSpec, ConfigError, TrainerSpec
+from engine.schema.run_config_sections import has_critics
 
 
 def team_devices(spec: Any, agents: Sequence[AgentSpec]) -> list[str]:

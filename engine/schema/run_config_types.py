@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from engine.schema.run_config import _AgentIdentity, _GivenOnly, _TrainerRules
+from engine.schema.run_config_sections import _AgentIdentity, _GivenOnly, _TrainerRules
 
 
 class AgentSpec(_AgentIdentity):

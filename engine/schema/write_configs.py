@@ -207,7 +207,7 @@ def render_run_config_types() -> str:
            "",
            "from typing import Any, Literal",
            "",
-           f"from engine.schema.run_config import {', '.join(bases)}"]
+           f"from engine.schema.run_config_sections import {', '.join(bases)}"]
     for section in sections:
         base = section.__mro__[1]
         assert issubclass(base, BaseModel)
