@@ -18,8 +18,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery.worker.request import Request
-
 from db import states
 from jobs import warm_shutdown
 
@@ -50,30 +48,16 @@ def run_id_of(args: Any) -> int | None:
         return None
 
 
-class RunRequest(Request):
-    """A ``jobs.run_training`` request that is dropped, unstarted, when its run was cancelled."""
+class RunRequest(warm_shutdown.LeavingRequest):
+    """A ``jobs.run_training`` request that is dropped, unstarted, when its run was cancelled (and goes
+    back to the queue unstarted when the worker is shutting down)."""
 
     def revoked(self) -> bool:
         if super().revoked():
             return True
-        if warm_shutdown.requested():
-            return self._give_back()
         run_id = run_id_of(self.args)
         if run_id is None or run_status(run_id) != states.CANCELLED:
             return False
         log.info("run %s is cancelled: its message is dropped without starting a job process", run_id)
         self._announce_revoked("cancelled", False, None, False)  # acknowledges the message
-        return True
-
-    def _give_back(self) -> bool:
-        """The worker is shutting down: the message goes back to the queue unstarted (rejected with
-        requeue), and the worker stops consuming (:mod:`jobs.warm_shutdown`)."""
-        from celery.worker.state import task_ready
-
-        log.warning("run %s: the worker is shutting down; its message goes back to the queue unstarted",
-                    run_id_of(self.args))
-        self.reject(requeue=True)
-        task_ready(self)
-        self._already_revoked = True  # never sent to the pool
-        warm_shutdown.stop_consuming()
         return True

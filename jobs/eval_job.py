@@ -196,9 +196,14 @@ def _named(exc: BaseException) -> bool:
     return isinstance(exc, (EvalError, ConfigError, TaskError, FileNotFoundError, NotFoundError, EvalRequestError))
 
 
-@shared_task(name=EVAL_TASK_NAME, bind=True, acks_late=True, ignore_result=True)
+@shared_task(name=EVAL_TASK_NAME, bind=True, acks_late=True, ignore_result=True,
+             Request="jobs.warm_shutdown:LeavingRequest")
 def run_evaluation(self, request_id: int) -> str:  # type: ignore[no-untyped-def]
-    """Execute evaluation request ``request_id``; returns the state it ended in."""
+    """Execute evaluation request ``request_id``; returns the state it ended in. A worker in warm
+    shutdown gives the message back unstarted (:mod:`jobs.warm_shutdown`)."""
+    from jobs import warm_shutdown
+
+    warm_shutdown.leave_if_requested(f"evaluation request {request_id}")
     return execute_evaluation(int(request_id), worker=self.request.hostname)
 
 

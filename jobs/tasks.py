@@ -30,7 +30,7 @@ def run_training(self, run_id: int) -> str:  # type: ignore[no-untyped-def]
     from jobs import warm_shutdown
     from jobs.executor import execute_run
 
-    warm_shutdown.leave_if_requested(int(run_id))  # unclaimed: back to the queue when the worker is leaving
+    warm_shutdown.leave_if_requested(f"run {run_id}")  # unclaimed: back to the queue when the worker leaves
     status = execute_run(int(run_id), worker=self.request.hostname, exit_when_settled=True,
                          leaving=warm_shutdown.requested)
     _schedule_study_of(int(run_id))

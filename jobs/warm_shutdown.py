@@ -11,12 +11,12 @@ worker kills it and the run is ``lost``. Three places close that door, all keyed
   before it forks any job process, so its job processes see it the moment the parent sets it (in its
   signal handler);
 - in the worker parent, a message that arrives after the flag is set is rejected with requeue before a
-  job process is forked for it (:class:`jobs.consume.RunRequest`), and the worker stops consuming its
-  queues (:func:`stop_consuming`);
-- in the job process, a job that has not claimed its run yet raises ``Reject(requeue=True)``
-  (:func:`leave_if_requested`, the run stays ``queued`` and its message goes back to the broker); one
-  that claimed it just as the flag was set stops before training (the run ends ``stopped`` and can be
-  resumed).
+  job process is forked for it (:class:`LeavingRequest`, the Request class of runs and evaluations),
+  and the worker stops consuming its queues (:func:`stop_consuming`);
+- in the job process, a job that has not claimed its run (or evaluation request) yet raises
+  ``Reject(requeue=True)`` (:func:`leave_if_requested`: the work stays ``queued`` and its message goes
+  back to the broker); a run claimed just as the flag was set stops before training (it ends
+  ``stopped`` and can be resumed).
 
 Unacknowledged messages (late acks) that the worker still holds when it closes its broker connection
 go back to the queue as well (both transports restore them at shutdown).
@@ -27,6 +27,8 @@ from __future__ import annotations
 import logging
 import mmap
 from typing import Any
+
+from celery.worker.request import Request
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +74,33 @@ def stop_consuming() -> None:
         log.warning("could not cancel the queues %s during shutdown", queues, exc_info=True)
 
 
-def leave_if_requested(run_id: int) -> None:
-    """In a job process, before the run is claimed: when the worker is shutting down, give the message
-    back (``Reject(requeue=True)``) and leave the run ``queued`` for another worker."""
+def leave_if_requested(what: str) -> None:
+    """In a job process, before it claims its work (``what``: "run 3", "evaluation request 5"): when
+    the worker is shutting down, give the message back (``Reject(requeue=True)``) and leave the work
+    queued for another worker."""
     if not requested():
         return
     from celery.exceptions import Reject
 
-    log.warning("run %s: the worker is shutting down; the run was not started and goes back to the queue", run_id)
+    log.warning("%s: the worker is shutting down; it was not started and goes back to the queue", what)
     raise Reject("the worker is shutting down", requeue=True)
+
+
+class LeavingRequest(Request):
+    """The Request class of the worker's tasks (runs, evaluations): a message that reaches the worker
+    once it is shutting down goes back to the queue unstarted, before a job process is forked for it."""
+
+    def revoked(self) -> bool:
+        if super().revoked():
+            return True
+        if not requested():
+            return False
+        from celery.worker.state import task_ready
+
+        log.warning("%s%s: the worker is shutting down; its message goes back to the queue unstarted",
+                    self.task_name, list(self.args or ()))
+        self.reject(requeue=True)
+        task_ready(self)
+        self._already_revoked = True  # never sent to the pool; asked again, the answer stays
+        stop_consuming()
+        return True

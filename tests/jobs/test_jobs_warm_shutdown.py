@@ -86,14 +86,14 @@ def test_sigterm_to_one_of_two_workers_loses_no_run(broker, request, jobs_env, s
         signalled = time.monotonic()
         training_s = signalled - t0
         leaving.proc.send_signal(signal.SIGTERM)
-        assert leaving.proc.wait(timeout=60) == 0, leaving.log()[-4000:]
-        exit_s = time.monotonic() - signalled
 
         def all_final():
             found = [store.get_run(i) for i in run_ids]
             return found if not any(r.is_active for r in found) else None
 
         runs = wait_for(all_final, START_TIMEOUT_S, "every run to end")
+        assert leaving.proc.wait(timeout=60) == 0, leaving.log()[-4000:]
+        exit_s = time.monotonic() - signalled
         seen = {r.id: (r.status, r.worker, r.error) for r in runs}
         log = leaving.log()
         shutdown_log = log[log.index("Warm shutdown"):]

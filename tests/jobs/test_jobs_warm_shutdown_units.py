@@ -37,10 +37,10 @@ def test_a_job_process_forked_before_the_shutdown_sees_the_flag_set_after_it():
 
 
 def test_an_unclaimed_run_goes_back_to_the_queue_when_the_worker_is_leaving():
-    warm_shutdown.leave_if_requested(7)  # not leaving: nothing happens
+    warm_shutdown.leave_if_requested("run 7")  # not leaving: nothing happens
     warm_shutdown.mark()
     with pytest.raises(Reject) as raised:
-        warm_shutdown.leave_if_requested(7)
+        warm_shutdown.leave_if_requested("run 7")
     assert raised.value.requeue is True
 
 
