@@ -54,13 +54,13 @@ def two_workers(folder: Path) -> Iterator[list[WorkerProcess]]:
 
 
 def _submit_runs(plugin: str, experiment_id: int) -> list[int]:
-    """Two three-step runs of half a second or more per step (the reward sleeps) keep both workers busy;
-    a one-step run waits in the queue behind them."""
+    """Three three-step runs of half a second or more per step (the reward sleeps): two keep both
+    workers busy, the third waits in the queue behind them (long enough that a worker which took it
+    during its shutdown would not finish it before the shutdown kills it)."""
     slow = tiny_config(max_steps=3)
     slow["task"] = {"name": f"{plugin}:slow_quickstart", "params": {"sleep_s": 0.5}}
     settings = Settings()
-    return [submit_run(config, experiment_id=experiment_id, settings=settings)
-            for config in (slow, slow, tiny_config(max_steps=1))]
+    return [submit_run(slow, experiment_id=experiment_id, settings=settings) for _ in range(3)]
 
 
 @pytest.mark.parametrize("broker", ["filesystem", "redis"])
