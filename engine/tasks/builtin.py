@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.tasks.base import Task
 from engine.tasks.comlrl_writing import build_arxiv, build_tldr
-from engine.tasks.humaneval.benchmarks import build_coop_humaneval, build_mbpp
+from engine.tasks.humaneval.comlrl_code import build_coop_humaneval, build_mbpp
 from engine.tasks.humaneval.task import build_humaneval
 from engine.tasks.quickstart import build_quickstart
 from engine.tasks.self_play import build_role_switch, build_self_refine

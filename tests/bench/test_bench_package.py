@@ -17,7 +17,7 @@ def test_storage_and_dashboard_benchmarks_import_no_torch() -> None:
 
 
 def test_no_benchmark_is_left_inside_another_package() -> None:
-    packages = ("transcripts", "engine", "db", "jobs", "app", "cooplab")
+    packages = ("engine", "db", "jobs", "app", "cooplab")
     strays = sorted(str(p.relative_to(ROOT)) for package in packages for p in (ROOT / package).rglob("*.py")
                     if "bench" in str(p.relative_to(ROOT / package)))
     assert strays == ["cooplab/cmd_bench.py"], strays
