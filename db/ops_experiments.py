@@ -152,12 +152,19 @@ class ExperimentOps(StoreBase):
             session.delete(row)
 
     def clone_experiment(self, experiment_id: int, name: str, *, description: str | None = None) -> Experiment:
-        """A new experiment with the same config and tags (and description unless given), no runs."""
+        """A new experiment with the same config and tags (and description unless given), no runs. The
+        copied config carries the clone's name (and the given description), so editing and saving the
+        clone never collides with the source's name."""
         with self._write() as session:
             source = load(session, experiment_id)
+            description = source.description if description is None else description
+            config = dict(source.config or {})
+            if "name" in config:
+                config["name"] = _check_name(name)
+                if "description" in config:
+                    config["description"] = description
             return self.within(session).create_experiment(
-                name, description=source.description if description is None else description,
-                tags=list(source.tags or ()), config=dict(source.config or {}))
+                name, description=description, tags=list(source.tags or ()), config=config)
 
     def experiment_tags(self) -> list[str]:
         """Every tag used by some experiment, sorted."""

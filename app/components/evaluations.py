@@ -18,6 +18,7 @@ from app import commands
 from app.components.transcript_view import render_episode
 from app.escape import md_code
 from db.evaluation_records import Evaluation
+from db.ops_transcripts import episode_totals
 from db.records import EpisodeView
 from engine.schema.run_config import agents_from_folders
 from engine.transcripts import TurnRecord
@@ -101,10 +102,16 @@ def episode_view(evaluation: Evaluation, index: int) -> EpisodeView | None:
     fields = set(TurnRecord.__dataclass_fields__)
     turns = tuple(TurnRecord(**{k: (float("nan") if v is None and k in ("reward", "ret", "advantage") else v)
                                 for k, v in turn.items() if k in fields}) for turn in data.get("turns", []))
+    # a stored evaluation episode holds its turns only: its team reward and return come from them, as for
+    # a training episode (reading a missing total as 0 showed "team reward 0.000" beside turns of 1.000)
+    reward, ret = episode_totals(turns)
+    if data.get("reward") is not None:
+        reward = float(data["reward"])
+    if data.get("ret") is not None:
+        ret = float(data["ret"])
     return EpisodeView(id=evaluation.id * 100_000 + index, run_id=evaluation.run_id, step=int(data.get("step", 0)),
                        split=str(data.get("split", evaluation.split)), sample_index=int(data.get("sample_index", 0)),
-                       item_index=data.get("item_index"), reward=float(data.get("reward") or 0.0),
-                       ret=float(data.get("ret") or 0.0), turns=turns)
+                       item_index=data.get("item_index"), reward=reward, ret=ret, turns=turns)
 
 
 def render_best_models(store: Any, *, experiment_id: int, output_dir: str | None, key: str) -> None:

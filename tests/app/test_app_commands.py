@@ -78,7 +78,7 @@ def test_save_creates_then_updates_and_refuses_a_taken_name(store: Store, make_c
     with pytest.raises(DuplicateNameError):
         commands.save_experiment(store, created.id, {**make_config("other"), "description": "", "tags": []})
     clone = commands.clone_experiment(store, created.id, "renamed-copy")
-    assert clone.config == store.get_experiment(created.id).config
+    assert clone.config == {**store.get_experiment(created.id).config, "name": "renamed-copy"}
 
 
 def test_run_notes_and_deletion(store: Store, experiment: int) -> None:

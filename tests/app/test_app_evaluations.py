@@ -114,6 +114,27 @@ def test_requests_show_done_and_failed_with_their_reason(app, store: Store, expe
     assert any("no checkpoints yet" in c.value for c in at.caption)
 
 
+def test_an_evaluated_episodes_header_totals_its_turns(store: Store, experiment: int, seed) -> None:
+    """Evaluation episodes are stored as the engine writes them (turns, no episode totals): the header's
+    team reward and return come from the turns, never a made-up 0."""
+    from app.components.evaluations import episode_view
+    from app.components.transcript_view import episode_title
+    from engine.sinks.jsonl import episode_to_dict
+    from engine.transcripts import Episode, TurnRecord
+
+    turns = tuple(TurnRecord(turn=t, agent_index=i, agent_name=name, prompt="p", completion="c", reward=1.0,
+                             ret=2.0 - (t - 1), advantage=0.0)
+                  for t in (1, 2) for i, name in enumerate(("writer", "editor")))
+    stored = episode_to_dict(4, Episode(sample_index=0, split="eval", item_index=0, turns=turns))
+    assert "reward" not in stored  # what the evaluation job stores
+    run_id = seed(experiment, status="succeeded", steps=1)
+    EvaluationStore(store).add_evaluation(_evaluation(run_id, 4, 1.0, episodes=[stored]))
+    [evaluation] = EvaluationStore(store).list_evaluations(run_id)
+    episode = episode_view(evaluation, 0)
+    assert (episode.reward, episode.ret) == (2.0, 2.0)  # two turns of 1.0; the first turn's return
+    assert "team reward 2.000 · return 2.000" in episode_title(episode)
+
+
 def test_checkpoint_choices_by_hand() -> None:
     from app.components.evaluate_control import checkpoint_choices
 

@@ -199,6 +199,15 @@ def test_search_clone_and_delete_with_confirmation(app, store: Store) -> None:
     at.button(key="exp_clone").click().run()
     assert {e.name for e in store.list_experiments()} == {"quickstart", "quickstart-lr"}
     assert at.header[0].value == "Edit experiment #2"
+    # the clone's form holds the clone's name, so saving it works (it held the source's name and Save
+    # failed with "already exists")
+    gen = at.session_state["exp_gen"]
+    assert at.text_input(key=f"ed{gen}.name").value == "quickstart-lr"
+    assert store.get_experiment(2).config["name"] == "quickstart-lr"
+    at.number_input(key=f"ed{gen}.trainer.max_steps").set_value(61).run()
+    at.button(key="exp_save").click().run()
+    assert not [e for e in at.error if "already exists" in e.value]
+    assert store.get_experiment(2).config["trainer"]["max_steps"] == 61
     at.text_input(key="exp_search").set_value("-lr").run()
     assert at.dataframe[0].value["name"].tolist() == ["quickstart-lr"]
     assert at.button(key="exp_delete").disabled  # needs the confirmation first
