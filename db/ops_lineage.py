@@ -11,13 +11,16 @@ every query stays an indexed range read.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 
-from sqlalchemy import select
+from sqlalchemy import and_, false, or_, select
+from sqlalchemy.sql.elements import ColumnElement
 
-from db.models import RunRow
-from db.ops_metrics import MetricOps
+from db.models import MetricRow, RunRow
+from db.ops_metrics import MetricOps, iter_csv, iter_jsonl
 from db.ops_runs import load
-from db.records import Attempt, JoinedSeries, Lineage, Series
+from db.ops_transcripts import jsonl_batch
+from db.records import Attempt, JoinedSeries, Lineage, MetricPoint, Series
 
 MIN_SEGMENT_POINTS = 16
 
@@ -73,6 +76,21 @@ def _span(attempt: Attempt) -> int:
     start = attempt.owns_from if attempt.owns_from is not None else (attempt.first_step or 0)
     end = attempt.owns_to if attempt.owns_to is not None else attempt.step
     return max(1, end - start + 1)
+
+
+def owned_points(history: Lineage) -> ColumnElement[bool]:
+    """The metric rows the joined history shows: each attempt's own steps."""
+    parts = []
+    for attempt in history.attempts:
+        if attempt.owns_nothing:
+            continue
+        bounds = [MetricRow.run_id == attempt.run_id]
+        if attempt.owns_from is not None:
+            bounds.append(MetricRow.step >= attempt.owns_from)
+        if attempt.owns_to is not None:
+            bounds.append(MetricRow.step <= attempt.owns_to)
+        parts.append(and_(*bounds))
+    return or_(*parts) if parts else false()
 
 
 class LineageOps(MetricOps):
@@ -141,3 +159,31 @@ class LineageOps(MetricOps):
                     if attempt.owns(step):
                         out[step] = attempt.run_id
             return sorted(out.items())
+
+    def iter_lineage_metrics(self, history: Lineage, keys: Iterable[str] | None = None) -> Iterator[MetricPoint]:
+        """Every point of the joined history (each step once, from the attempt that owns it) ordered by
+        key and step, read in batches: what the joined chart draws, for exports."""
+        return self.iter_points(owned_points(history), keys)
+
+    def stream_lineage_metrics_csv(self, history: Lineage) -> Iterator[str]:
+        """The joined history's points as CSV text in chunks (the format of ``stream_metrics_csv``)."""
+        return iter_csv(self.iter_lineage_metrics(history))
+
+    def stream_lineage_metrics_jsonl(self, history: Lineage) -> Iterator[str]:
+        """The joined history's points as JSON lines, in chunks."""
+        return iter_jsonl(self.iter_lineage_metrics(history))
+
+    def stream_lineage_episodes_jsonl(self, history: Lineage, *, batch_size: int = 200) -> Iterator[str]:
+        """The joined history's episodes (each attempt's own steps, oldest attempt first) as JSON lines in
+        chunks, each read in its own short session."""
+        for attempt in history.attempts:
+            if attempt.owns_nothing:
+                continue
+            last_id = -1
+            while True:
+                with self._read() as session:
+                    text, last_id = jsonl_batch(session, attempt.run_id, after_id=last_id, batch_size=batch_size,
+                                                steps=(attempt.owns_from, attempt.owns_to))
+                if not text:
+                    break
+                yield text

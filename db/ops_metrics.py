@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, or_, select, text, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from db import rollups
 from db.clock import db_now
@@ -294,8 +295,14 @@ class MetricOps(TranscriptOps):
                      batch_size: int = 10_000) -> Iterator[MetricPoint]:
         """Every stored point of a run ordered by key and step, read in batches (for exports) on a
         connection of its own."""
+        return self.iter_points(MetricRow.run_id == run_id, keys, batch_size=batch_size)
+
+    def iter_points(self, where: ColumnElement[bool], keys: Iterable[str] | None = None, *,
+                    batch_size: int = 10_000) -> Iterator[MetricPoint]:
+        """Every stored point matching ``where`` ordered by key and step, read in batches on a
+        connection of its own."""
         query = (select(MetricRow.key, MetricRow.step, MetricRow.env_step, MetricRow.value, MetricRow.wall_time)
-                 .where(MetricRow.run_id == run_id).order_by(MetricRow.key, MetricRow.step, MetricRow.id))
+                 .where(where).order_by(MetricRow.key, MetricRow.step, MetricRow.id))
         if keys is not None:
             query = query.where(MetricRow.key.in_(list(keys)))
         with self.engine.connect() as conn:

@@ -73,11 +73,16 @@ def _with_turns(session: Session, rows: Sequence[EpisodeRow]) -> list[EpisodeVie
     return [convert.episode(r, turns[r.id]) for r in rows]
 
 
-def jsonl_batch(session: Session, run_id: int, *, after_id: int, batch_size: int) -> tuple[str, int]:
-    """The next ``batch_size`` episodes (id above ``after_id``) as JSON lines, and the last id read
-    (``after_id`` when none is left, with an empty text)."""
-    rows = session.scalars(select(EpisodeRow).where(EpisodeRow.run_id == run_id, EpisodeRow.id > after_id)
-                           .order_by(EpisodeRow.id).limit(batch_size)).all()
+def jsonl_batch(session: Session, run_id: int, *, after_id: int, batch_size: int,
+                steps: tuple[int | None, int | None] = (None, None)) -> tuple[str, int]:
+    """The next ``batch_size`` episodes (id above ``after_id``, step within ``steps``, inclusive, None
+    unbounded) as JSON lines, and the last id read (``after_id`` when none is left, with an empty text)."""
+    query = select(EpisodeRow).where(EpisodeRow.run_id == run_id, EpisodeRow.id > after_id)
+    if steps[0] is not None:
+        query = query.where(EpisodeRow.step >= steps[0])
+    if steps[1] is not None:
+        query = query.where(EpisodeRow.step <= steps[1])
+    rows = session.scalars(query.order_by(EpisodeRow.id).limit(batch_size)).all()
     lines = [json.dumps({
         "step": ep.step, "split": ep.split, "sample_index": ep.sample_index, "item_index": ep.item_index,
         "reward": ep.reward, "return": ep.ret,

@@ -13,10 +13,10 @@ import yaml
 from app import context
 from app.components.charts import line_figure
 from app.components.credit_chart import render_contribution
-from app.components.downloads import offer
 from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_best_models, render_evaluations
 from app.components.run_controls import choose_run, notes_editor, run_header
+from app.components.run_downloads import render_run_downloads
 from app.components.stored_files import (
     local_log_offer,
     render_checkpoints,
@@ -218,16 +218,7 @@ def files_tab(store: Store, run: Run) -> None:
     st.markdown("**Exported models**")
     render_exported_models(run)
     st.divider()
-    d1, d2, d3 = st.columns(3)
-    with d1:
-        offer("metrics CSV", lambda: store.stream_metrics_csv(run_id), file_name=f"run{run_id}-metrics.csv",
-              mime="text/csv", key=f"dl_csv_{run_id}")
-    with d2:
-        offer("metrics JSONL", lambda: store.stream_metrics_jsonl(run_id), file_name=f"run{run_id}-metrics.jsonl",
-              mime="application/jsonl", key=f"dl_jsonl_{run_id}")
-    with d3:
-        offer("transcripts JSONL", lambda: store.stream_episodes_jsonl(run_id),
-              file_name=f"run{run_id}-transcripts.jsonl", mime="application/jsonl", key=f"dl_eps_{run_id}")
+    render_run_downloads(store, run)
 
 
 def run_detail_page() -> None:

@@ -204,6 +204,27 @@ def test_a_resumed_run_is_one_history(app, store: Store, experiment: int, seed, 
     assert _figure(figures(at), "reward_mean per turn")["data"][0]["x"] == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_resumed_runs_downloads_hold_the_history_the_chart_draws(app, store: Store, experiment: int, seed,
+                                                                   monkeypatch) -> None:
+    from app.components import downloads
+
+    first, second = _resumed(store, experiment, seed)
+    monkeypatch.setitem(downloads._route, "active", True)  # links whose files the test produces itself
+
+    def csv_steps(at) -> list[int]:
+        [link] = [h.proto.body for h in at.get("html") if "cooplab-download" in h.proto.body and "metrics.csv" in
+                  h.proto.body]
+        offer = downloads.lookup(link.split("/api/download/")[1].split("/")[0])
+        rows = b"".join(downloads.chunks_of(offer.produce())).decode().splitlines()[1:]
+        return [int(r.split(",")[1]) for r in rows if r.startswith("train/reward_mean,")]
+
+    at = app("run_detail", run=second)
+    assert csv_steps(at) == list(range(1, 11))  # the whole history, each step once (was 5-10 only)
+    assert any("hold the whole history" in c.value for c in at.caption)
+    at.toggle(key=f"detail_joined_{first}").set_value(False).run()
+    assert csv_steps(at) == list(range(5, 11))  # "join attempts" off: this attempt's own rows
+
+
 def test_the_run_shows_its_seed_and_links_runs_of_other_seeds(app, store: Store, seed, make_config) -> None:
     exp = store.create_experiment("seeded", config=make_config("seeded", seed=11)).id
     run_id = seed(exp, status="succeeded", steps=1)

@@ -3,6 +3,8 @@ joined series (each step once, the later attempt winning) and the transcript ste
 
 from __future__ import annotations
 
+import json
+
 from db.ops_lineage import chain, ownership
 from db.store import Store
 from engine.transcripts import Episode, TurnRecord
@@ -76,6 +78,17 @@ def test_lineage_and_joined_series(store: Store, experiment_id: int) -> None:
     steps = store.lineage_episode_steps(history)
     assert [s for s, _ in steps] == list(range(1, 31))
     assert dict(steps)[16] == first and dict(steps)[17] == second
+
+    # the downloads hold what the chart draws: each step once, from its owner (not the latest attempt only)
+    points = [p for p in store.iter_lineage_metrics(history) if p.key == "train/reward_mean"]
+    assert [p.step for p in points] == list(range(1, 31))
+    assert [p.value for p in points][15:17] == [0.16, 1.17]
+    csv_rows = "".join(store.stream_lineage_metrics_csv(history)).splitlines()
+    assert len(csv_rows) == 1 + 30 and csv_rows[1].startswith("train/reward_mean,1,10,")
+    assert "".join(store.stream_lineage_metrics_jsonl(history)).count("\n") == 30
+    episodes = [json.loads(line) for line in "".join(store.stream_lineage_episodes_jsonl(history, batch_size=7))
+                .splitlines()]
+    assert [e["step"] for e in episodes] == list(range(1, 31))
 
 
 def test_series_step_bounds_on_other_axes(store: Store, run_id: int) -> None:
