@@ -5,10 +5,14 @@ only its runs to stop, never those of another worker on the same host. The child
 sessions, so a Ctrl-C in the terminal reaches only this supervisor,
 which then shuts them down in order: the dashboard first, then the worker after asking its current
 run to stop (it checkpoints and ends ``stopped``); a worker that does not exit within the stop grace
-period is killed and its run settled by the maintenance pass. While running, the supervisor also does
-the app-side maintenance (lost runs, overdue stops) every ``maintenance_interval_s``. A worker that
-dies while the dashboard runs is started again (after 1 s, doubling up to 60 s while it keeps dying),
-so one bad message or one crash does not take the dashboard down with it.
+period is killed and its run settled by the maintenance pass. The runs it asks to stop keep why in
+their notes: ``stopped: cooplab up shut down: <cause>`` (SIGTERM, SIGINT (Ctrl-C), a child that kept
+failing). While running, the supervisor also does the app-side maintenance (lost runs, overdue stops)
+every ``maintenance_interval_s``. A child that dies is started again (after 1 s, doubling up to 60 s
+while it keeps dying): a dead worker so one bad message or one crash does not take the dashboard down
+with it, a dead dashboard (killed for memory, a crash) so training goes on untouched. A dashboard that
+dies within a minute of its start :attr:`Restarts.GIVE_UP_AFTER` times in a row is given up on, and
+``cooplab up`` shuts down saying so.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ class Supervisor:
         self.with_worker = with_worker
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.stop_event = threading.Event()
+        self.cause = "it was asked to"  # why it shut down, for the notes of the runs it stops
         from jobs.worker import node_name
 
         # the embedded worker's own name: shutting down stops only its runs, never another worker's
@@ -101,16 +106,24 @@ class Supervisor:
 
         with Store(self.settings.resolved_database_url) as store:
             claim_data_dir(self.settings, store)  # refuses a data directory of another database
-        env = child_environment(self.settings)
         if self.with_worker:
-            self.children["worker"] = subprocess.Popen(worker_command(self.device, self.worker_name), env=env,
-                                                       start_new_session=True)
+            self._start_child("worker")
         if self.with_ui:
-            self.children["dashboard"] = subprocess.Popen(dashboard_command(self.port, self.host), env=env,
-                                                          start_new_session=True)
+            self._start_child("dashboard")
             log.info("dashboard on http://%s:%s", self.host, self.port)
 
+    def _command(self, name: str) -> list[str]:
+        if name == "dashboard":
+            return dashboard_command(self.port, self.host)
+        return worker_command(self.device, self.worker_name)
+
+    def _start_child(self, name: str) -> subprocess.Popen[bytes]:
+        child = subprocess.Popen(self._command(name), env=child_environment(self.settings), start_new_session=True)
+        self.children[name] = child
+        return child
+
     def _on_signal(self, signum: int, frame: object) -> None:
+        self.cause = _SIGNAL_CAUSES.get(signum, signal.Signals(signum).name)
         self.stop_event.set()
 
     def run(self) -> int:
@@ -127,44 +140,55 @@ class Supervisor:
         return code
 
     def _watch(self) -> int:
+        """Check the children every second (at most) and do a maintenance pass every
+        ``maintenance_interval_s``, until a signal or a child that cannot be kept up."""
         from jobs.maintenance import StopEnforcer, run_maintenance
 
         enforcer = StopEnforcer()
-        restarts = WorkerRestarts()
-        while not self.stop_event.wait(self.settings.maintenance_interval_s):
-            dashboard = self.children.get("dashboard")
-            if dashboard is not None and dashboard.poll() is not None:
-                log.error("dashboard exited with code %s; shutting down", dashboard.returncode)
-                return dashboard.returncode or 1
-            worker = self.children.get("worker")
-            if worker is not None and worker.poll() is not None:
-                if not self.with_ui:
-                    log.error("worker exited with code %s; shutting down", worker.returncode)
-                    return worker.returncode or 1
-                self._restart_worker(worker, restarts)
-            try:
-                run_maintenance(self.settings, enforcer=enforcer)
-            except Exception:
-                log.warning("maintenance pass failed", exc_info=True)
+        restarts = {"worker": Restarts(give_up=False), "dashboard": Restarts(give_up=True)}
+        interval = self.settings.maintenance_interval_s
+        maintenance_due = time.monotonic() + interval
+        while not self.stop_event.wait(min(1.0, interval)):
+            for name in ("dashboard", "worker"):
+                child = self.children.get(name)
+                if child is None or child.poll() is None:
+                    continue
+                if name == "worker" and not self.with_ui:
+                    self.cause = f"the worker exited with code {child.returncode}"
+                    log.error("worker exited with code %s; shutting down", child.returncode)
+                    return child.returncode or 1
+                if not self._restart(name, child, restarts[name]):
+                    return child.returncode or 1
+            if time.monotonic() >= maintenance_due:
+                maintenance_due = time.monotonic() + interval
+                try:
+                    run_maintenance(self.settings, enforcer=enforcer)
+                except Exception:
+                    log.warning("maintenance pass failed", exc_info=True)
         return 0
 
-    def _restart_worker(self, worker: subprocess.Popen[bytes], restarts: WorkerRestarts) -> None:
-        """The worker died under a running dashboard: settle its runs and start it again after a delay
-        that doubles while it keeps dying (1 s up to 60 s), so the dashboard stays up."""
+    def _restart(self, name: str, child: subprocess.Popen[bytes], restarts: Restarts) -> bool:
+        """Child ``name`` died while the other runs: start it again after a delay that doubles while it
+        keeps dying (1 s up to 60 s), leaving the other (and the worker's runs) as they are. False when
+        it is given up on (it died within a minute of its start too many times in a row)."""
         now = time.monotonic()
         if restarts.due_at is None:
-            _signal_group(worker, signal.SIGKILL)  # a job process left behind by the dead worker
-            restarts.due_at = now + restarts.delay(now)
-            log.error("worker exited with code %s; restarting it in %.0f s (the dashboard stays up)",
-                      worker.returncode, restarts.due_at - now)
-            return
-        if now < restarts.due_at:
-            return
-        restarts.due_at = None
-        restarts.started_at = now
-        self.children["worker"] = subprocess.Popen(worker_command(self.device, self.worker_name),
-                                                   env=child_environment(self.settings), start_new_session=True)
-        log.info("worker started again (pid %s)", self.children["worker"].pid)
+            _signal_group(child, signal.SIGKILL)  # whatever it left behind (a worker's job process)
+            if restarts.failed(now):
+                self.cause = (f"the {name} kept failing (exited with code {child.returncode}, "
+                              f"{restarts.failures} times in a row within {restarts.STABLE_S:.0f} s of its start)")
+                log.error("%s; shutting down", self.cause)
+                return False
+            restarts.due_at = now + restarts.current
+            others = "training goes on" if name == "dashboard" else "the dashboard stays up"
+            log.error("%s exited with code %s; restarting it in %.0f s (%s)", name, child.returncode,
+                      restarts.due_at - now, others)
+            return True
+        if now >= restarts.due_at:
+            restarts.due_at = None
+            restarts.started_at = now
+            log.info("%s started again (pid %s)", name, self._start_child(name).pid)
+        return True
 
     def shutdown(self) -> None:
         """Stop the dashboard, then the worker (its run asked to stop first); idempotent."""
@@ -183,37 +207,54 @@ class Supervisor:
                 log.warning("final maintenance pass failed", exc_info=True)
 
     def _stop_worker_runs(self) -> None:
+        """Ask the embedded worker's runs to stop, noting why as the first line of each run's notes (the
+        user's own follow), so a stop by the shutdown is not taken for a user's Stop."""
         from db.store import Store
 
         name = self.worker_name
+        reason = f"stopped: cooplab up shut down: {self.cause}"
         try:
             with Store(self.settings.resolved_database_url) as store:
                 for run in store.list_runs(statuses=states.LIVE_STATUSES, limit=1000):
-                    if run.worker == name:
-                        store.request_stop(run.id)
+                    if run.worker != name:
+                        continue
+                    asked = store.request_stop(run.id)
+                    if asked.status in (states.STOPPING, states.CANCELLED):
+                        store.set_run_notes(run.id, notes="\n".join(filter(None, (reason, asked.notes))))
+                        log.info("run %s asked to stop (%s)", run.id, reason)
         except Exception:
             log.warning("could not ask the worker's runs to stop", exc_info=True)
 
 
-class WorkerRestarts:
-    """When to start a dead worker again: after 1 s, doubling up to 60 s while it keeps dying within a
-    minute of its start; back to 1 s once it has run a minute."""
+_SIGNAL_CAUSES = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
+
+
+class Restarts:
+    """When to start a dead child again: after 1 s, doubling up to 60 s while it keeps dying within a
+    minute of its start; back to 1 s once it has run a minute. With ``give_up``, the
+    :attr:`GIVE_UP_AFTER`-th such death in a row is final."""
 
     FIRST_S = 1.0
     MAX_S = 60.0
     STABLE_S = 60.0
+    GIVE_UP_AFTER = 5
 
-    def __init__(self) -> None:
+    def __init__(self, *, give_up: bool = False) -> None:
+        self.give_up = give_up
         self.started_at: float | None = None
         self.due_at: float | None = None
         self.current = self.FIRST_S
+        self.failures = 0
 
-    def delay(self, now: float) -> float:
+    def failed(self, now: float) -> bool:
+        """Count a death at ``now`` and set the next delay; True when the child is given up on."""
         if self.started_at is None or now - self.started_at >= self.STABLE_S:
             self.current = self.FIRST_S
+            self.failures = 1
         else:
             self.current = min(self.current * 2, self.MAX_S)
-        return self.current
+            self.failures += 1
+        return self.give_up and self.failures >= self.GIVE_UP_AFTER
 
 
 def _terminate(proc: subprocess.Popen[bytes], *, timeout: float) -> None:
