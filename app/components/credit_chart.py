@@ -69,6 +69,23 @@ def step_span(series: Sequence[Series]) -> tuple[float, float] | None:
     return (min(xs), max(xs)) if xs else None
 
 
+SATURATED = ("**Every agent has the same credit at every step.** Leaving either reply empty gave the same team "
+             "reward (typically 0: a reward that needs every agent, such as the quick start's geometric mean), so "
+             "each agent's credit is the whole team reward and this chart cannot tell the agents apart. To see "
+             "which trained agent mattered, run **Evaluate** with *team analysis* (Evaluations tab): it resets "
+             "one agent at a time to its untrained model.")
+
+
+def identical_credit(series: Sequence[Series]) -> bool:
+    """Whether two or more agents' credit series hold the same values at the same steps (removal credit
+    saturated: emptying any one reply gave the same team reward)."""
+    if len(series) < 2 or not series[0].xs:
+        return False
+    first = series[0]
+    return all(s.xs == first.xs and all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+                                        for a, b in zip(s.ys, first.ys, strict=True)) for s in series[1:])
+
+
 def bar_figure(means: Sequence[tuple[str, float | None]], *, title: str, height: int = 300) -> go.Figure:
     """One bar per agent (its mean credit, labelled with the value), coloured like its line in the
     credit chart (the same order); an agent without a value gets no bar."""
@@ -138,6 +155,8 @@ def render_contribution(store: Store, run_id: int, keys: Sequence[str], config: 
     if any(s.downsampled for _, s in lines.series):
         tail = chart_data(store, run_id, curves, x="step", max_points=TAIL_POINTS, x_range=(start, span[1]),
                           title="credit", history=history)
+    if identical_credit([s for _, s in lines.series]):
+        st.info(SATURATED, icon=":material/info:")
     means = [(name, mean_from(series, start)) for name, series in tail.series]
     approx = " (≈: mean of the kept points)" if any(s.downsampled for _, s in tail.series) else ""
     left, right = st.columns([3, 2])

@@ -93,6 +93,7 @@ def test_the_chart_draws_each_agents_credit_and_last_fifth_mean(app, store: Stor
     assert [t["text"][0] for t in bars["data"]] == ["+0.950", "-0.475"]
     assert any("left empty" in c.value for c in at.caption)  # the caption explains credit
     assert not any("credit_samples" in c.value for c in at.caption)  # no note beside the chart
+    assert not [i for i in at.info if "same credit" in i.value]  # credit that differs needs no explanation
 
 
 def test_a_long_run_takes_the_last_fifth_from_every_step(app, store: Store, experiment: int, figures) -> None:
@@ -115,3 +116,14 @@ def test_without_credit_the_chart_is_absent_and_a_note_says_how(app, store: Stor
     assert figures(at)  # the other charts are drawn
     [note] = [c.value for c in at.caption if "Who contributed" in c.value]
     assert "credit probes are off" in note and "credit_samples" in note and "above 0" in note
+
+
+def test_identical_credit_is_explained_with_the_team_analysis(app, store: Store, experiment: int) -> None:
+    from app.components.credit_chart import SATURATED, identical_credit
+
+    same = Series(run_id=1, key="k", x="step", xs=(1.0, 2.0), ys=(0.5, 0.7), total_points=2, downsampled=False)
+    other = Series(run_id=1, key="k", x="step", xs=(1.0, 2.0), ys=(0.5, 0.6), total_points=2, downsampled=False)
+    assert identical_credit([same, same]) and not identical_credit([same, other]) and not identical_credit([same])
+    run_id = _run_with_credit(store, experiment, 4, {"a": lambda s: 0.2 * s, "b": lambda s: 0.2 * s})
+    at = app("run_detail", run=run_id)
+    assert [i.value for i in at.info if "same credit" in i.value] == [SATURATED]

@@ -168,3 +168,20 @@ def test_removal_credit_scores_the_team_without_each_agent_s_reply() -> None:
     assert root.credit == {0: [1.0, 2.0]}
     assert credit_metrics(probes, ["a", "b"]) == {"agent/a/credit": 1.0, "agent/b/credit": 2.0}
     assert choose_probes([rollout], [], 0, rng=None) == []
+
+
+def test_removal_credit_cannot_separate_agents_under_a_reward_that_needs_both() -> None:
+    """The cause of identical "Who contributed" bars on the quick start: its team reward is the geometric
+    mean of the two parts' fits, so emptying either reply scores 0 and each agent's credit is the whole
+    team reward, however different the parts (the dashboard says so beside the chart)."""
+    from engine.tasks.quickstart import team_fit
+
+    def geometric(completions1, completions2):
+        return [team_fit(a, b, "abcdefghijklm", "nopqrstuvwxyz") for a, b in zip(completions1, completions2,
+                                                                                  strict=True)]
+
+    root = _node(0, 0, [0.0, 0.0])
+    root.agents = [_samples(["abcz", "zzzz"]), _samples(["nopq", "aaaa"])]  # first fits 3/4, second 4/4
+    root.rewards = [(0.75 * 1.0) ** 0.5, 0.0]
+    assert measure_credit(TeamReward(geometric), [(root, 0)], 2) == 2
+    assert root.credit[0] == pytest.approx([0.8660254, 0.8660254])  # sqrt(0.75) - 0 for both agents
