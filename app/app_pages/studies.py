@@ -141,6 +141,19 @@ def queue_button(spec: StudySpec | None, count: int) -> None:
                "Open “Watch and results”.")
 
 
+def follow_base(base_id: int, names: dict[int, str]) -> None:
+    """Another base experiment picked: the values boxes start again from the new base's values (three
+    learning rates around its own), and the study name follows it unless the user typed one of their own."""
+    shown = st.session_state.get("st_base_shown")
+    st.session_state["st_base_shown"] = base_id
+    if shown is None or shown == base_id:
+        return
+    for key in [k for k in st.session_state if str(k).startswith("st_values.")]:
+        del st.session_state[key]
+    if st.session_state.get("st_name") in (None, f"{names.get(shown, '')} sweep"):
+        st.session_state.pop("st_name", None)
+
+
 def define_tab(experiments: list[Experiment]) -> None:
     """A study starts from a real experiment (not another study's own)."""
     if not experiments:
@@ -149,6 +162,7 @@ def define_tab(experiments: list[Experiment]) -> None:
     by_id = {e.id: e for e in experiments}
     c1, c2 = st.columns(2)
     base_id = c1.selectbox("base experiment", list(by_id), format_func=lambda i: by_id[i].name, key="st_base")
+    follow_base(base_id, {i: e.name for i, e in by_id.items()})
     name = c2.text_input("study name", value=f"{by_id[base_id].name} sweep", key="st_name")
     base = dict(by_id[base_id].config)
     limits = study_limits(context.settings())  # COOPLAB_MAX_STUDY_*

@@ -4,6 +4,7 @@ result scatter, CSV, promote the best point, and its seeds' transcripts."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -105,14 +106,34 @@ def scatter_figure(results: list[PointResult], path: str, key: str) -> go.Figure
     return figure
 
 
-def _promote(store: Store, study: Study, results: list[PointResult], key: str, *, use: str = "final") -> None:
+def top_points(results: list[PointResult], key: str, *, use: str = "final") -> list[PointResult]:
+    """Every point whose mean ``use`` value of ``key`` equals the largest (several: a tie), best first."""
     best = best_point(results, key, use=use)
     if best is None:
+        return []
+    top = getattr(best, use)[key].mean
+    tied = [r for r in results if (v := getattr(r, use).get(key)) is not None and v.mean is not None
+            and math.isclose(v.mean, top, rel_tol=1e-9, abs_tol=1e-12)]
+    return [best, *[r for r in tied if r is not best]]
+
+
+def _promote(store: Store, study: Study, results: list[PointResult], key: str, *, use: str = "final") -> None:
+    tied = top_points(results, key, use=use)
+    if not tied:
         return
-    value = getattr(best, use)[key]
     what = "held-out" if use == "held_out" else use
-    st.markdown(f"**Best point** by mean {what} {md_text(key)}: {md_text(_label(best))} · {value.mean:.4g} ± "
-                f"{value.std:.3g} over {value.n} seeds")
+    best = tied[0]
+    value = getattr(best, use)[key]
+    if len(tied) > 1:
+        st.markdown(f"**No single best point** by mean {what} {md_text(key)}: "
+                    f"{', '.join(md_text(_label(r)) for r in tied)} tie at {value.mean:.4g}. More seeds or another "
+                    "metric may separate them; promote the one you choose.")
+        labels = {r.point: r for r in tied}
+        best = labels[st.selectbox("point to promote", list(labels), key="st_promote_pick",
+                                   format_func=lambda p: _label(labels[p]))]
+    else:
+        st.markdown(f"**Best point** by mean {what} {md_text(key)}: {md_text(_label(best))} · {value.mean:.4g} ± "
+                    f"{value.std:.3g} over {value.n} seeds")
     if st.button("Promote to a new experiment", key="st_promote"):
         st.session_state["st_promoted"] = commands.promote_point(store, study, best.point, best.params).id
     promoted = st.session_state.get("st_promoted")

@@ -143,3 +143,35 @@ def test_the_transcripts_page_compares_the_seeds_of_a_study_point(app, store: St
     at.select_slider(key="tr_seed_step_1_1").set_value(1).run()
     (section,) = [e for e in at.expander if e.label == "Compare the seeds of a study point"]
     assert [c.text[0].value for c in section.chat_message][0] == "reply of point 1 seed 0 at step 1"
+
+
+def test_a_tie_is_no_single_best_point() -> None:
+    from app.components.study_results import top_points
+    from jobs.study_results import PointResult
+    from jobs.study_rules import spread
+
+    def point(index: int, *finals: float) -> PointResult:
+        return PointResult(point=index, params={LR: index}, statuses={}, run_ids=(),
+                           final={"train/reward_mean": spread(finals)})
+
+    tied = [point(0, 0.5, 0.7), point(1, 1.0, 0.2), point(2, 0.6, 0.6), point(3, 0.1, 0.1)]
+    assert [r.point for r in top_points(tied, "train/reward_mean")] == [0, 1, 2]  # three means of 0.6
+    assert [r.point for r in top_points(tied[2:], "train/reward_mean")] == [2]
+    assert top_points([], "train/reward_mean") == []
+
+
+def test_another_base_experiment_restarts_the_name_and_values_from_it(app, store: Store, experiment: int,
+                                                                       make_config) -> None:
+    other = store.create_experiment("fast", config=make_config("fast", agent_learning_rate=1e-3)).id
+    at = app("studies")
+    assert at.selectbox(key="st_base").value == other  # the newest first
+    assert at.text_input(key="st_name").value == "fast sweep"
+    assert _values(at, LR).value == "0.00033, 0.001, 0.003"
+    at.selectbox(key="st_base").set_value(experiment).run()
+    assert not at.exception
+    assert at.text_input(key="st_name").value == "demo sweep"  # was "fast sweep"
+    assert _values(at, LR).value == "1.7e-06, 5e-06, 1.5e-05"  # around the new base's rate, not the old one's
+    at.text_input(key="st_name").set_value("my own name").run()
+    at.selectbox(key="st_base").set_value(other).run()
+    assert at.text_input(key="st_name").value == "my own name"  # a typed name stays
+    assert _values(at, LR).value == "0.00033, 0.001, 0.003"
