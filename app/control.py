@@ -52,7 +52,9 @@ def with_seed(config: RunConfig | dict[str, Any], seed: int) -> RunConfig | dict
 
 def launch(config: RunConfig | dict[str, Any], *, experiment_id: int, device: str = "cpu",
            seed: int | None = None) -> int:
-    """Queue a new run of ``config`` on ``device``; returns the new run's id.
+    """Queue a new run of ``config`` on ``device``; returns the new run's id (a
+    :class:`jobs.client.QueuedRun`: its ``unsent`` says why the broker has not got it yet, when it is
+    down; the run stays queued and is sent when the broker answers).
 
     ``config`` is the form's validated :class:`RunConfig` when the form holds the saved config (the job
     client checks it without parsing it again), else the stored dict (parsed once, by the client).

@@ -1,7 +1,11 @@
 """Submit, stop, resume and cancel runs: what the dashboard and the CLI call.
 
-Sending is bounded: a broker that does not answer fails the call within a few seconds with an error
-that names the broker (:class:`BrokerUnavailable`); no result backend is involved in sending.
+Sending is bounded: a broker that does not answer is given up on within a few seconds; no result
+backend is involved in sending. A new run whose message the broker could not take (it is down, or its
+folder's disk is full) stays ``queued``: the reconciler of every worker and of ``cooplab up``
+(:mod:`jobs.reconcile`) sends it when the broker takes messages again, and the id returned
+(:class:`QueuedRun`) says why it is not sent yet (``unsent``). Re-sending an existing run
+(:func:`resend_run`) raises :class:`BrokerUnavailable` naming the broker instead.
 
 Importing this module never imports torch or the task module: configs are validated with the
 torch-free :mod:`engine.schema.run_config` and pre-flight checked (:mod:`jobs.preflight`) before anything is
@@ -12,7 +16,6 @@ a run that ignores its stop flag is finished later by the stop enforcer (see :mo
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import uuid
@@ -42,7 +45,29 @@ class ResumeError(ValueError):
 
 
 class BrokerUnavailable(ConnectionError):
-    """The broker did not take the message; the message names the broker (password hidden)."""
+    """The broker did not take the message; the message names the broker (password hidden).
+    ``unsent`` says the same for a run that stays queued (see :class:`QueuedRun`)."""
+
+    def __init__(self, message: str, *, unsent: str = "") -> None:
+        super().__init__(message)
+        self.unsent = unsent or message
+
+
+class QueuedRun(int):
+    """A new run's id (an ``int``), stored ``queued``. ``unsent`` is None when the broker has its message,
+    else why not yet (the broker is unreachable, its disk is full): the run then stays queued and the
+    reconciler (:mod:`jobs.reconcile`) sends it once the broker takes messages again."""
+
+    unsent: str | None
+
+    def __new__(cls, run_id: int, unsent: str | None = None) -> QueuedRun:
+        made = super().__new__(cls, run_id)
+        made.unsent = unsent
+        return made
+
+    def describe(self, device: str) -> str:
+        """``queued on DEVICE``, and when the broker has not got it yet, why and what happens next."""
+        return f"queued on {device}" + (f"; {self.unsent}" if self.unsent else "")
 
 
 SEND_RETRY_POLICY = {"max_retries": 1, "interval_start": 0.5, "interval_step": 0.5, "interval_max": 1.0}
@@ -77,41 +102,48 @@ def _send(run: Run, task_id: str, settings: Settings) -> None:
         app.send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue), ignore_result=True,
                       retry=True, retry_policy=SEND_RETRY_POLICY)
     except Exception as exc:
+        broker = redact_url(settings.resolved_broker_url)
         disk = resource_reason(exc)
         if disk is not None:  # the filesystem broker's folder is full (or read-only): not a broker that is down
             raise BrokerUnavailable(
-                f"could not send run {run.id} to the broker {redact_url(settings.resolved_broker_url)} "
-                f"(queue {run.queue!r}): {_disk_words(disk)}: {disk}. Free space (or fix the permissions) in "
-                f"the data directory {settings.data_dir}, then submit again") from exc
+                f"could not send run {run.id} to the broker {broker} (queue {run.queue!r}): {_disk_words(disk)}: "
+                f"{disk}. Free space (or fix the permissions) in the data directory {settings.data_dir}, then "
+                f"submit again",
+                unsent=f"the broker {broker} could not take it: {_disk_words(disk)}: {disk}. Free space (or fix the "
+                       f"permissions) in the data directory {settings.data_dir}: it will be sent then") from exc
+        said = first_line(str(exc)).rstrip('.') or type(exc).__name__
         raise BrokerUnavailable(
-            f"could not send run {run.id} to the broker {redact_url(settings.resolved_broker_url)} "
-            f"(queue {run.queue!r}): {first_line(str(exc)).rstrip('.') or type(exc).__name__}. Is the broker running and is "
-            f"COOPLAB_BROKER_URL right?") from exc
+            f"could not send run {run.id} to the broker {broker} (queue {run.queue!r}): {said}. Is the broker "
+            f"running and is COOPLAB_BROKER_URL right?",
+            unsent=f"the broker {broker} is unreachable ({said}): it will be sent when it answers") from exc
 
 
-def _enqueue(store: Store, run: Run, settings: Settings) -> Run:
-    """Record a fresh task id on the run, then send the task; a broker failure fails the run (its
-    error names the broker) and raises :class:`BrokerUnavailable`."""
+def _enqueue(store: Store, run: Run, settings: Settings) -> QueuedRun:
+    """Record a fresh task id on the run, then send the task. A broker that does not take it leaves the
+    run ``queued`` (the reconciler sends it when the broker is back: the task id is one the broker does
+    not hold); the returned id's ``unsent`` says why."""
     task_id = str(uuid.uuid4())
     run = store.update_run(run.id, celery_task_id=task_id)
     try:
         _send(run, task_id, settings)
     except BrokerUnavailable as exc:
-        with contextlib.suppress(InvalidTransition):  # cancelled meanwhile
-            store.transition(run.id, states.FAILED, expected_from=states.QUEUED, error=str(exc))
-        raise
-    return run
+        log.info("run %s stays queued: %s", run.id, exc)
+        return QueuedRun(run.id, exc.unsent)
+    return QueuedRun(run.id)
 
 
 def enqueue_run(run_id: int, *, settings: Settings | None = None) -> str:
     """Send an existing ``queued`` run to its device's queue (e.g. one stored without being sent);
-    returns the new task id. Raises ``ValueError`` for a run that is not queued."""
+    returns the new task id. Raises ``ValueError`` for a run that is not queued and
+    :class:`BrokerUnavailable` when the broker does not take it (the run stays queued)."""
     settings = settings or get_settings()
     store = get_store(settings)
     run = store.get_run(run_id)
     if run.status != states.QUEUED:
         raise ValueError(f"run {run_id} is {run.status}, not queued; resume it instead to train again")
-    return _enqueue(store, run, settings).celery_task_id or ""
+    task_id = str(uuid.uuid4())
+    _send(store.update_run(run.id, celery_task_id=task_id), task_id, settings)
+    return task_id
 
 
 def resend_run(run_id: int, *, settings: Settings | None = None, store: Store | None = None) -> bool:
@@ -130,14 +162,15 @@ def resend_run(run_id: int, *, settings: Settings | None = None, store: Store | 
 
 
 def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, device: str = "cpu",
-               settings: Settings | None = None) -> int:
+               settings: Settings | None = None) -> QueuedRun:
     """Validate and pre-flight check ``config`` (:func:`jobs.preflight.check_run_config`), store a
     ``queued`` run of ``experiment_id`` and enqueue it on ``device``'s queue.
 
     Raises :class:`engine.schema.run_config.ConfigError` (one line per bad field: a task off the allowlist, a
     missing model, ``max_new_tokens`` beyond a model's context, bad task parameters, a size over the
     budget, a CUDA device the job on ``device``'s queue will not have...) before anything is stored,
-    and ``ValueError`` for an unknown device. Returns the new run's id.
+    and ``ValueError`` for an unknown device. Returns the new run's id (:class:`QueuedRun`: its
+    ``unsent`` says when the broker could not take it yet; the run stays queued and is sent later).
     """
     settings = settings or get_settings()
     validate_device(device)
@@ -146,28 +179,33 @@ def submit_run(config: RunConfig | Mapping[str, Any], *, experiment_id: int, dev
 
 
 def submit_to_experiment(config: RunConfig | Mapping[str, Any], *, experiment: str | None = None,
-                         device: str = "cpu", settings: Settings | None = None) -> tuple[int, str]:
+                         device: str = "cpu", settings: Settings | None = None,
+                         checked: bool = False) -> tuple[QueuedRun, str]:
     """Validate ``config`` and submit it into the experiment named ``experiment`` (default: the
     config's name), created when it does not exist yet; parallel submits into a new experiment all land
-    in one. Nothing is stored when the config or the device is refused. Returns the run id and the
-    experiment's name."""
+    in one. Nothing is stored when the config or the device is refused. Returns the run id
+    (:class:`QueuedRun`) and the experiment's name. ``checked``: ``config`` is a :class:`RunConfig` that
+    already passed :func:`check_run_config` for ``device`` under these settings (not checked again)."""
     settings = settings or get_settings()
     validate_device(device)
-    parsed = check_run_config(config, settings=settings, device=device)
+    if checked and isinstance(config, RunConfig):
+        parsed = config
+    else:
+        parsed = check_run_config(config, settings=settings, device=device)
     found = get_store(settings).get_or_create_experiment(
         experiment or parsed.name, description=parsed.description, tags=parsed.tags,
         config=parsed.model_dump(mode="json"))
     return _store_and_enqueue(parsed, found.id, device, settings), found.name
 
 
-def _store_and_enqueue(config: RunConfig, experiment_id: int, device: str, settings: Settings) -> int:
+def _store_and_enqueue(config: RunConfig, experiment_id: int, device: str, settings: Settings) -> QueuedRun:
     """Store a checked config as a ``queued`` run of ``experiment_id`` and send it to ``device``'s queue."""
     store = get_store(settings)
     run = store.create_run(experiment_id, config.model_dump(mode="json"), device,
                            total_steps=config.trainer.max_steps)
-    _enqueue(store, run, settings)
-    log.info("run %s queued on %s", run.id, device)
-    return run.id
+    queued = _enqueue(store, run, settings)
+    log.info("run %s %s", run.id, queued.describe(device))
+    return queued
 
 
 def cancel_queued(run_id: int, *, settings: Settings | None = None) -> None:
@@ -196,9 +234,10 @@ def stop_run(run_id: int, *, settings: Settings | None = None, store: Store | No
     return run.status
 
 
-def resume_run(run_id: int, *, settings: Settings | None = None) -> int:
+def resume_run(run_id: int, *, settings: Settings | None = None) -> QueuedRun:
     """Start a new attempt of a finished run that continues from its last checkpoint; returns the new
-    run's id. Raises :class:`ResumeError` when the run is still active or has no checkpoint."""
+    run's id (:class:`QueuedRun`: ``unsent`` when the broker could not take it yet). Raises
+    :class:`ResumeError` when the run is still active or has no checkpoint."""
     settings = settings or get_settings()
     store = get_store(settings)
     run = store.get_run(run_id)
@@ -212,9 +251,9 @@ def resume_run(run_id: int, *, settings: Settings | None = None) -> int:
     config = dict(run.config)
     new = store.create_run(run.experiment_id, config, run.queue, total_steps=_total_steps(config),
                            resumed_from=run.id, tags=run.tags)
-    _enqueue(store, new, settings)
+    queued = _enqueue(store, new, settings)
     log.info("run %s queued as attempt %s, resuming run %s", new.id, new.attempt, run_id)
-    return new.id
+    return queued
 
 
 def _revoke(run: Run, settings: Settings, *, terminate: bool) -> None:
@@ -227,4 +266,5 @@ def _revoke(run: Run, settings: Settings, *, terminate: bool) -> None:
 
 
 __all__ = ["check_run_config", "submit_run", "submit_to_experiment", "enqueue_run", "resend_run", "stop_run",
-           "resume_run", "cancel_queued", "get_store", "ResumeError", "BrokerUnavailable", "InvalidTransition"]
+           "resume_run", "cancel_queued", "get_store", "QueuedRun", "ResumeError", "BrokerUnavailable",
+           "InvalidTransition"]

@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from app import context, control
-from app.escape import md_code
+from app.escape import md_code, md_message
 from app.seedgroups import seed_of
 from db.store import Store
 from engine.schema.run_config import RunConfig
@@ -58,7 +58,12 @@ def launch_runs(config: RunConfig | dict[str, Any], experiment_id: int, choice: 
 
 
 def launched_message(run_ids: list[int], device: str) -> str:
-    """What a toast or success box says after a launch (markdown: the device, a worker's name, as code)."""
+    """What a toast or success box says after a launch (markdown: the device, a worker's name, as code),
+    and, when the broker could not take the runs yet (``jobs.client.QueuedRun.unsent``), why: they stay
+    queued and are sent when it answers."""
     if len(run_ids) == 1:
-        return f"Queued run #{run_ids[0]} on {md_code(device)}."
-    return f"Queued runs {', '.join(f'#{i}' for i in run_ids)} on {md_code(device)}."
+        said = f"Queued run #{run_ids[0]} on {md_code(device)}."
+    else:
+        said = f"Queued runs {', '.join(f'#{i}' for i in run_ids)} on {md_code(device)}."
+    unsent = next((note for note in (getattr(i, "unsent", None) for i in run_ids) if note), None)
+    return f"{said} Not sent yet: {md_message(unsent)}" if unsent else said

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from db import states
-from jobs.client import BrokerUnavailable, submit_run
+from jobs.client import BrokerUnavailable, resend_run, submit_run
 from jobs.settings import Settings
 from tests.jobs.fault_helpers import free_port, small_filesystem
 from tests.jobs.helpers import ROOT, START_TIMEOUT_S, tiny_config, wait_for, wait_until_final
@@ -80,7 +80,8 @@ def test_unreadable_messages_are_quarantined_and_the_next_one_is_delivered(jobs_
 def test_a_submit_on_a_full_disk_leaves_no_partial_message_and_says_the_disk_is_full(jobs_env, store, experiment_id,
                                                                                        tmp_path):
     """kombu's ``_put`` on a full disk left a 0-byte ``.msg`` (which then killed the worker) and the
-    stored error asked whether the broker was running."""
+    stored error asked whether the broker was running. The run stays queued (the reconciler sends it
+    once there is space); re-sending it says the disk is full."""
     from jobs import celery_app
 
     inbox = jobs_env.broker_dir / "in"
@@ -89,15 +90,18 @@ def test_a_submit_on_a_full_disk_leaves_no_partial_message_and_says_the_disk_is_
         with contextlib.suppress(OSError), (inbox / "filler2").open("wb") as f:
             f.write(b"\0" * 65536)
         celery_app._SENDERS.clear()
-        with pytest.raises(BrokerUnavailable) as raised:
-            submit_run(tiny_config(), experiment_id=experiment_id, settings=jobs_env)
+        run_id = submit_run(tiny_config(), experiment_id=experiment_id, settings=jobs_env)
         left = [p.name for p in inbox.iterdir() if p.name.endswith(".msg")]
         assert left == [], left
+        assert run_id.unsent.startswith(f"the broker {jobs_env.resolved_broker_url} could not take it: the disk is "
+                                        "full: no space left on device"), run_id.unsent
+        assert run_id.unsent.endswith(f"in the data directory {jobs_env.data_dir}: it will be sent then")
+        assert store.get_run(run_id).status == states.QUEUED
+        with pytest.raises(BrokerUnavailable) as raised:
+            resend_run(run_id, settings=jobs_env)
         message = str(raised.value)
         assert "disk is full" in message and "no space left on device" in message, message
         assert "Is the broker running" not in message, message
-        (run,) = store.list_runs(limit=5)
-        assert run.status == states.FAILED and "disk is full" in run.error
 
 
 @pytest.mark.integration
