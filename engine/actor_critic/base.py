@@ -78,7 +78,7 @@ class ActorCriticTrainerBase(TrainerCore):
         self._build_critics(critic_model, critics, critic_tokenizer)
         self.settings = StepSettings(
             train_batch_size=cfg.effective_train_batch_size, loss_type=cfg.loss_type,
-            max_grad_norm=cfg.max_grad_norm, value_clip_range=getattr(cfg, "value_clip_range", None),
+            max_grad_norm=cfg.max_grad_norm, value_clip_range=cfg.value_clip_range,
             value_loss_coef=cfg.value_loss_coef, critic_type=cfg.critic_type,
         )
         # one update stream per agent, plus one for the critics

@@ -36,7 +36,6 @@ from engine.trainer.checkpoint import (
     write_checkpoint,
 )
 from engine.trainer.host_memory import keep_freed_memory
-from engine.trainer.reporting import credit_note
 from engine.trainer.rollout_copy import announce, sampling_notes
 from engine.trainer.setup import (
     AgentSetup,
@@ -199,6 +198,11 @@ class TrainerCore:
         self._settle_seed(resuming=resume_from_checkpoint is not None)
         return train_trainer(self, resume_from_checkpoint, checkpoint_dir, checkpoint_interval,
                              checkpoint_total_limit, sink=sink)
+
+    def start_notes(self) -> list[str]:
+        """The lines ``train()`` announces before the first step: how each agent samples (the dtype
+        and why, the rollout correction). Trainers with more to say at the start extend this."""
+        return sampling_notes(self.agents, self.args)
 
     # -- state, in memory and in checkpoint folders (engine.trainer.checkpoint) -------------------
     def _training_state(self) -> dict[str, Any]:
@@ -375,8 +379,7 @@ def train_trainer(
     are also kept in ``<checkpoint_dir>/best`` (:mod:`engine.trainer.checkpoint`).
     """
     cfg = trainer.args
-    probes = credit_note(getattr(cfg, "credit_samples", 0), len(trainer.agents))  # their cost, when asked for
-    announce([*sampling_notes(trainer.agents, cfg), *([probes] if probes else [])])
+    announce(trainer.start_notes())
     root = Path(checkpoint_dir) if checkpoint_dir else (
         trainer.output_dir / "checkpoints" if trainer.output_dir else None)
     if resume_from_checkpoint is not None:
@@ -388,7 +391,7 @@ def train_trainer(
         else checkpoint_total_limit,
     )
     best = None
-    metric = getattr(cfg, "best_checkpoint_metric", None)
+    metric = cfg.best_checkpoint_metric
     if metric and root is not None:
         earlier = Path(resume_from_checkpoint).parent if resume_from_checkpoint is not None else None
         best = BestCheckpoint.restored(metric, cfg.best_checkpoint_mode, root, earlier_root=earlier)

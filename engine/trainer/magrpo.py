@@ -480,6 +480,18 @@ def agent_metrics(agents: Sequence[Any], batches: Sequence[AgentBatch], stats: S
 
 
 # -- the trainer -------------------------------------------------------------------------------------
+def credit_note(credit_samples: int, num_agents: int) -> str | None:
+    """The start-up line of a run that asked for credit probes (None when it did not): what they cost."""
+    if credit_samples <= 0:
+        return None
+    if num_agents < 2:
+        return (f"credit probes: off for a team of one agent (credit_samples {credit_samples} is ignored: there is "
+                "no partner to credit)")
+    return (f"credit probes: on (credit_samples {credit_samples}): up to {credit_samples} joint actions per step are "
+            f"scored again once per agent with its reply left empty, up to {credit_samples * num_agents} extra "
+            "reward calls per step (perf/credit_reward_calls, perf/credit_s); credit_samples 0 turns them off")
+
+
 class MAGRPOTrainer(TrainerCore):
     """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
 
@@ -556,6 +568,11 @@ class MAGRPOTrainer(TrainerCore):
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
         """One training step (:func:`magrpo_step`): metrics and episodes."""
         return magrpo_step(self)
+
+    def start_notes(self) -> list[str]:
+        """How each agent samples, and what the credit probes cost when ``credit_samples`` asks for them."""
+        probes = credit_note(self.args.credit_samples, len(self.agents))
+        return [*super().start_notes(), *([probes] if probes else [])]
 
     def map_agents(self, fn: Callable[[AgentRuntime], Any]) -> list[Any]:
         """``fn(agent)`` for every agent, in order; in the agents' threads when they have them."""

@@ -11,7 +11,7 @@ It is measured whatever estimator trains (``agent/<name>/credit``), recorded on 
 transcripts, and costs one reward call per agent and joint action (``perf/credit_reward_calls``,
 ``perf/credit_s``). Those calls hand the user's reward joint actions it never saw in training (a reply
 removed), so the probes are off unless ``credit_samples`` asks for them, never run for a team of one
-(:func:`probe_count`), and announced when training starts (:func:`credit_note`).
+(:func:`probe_count`), and announced when training starts (:func:`engine.trainer.magrpo.credit_note`).
 """
 
 from __future__ import annotations
@@ -105,18 +105,6 @@ Probe = tuple[Node, int]  # a node and one of its joint actions
 def probe_count(credit_samples: int, num_agents: int) -> int:
     """Joint actions a step probes: ``credit_samples``, none for one agent (no partner to credit)."""
     return credit_samples if num_agents > 1 else 0
-
-
-def credit_note(credit_samples: int, num_agents: int) -> str | None:
-    """The start-up line of a run that asked for credit probes (None when it did not): what they cost."""
-    if credit_samples <= 0:
-        return None
-    if num_agents < 2:
-        return (f"credit probes: off for a team of one agent (credit_samples {credit_samples} is ignored: there is "
-                "no partner to credit)")
-    return (f"credit probes: on (credit_samples {credit_samples}): up to {credit_samples} joint actions per step are "
-            f"scored again once per agent with its reply left empty, up to {credit_samples * num_agents} extra "
-            "reward calls per step (perf/credit_reward_calls, perf/credit_s); credit_samples 0 turns them off")
 
 
 def branch_path(node: Node, joint: int) -> list[Probe]:

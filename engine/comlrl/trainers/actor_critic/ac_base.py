@@ -122,8 +122,8 @@ class ActorCriticTrainerBase(CompatTrainer):
                                            expected_count=args.num_agents, model_label="agent_model")
         check_tokenizers(tokenizer, sources, agents_given=agents is not None)
         build_formatters(formatters, args.num_agents)
-        if getattr(args, "reference_kl_enabled", False):
-            check_devices(getattr(args, "reference_devices", None), args.num_agents, "reference_devices")
+        if args.reference_kl_enabled:
+            check_devices(args.reference_devices, args.num_agents, "reference_devices")
         return sources, self._critic_sources(args, critic_model, critics)
 
     def _check_critic_arguments(self, args: Any, critic_model: Any, critics: Sequence[Any] | None) -> None:

@@ -44,8 +44,8 @@ def reinforce_sources(args: Any, *, agent_model: Any, agents: Sequence[Any] | No
     if not all(isinstance(source, str) for source in sources):
         model_name = infer_model_name(sources[0])
     check_tokenizers(tokenizer, sources, agents_given=agents is not None)
-    if getattr(args, "reference_kl_enabled", False):
-        check_devices(getattr(args, "reference_devices", None), count, "reference_devices")
+    if args.reference_kl_enabled:
+        check_devices(args.reference_devices, count, "reference_devices")
     if args.num_turns > 1 and external_transition is None:
         raise ValueError(f"Multi-turn {algorithm} requires an external_transition.")
     return sources, model_name
