@@ -10,6 +10,7 @@ from typing import Any
 
 import streamlit as st
 
+from app.db_outage import gate
 from db.store import Store
 from jobs.data_permissions import private_folders
 from jobs.settings import Settings, get_settings
@@ -28,12 +29,14 @@ def settings() -> Settings:
 def store() -> Store:
     """The store of the configured database, schema brought up to date on first use. Reading runs
     through it also settles runs whose job is gone (``jobs.liveness.look_now``, at most every 2 s), so
-    a dead worker's run shows ``lost`` even when no worker is left to notice."""
+    a dead worker's run shows ``lost`` even when no worker is left to notice. While the database is
+    unreachable it stops the page (or the refreshing region) with one line saying so (``app/db_outage.py``)."""
     from jobs.liveness import look_now
 
     current = get_settings()
     if current.database_url is None:
         private_folders([current.data_dir])  # owner-only, like every process that creates it
+    gate(current.resolved_database_url, retry=False)  # unreachable: one line, never a traceback
     found = _store_for(current.resolved_database_url)
     look_now(found, current)
     return found

@@ -1,7 +1,8 @@
 """CoopLab dashboard entry point: ``streamlit run app/main.py`` (``cooplab up`` starts it).
 
 A router only: it sets the page frame, asks for sign-in when the server is reachable from other
-machines (``app/signin.py``), and hands over to the chosen view in ``app/app_pages``.
+machines (``app/signin.py``), says so in one line while the database is unreachable
+(``app/db_outage.py``), and hands over to the chosen view in ``app/app_pages``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ if str(ROOT) not in sys.path:  # running from a source tree: make `app`, `db`, `
 
 import streamlit as st  # noqa: E402
 
-from app import context, signin  # noqa: E402
+from app import context, db_outage, signin  # noqa: E402
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 
@@ -50,4 +51,5 @@ if not signed_in:  # the sign-in form (or why there is none) and nothing else
 context.sidebar_navigation(sections)
 context.live_controls()
 signin.sign_out_button(access)
+db_outage.gate(context.settings().resolved_database_url)  # one line and a retry instead of a traceback
 navigation.run()

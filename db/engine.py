@@ -53,6 +53,10 @@ metric rows included)."""
 WRITE_IDLE_TIMEOUT_S = 10
 """PostgreSQL: a write transaction idle this long (its process hung or stopped) is ended by the server.
 Keep it below the heartbeat timeout, so a run whose job hung holding its row is reaped in time."""
+CONNECT_TIMEOUT_S = 10
+"""PostgreSQL: the longest opening a connection may take (libpq's ``connect_timeout``, unless the URL
+sets one), so a database whose host drops packets fails in seconds instead of the system's TCP timeout
+(minutes)."""
 _WRITE_OPTION = "cooplab_write"
 _LOCK_WAIT_OPTION = "cooplab_lock_wait_ms"
 _UNBOUNDED_OPTION = "cooplab_unbounded"
@@ -75,15 +79,21 @@ def resolve_url(url: str) -> URL:
     return parsed
 
 
-def make_engine(url: str, *, echo: bool = False, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Engine:
+def make_engine(url: str, *, echo: bool = False, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+                connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Engine:
     """Create an engine for ``url`` (``sqlite:///file.db``, ``sqlite://`` in memory, ``postgresql://...``).
 
     For a SQLite file the parent folder is created, and the file, owner-only
-    (:func:`_private_sqlite_files`). Raises ``ValueError`` naming the URL when it is not a database URL.
+    (:func:`_private_sqlite_files`). A PostgreSQL connection gives up after ``connect_timeout_s``
+    (at least 2, libpq's minimum) unless the URL sets ``connect_timeout``. Raises ``ValueError`` naming
+    the URL when it is not a database URL.
     """
     parsed = resolve_url(url)
     if parsed.get_backend_name() != "sqlite":
-        engine = create_engine(parsed, echo=echo, pool_pre_ping=True, future=True)
+        connect_args: dict[str, Any] = {}
+        if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+            connect_args["connect_timeout"] = max(2, int(connect_timeout_s))
+        engine = create_engine(parsed, echo=echo, pool_pre_ping=True, future=True, connect_args=connect_args)
         if engine.dialect.name == "postgresql":
             _bound_postgresql_writes(engine)
         return engine

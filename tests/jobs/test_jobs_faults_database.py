@@ -153,3 +153,18 @@ def test_a_retried_step_whose_commit_went_through_is_not_written_twice(store, ex
     with pytest.raises(RunSettledError, match="run .* is lost"):
         store.heartbeat(run.id, live_only=True)
     assert _metric_rows(store, run.id) == 2
+
+
+def test_cooplab_runs_says_in_one_line_that_the_database_is_unreachable(jobs_env) -> None:
+    """Before: a warning of the dead-run look ("could not look for dead runs: ...") and then the error,
+    two lines where docs/jobs.md promises one."""
+    from tests.jobs.fault_helpers import cli, free_port
+
+    port = free_port()  # nothing listens there
+    env = dict(os.environ, COOPLAB_DATABASE_URL=f"postgresql://lab:s3cret@127.0.0.1:{port}/cooplab")
+    listed, seconds = cli("runs", env=env)
+    print(f"\n`cooplab runs` on an unreachable database: {seconds:.1f} s")
+    assert listed.returncode == 1 and listed.stdout == "", listed.stdout
+    (line,) = listed.stderr.splitlines()
+    assert line.startswith(f"error: the database postgresql://lab:***@127.0.0.1:{port}/cooplab cannot be used: "
+                           f'connection to server at "127.0.0.1", port {port} failed: Connection refused'), line
