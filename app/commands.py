@@ -12,6 +12,7 @@ errors. The job layer is imported when an action is taken, so pages that only re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from app.study_form import promoted_config
@@ -40,12 +41,15 @@ def create_experiment(store: Store, config: Mapping[str, Any]) -> Experiment:
                                    tags=list(config.get("tags") or []), config=config)
 
 
-def save_experiment(store: Store, experiment_id: int | None, config: Mapping[str, Any]) -> Experiment:
-    """Store the editor's valid ``config``: a new experiment (``experiment_id`` None) or the open one."""
+def save_experiment(store: Store, experiment_id: int | None, config: Mapping[str, Any], *,
+                    if_saved_at: datetime | None = None) -> Experiment:
+    """Store the editor's valid ``config``: a new experiment (``experiment_id`` None) or the open one;
+    with ``if_saved_at`` (the version the edit started from) only if nobody saved it since, else
+    :class:`db.errors.StaleEditError`."""
     if experiment_id is None:
         return create_experiment(store, config)
     return store.update_experiment(experiment_id, name=config["name"], description=config["description"],
-                                   tags=config["tags"], config=config)
+                                   tags=config["tags"], config=config, if_saved_at=if_saved_at)
 
 
 def clone_experiment(store: Store, experiment_id: int, name: str) -> Experiment:

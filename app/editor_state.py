@@ -7,6 +7,7 @@ start from the loaded values instead of keeping what was typed for the previous 
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from typing import Any
 
 import streamlit as st
@@ -17,6 +18,7 @@ DRAFT = "exp_draft"
 GEN = "exp_gen"
 OPEN_ID = "exp_open_id"
 NOTICE = "exp_notice"
+BASE = "exp_base_saved_at"
 
 
 def ensure(default: dict[str, Any]) -> None:
@@ -27,11 +29,20 @@ def ensure(default: dict[str, Any]) -> None:
         st.session_state[OPEN_ID] = None
 
 
-def load(config: dict[str, Any], experiment_id: int | None) -> None:
-    """Put ``config`` in the editor as the draft of ``experiment_id`` (None: a new experiment)."""
+def load(config: dict[str, Any], experiment_id: int | None, *, saved_at: datetime | None = None) -> None:
+    """Put ``config`` in the editor as the draft of ``experiment_id`` (None: a new experiment).
+    ``saved_at``: the stored version's ``updated_at`` when ``config`` is that version; a draft loaded over
+    the same experiment (a preset, a YAML file) keeps the version the edit started from."""
+    if saved_at is not None or experiment_id != st.session_state.get(OPEN_ID):
+        st.session_state[BASE] = saved_at
     st.session_state[DRAFT] = drafts.normalise(config)
     st.session_state[GEN] = st.session_state.get(GEN, 0) + 1
     st.session_state[OPEN_ID] = experiment_id
+
+
+def base_saved_at() -> datetime | None:
+    """When the stored version this edit started from was saved (None: unknown, or a new experiment)."""
+    return st.session_state.get(BASE)
 
 
 def draft() -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from db.states import InvalidTransition
 
 __all__ = ["StoreError", "NotFoundError", "DuplicateNameError", "RunActiveError", "RunSettledError",
-           "InvalidTransition"]
+           "StaleEditError", "InvalidTransition"]
 
 
 class StoreError(Exception):
@@ -18,6 +18,17 @@ class NotFoundError(StoreError, LookupError):
 
 class DuplicateNameError(StoreError, ValueError):
     """An experiment with that name already exists."""
+
+
+class StaleEditError(StoreError, RuntimeError):
+    """An edit based on an older version of an experiment: it was saved elsewhere (another tab or user)
+    after the editor loaded it. ``saved_at`` is when the stored version was saved."""
+
+    def __init__(self, experiment_id: int, saved_at: object) -> None:
+        self.experiment_id = experiment_id
+        self.saved_at = saved_at
+        super().__init__(f"experiment {experiment_id} was saved elsewhere at {saved_at} after this edit began; "
+                         "reload it, or overwrite it knowingly")
 
 
 class RunActiveError(StoreError, ValueError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, or_, select
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from db import convert
 from db.engine import StoreBase
-from db.errors import DuplicateNameError, NotFoundError, RunActiveError
+from db.errors import DuplicateNameError, NotFoundError, RunActiveError, StaleEditError
 from db.models import ExperimentRow, RunRow, utcnow
 from db.records import Experiment
 from db.states import ACTIVE_STATUSES
@@ -120,10 +121,15 @@ class ExperimentOps(StoreBase):
 
     def update_experiment(self, experiment_id: int, *, name: str | None = None,
                           description: str | None = None, tags: Iterable[str] | None = None,
-                          config: Mapping[str, Any] | None = None) -> Experiment:
-        """Change the given fields (None leaves a field as it is) and bump ``updated_at``."""
+                          config: Mapping[str, Any] | None = None,
+                          if_saved_at: datetime | None = None) -> Experiment:
+        """Change the given fields (None leaves a field as it is) and bump ``updated_at``. With
+        ``if_saved_at`` (the ``updated_at`` the edit started from) the change is made only if nobody saved
+        the experiment since, else :class:`StaleEditError` (compare-and-set in the write transaction)."""
         with self._write() as session:
             row = load(session, experiment_id)
+            if if_saved_at is not None and row.updated_at != if_saved_at:
+                raise StaleEditError(experiment_id, row.updated_at)
             if name is not None:
                 name = _check_name(name)
                 _ensure_unique(session, name, exclude_id=experiment_id)

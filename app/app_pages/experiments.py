@@ -20,12 +20,13 @@ from app.configdiff import changed_fields
 from app.control import ControlError
 from app.escape import md_code, md_message, md_text
 from app.queries import experiment_or_none, experiments_table, study_experiment_ids
-from db.errors import DuplicateNameError, RunActiveError
+from db.errors import DuplicateNameError, RunActiveError, StaleEditError
 from db.records import Experiment
 from db.store import Store
 from engine.schema.run_config import RunConfig
 
 NEW = "new"
+STALE = "exp_stale_refused"
 FORM_CSS = """<style>
 /* the action bar stays at the top of the window while the form scrolls (its wrapper is what sticks) */
 [data-testid="stLayoutWrapper"]:has(> .st-key-exp_action_bar), .st-key-exp_action_bar {
@@ -58,7 +59,8 @@ def open_experiment(store: Store, experiment_id: int | None) -> None:
     if experiment_id is None:
         editor_state.load(blank_experiment(store), None)
     else:
-        editor_state.load(dict(store.get_experiment(experiment_id).config), experiment_id)
+        stored = store.get_experiment(experiment_id)
+        editor_state.load(dict(stored.config), experiment_id, saved_at=stored.updated_at)
     show_in_url(experiment_id)
 
 
@@ -70,7 +72,7 @@ def show_in_url(experiment_id: int | None) -> None:
 
 def show_stored(experiment: Experiment, notice: str) -> None:
     """Open an experiment just written to the store (created, saved or cloned) and say so."""
-    editor_state.load(dict(experiment.config), experiment.id)
+    editor_state.load(dict(experiment.config), experiment.id, saved_at=experiment.updated_at)
     show_in_url(experiment.id)
     editor_state.notify(notice)
     st.rerun()
@@ -96,7 +98,8 @@ def follow_url(store: Store) -> None:
                          query_params={"experiment": NEW})
             st.stop()
         elif editor_state.open_id() != wanted:
-            editor_state.load(dict(store.get_experiment(wanted).config), wanted)
+            stored = store.get_experiment(wanted)
+            editor_state.load(dict(stored.config), wanted, saved_at=stored.updated_at)
     elif raw == NEW and editor_state.open_id() is not None:
         editor_state.load(blank_experiment(store), None)
 
@@ -200,14 +203,44 @@ def apply_form_requests(result: EditorResult, open_id: int | None) -> None:
         st.rerun()
 
 
-def save(store: Store, result: EditorResult, open_id: int | None) -> None:
+def save(store: Store, result: EditorResult, open_id: int | None, *, overwrite: bool = False) -> None:
+    """Save the form; refused when the experiment was saved elsewhere since the form loaded it (unless
+    ``overwrite``: the user chose to replace that version)."""
     config = result.config.model_dump(mode="json")
     try:
-        saved = commands.save_experiment(store, open_id, config)
+        saved = commands.save_experiment(store, open_id, config,
+                                         if_saved_at=None if overwrite else editor_state.base_saved_at())
     except DuplicateNameError:
         name_taken(config["name"])
+    except StaleEditError:
+        st.session_state[STALE] = True
+        st.rerun()
     else:
         show_stored(saved, f"Saved experiment '{md_text(saved.name)}'.")
+
+
+def stale_edit(store: Store, result: EditorResult, open_id: int, stored: Experiment) -> bool:
+    """When the experiment was saved elsewhere (another tab, another user) after this form loaded it:
+    say so, and offer to reload that version or to overwrite it with the form. True while it is so."""
+    base = editor_state.base_saved_at()
+    if base is None or stored.updated_at == base:
+        st.session_state.pop(STALE, None)
+        return False
+    when = stored.updated_at.strftime("%H:%M:%S UTC")
+    refused = " Save was refused:" if st.session_state.get(STALE) else ""
+    with st.container(border=True, key="exp_stale"):
+        st.error(f"Experiment #{open_id} was saved elsewhere (another tab or user) at {when}, after this form "
+                 f"loaded it.{refused} saving this form would undo that save. Reload the saved version (your "
+                 "unsaved changes here are dropped), or overwrite it with this form.", icon=":material/sync_problem:")
+        r1, r2 = st.columns(2)
+        if r1.button("Reload the saved version", key="exp_stale_reload", icon=":material/refresh:"):
+            st.session_state.pop(STALE, None)
+            show_stored(stored, f"Reloaded experiment '{md_text(stored.name)}' as saved at {when}.")
+        if r2.button("Overwrite with this form", key="exp_stale_overwrite", disabled=result.config is None,
+                     icon=":material/save_as:"):
+            st.session_state.pop(STALE, None)
+            save(store, result, open_id, overwrite=True)
+    return True
 
 
 def clone_popover(store: Store, result: EditorResult, open_id: int) -> None:
@@ -285,11 +318,14 @@ def launch(saved_config: RunConfig | dict, open_id: int, choice: LaunchChoice) -
 
 def action_bar(store: Store, result: EditorResult, open_id: int | None, catalog: dict) -> None:
     """Save, Launch, Clone, Export, Delete, and what is unsaved."""
-    saved_config = dict(store.get_experiment(open_id).config) if open_id is not None else None
+    stored = store.get_experiment(open_id) if open_id is not None else None
+    saved_config = dict(stored.config) if stored is not None else None
+    stale = stored is not None and open_id is not None and stale_edit(store, result, open_id, stored)
     a1, a2, a3, a4, a5, a6 = st.columns([1.3, 1.1, 0.9, 1, 1, 1.1], vertical_alignment="center")
     save_label = "Save changes" if open_id is not None else "Create experiment"
-    if a1.button(save_label, type="primary", disabled=result.config is None, key="exp_save",
-                 icon=":material/save:"):
+    if a1.button(save_label, type="primary", disabled=result.config is None or stale, key="exp_save",
+                 icon=":material/save:", help="Saved elsewhere since this form loaded it: reload or overwrite above."
+                 if stale else None):
         save(store, result, open_id)
     launch_clicked = False
     if open_id is not None:
@@ -306,7 +342,8 @@ def action_bar(store: Store, result: EditorResult, open_id: int | None, catalog:
     if open_id is not None:
         with a6.popover("Delete", icon=":material/delete:"):
             delete_popover(store, open_id)
-    unsaved_warning(saved_config, result, catalog)
+    if not stale:  # a stale form's diff would show the other save as the user's own change
+        unsaved_warning(saved_config, result, catalog)
     if launch_clicked:
         launch(result.config if holds_saved(result, saved_config, catalog) else saved_config, open_id, choice)
 

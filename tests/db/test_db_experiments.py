@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from db.errors import StaleEditError
 from db.store import DuplicateNameError, NotFoundError, RunActiveError, Store
 
 
@@ -53,6 +54,15 @@ def test_update_bumps_updated_at_and_keeps_unset_fields(store: Store) -> None:
     with pytest.raises(DuplicateNameError):
         store.update_experiment(exp.id, name="b")
     assert store.update_experiment(exp.id, name="a").name == "a"  # its own name is fine
+
+
+def test_an_update_from_an_older_version_is_refused(store: Store) -> None:
+    exp = store.create_experiment("cas", config={"k": 1})
+    mine = store.update_experiment(exp.id, config={"k": 2}, if_saved_at=exp.updated_at)
+    with pytest.raises(StaleEditError, match="saved elsewhere"):
+        store.update_experiment(exp.id, config={"k": 3}, if_saved_at=exp.updated_at)  # the older base
+    assert store.get_experiment(exp.id).config == {"k": 2}
+    assert store.update_experiment(exp.id, config={"k": 4}, if_saved_at=mine.updated_at).config == {"k": 4}
 
 
 def test_clone_copies_config_and_tags_but_not_runs(store: Store) -> None:
