@@ -276,6 +276,29 @@ class MetricOps(TranscriptOps):
             return Series(run_id=run_id, key=key, x=x, xs=tuple(p[0] for p in points), ys=tuple(p[1] for p in points),
                           total_points=total, downsampled=True)
 
+    def points_since(self, run_id: int, keys: Iterable[str], *, step_from: int = 0, after_id: int = 0,
+                     limit: int | None = None) -> tuple[list[MetricPoint], int]:
+        """What a live view has not seen yet: the points of ``keys`` at steps ``>= step_from`` whose row
+        id is above ``after_id``, ordered by step (then as written), at most ``limit``; and the highest row
+        id among them (``after_id`` when there are none). A run's points are written by its one job in
+        step order, so ``(last step seen, highest id seen)`` marks exactly the points still to fetch; the
+        step bound keeps the read on the ``(run_id, key, step)`` index."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return [], after_id
+        query = (select(MetricRow.id, MetricRow.key, MetricRow.step, MetricRow.env_step, MetricRow.value,
+                        MetricRow.wall_time)
+                 .where(MetricRow.run_id == run_id, MetricRow.key.in_(wanted), MetricRow.step >= int(step_from),
+                        MetricRow.id > int(after_id))
+                 .order_by(MetricRow.step, MetricRow.id))
+        if limit is not None:
+            query = query.limit(int(limit))
+        with self._read() as session:
+            rows = session.execute(query).all()
+        points = [MetricPoint(key=r.key, step=r.step, env_step=r.env_step, value=_value(r.value),
+                              wall_time=r.wall_time) for r in rows]
+        return points, max((r.id for r in rows), default=after_id)
+
     def latest_metrics(self, run_id: int, keys: Iterable[str] | None = None) -> dict[str, MetricPoint]:
         """The last-logged point (highest step) of each key (all keys when ``keys`` is None)."""
         with self._read() as session:

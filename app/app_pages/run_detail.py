@@ -24,9 +24,11 @@ from app.components.stored_files import (
     render_stored_log,
 )
 from app.escape import md_code, md_message, md_text
+from app.live import live_metrics, poll_every
 from app.metricgroups import applicable_keys, default_charts, group_metrics
 from app.queries import (
     LOG_LINES,
+    ChartData,
     chart_data,
     history_caption,
     history_metric_keys,
@@ -36,6 +38,7 @@ from app.seedgroups import same_config_runs, seed_of
 from app.unused_settings import split_by_use, unread_label
 from db.evaluation_store import EvaluationStore
 from db.records import Lineage, Run
+from db.states import TERMINAL_STATUSES
 from db.store import Store
 from engine.schema.run_config import ConfigError, dump_run_config, parse_run_config
 
@@ -92,8 +95,23 @@ def _chart_keys(store: Store, shown: Shown) -> list[str]:
     return applicable_keys(keys, dict(shown.run.config), _task_tags(shown.run.config))
 
 
+def _live_keys(store: Store, shown: Shown) -> tuple[list[str], tuple]:
+    """The chart keys and the progress they were read at: re-read only when the run (or, joined, an
+    attempt) has logged a step since the last poll."""
+    if shown.joined:
+        marker: tuple = tuple((a.run_id, a.step, a.status) for a in store.lineage(shown.run_id).attempts)
+    else:
+        now = store.get_run(shown.run_id)
+        marker = (now.step, now.status)
+    cache = f"detail_keys_{shown.run_id}_{shown.joined}"
+    found = st.session_state.get(cache)
+    if found is None or found[0] != marker:
+        found = st.session_state[cache] = (marker, _chart_keys(store, shown))
+    return found[1], marker
+
+
 def charts_tab(store: Store, shown: Shown) -> None:
-    """The chosen charts (x axis, smoothing, points, zoom), re-queried on each refresh."""
+    """The chosen charts (x axis, smoothing, points, zoom), following a live run's new points."""
     run_id, history, joined = shown.run_id, shown.history, shown.joined
     charts = {c.title: c for c in group_metrics(_chart_keys(store, shown))}
     if not charts:
@@ -133,21 +151,44 @@ def charts_tab(store: Store, shown: Shown) -> None:
         lo, hi = z2.slider("step range", 0, last, (0, last), key=f"detail_zoom_{run_id}")
         x_range = (float(lo), float(hi))
 
-    @st.fragment(run_every=context.refresh_every())
+    # An ended run's charts are drawn once (no polling); a live one's are polled, and each poll reads only
+    # the points logged since the last (app.live), and rebuilds a figure only when its data changed.
+    active = any(a.status not in TERMINAL_STATUSES for a in history.attempts) if joined else \
+        shown.run.status not in TERMINAL_STATUSES
+    held = live_metrics(st.session_state, run_id) if not joined and x_range is None else None
+
+    @st.fragment(run_every=context.refresh_every() if active else None)
     def live_charts() -> None:
-        """The chosen charts, re-queried (downsampled in SQL) on each refresh."""
-        keys = _chart_keys(store, shown)
+        """The chosen charts, from the points held in the session plus the new ones (or, for a joined
+        history, a zoomed range or a run too long to hold, re-queried downsampled in SQL)."""
+        keys, marker = _live_keys(store, shown)
         if {c.title for c in group_metrics(keys)} != set(charts):
             st.rerun()  # new metric keys appeared: rebuild the chart picker (and its defaults) with them
+        if held is not None:
+            held.refresh(store, [key for title in chosen for _, key in charts[title].curves])
+        incremental = held is not None and not held.too_many
+        version = held.version if incremental else marker
+        drawn = st.session_state.setdefault(f"detail_figures_{run_id}", {})
+        for stale in [k for k, (v, _) in drawn.items() if v != version]:
+            del drawn[stale]
         for title in chosen:
             chart = charts[title]
-            data = chart_data(store, run_id, chart.curves, x=x_axis, max_points=max_points, x_range=x_range,
-                              title=title, history=history if joined else None)
-            if not any(len(s) for _, s in data.series):
+            look = (title, x_axis, max_points, x_range, method, amount, joined)
+            if look not in drawn:
+                if incremental:
+                    data = ChartData(title, tuple((label, held.series(key, x=x_axis, max_points=max_points))
+                                                  for label, key in chart.curves))
+                else:
+                    data = chart_data(store, run_id, chart.curves, x=x_axis, max_points=max_points,
+                                      x_range=x_range, title=title, history=history if joined else None)
+                figure = (line_figure(data.series, title=title, smoothing=method, amount=amount,
+                                      boundaries=data.boundaries)
+                          if any(len(s) for _, s in data.series) else None)
+                drawn[look] = (version, figure)
+            figure = drawn[look][1]
+            if figure is None:
                 st.caption(f"{md_text(title)}: no points yet")
                 continue
-            figure = line_figure(data.series, title=title, smoothing=method, amount=amount,
-                                 boundaries=data.boundaries)
             st.plotly_chart(figure, key=f"chart.{run_id}.{title}", config={"displaylogo": False})
         render_contribution(store, run_id, keys, shown.run.config, history=history if joined else None,
                             smoothing=method, amount=amount, max_points=max_points)
@@ -178,7 +219,7 @@ def logs_tab(store: Store, run: Run) -> None:
     """The end of the run's log, followed live, and the whole log to download."""
     run_id = run.id
 
-    @st.fragment(run_every=context.refresh_every())
+    @st.fragment(run_every=poll_every(context.refresh_every(), run.status))  # an ended run's log is read once
     def live_log() -> None:
         path = store.get_run(run_id).log_path
         tail = read_log(path, lines=LOG_LINES)

@@ -12,6 +12,7 @@ from app.components.launch import launch_options, launch_runs, launched_message
 from app.components.run_controls import notes_editor, run_header
 from app.control import ControlError
 from app.escape import md_message
+from app.live import any_active, list_every
 from app.queries import experiment_names, run_label, runs_table
 from app.runinfo import ALL_STATUSES
 from db.records import Run
@@ -98,8 +99,12 @@ def open_run(run_id: int) -> None:
 def runs_section(store: Store, names: dict[int, str], shown: RunFilter) -> None:
     """The runs table, re-read from the database on every refresh; a click on a row opens the run."""
 
-    @st.fragment(run_every=context.refresh_every())
+    active = any_active(store.run_counts_by_status())  # with none active, the table is re-read rarely
+
+    @st.fragment(run_every=list_every(context.refresh_every(), active))
     def live_runs() -> None:
+        if any_active(store.run_counts_by_status()) != active:
+            st.rerun()  # a run started or every run ended: poll at the matching pace
         counts = store.run_counts_by_status(shown.experiment)
         present = [s for s in ALL_STATUSES if counts.get(s)]
         if present:

@@ -17,7 +17,7 @@ import streamlit as st
 from app import commands, context
 from app.escape import md_message
 from db.eval_request_store import EvalRequestStore
-from db.evaluation_records import EvalRequest
+from db.evaluation_records import REQUEST_FINAL, EvalRequest
 from db.records import Run
 from db.store import Store
 
@@ -96,9 +96,12 @@ def render_evaluate(store: Store, run: Run, *, keeps_best: bool, key: str) -> No
 
 
 def _live_requests(store: Store, run_id: int, *, key: str) -> None:
+    """The run's evaluation requests, polled only while one is queued or running (a new request is made
+    by a click, which reruns the page; the last one to finish reruns it too)."""
     seen_key = f"{key}_finished"
+    pending = any(r.status not in REQUEST_FINAL for r in EvalRequestStore(store).list_for_run(run_id))
 
-    @st.fragment(run_every=context.refresh_every())
+    @st.fragment(run_every=context.refresh_every() if pending else None)
     def live() -> None:
         with contextlib.suppress(Exception):  # a busy database: the next refresh settles them
             commands.fail_lost_evaluations(store, settings=context.settings())

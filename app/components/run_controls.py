@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import commands, context, control
 from app.escape import md_code, md_message
+from app.live import poll_every
 from app.queries import experiment_names, heartbeat_age, run_label
 from app.runinfo import actions_for, format_duration, header_step, status_markdown
 from db.errors import NotFoundError, RunActiveError
@@ -115,7 +116,7 @@ def run_header(store: Store, run_id: int, key: str) -> Run | None:
         st.warning(f"Run #{run_id} no longer exists.")
         return None
 
-    @st.fragment(run_every=context.refresh_every())
+    @st.fragment(run_every=poll_every(context.refresh_every(), shown.status))  # an ended run is not polled
     def live_status() -> None:
         run = status_line(store, run_id)
         if run is not None and run.status != shown.status:
