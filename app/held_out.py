@@ -8,8 +8,9 @@ standard error of the mean over seeds (``sem``), as the Compare page's bands.
 from __future__ import annotations
 
 import math
+import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.seedgroups import BANDS, SeedGroup
@@ -18,10 +19,38 @@ from db.evaluation_records import Evaluation
 NO_EVALUATION = "no evaluation yet"
 
 
-def held_out_keys(evaluations: Mapping[int, Evaluation]) -> list[str]:
-    """Every metric key of the evaluations, team reward first, then sorted."""
-    keys = sorted({k for e in evaluations.values() for k in e.metrics})
-    return sorted(keys, key=lambda k: (k != "eval/reward_mean", k))
+def _metric_rank(key: str) -> tuple[int, int, str]:
+    """Where a held-out metric goes in a table: the team reward, its reward terms, each turn's reward
+    then expected return (by turn), pass@k and avg@k (by k), then the task's own metrics by name."""
+    name = key.removeprefix("eval/")
+    if name == "reward_mean":
+        return (0, 0, name)
+    if name.startswith("reward/"):
+        return (1, 0, name)
+    match = re.fullmatch(r"turn_(\d+)/(reward_mean|expected_return)", name)
+    if match:
+        return (2 if match.group(2) == "reward_mean" else 3, int(match.group(1)), name)
+    match = re.fullmatch(r"(pass|avg)@(\d+)", name)
+    if match:
+        return (4 if match.group(1) == "pass" else 5, int(match.group(2)), name)
+    return (6, 0, name)
+
+
+def metric_order(keys: Iterable[str], *, tests: bool = True) -> list[str]:
+    """Held-out metric keys in a reading order (see :func:`_metric_rank`): the team reward first, never
+    alphabetical (which put it twelfth). A standard error stored as its own key (``..._se``) is left out
+    (the cells show ``± s.e.``); without ``tests`` (a task whose items are not checked by tests) pass@k and
+    avg@k are left out: they are code benchmarks' numbers."""
+    unique = set(keys)
+    kept = [k for k in unique if not (k.endswith("_se") and k.removesuffix("_se") in unique)]
+    if not tests:
+        kept = [k for k in kept if _metric_rank(k)[0] not in (4, 5)]
+    return sorted(kept, key=_metric_rank)
+
+
+def held_out_keys(evaluations: Mapping[int, Evaluation], *, tests: bool = True) -> list[str]:
+    """Every metric key of the evaluations, in :func:`metric_order`."""
+    return metric_order((k for e in evaluations.values() for k in e.metrics), tests=tests)
 
 
 def run_cell(evaluation: Evaluation | None, key: str) -> str:

@@ -8,7 +8,7 @@ The table builders are pure functions (tested on their own); :func:`render_evalu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import streamlit as st
 from app import commands
 from app.components.transcript_view import render_episode
 from app.escape import md_code
+from app.held_out import metric_order
 from db.evaluation_records import Evaluation
 from db.ops_transcripts import episode_totals
 from db.records import EpisodeView
@@ -53,17 +54,20 @@ def _mean_se(evaluation: Evaluation, key: str) -> str:
     return f"{value:.4f}" if se is None else f"{value:.4f} ± {se:.4f}"
 
 
-def evaluation_rows(evaluations: Sequence[Evaluation], best: int | None) -> list[dict[str, Any]]:
-    """One row per plain evaluation (team analyses are shown apart), newest checkpoint last."""
+def evaluation_rows(evaluations: Sequence[Evaluation], best: int | None, *, tests: bool = True) -> list[dict[str, Any]]:
+    """One row per plain evaluation (team analyses are shown apart), newest checkpoint last; the metrics
+    in :func:`app.held_out.metric_order` (team reward first; pass@k only for a task with tests)."""
     rows = []
-    for e in sorted((e for e in evaluations if e.kind == "eval"), key=lambda e: (e.checkpoint_step or 0, e.id)):
+    plain = sorted((e for e in evaluations if e.kind == "eval"), key=lambda e: (e.checkpoint_step or 0, e.id))
+    keys = metric_order((k for e in plain for k in e.metrics), tests=tests)
+    for e in plain:
         settings = e.settings
         step = "" if e.checkpoint_step is None else str(e.checkpoint_step)
         row = {"evaluation": e.id, "checkpoint": f"{step} {BEST_MARK}" if best is not None and
                e.checkpoint_step == best else step, "split": e.split,
                "items × samples": f"{settings.get('items', '?')} × {settings.get('samples', '?')}",
                "greedy": bool(settings.get("greedy")), "seed": settings.get("seed")}
-        row.update({key: _mean_se(e, key) for key in sorted(e.metrics)})
+        row.update({key: _mean_se(e, key) if key in e.metrics else "" for key in keys})
         rows.append(row)
     return rows
 
@@ -136,8 +140,21 @@ def render_best_models(store: Any, *, experiment_id: int, output_dir: str | None
         st.success(f"The experiment's agents now start from the best models of step {step}.")
 
 
-def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output_dir: str | None) -> None:
-    """The Evaluations tab of a run."""
+def task_has_tests(config: Mapping[str, Any], catalog: Mapping[str, Any]) -> bool:
+    """Whether a run's task checks answers with tests (a coding task), so pass@k means what it says; a
+    task the catalog does not know is given the benefit of the doubt."""
+    info = catalog.get(str((config.get("task") or {}).get("name") or ""))
+    return info is None or "code" in (getattr(info, "tags", ()) or ())
+
+
+def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output_dir: str | None,
+                       tests: bool | None = None) -> None:
+    """The Evaluations tab of a run (``tests``: its task checks answers with tests, so pass@k means
+    something; None: from the run's task)."""
+    if tests is None and evaluations:
+        from app import context
+
+        tests = task_has_tests(context.store().get_run(run_id).config, context.task_catalog())
     command = f"cooplab eval {run_id} --checkpoint best" if best_step(output_dir) is not None else \
         f"cooplab eval {run_id} --checkpoint last"
     if not evaluations:
@@ -145,7 +162,7 @@ def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output
                    "evaluates a checkpoint here and now. Either evaluates on the task's held-out split and stores "
                    "it here; add `--team-analysis` for each agent's contribution.")
         return
-    rows = evaluation_rows(evaluations, best_step(output_dir))
+    rows = evaluation_rows(evaluations, best_step(output_dir), tests=tests is not False)
     if rows:
         st.markdown("**Held-out evaluations** (mean ± standard error over items)")
         st.dataframe(rows, hide_index=True, key=f"evals_{run_id}")

@@ -49,6 +49,8 @@ def test_the_tab_lists_evaluations_with_the_best_marked_and_opens_an_items_episo
     held_out, analysis, items = (df.value for df in at.dataframe[:3])
     assert list(held_out["checkpoint"]) == ["4 ★ best", "8"]
     assert list(held_out["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.5000 ± 0.0500"]
+    # the quick start checks no tests: its pass@1 is not shown as if it were a code benchmark's
+    assert [c for c in held_out.columns if c.startswith("eval/")] == ["eval/reward_mean"]
     assert list(analysis["configuration"]) == ["trained", "writer reset"]
     assert list(analysis["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.2500 ± 0.0500"]
     assert list(items["correct"]) == ["1 / 1", "0 / 1"]
@@ -133,6 +135,19 @@ def test_an_evaluated_episodes_header_totals_its_turns(store: Store, experiment:
     episode = episode_view(evaluation, 0)
     assert (episode.reward, episode.ret) == (2.0, 2.0)  # two turns of 1.0; the first turn's return
     assert "team reward 2.000 · return 2.000" in episode_title(episode)
+
+
+def test_held_out_metrics_in_reading_order_by_hand() -> None:
+    from app.held_out import metric_order
+
+    keys = ["eval/avg@4", "eval/pass@10", "eval/pass@2", "eval/reward/team", "eval/reward_mean", "eval/reward_mean_se",
+            "eval/turn_1/expected_return", "eval/turn_10/reward_mean", "eval/turn_2/reward_mean",
+            "eval/turn_1/reward_mean", "eval/turn_1/solved", "eval/accuracy"]
+    assert metric_order(keys) == [
+        "eval/reward_mean", "eval/reward/team", "eval/turn_1/reward_mean", "eval/turn_2/reward_mean",
+        "eval/turn_10/reward_mean", "eval/turn_1/expected_return", "eval/pass@2", "eval/pass@10", "eval/avg@4",
+        "eval/accuracy", "eval/turn_1/solved"]
+    assert "eval/pass@2" not in metric_order(keys, tests=False) and "eval/avg@4" not in metric_order(keys, tests=False)
 
 
 def test_checkpoint_choices_by_hand() -> None:
