@@ -102,6 +102,8 @@ class RunRow(Base):
     stop_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # the last time the run's job finished storing a file of the run's artifacts (checkpoints, exports)
     storing_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the attempt the retry policy queued after this run was lost (jobs.retries; a plain id: no foreign key)
+    retried_as: Mapped[int | None] = mapped_column(Integer)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
     notes: Mapped[str] = mapped_column(Text, default="")
     log_path: Mapped[str | None] = mapped_column(Text)

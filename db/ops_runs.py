@@ -337,6 +337,41 @@ class RunOps(StoreBase):
                                 .values(current_run_id=None).execution_options(synchronize_session=False))
             return changed
 
+    def lost_runs_not_retried(self, *, config_mentions: str | None = None, limit: int = 1000) -> list[Run]:
+        """``lost`` runs nobody asked to stop that the retry policy has not retried yet, newest first;
+        with ``config_mentions`` only those whose stored config's JSON text holds that key (a quick
+        filter: the caller still reads the config)."""
+        with self._read() as session:
+            query = (select(RunRow).where(RunRow.status == LOST, RunRow.retried_as.is_(None),
+                                          RunRow.stop_requested.is_not(True))
+                     .order_by(RunRow.id.desc()).limit(limit))
+            if config_mentions:
+                query = query.where(cast(RunRow.config, Text).like(f'%"{config_mentions}"%'))
+            return [convert.run(row) for row in session.scalars(query)]
+
+    def queue_retry(self, run_id: int, note: str) -> Run | None:
+        """The retry policy's next attempt of lost run ``run_id``, in one transaction: a ``queued`` run with
+        its config, queue, tags and total steps, resuming it (``resumed_from``, ``attempt`` one more), with
+        ``note`` as its notes; and the lost run's ``retried_as`` set to the new run's id. The mark is a
+        compare-and-set (``UPDATE runs SET retried_as ... WHERE id = :id AND status = 'lost' AND retried_as
+        IS NULL``, the row locked until the transaction ends): when several processes settle the run and
+        call this at once, exactly one creates the attempt and the others get None, as does a call for a
+        run that is not ``lost`` or was retried already. The new run is not sent to the broker here."""
+        with self._write() as session:
+            claimed = session.execute(
+                update(RunRow).where(RunRow.id == run_id, RunRow.status == LOST, RunRow.retried_as.is_(None))
+                .values(retried_as=0).execution_options(synchronize_session=False)).rowcount
+            if claimed != 1:
+                load(session, run_id)  # NotFoundError for an unknown run
+                return None
+            lost = load(session, run_id)
+            new = self.within(session).create_run(lost.experiment_id, lost.config, lost.queue,
+                                                  total_steps=lost.total_steps, resumed_from=run_id,
+                                                  tags=lost.tags or (), notes=note)
+            session.execute(update(RunRow).where(RunRow.id == run_id).values(retried_as=new.id)
+                            .execution_options(synchronize_session=False))
+            return new
+
     # ------------------------------------------------------------------------------ checkpoints
 
     def add_checkpoint(self, run_id: int, step: int, path: str) -> Checkpoint:

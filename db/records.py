@@ -35,7 +35,8 @@ class Experiment:
 class Run:
     """One attempt at training one config. ``step`` / ``env_step`` is the progress last logged;
     ``stop_requested_at`` is when a stop was first asked for (None while nobody asked); ``storing_at`` is
-    when its job last finished storing a file of its artifacts in the artifact store (None before that)."""
+    when its job last finished storing a file of its artifacts in the artifact store (None before that);
+    ``retried_as`` is the attempt the retry policy queued after this run was lost (:mod:`jobs.retries`)."""
 
     id: int
     experiment_id: int
@@ -62,6 +63,7 @@ class Run:
     log_path: str | None
     output_dir: str | None
     storing_at: datetime | None = None
+    retried_as: int | None = None
 
     @property
     def is_active(self) -> bool:

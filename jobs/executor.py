@@ -386,9 +386,16 @@ def _resume_from(ctx: JobContext) -> str | None:
     """The checkpoint folder a resumed run starts from (None for a first attempt): on this machine, or
     downloaded from the artifact store into this machine's cache (:mod:`jobs.artifacts.resume`).
     Raises ``FileNotFoundError`` naming the problem when a resumed run has no usable checkpoint, and
-    the store's error naming it when a download fails."""
+    the store's error naming it when a download fails. An attempt that the retry policy queued after a
+    run lost before any checkpoint (:mod:`jobs.retries`) starts over, as its note says."""
     from jobs.artifacts.resume import resume_folder
+    from jobs.lineage import newest_checkpoint
 
+    run = ctx.run
+    if (run.resumed_from is not None and ctx.store.get_run(run.resumed_from).retried_as == run.id
+            and newest_checkpoint(ctx.store, run) is None):
+        log.info("run %s starts over: run %s was lost before any checkpoint", run.id, run.resumed_from)
+        return None
     return resume_folder(ctx.store, ctx.run, ctx.artifacts, ctx.settings.artifacts_cache_dir)
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from db.records import Run
+from db.records import Checkpoint, Run
 from db.store import Store
 
 
-def resume_checkpoint(store: Store, run: Run, *, include_self: bool = False) -> str | None:
+def newest_checkpoint(store: Store, run: Run, *, include_self: bool = False) -> Checkpoint | None:
     """The newest checkpoint along the run's ``resumed_from`` chain (starting with ``run`` itself when
     ``include_self``): an attempt that saved none passes on the one it started from."""
     seen: set[int] = set()
@@ -15,6 +15,12 @@ def resume_checkpoint(store: Store, run: Run, *, include_self: bool = False) -> 
         seen.add(source)
         checkpoint = store.latest_checkpoint(source)
         if checkpoint is not None:
-            return checkpoint.path
+            return checkpoint
         source = store.get_run(source).resumed_from
     return None
+
+
+def resume_checkpoint(store: Store, run: Run, *, include_self: bool = False) -> str | None:
+    """The folder of :func:`newest_checkpoint` (None when the chain has none)."""
+    checkpoint = newest_checkpoint(store, run, include_self=include_self)
+    return checkpoint.path if checkpoint is not None else None

@@ -183,11 +183,16 @@ def reap_lost_briefly(store: Store, settings: Settings, now: datetime | None = N
 
 def look(store: Store, settings: Settings) -> list[int]:
     """Settle every run whose job is gone: at once for jobs of this machine (job files), after the
-    heartbeat timeout for the others. Returns the ids it settled."""
+    heartbeat timeout for the others; a lost one with attempts left under its retry policy is queued
+    again (:mod:`jobs.retries`). Returns the ids it settled."""
     settled = settle_local_dead_jobs(store, settings)
     for run_id in reap_lost_briefly(store, settings):
         log.warning("run %s lost: no heartbeat for %g s", run_id, settings.heartbeat_timeout_s)
         settled.append(run_id)
+    if settled:
+        from jobs.retries import retry_lost_runs
+
+        retry_lost_runs(store, settings, settled)
     return settled
 
 

@@ -3,11 +3,11 @@
 :func:`run_maintenance` does one pass: runs whose job process is gone are settled (at once when the
 job ran on this machine, see :mod:`jobs.liveness`; after ``heartbeat_timeout_s`` without a heartbeat
 otherwise) as ``lost``, or ``stopped`` when they were being stopped, or in the state the job left in
-its job file; runs that have been ``stopping`` for longer than ``stop_grace_s`` get their job process
-terminated (``revoke(terminate=True)``) and are marked ``stopped``; workers that stopped reporting are
-marked offline; and queued runs the broker has lost are sent again (:mod:`jobs.reconcile`). Every
-step is a compare-and-set in the database, so several workers and the dashboard may run it
-concurrently.
+its job file; lost runs whose retry policy has attempts left are queued again (:mod:`jobs.retries`);
+runs that have been ``stopping`` for longer than ``stop_grace_s`` get their job process terminated
+(``revoke(terminate=True)``) and are marked ``stopped``; workers that stopped reporting are marked
+offline; and queued runs the broker has lost are sent again (:mod:`jobs.reconcile`). Every step is a
+compare-and-set in the database, so several workers and the dashboard may run it concurrently.
 
 Workers run it on a thread of its own in the worker parent (:class:`MaintenanceStep`, a Celery
 bootstep; :class:`Repeater`), apart from Celery's timer thread, which watches the job processes every
@@ -44,6 +44,7 @@ from jobs.liveness import (
     settle_dead_job,
     settle_local_dead_jobs,
 )
+from jobs.retries import retry_lost_runs
 from jobs.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -58,13 +59,15 @@ TERMINATE_SIGNAL = "SIGKILL"
 @dataclass(frozen=True)
 class MaintenanceReport:
     """What one pass changed: runs marked lost, runs settled as stopped (terminated or reaped),
-    workers marked offline, queued runs sent again, runs settled ``failed`` from their job's last words."""
+    workers marked offline, queued runs sent again, runs settled ``failed`` from their job's last words,
+    new attempts queued for lost runs by their retry policy (:mod:`jobs.retries`)."""
 
     lost: tuple[int, ...] = ()
     stopped: tuple[int, ...] = ()
     offline_workers: tuple[str, ...] = ()
     requeued: tuple[int, ...] = ()
     failed: tuple[int, ...] = ()
+    retried: tuple[int, ...] = ()
 
 
 def grace_start(asked: datetime, storing_at: datetime | None) -> tuple[datetime, bool]:
@@ -141,6 +144,7 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
         for run_id in reaped:
             if ended[run_id] == states.LOST:
                 log.warning("run %s lost: no heartbeat for %g s", run_id, settings.heartbeat_timeout_s)
+        retried = retry_lost_runs(store, settings)  # the runs just lost, and any a settler left unretried
         terminated = (enforcer or _DEFAULT_ENFORCER).enforce(store, app, settings.stop_grace_s, now=now)
         offline = _mark_stale_workers_offline(store, settings, now)
         requeued: list[int] = []
@@ -157,7 +161,7 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
             lost=tuple(i for i, status in ended.items() if status == states.LOST),
             stopped=tuple([i for i, status in ended.items() if status == states.STOPPED] + terminated),
             offline_workers=tuple(offline), requeued=tuple(requeued),
-            failed=tuple(i for i, status in ended.items() if status == states.FAILED))
+            failed=tuple(i for i, status in ended.items() if status == states.FAILED), retried=tuple(retried))
     finally:
         if own_store:
             store.close()

@@ -19,6 +19,7 @@ from pydantic import (
     ValidationInfo,
     create_model,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic.fields import FieldInfo
@@ -133,8 +134,18 @@ else:
     )
 
 
+class RetrySpec(_Strict):
+    """The job's retry policy: read by the job layer (``jobs.retries``), never by training (``cooplab train``
+    ignores it). A run that ends ``lost`` (its worker died or froze past the heartbeat timeout) gets a new
+    attempt from its last checkpoint while attempts remain; see docs/jobs.md."""
+
+    max_attempts: int = Field(1, ge=1, le=20, description="Attempts in all, the first included: a run lost "
+                              "before its last attempt is queued again from its last checkpoint (from the "
+                              "start when it saved none); 1 never retries.")
+
+
 class RunConfig(_Strict):
-    """A whole experiment: the team, the task and the trainer."""
+    """A whole experiment: the team, the task and the trainer (and, for jobs, the retry policy)."""
 
     name: str = Field("experiment", min_length=1)
     description: str = ""
@@ -143,6 +154,16 @@ class RunConfig(_Strict):
     task: TaskSpec = Field(default_factory=TaskSpec)
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
     system: SystemSpec | None = Field(None, description="Several coordinated trainers (see docs/systems.md).")
+    retry: RetrySpec | None = Field(None, description="Jobs only: how often a lost run is queued again from its "
+                                    "last checkpoint (see docs/jobs.md).")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_retry(self, handler: Any) -> dict[str, Any]:
+        # A config without a retry policy is written as before (no "retry: null" in stored configs and YAML).
+        data = handler(self)
+        if isinstance(data, dict) and data.get("retry") is None:
+            data.pop("retry", None)
+        return data
 
     @model_validator(mode="after")
     def _check_team(self, info: ValidationInfo) -> RunConfig:
