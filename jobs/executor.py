@@ -405,7 +405,9 @@ def _checkpoint_uploads(ctx: JobContext) -> CheckpointUploads | None:
         return None
     from jobs.artifacts.uploads import CheckpointUploads
 
-    return CheckpointUploads(ctx.artifacts, ctx.run_id, progress=_storing_marks(ctx))
+    return CheckpointUploads(ctx.artifacts, ctx.run_id, progress=_storing_marks(ctx),
+                             outage_s=ctx.settings.store_outage_s,
+                             noted=lambda problem: ctx.store.note_store_outage(ctx.run_id, problem))
 
 
 def _storing_marks(ctx: JobContext) -> StoringMarks:
@@ -430,6 +432,9 @@ def _store_outputs(ctx: JobContext, config: RunConfig, uploads: CheckpointUpload
         log.info("run %s: %d checkpoint(s) stored in %s (%.1f MB, %.1f s of uploads, waited %.1f s at the end)",
                  ctx.run_id, len(uploads.times), ctx.artifacts.url, total / 1e6,
                  sum(t.seconds for t in uploads.times), time.monotonic() - waited)
+        uploads.through_outage("storing the run's outputs", lambda: store_run_outputs(
+            ctx.artifacts, ctx.run_id, ctx.output_dir, config.trainer, progress=_storing_marks(ctx)))
+        return
     store_run_outputs(ctx.artifacts, ctx.run_id, ctx.output_dir, config.trainer, progress=_storing_marks(ctx))
 
 

@@ -237,6 +237,10 @@ class Settings(BaseSettings):
     artifacts_create_bucket: bool = Field(
         False, description="Create the bucket (or folder) of COOPLAB_ARTIFACTS_URL when it does not exist, "
         "instead of refusing to start.")
+    store_outage_s: float = Field(
+        60.0, ge=0, le=86400, description="How long a job's uploads to the artifact store (checkpoints, then its "
+        "outputs at the end) wait and retry while the store is unreachable before the run fails naming the store; "
+        "training goes on meanwhile, its checkpoints held on the local disk.")
     artifacts_tries: int = Field(
         5, ge=1, le=20, description="Tries of each artifact store operation on connection errors, timeouts and "
         "server errors, with backoff (0.5 s, 1 s, 2 s, 4 s, then 8 s) before it fails naming the store.")

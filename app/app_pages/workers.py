@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import context
+from app.components.store_outage import render_worker_outages
 from app.components.stored_files import render_store_line
 from app.escape import md_code, md_text
 from app.queries import experiment_names, heartbeat_age, run_label
@@ -40,6 +41,7 @@ def live_workers(store: Store) -> None:
             ],
             hide_index=True,
         )
+        render_worker_outages(store)
 
     st.subheader("Queues")
     queued = store.list_runs(statuses=["queued"], limit=500)

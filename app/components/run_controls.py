@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import commands, context, control
+from app.components.store_outage import render_run_outage
 from app.escape import md_code, md_message
 from app.live import poll_every
 from app.queries import experiment_names, heartbeat_age, run_label
@@ -39,6 +40,7 @@ def status_line(store: Store, run_id: int) -> Run | None:
                + (f" · continues from step {resumed[0]} (the checkpoint of #{resumed[1]})" if resumed else ""))
     if run.status == "stopping":
         st.info("Stopping: the worker saves a checkpoint and ends the run; the final state appears here.")
+    render_run_outage(store, run)
     if run.error:
         with st.expander("error", expanded=run.status == "failed"):
             st.code(run.error, language="text")

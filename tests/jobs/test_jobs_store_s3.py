@@ -1,5 +1,6 @@
 """The job's side of the artifact store on a real S3-compatible server (SeaweedFS): checkpoints stored
-and recorded, the store down at upload (the run fails naming it, no row points at a missing object),
+and recorded, the store down at upload for longer than ``COOPLAB_STORE_OUTAGE_S`` (the run fails naming
+it and the outage, no row points at a missing object; a shorter outage: ``test_jobs_store_outage.py``),
 the store down when a resumed attempt downloads (the attempt fails naming it; the next one resumes),
 and the worker's start-up check (wrong credentials and a missing bucket refused in one line, or the
 bucket created when asked)."""
@@ -45,6 +46,7 @@ def test_checkpoints_are_stored_in_the_bucket_and_recorded(jobs_env, store, expe
 def test_the_store_down_at_upload_fails_the_run_naming_it(jobs_env, store, experiment_id, private_s3_server,  # noqa: F811
                                                           monkeypatch):
     server = private_s3_server
+    monkeypatch.setenv("COOPLAB_STORE_OUTAGE_S", "1")  # an outage longer than the job may wait
     settings = use_s3(monkeypatch, server, new_bucket(server))
 
     def stop_the_server(step: int) -> None:
@@ -61,7 +63,9 @@ def test_the_store_down_at_upload_fails_the_run_naming_it(jobs_env, store, exper
     print("\nreason:", first_line)
     assert first_line.startswith(f"CheckpointUploadFailed: checkpoint 2 of run {run.id} could not be stored in "
                                  f"{settings.artifacts_url}/runs/run-{run.id}/checkpoints/checkpoint-2"), first_line
-    assert f"at {server.endpoint} failed" in first_line and "after 3 tries" in first_line
+    assert "the artifact store was unreachable for 1 s (COOPLAB_STORE_OUTAGE_S=1) while storing checkpoint 2: " \
+        f"artifact store {settings.artifacts_url} at {server.endpoint} failed " in first_line, first_line
+    assert "after 3 tries: EndpointConnectionError" in first_line
     rows = store.list_checkpoints(run.id)
     assert rows[0].artifact_url is not None and all(r.artifact_url is None for r in rows[1:])
 
