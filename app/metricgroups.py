@@ -74,7 +74,9 @@ def group_metrics(keys: list[str]) -> list[Chart]:
     for metric in sorted(turn_metrics):
         curves = [("all turns", f"train/{metric}")] if f"train/{metric}" in singles else []
         used.update(key for _, key in curves)
-        curves += [(f"turn {turn}", key) for turn, key in sorted(turn_metrics[metric])]
+        turns = sorted(turn_metrics[metric])
+        if not (curves and len(turns) == 1):  # one turn only: its curve is the "all turns" one, drawn once
+            curves += [(f"turn {turn}", key) for turn, key in turns]
         charts.append(Chart(f"{metric} per turn", "team", tuple(curves)))
     for metric in sorted(agent_metrics):
         curves = tuple(sorted(agent_metrics[metric]))

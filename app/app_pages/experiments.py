@@ -312,8 +312,14 @@ def launch(saved_config: RunConfig | dict, open_id: int, choice: LaunchChoice) -
     else:
         st.session_state["selected_run"] = run_ids[-1]  # the run pages open it next
         st.success(launched_message(run_ids, choice.device))
-        st.page_link("app_pages/run_detail.py", label=f"Watch run #{run_ids[-1]}",
-                     icon=":material/monitoring:", query_params={"run": str(run_ids[-1])})
+        links = st.columns(min(len(run_ids), 5)) if len(run_ids) > 1 else [st.container()]
+        for index, run_id in enumerate(run_ids):  # every run launched, not only the last one
+            links[index % len(links)].page_link("app_pages/run_detail.py", label=f"Watch run #{run_id}",
+                                                icon=":material/monitoring:", query_params={"run": str(run_id)})
+        if len(run_ids) > 1:
+            st.page_link("app_pages/compare.py", label="Compare these runs (mean and band over seeds)",
+                         icon=":material/stacked_line_chart:",
+                         query_params={"runs": ",".join(str(i) for i in run_ids[:8]), "by": "seed"})
 
 
 def action_bar(store: Store, result: EditorResult, open_id: int | None, catalog: dict) -> None:
@@ -323,7 +329,10 @@ def action_bar(store: Store, result: EditorResult, open_id: int | None, catalog:
     stale = stored is not None and open_id is not None and stale_edit(store, result, open_id, stored)
     a1, a2, a3, a4, a5, a6 = st.columns([1.3, 1.1, 0.9, 1, 1, 1.1], vertical_alignment="center")
     save_label = "Save changes" if open_id is not None else "Create experiment"
-    if a1.button(save_label, type="primary", disabled=result.config is None or stale, key="exp_save",
+    # primary only when there is something to save (a form that holds the saved config has nothing)
+    changed = open_id is None or not holds_saved(result, saved_config, catalog)
+    if a1.button(save_label, type="primary" if changed else "secondary", disabled=result.config is None or stale,
+                 key="exp_save",
                  icon=":material/save:", help="Saved elsewhere since this form loaded it: reload or overwrite above."
                  if stale else None):
         save(store, result, open_id)

@@ -260,7 +260,9 @@ def test_an_unknown_experiment_in_the_url_says_so(app, store: Store, raw: str) -
 def test_unsaved_changes_come_from_a_real_diff(app, store: Store) -> None:
     at = _create_quickstart(app)
     assert not [w for w in at.warning if "Unsaved changes" in w.value]  # untouched: nothing to save
+    assert at.button(key="exp_save").proto.type == "secondary"  # so Save is not the page's call to action
     at.number_input(key="ed1.trainer.max_steps").set_value(400).run()
+    assert at.button(key="exp_save").proto.type == "primary"
     [warning] = [w.value for w in at.warning if "Unsaved changes" in w.value]
     assert "`trainer.max_steps` 60 → 400" in warning
     at.number_input(key="ed1.trainer.max_steps").set_value(60).run()  # back to the saved value
@@ -298,6 +300,11 @@ def test_each_run_gets_its_own_recorded_seed(app, store: Store) -> None:
     latest = store.list_runs(limit=3)
     assert len({r.config["trainer"]["seed"] for r in latest}) == 3
     assert any("Queued runs" in s.value for s in at.success)
+    links = [p.proto for p in at.main.get("page_link")]
+    watched = sorted(int(link.query_string.removeprefix("run=")) for link in links if link.page == "run_detail")
+    assert watched == sorted(r.id for r in latest)  # each of the 3 runs linked, not only the last
+    [compare] = [link for link in links if link.page == "compare"]
+    assert compare.query_string.endswith("&by=seed")
 
 
 def test_two_tabs_saving_in_the_older_one_is_refused_with_reload_or_overwrite(app, store: Store) -> None:

@@ -61,6 +61,11 @@ def test_metric_grouping() -> None:
         ("all turns", "train/reward_mean"), ("turn 1", "turn_1/reward_mean"), ("turn 2", "turn_2/reward_mean"))
     assert by_title["loss per agent"].curves == (("editor", "agent/editor/loss"), ("writer", "agent/writer/loss"))
     assert "train/reward_mean" not in by_title  # drawn inside the per-turn chart
+    # a single-turn run: "turn 1" would repeat "all turns" exactly, so it is drawn once
+    single = {c.title: c for c in group_metrics(["train/reward_mean", "turn_1/reward_mean",
+                                                  "turn_1/expected_return"])}
+    assert single["reward_mean per turn"].curves == (("all turns", "train/reward_mean"),)
+    assert single["expected_return per turn"].curves == (("turn 1", "turn_1/expected_return"),)
     assert [c.section for c in charts] == ["team", "team", "agents", "eval", "reward", "perf"]
     assert default_charts(charts) == ["reward_mean per turn", "expected_return per turn", "loss per agent",
                                       "eval/pass@1"]

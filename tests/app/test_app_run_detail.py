@@ -19,7 +19,7 @@ def test_charts_show_raw_and_smoothed_lines(app, store: Store, experiment: int, 
     assert not at.exception
     reward = _figure(figures(at), "reward_mean per turn")
     names = [trace["name"] for trace in reward["data"]]
-    assert names == ["all turns (raw)", "all turns", "turn 1 (raw)", "turn 1"]
+    assert names == ["all turns (raw)", "all turns"]  # one turn: its curve is the "all turns" one, drawn once
     raw, smoothed = reward["data"][0], reward["data"][1]
     assert raw["x"] == [1, 2, 3, 4, 5]
     assert raw["y"] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
@@ -35,7 +35,7 @@ def test_smoothing_off_and_env_step_axis(app, store: Store, experiment: int, see
     at.selectbox(key="detail_smoothing").set_value("none")
     at.radio(key="detail_x").set_value("env_step").run()
     reward = _figure(figures(at), "reward_mean per turn")
-    assert [t["name"] for t in reward["data"]] == ["all turns", "turn 1"]
+    assert [t["name"] for t in reward["data"]] == ["all turns"]
     assert reward["data"][0]["x"] == [4, 8, 12]
     assert reward["layout"]["xaxis"]["title"]["text"] == "env step"
 
