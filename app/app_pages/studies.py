@@ -100,6 +100,11 @@ def study_options() -> dict[str, Any]:
     cap = m5.number_input("at most at once", 1, 64, 2, key="st_cap")
     d1, d2 = st.columns([1, 3])
     device = d1.text_input("device", "cpu", key="st_device", help="The queue its runs go to: cpu or cuda:N.")
+    served = context.devices(context.store())
+    if device.strip() and device.strip() not in served:
+        d1.warning(f"No worker serves {md_code(device.strip())} now (workers serve {', '.join(served)}): its runs "
+                   f"would wait in the queue until `cooplab worker --device {md_text(device.strip())}` starts on a "
+                   "machine with that GPU.", icon=":material/warning:")
     early = d2.toggle("stop clearly worse runs early (median rule on train/reward_mean)", key="st_early")
     return {"method": method, "samples": int(samples), "seeds": int(seeds), "seed": int(study_seed),
             "max_concurrent": int(cap), "device": device.strip(), "early_stopping": {} if early else None}

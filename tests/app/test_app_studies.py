@@ -174,4 +174,8 @@ def test_another_base_experiment_restarts_the_name_and_values_from_it(app, store
     at.text_input(key="st_name").set_value("my own name").run()
     at.selectbox(key="st_base").set_value(other).run()
     assert at.text_input(key="st_name").value == "my own name"  # a typed name stays
+    assert not [w for w in at.warning if "No worker serves" in w.value]
+    at.text_input(key="st_device").set_value("cuda:7").run()  # no such device here: said at the field
+    assert [w.value for w in at.warning if "No worker serves" in w.value][0].startswith(
+        "No worker serves `cuda:7` now (workers serve cpu)")
     assert _values(at, LR).value == "0.00033, 0.001, 0.003"
