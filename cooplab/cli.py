@@ -10,8 +10,6 @@ import importlib
 
 import typer
 
-from cooplab import __version__
-
 app = typer.Typer(
     name="cooplab",
     help="Train teams of LLM agents to cooperate, and run the experiments from a browser.",
@@ -33,6 +31,8 @@ _COMMAND_MODULES = (
 
 def _version_callback(value: bool) -> None:
     if value:
+        from cooplab import __version__
+
         typer.echo(f"cooplab {__version__}")
         raise typer.Exit()
 

@@ -1,0 +1,95 @@
+"""The submit path stays cheap: `cooplab submit` imports no alembic (when the schema is current), torch,
+transformers or streamlit; the schema check reads one row instead of loading alembic; and the Python
+API for scripted sweeps (:mod:`cooplab.api`) queues, lists and waits for runs. No worker: cheap."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from db import states
+from db.engine import make_engine
+from db.schema_version import at_head, ensure_schema, head_revisions
+from engine.schema.run_config import ConfigError
+from tests.jobs.helpers import ROOT, tiny_config
+
+HEAVY = ("alembic", "torch", "transformers", "streamlit")
+
+_SUBMIT_AND_LIST_IMPORTS = """
+import atexit, sys
+atexit.register(lambda: print("HEAVY", sorted(m for m in {heavy!r} if m in sys.modules)))
+sys.argv = ["cooplab", "submit", *{paths!r}, "--experiment", "cheap"]
+from cooplab.cli import main
+main()
+"""
+
+
+def test_cooplab_submit_imports_no_alembic_torch_or_transformers(jobs_env, store, tmp_path):
+    """Two configs in one call (one start-up for both): both queued, nothing heavy imported."""
+    paths = [tmp_path / "run.yaml", tmp_path / "longer.yaml"]
+    paths[0].write_text(yaml.safe_dump(tiny_config()))
+    paths[1].write_text(yaml.safe_dump(tiny_config(max_steps=4)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    code = _SUBMIT_AND_LIST_IMPORTS.format(heavy=HEAVY, paths=[str(p) for p in paths])
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    second, first = store.list_runs()
+    assert result.stdout.splitlines() == [f"run {first.id} queued on cpu (experiment 'cheap')",
+                                          f"run {second.id} queued on cpu (experiment 'cheap')", "HEAVY []"]
+    assert {first.status, second.status} == {states.QUEUED} and (first.total_steps, second.total_steps) == (3, 4)
+
+
+def test_importing_the_api_loads_nothing_heavy():
+    watched = ("sqlalchemy", "celery", "pydantic", *HEAVY)
+    code = f"import sys; from cooplab import api; print(sorted(m for m in {watched!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_schema_check_agrees_with_alembic_and_needs_no_migration_at_head(jobs_env):
+    from db.migrate import head_revision
+
+    assert head_revisions() == {head_revision()}
+    engine = make_engine(jobs_env.resolved_database_url)  # the suite's migrated template
+    try:
+        assert at_head(engine) and ensure_schema(engine) is False
+    finally:
+        engine.dispose()
+    empty = make_engine("sqlite://")
+    try:
+        assert not at_head(empty)
+    finally:
+        empty.dispose()
+
+
+def test_the_api_submits_lists_and_waits_and_stores_nothing_when_one_config_is_refused(jobs_env, store, tmp_path):
+    from cooplab import api
+    from jobs.client import cancel_queued
+
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(tiny_config()))
+    bad = tiny_config(num_generations=1)
+    with pytest.raises(ConfigError, match="num_generations"):
+        api.submit([path, bad], experiment="sweep")
+    assert store.list_runs() == [] and store.find_experiment("sweep") is None
+
+    ids = api.submit([path, tiny_config(max_steps=2)], experiment="sweep")
+    ids += api.submit(tiny_config(), experiment="sweep")
+    assert len(ids) == 3 and all(i.unsent is None for i in ids)
+    listed = api.runs(experiment="sweep")
+    assert [r.id for r in listed] == sorted(ids, reverse=True)
+    assert {r.status for r in listed} == {states.QUEUED} and listed[1].total_steps == 2
+    with pytest.raises(TimeoutError, match=f"runs still active after 0 s: {ids[0]} queued"):
+        api.wait(ids, timeout=0)
+    for run_id in ids:
+        cancel_queued(run_id)
+    done = api.wait(ids, timeout=10, poll_s=0.1)
+    assert list(done) == ids and {r.status for r in done.values()} == {states.CANCELLED}
+    with pytest.raises(LookupError, match="no experiment named 'nope'"):
+        api.runs(experiment="nope")
