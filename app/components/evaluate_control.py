@@ -63,7 +63,8 @@ def _queue(run: Run, checkpoint: str, *, samples: int, items: int, greedy: bool,
         st.session_state[f"{key}_message"] = ("error", str(exc))
         return
     st.session_state[f"{key}_message"] = ("success", f"Queued evaluation request #{request.id} "
-                                                     f"(checkpoint {request.checkpoint}) on {request.queue}")
+                                                     f"(checkpoint {request.checkpoint}) on {request.queue}",
+                                          request.id)
 
 
 def render_evaluate(store: Store, run: Run, *, keeps_best: bool, key: str) -> None:
@@ -90,9 +91,17 @@ def render_evaluate(store: Store, run: Run, *, keeps_best: bool, key: str) -> No
     if submitted:
         _queue(run, checkpoint, samples=int(samples), items=int(items), greedy=greedy, team_analysis=team, key=key)
     message = st.session_state.get(f"{key}_message")
+    if message and len(message) > 2 and _settled(store, run.id, message[2]):
+        st.session_state.pop(f"{key}_message")  # "Queued ..." once the request is done or failed: stale
+        message = None
     if message:
         (st.error if message[0] == "error" else st.success)(md_message(message[1]))
     _live_requests(store, run.id, key=key)
+
+
+def _settled(store: Store, run_id: int, request_id: int) -> bool:
+    """Whether the run's evaluation request has ended (done or failed): its "Queued" banner is stale."""
+    return any(r.id == request_id and r.status in REQUEST_FINAL for r in EvalRequestStore(store).list_for_run(run_id))
 
 
 def _live_requests(store: Store, run_id: int, *, key: str) -> None:
@@ -106,7 +115,7 @@ def _live_requests(store: Store, run_id: int, *, key: str) -> None:
         with contextlib.suppress(Exception):  # a busy database: the next refresh settles them
             commands.fail_lost_evaluations(store, settings=context.settings())
         found = EvalRequestStore(store).list_for_run(run_id)
-        finished = sorted(r.id for r in found if r.status == "done")
+        finished = sorted(r.id for r in found if r.status in REQUEST_FINAL)  # done or failed: redraw the page
         previous = st.session_state.get(seen_key)
         st.session_state[seen_key] = finished
         if previous is not None and finished != previous:

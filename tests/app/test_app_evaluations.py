@@ -87,6 +87,12 @@ def test_evaluate_queues_an_evaluation_and_shows_its_state(app, store: Store, ex
     assert any(f"Queued evaluation request #{request.id} (checkpoint 1) on cpu" in s.value for s in at.success)
     table = at.dataframe[0].value
     assert list(table["state"]) == ["⏳ queued"] and list(table["options"]) == ["greedy · 2 items"]
+    requests = EvalRequestStore(store)
+    requests.claim(request.id, worker="cooplab-cpu-1@host")
+    requests.finish(request.id, "failed", error="no such checkpoint")
+    at.run()
+    assert not any("Queued evaluation request" in s.value for s in at.success)  # the banner is not left stale
+    assert list(at.dataframe[0].value["state"]) == ["✖ failed"]
 
 
 def test_requests_show_done_and_failed_with_their_reason(app, store: Store, experiment: int, seed) -> None:
