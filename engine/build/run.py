@@ -65,6 +65,10 @@ def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sin
     if is_centralized(config.trainer.algorithm, config.trainer.collaboration_mode):
         extra["centralized_adapter"] = task.centralized_adapter  # one model writes the task's roles
     cls = trainer_class(config.trainer.algorithm)
+    if config.trainer.parallel_training == "fsdp":  # each agent sharded over the launch's ranks
+        from engine.distributed.trainer import FSDPMAGRPOTrainer
+
+        cls = FSDPMAGRPOTrainer
     accepted = inspect.signature(cls.__init__).parameters
     if write_area is not None and "write_area" in accepted:
         extra["write_area"] = write_area

@@ -18,14 +18,18 @@ from typing import Any
 
 import torch
 
+from engine.sampling.decoder import filter_logits
+
 
 @torch.no_grad()
 def sample_groups(model: Any, prompts: Sequence[list[int]], k: int, *, max_new_tokens: int, seeds: Sequence[int],
-                  eos_id: int, pad_id: int, temperature: float = 1.0) -> list[list[list[int]]]:
+                  eos_id: int, pad_id: int, temperature: float = 1.0, top_p: float = 1.0,
+                  top_k: int | None = None) -> list[list[list[int]]]:
     """``k`` completions of each prompt (``prompts[g]`` sampled with ``seeds[g]``), a list per prompt.
 
     Decodes without a cache: each step is one forward of the whole (left-padded) batch, exactly
-    ``max_new_tokens`` of them on every rank."""
+    ``max_new_tokens`` of them on every rank. Temperature, top-k and top-p filter the logits as the
+    trainer's decoders do (:func:`engine.sampling.decoder.filter_logits`)."""
     if len(seeds) != len(prompts):
         raise ValueError(f"{len(prompts)} prompts need as many seeds (got {len(seeds)})")
     if not prompts:
@@ -43,7 +47,8 @@ def sample_groups(model: Any, prompts: Sequence[list[int]], k: int, *, max_new_t
         for _ in range(max_new_tokens):
             positions = (mask.cumsum(-1) - 1).clamp_min(0)
             logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -1].float()
-            probs = torch.softmax(logits / temperature, dim=-1).cpu()
+            probs = torch.softmax(filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p),
+                                  dim=-1).cpu()
             picked = torch.cat([torch.multinomial(probs[g * k:(g + 1) * k], 1, generator=gen)
                                 for g, gen in enumerate(generators)]).squeeze(-1).to(device)
             picked = torch.where(done, torch.full_like(picked, pad_id), picked)

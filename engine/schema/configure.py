@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engine.distributed.support import fsdp_problems
 from engine.schema.algorithms import CONFIG_CLASSES, read_settings, unused_settings
 from engine.schema.catalog import ALGORITHM_BASELINES
 from engine.schema.collaboration import centralized_team_problems, is_centralized
@@ -51,12 +52,6 @@ def trainer_problems(spec: TrainerSpec, agents: Sequence[AgentSpec]) -> list[str
     return []
 
 
-FSDP_NOT_LAUNCHED = ("trainer.parallel_training: 'fsdp' is accounted by pre-flight (engine.schema.memory) and its "
-                     "update step exists (engine.distributed), but no run launches ranks yet (the torchrun launch "
-                     "is to come, docs/gpu.md); use 'auto' or 'mp' (one device per agent), or LoRA (lora_rank) for "
-                     "agents too large for one device")
-
-
 def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
     """The algorithm's config object for a trainer spec (see the module docstring); raises
     :class:`ConfigError` naming the first problem (:func:`trainer_problems` lists all of them)."""
@@ -90,8 +85,7 @@ def _config_values(spec: TrainerSpec, agents: list[AgentSpec]) -> tuple[dict[str
     problems = [f"trainer.{name}: not used by {algorithm}; leave it at its default ({getattr(defaults, name)!r}) "
                 f"or choose an algorithm that reads it"
                 for name in unused_settings(algorithm) if getattr(spec, name) != getattr(defaults, name)]
-    if spec.parallel_training == "fsdp":
-        problems.append(FSDP_NOT_LAUNCHED)
+    problems += fsdp_problems(spec, algorithm=algorithm, lora=[a.lora_rank is not None for a in agents])
     values: dict[str, Any] = {name: getattr(spec, name) for name in read_settings(algorithm)}
     if values.get("collaboration_mode", "") is None:
         del values["collaboration_mode"]  # empty: the config class's own (centralized for centralized_magrpo)

@@ -398,9 +398,8 @@ def agent_threads(mode: str, devices: Sequence[Any], models: Sequence[Any]) -> A
     after another). Agents that share a model object always take turns; ``auto`` also leaves
     threads out when an agent's training draws random numbers (:func:`draws_while_training`), which
     keeps seeded runs repeatable (``mp`` runs such agents in threads, in a timing-dependent order)."""
-    if mode == "fsdp":
-        raise ValueError("parallel_training='fsdp' is not launched by the trainer yet (engine.distributed has the "
-                         "FSDP2 update step; docs/gpu.md); use 'auto', 'none' or 'mp'")
+    if mode == "fsdp":  # the agents are sharded over ranks (engine.distributed.trainer), not run in threads
+        return None
     if len({id(m) for m in models}) < len(models):
         return None
     if mode == "auto" and any(draws_while_training(m) for m in models):

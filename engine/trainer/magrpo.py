@@ -505,6 +505,8 @@ class MAGRPOTrainer(TrainerCore):
     ``WandbSink``; otherwise nothing goes to wandb.
     """
 
+    shards_agents = False  # engine.distributed.trainer.FSDPMAGRPOTrainer: each agent sharded over the ranks
+
     def __init__(
         self,
         agent_model: Any = None,
@@ -532,6 +534,10 @@ class MAGRPOTrainer(TrainerCore):
         output_dir: str | Path | None = None,
     ) -> None:
         cfg = self._configured(args, model_config)
+        if cfg.parallel_training == "fsdp" and not self.shards_agents:
+            raise ValueError("parallel_training='fsdp' is trained by engine.distributed.trainer.FSDPMAGRPOTrainer on "
+                             "the ranks of a torchrun launch (cooplab train starts it, docs/gpu.md); use 'auto', "
+                             "'none' or 'mp' here")
         team = comlrl_agents(cfg, agent_model=agent_model, agents=agents, num_agents=num_agents,
                              tokenizer=tokenizer, formatters=formatters, agent_names=agent_names,
                              agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,

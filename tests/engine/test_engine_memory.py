@@ -133,12 +133,19 @@ def test_lora_agents_are_not_accounted(tmp_path):
     assert memory_problems(config, 80 * 10**9) and memory_problems(lora, 80 * 10**9) == []
 
 
-def test_an_fsdp_run_is_parsed_and_refused_until_ranks_are_launched(tmp_path):
-    from engine.schema.configure import FSDP_NOT_LAUNCHED, trainer_problems
+def test_an_fsdp_run_is_parsed_and_what_it_does_not_train_yet_is_refused_naming_the_fix(tmp_path):
+    from engine.schema.configure import trainer_problems
 
-    config = _config(tmp_path, parallel_training="FSDP", fsdp_ranks=2)
+    config = _config(tmp_path, parallel_training="FSDP", fsdp_ranks=2, num_turns=1)
     assert (config.trainer.parallel_training, config.trainer.fsdp_ranks) == ("fsdp", 2)
-    assert FSDP_NOT_LAUNCHED in trainer_problems(config.trainer, config.agents)
-    assert trainer_problems(_config(tmp_path).trainer, config.agents) == []
+    assert trainer_problems(config.trainer, config.agents) == []
+    two_turns = _config(tmp_path, parallel_training="fsdp", num_turns=2, clip_epsilon=0.2)
+    problems = trainer_problems(two_turns.trainer, two_turns.agents)
+    assert [p.partition(":")[0] for p in problems] == ["trainer.num_turns", "trainer.clip_epsilon"]
+    assert "set num_turns: 1" in problems[0] and "docs/gpu.md" in problems[0]
+    lora = parse_run_config({**config.model_dump(exclude_defaults=True),
+                             "agents": [{"name": "coder", "model": config.agents[0].model, "lora_rank": 8},
+                                        {"name": "small"}]})
+    assert any("LoRA" in p and "remove lora_rank" in p for p in trainer_problems(lora.trainer, lora.agents))
     with pytest.raises(ValueError, match="fsdp_ranks"):
         _config(tmp_path, parallel_training="fsdp", fsdp_ranks=0)

@@ -1,0 +1,83 @@
+"""What ``parallel_training: fsdp`` trains today, and a refusal naming the fix for everything else.
+Pure (torch-free): the run-config build (:mod:`engine.schema.configure`) lists these refusals at their
+fields, and :class:`engine.distributed.trainer.FSDPMAGRPOTrainer` raises the first one.
+
+Built: the MAGRPO family (magrpo, grpo and its baselines) with one turn, aligned joint actions, group
+credit, one optimizer step per agent per step, no ratio clipping and no reference model, every agent
+whole in its own model (no shared weights, no LoRA), sharded over every rank of the launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+FAMILY = ("magrpo", "grpo", "mareinforce", "maremax", "marloo")
+
+
+def fsdp_problems(cfg: Any, *, algorithm: str = "magrpo", lora: Sequence[bool] = (),
+                  shared_models: bool = False, has_eval: bool = False, world: int | None = None) -> list[str]:
+    """Every ``field: message`` refusing ``cfg`` (a trainer config or spec with the catalog's names) under
+    ``parallel_training: fsdp``; empty when the FSDP trainer runs it. ``world``: the launch's ranks
+    when known (the trainer's check), None at config time."""
+    if getattr(cfg, "parallel_training", None) != "fsdp":
+        return []
+    out: list[str] = []
+
+    def no(field: str, why: str, fix: str) -> None:
+        out.append(f"trainer.{field}: {why} is not built under parallel_training: fsdp yet; {fix} "
+                   "(docs/gpu.md, 'Agents larger than one GPU')")
+
+    if algorithm not in FAMILY:
+        no("algorithm", f"{algorithm!r}", f"use one of {', '.join(FAMILY)}, or parallel_training auto/mp")
+    if any(lora):
+        no("parallel_training", "LoRA (an agent's lora_rank)", "remove lora_rank (FSDP trains full weights) or "
+           "use parallel_training auto/mp with LoRA")
+    if shared_models:
+        no("parallel_training", "parameter sharing (one model for several agents)",
+           "give each agent its own model, or use parallel_training auto")
+    if getattr(cfg, "agent_devices", None) and len(set(cfg.agent_devices)) > 1:
+        no("agent_devices", "mp and fsdp together (a device per agent)", "leave agent_devices empty: each rank "
+           "holds a shard of every agent on its own device")
+    if getattr(cfg, "num_turns", 1) != 1:
+        no("num_turns", "more than one turn", "set num_turns: 1")
+    if getattr(cfg, "joint_mode", "aligned") != "aligned":
+        no("joint_mode", f"{cfg.joint_mode!r}", "set joint_mode: aligned")
+    if getattr(cfg, "turn_order", "simultaneous") not in ("simultaneous", None):
+        no("turn_order", f"{cfg.turn_order!r}", "set turn_order: simultaneous")
+    if getattr(cfg, "credit_assignment", "group") not in ("group", None):
+        no("credit_assignment", f"{cfg.credit_assignment!r}", "set credit_assignment: group")
+    if getattr(cfg, "clip_epsilon", None) is not None:
+        no("clip_epsilon", "ratio clipping", "leave clip_epsilon empty")
+    if getattr(cfg, "reference_kl_enabled", False):
+        no("reference_kl_enabled", "a reference model", "set reference_kl_enabled: false")
+    if getattr(cfg, "num_inner_epochs", 1) != 1:
+        no("num_inner_epochs", "more than one inner epoch", "set num_inner_epochs: 1")
+    if getattr(cfg, "micro_batch_size", None) is not None:
+        no("micro_batch_size", "micro-batches", "leave micro_batch_size empty")
+    if getattr(cfg, "rollout_backend", "hf") != "hf":
+        no("rollout_backend", f"{cfg.rollout_backend!r}", "set rollout_backend: hf")
+    if getattr(cfg, "rollout_dtype", None) not in (None, "auto"):
+        no("rollout_dtype", "a rollout copy", "leave rollout_dtype empty")
+    if getattr(cfg, "credit_samples", None):
+        no("credit_samples", "credit probes", "set credit_samples: 0")
+    if has_eval and getattr(cfg, "eval_interval", None):
+        no("eval_interval", "evaluation during training", "set eval_interval: 0")
+    ranks = getattr(cfg, "fsdp_ranks", None)
+    if world is not None and ranks is not None and ranks != world:
+        no("fsdp_ranks", f"sharding over {ranks} of the launch's {world} ranks",
+           f"launch {ranks} ranks (torchrun --nproc_per_node={ranks}) or set fsdp_ranks: {world}")
+    return out
+
+
+def one_update_problem(items_per_update: int, train_batch_size: int, world: int) -> str | None:
+    """The refusal of a step the FSDP trainer cannot take in one optimizer step per agent on every rank:
+    fewer items than ranks (a rank with no group), or more items than one mini-batch holds."""
+    if items_per_update < world:
+        return (f"trainer.rollout_buffer_size: a step of {items_per_update} items cannot give each of {world} ranks "
+                f"a group; give at least {world} items per step (rollout_buffer_size / items_per_step)")
+    if train_batch_size < items_per_update:
+        return (f"trainer.train_batch_size: {train_batch_size} nodes per mini-batch split a step of {items_per_update} "
+                f"items into several optimizer steps, not built under parallel_training: fsdp yet; set train_batch_size "
+                f">= {items_per_update}")
+    return None

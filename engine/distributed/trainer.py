@@ -1,0 +1,203 @@
+"""The MAGRPO trainer with every agent sharded over the ranks of a ``torch.distributed`` launch
+(``parallel_training: fsdp``; ``cooplab train`` starts the ranks with torchrun, docs/gpu.md).
+
+Each rank builds the whole team, then :class:`FSDPMAGRPOTrainer` shards each agent's model over every
+rank (:func:`engine.distributed.fsdp.shard_agent`; bfloat16 compute on a GPU) and gives it a new AdamW
+over its shards. A step: every rank takes the step's items (the same seeded order as any run), keeps
+its block of whole groups (:func:`engine.distributed.groups.rank_groups`), grows and scores their trees
+with the trainer's own tree builder (each agent samples through
+:func:`engine.distributed.rollouts.sample_groups`, which runs the same number of collective forwards on
+every rank, each group from a generator seeded by the run's seed, the step and the group's place in
+the step: a group's samples do not depend on the ranks), computes the group advantages where the group
+is (one team reward per joint action, as in any run), and takes one optimizer step per agent
+(:func:`engine.distributed.fsdp.update_step`, the loss scaled so FSDP's mean of the ranks' gradients is
+the whole batch's). The scored trees are then gathered on every rank, so the metrics and the reported
+transcripts are the whole step's (the sink reports them on rank 0 only, :mod:`engine.distributed.sink`).
+
+Without a process group it runs the same step in one process, unsharded: the reference that a run on
+several ranks equals (tests/engine/distributed/test_fsdp_launch.py). Checkpoints hold the whole weights
+gathered to rank 0 (``fsdp_weights.pt``); resuming one, sharded checkpoints
+(``torch.distributed.checkpoint``) and everything :mod:`engine.distributed.support` refuses are not built.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from engine.distributed.fsdp import Sample, agent_mesh, full_state, shard_agent, update_step
+from engine.distributed.groups import rank_groups
+from engine.distributed.rollouts import sample_groups
+from engine.distributed.support import fsdp_problems, one_update_problem
+from engine.sampling.sampler import decode_completions
+from engine.schema.folders import atomic_folder
+from engine.sinks.base import Episode
+from engine.trainer.agents import AgentRuntime, SampledPrompt
+from engine.trainer.core import step_timing
+from engine.trainer.losses import lr_factor
+from engine.trainer.magrpo import MAGRPOTrainer, agent_batch, fill_advantages, set_learning_rates
+from engine.trainer.reporting import branch_episodes, choose_branches, rollout_metrics
+from engine.trainer.rollout import Rollout, assign_returns
+from engine.trainer.setup import make_adamw
+
+WEIGHTS_FILE = "fsdp_weights.pt"
+
+
+def world_and_rank() -> tuple[int, int]:
+    """``(world size, rank)`` of the default process group; ``(1, 0)`` without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+def group_seed(seed: int, step: int, group: int, agent: int) -> int:
+    """The seed of one group's samples: a function of the run's seed, the step, the group's place in
+    the step's items and the agent, never of the rank that holds it."""
+    return (seed * 1_000_003 + step * 10_007 + group * 101 + agent) % (2**62)
+
+
+class FSDPMAGRPOTrainer(MAGRPOTrainer):
+    """MAGRPO with each agent sharded over the launch's ranks (see the module docstring)."""
+
+    shards_agents = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cfg = self.args
+        self.world, self.rank = world_and_rank()
+        models = [agent.model for agent in self.agents]
+        problems = fsdp_problems(cfg, algorithm="magrpo", shared_models=len({id(m) for m in models}) < len(models),
+                                 lora=[hasattr(m, "peft_config") for m in models],
+                                 has_eval=self.eval_dataset is not None,
+                                 world=self.world if dist.is_available() and dist.is_initialized() else None)
+        problem = one_update_problem(self.items_per_update, cfg.effective_train_batch_size, self.world)
+        if problems:
+            raise ValueError(problems[0])
+        if problem:
+            raise ValueError(problem)
+        self._group_seeds: list[int] = []
+        for agent in self.agents:
+            if self.world > 1:  # gradient_checkpointing was turned on by the team's setup
+                shard_agent(agent.model, agent_mesh(None, agent.device.type),
+                            mixed_precision=agent.device.type == "cuda", cpu_offload=bool(cfg.fsdp_cpu_offload))
+            agent.optimizer = make_adamw(agent.trainable_parameters(), lr=agent.learning_rate,
+                                         weight_decay=cfg.weight_decay)
+            agent.sample = self._sampler(agent)  # type: ignore[method-assign]
+
+    def _sampler(self, agent: AgentRuntime) -> Any:
+        def sample(prompts: list[str], num_generations: int, *, greedy: bool = False) -> tuple[list[SampledPrompt], int]:
+            if greedy:
+                raise ValueError("parallel_training: fsdp samples; greedy decoding (evaluation) is not built yet")
+            tok = agent.tokenizer
+            ids = [list(p) for p in tok(list(prompts), add_special_tokens=True)["input_ids"]]
+            g = agent.generation
+            groups = sample_groups(agent.model, ids, num_generations, max_new_tokens=g.max_new_tokens,
+                                   seeds=[s + agent.index for s in self._group_seeds], eos_id=int(tok.eos_token_id),
+                                   pad_id=agent.pad_id, temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
+            out = [SampledPrompt(p, c, decode_completions(tok, c)) for p, c in zip(ids, groups, strict=True)]
+            return out, sum(len(c) for group in groups for c in group)
+
+        return sample
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        cfg, agents = self.args, self.agents
+        started = time.perf_counter()
+        indices = self.items_for_step(self.step)
+        mine = rank_groups(len(indices), self.world, self.rank)
+        local = [indices[i] for i in mine]
+        self._group_seeds = [group_seed(cfg.seed, self.step, i, 0) for i in mine]
+        rollout = self.tree.build([dict(self.train_dataset[i]) for i in local], local)
+        assign_returns(rollout, cfg.discount)
+        updating = time.perf_counter()
+        batches = [agent_batch(agent.index, [rollout]) for agent in agents]
+        for batch in batches:
+            fill_advantages(batch, [rollout], cfg)
+        factor = lr_factor(self.step, warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
+                           schedule=cfg.lr_scheduler)
+        set_learning_rates(agents, factor)
+        total_rows = len(indices) * cfg.num_generations
+        losses = []
+        for agent, batch in zip(agents, batches, strict=True):
+            assert agent.optimizer is not None  # set in __init__
+            samples = [Sample(s.prompt_ids, s.completion_ids, s.advantage) for s in batch.samples]
+            losses.append(update_step(agent.model, agent.optimizer, samples, total_rows=total_rows, world=self.world,
+                                      pad_id=agent.pad_id, loss_type=cfg.loss_type, max_grad_norm=cfg.max_grad_norm))
+        self.step += 1
+        ended = time.perf_counter()
+        rollouts = self._gathered(rollout)
+        loss = torch.tensor(losses, dtype=torch.float64)
+        if self.world > 1:
+            dist.all_reduce(loss)  # each rank's loss is scaled: their sum / world is the whole batch's mean
+        metrics = rollout_metrics(rollouts, cfg.num_turns)
+        for agent, value in zip(agents, (loss / self.world).tolist(), strict=True):
+            metrics[f"agent/{agent.name}/loss"] = value
+            metrics[f"agent/{agent.name}/lr"] = agent.learning_rate * factor
+        metrics.update(step_timing(started, updating, ended, tokens=sum(r.num_tokens for r in rollouts),
+                                   generate_s=max(r.timings["generate_s"] for r in rollouts),
+                                   reward_s=max(r.timings["reward_s"] for r in rollouts)))
+        metrics["train/epoch"] = self.epoch_of_last_step()
+        metrics["perf/ranks"] = float(self.world)
+        self.env_step += sum(r.env_steps for r in rollouts)
+        branches = choose_branches(rollouts, cfg.transcripts_per_step, self.report_rng)
+        return metrics, branch_episodes(branches, self.agent_names)
+
+    def _gathered(self, rollout: Rollout) -> list[Rollout]:
+        """Every rank's scored rollout, in rank order (= the step's item order), on every rank."""
+        if self.world == 1:
+            return [rollout]
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, rollout)
+        return out
+
+    # -- whole weights, gathered (collective: every rank calls these) --------------------------------
+    def _full_states(self) -> list[dict[str, torch.Tensor]]:
+        return [full_state(agent.model) for agent in self.agents]
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """The whole weights gathered to rank 0 (``fsdp_weights.pt``) with ``meta.json``; every rank
+        returns the path. Resuming one is not built yet."""
+        states, target = self._full_states(), Path(path)
+        if self.rank == 0:
+            meta = {"step": self.step, "env_step": self.env_step, "agent_names": self.agent_names,
+                    "world": self.world, "config": self.args.to_dict()}
+            with atomic_folder(target, "checkpoint") as folder:
+                torch.save(states, Path(folder) / WEIGHTS_FILE)
+                (Path(folder) / "meta.json").write_text(json.dumps(meta, default=str), encoding="utf-8")
+        if self.world > 1:
+            dist.barrier()
+        return target
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        raise ValueError(f"{path}: resuming a parallel_training: fsdp run is not built yet (sharded checkpoints with "
+                         "torch.distributed.checkpoint come next, docs/gpu.md); start the run again")
+
+    def save_model(self, output_dir: str | Path) -> None:
+        """Each agent as a plain Hugging Face folder ``agent_<i>/`` (written by rank 0)."""
+        states = self._full_states()
+        if self.rank == 0:
+            for agent, state in zip(self.agents, states, strict=True):
+                folder = Path(output_dir) / f"agent_{agent.index}"
+                save_plain(agent.model, state, folder)
+                agent.tokenizer.save_pretrained(folder)
+        if self.world > 1:
+            dist.barrier()
+
+
+def save_plain(model: Any, state: dict[str, torch.Tensor], folder: Path) -> None:
+    """``model``'s config and ``state`` (whole, unsharded) as a Hugging Face folder."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(folder)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "model.safetensors"))
+
+
+def final_weights(folder: str | Path) -> Sequence[dict[str, torch.Tensor]]:
+    """The whole weights of an FSDP checkpoint folder, one dict per agent."""
+    return torch.load(Path(folder) / WEIGHTS_FILE)
