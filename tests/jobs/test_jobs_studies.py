@@ -81,6 +81,21 @@ def test_children_are_queued_up_to_the_cap_and_topped_up_as_they_end(jobs_env, s
         find_study("nope", store=store)
 
 
+def test_a_study_created_while_the_broker_is_down_keeps_its_children_queued(jobs_env, store: Store,
+                                                                           monkeypatch) -> None:
+    """As a run submitted then (`cooplab submit`, Launch): queued, never failed; the reconciler sends
+    them when the broker answers (tests/jobs/test_jobs_faults.py runs a submit through a Redis restart)."""
+    from jobs.settings import Settings
+    from tests.jobs.fault_helpers import free_port
+
+    monkeypatch.setenv("COOPLAB_BROKER_URL", f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    study = create_study(_spec("down", seeds=1, max_concurrent=2), settings=Settings())
+    in_flight = _in_flight(StudyStore(store), study.id)
+    assert len(in_flight) == 2
+    assert [store.get_run(t.run_id).status for t in in_flight] == [states.QUEUED, states.QUEUED]
+    assert not any(r.status == states.FAILED for r in store.list_runs())
+
+
 def test_an_invalid_point_stores_nothing(jobs_env, store: Store) -> None:
     with pytest.raises(StudySpaceError, match=rf"point 1 \({LR}=-0.1\) gives an invalid run config:\n{LR}: "):
         create_study({**_spec(), "space": {LR: [0.1, -0.1]}}, settings=jobs_env)
