@@ -277,12 +277,15 @@ class RunOps(StoreBase):
                 found.update(str(t) for t in tags or ())
             return sorted(found)
 
-    def run_counts_by_status(self, experiment_id: int | None = None) -> dict[str, int]:
-        """How many runs are in each state (every state is a key, zero included)."""
+    def run_counts_by_status(self, experiment_id: int | None = None, *, tag: str | None = None) -> dict[str, int]:
+        """How many runs are in each state (every state is a key, zero included), optionally of one
+        experiment or carrying a tag (the filters of :meth:`list_runs`)."""
         with self._read() as session:
             query = select(RunRow.status, func.count()).group_by(RunRow.status)
             if experiment_id is not None:
                 query = query.where(RunRow.experiment_id == experiment_id)
+            if tag:
+                query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
             counts = dict.fromkeys(ALL_STATUSES, 0)
             for status, count in session.execute(query):
                 counts[status] = int(count)

@@ -105,7 +105,7 @@ def runs_section(store: Store, names: dict[int, str], shown: RunFilter) -> None:
     def live_runs() -> None:
         if any_active(store.run_counts_by_status()) != active:
             st.rerun()  # a run started or every run ended: poll at the matching pace
-        counts = store.run_counts_by_status(shown.experiment)
+        counts = store.run_counts_by_status(shown.experiment, tag=shown.tag)  # the counts follow the filters
         present = [s for s in ALL_STATUSES if counts.get(s)]
         if present:
             st.caption(" · ".join(f"{s}: {counts[s]}" for s in present))

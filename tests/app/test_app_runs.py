@@ -67,8 +67,10 @@ def test_tag_filter_offers_the_tags_runs_carry(app, store: Store, experiment: in
     store.set_run_notes(tagged, tags=["lr-sweep", "good"])
     at = app("runs")
     assert at.selectbox(key="runs_filter_tag").options == ["(any tag)", "good", "lr-sweep"]
+    assert "succeeded: 2" in [c.value for c in at.caption]
     at.selectbox(key="runs_filter_tag").set_value("lr-sweep").run()
     assert at.dataframe[0].value["run"].tolist() == [tagged]
+    assert "succeeded: 1" in [c.value for c in at.caption]  # the counts follow the tag filter (were 2)
 
 
 def test_stop_shows_stopping_then_the_final_state(app, store: Store, experiment: int, seed) -> None:
