@@ -1,0 +1,115 @@
+"""One rank of a ``parallel_training: fsdp`` run, as torchrun starts it (:mod:`cooplab.fsdp_launch`):
+``python -m cooplab.fsdp_rank RUN.yaml OUTPUT``.
+
+Joins the process group from torchrun's environment (gloo on the CPU, NCCL with a GPU per local
+rank), with ``COOPLAB_COLLECTIVE_TIMEOUT_S`` (default 600) as the collective timeout, so a frozen rank
+fails the others instead of hanging them. Every line it prints starts with ``[rank R]``. Rank 0 trains
+into ``OUTPUT`` and reports to the console and ``metrics.jsonl``/``transcripts.jsonl``; the other ranks
+write nothing there (their scratch folder is ``OUTPUT/.ranks/rank<R>``).
+
+``COOPLAB_FSDP_FAULT=RANK:STEP:kill|freeze`` (tests): that rank kills (SIGKILL) or stops (SIGSTOP)
+itself before step STEP.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class _Prefixed:
+    """A text stream that starts every line with ``prefix``."""
+
+    def __init__(self, stream: TextIO, prefix: str) -> None:
+        self.stream, self.prefix, self.fresh = stream, prefix, True
+
+    def write(self, text: str) -> int:
+        for piece in text.splitlines(keepends=True):
+            if self.fresh:
+                self.stream.write(self.prefix)
+            self.stream.write(piece)
+            self.fresh = piece.endswith("\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _fault(rank: int) -> tuple[int, str] | None:
+    spec = os.environ.get("COOPLAB_FSDP_FAULT", "")
+    if not spec:
+        return None
+    who, step, how = spec.split(":")
+    return (int(step), how) if int(who) == rank else None
+
+
+def main(argv: list[str]) -> int:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    sys.stdout = _Prefixed(sys.stdout, f"[rank {rank}] ")  # type: ignore[assignment]
+    sys.stderr = _Prefixed(sys.stderr, f"[rank {rank}] ")  # type: ignore[assignment]
+    config_path, out = Path(argv[0]), Path(argv[1])
+
+    import torch
+    import torch.distributed as dist
+
+    from engine.build.run import run_training
+    from engine.distributed.sink import RankSink
+    from engine.schema.run_config import load_run_config
+    from engine.sinks import ConsoleSink, JsonlSink, MultiSink
+    from engine.sinks.base import BaseSink, Sink
+    from jobs.settings import get_settings, operator_permissions
+
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(local)
+    timeout = datetime.timedelta(seconds=float(os.environ.get("COOPLAB_COLLECTIVE_TIMEOUT_S", "600")))
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
+    try:
+        settings = get_settings()
+        permissions = operator_permissions(settings, os.environ)
+        config = load_run_config(config_path, task_modules=permissions.task_modules)
+        inner: Sink = MultiSink(ConsoleSink(), JsonlSink(out)) if rank == 0 else BaseSink()
+        sink: Sink = RankSink(inner, rank, world)
+        fault = _fault(rank)
+        if fault is not None:
+            sink = _Faulty(sink, *fault)
+        folder = out if rank == 0 else out / ".ranks" / f"rank{rank}"
+        result = run_training(config, output_dir=folder, sink=sink, write_roots=[settings.data_dir, out],
+                              read_roots=settings.read_roots, permissions=permissions)
+        if rank == 0:
+            print(f"{result.status}: step {result.step}, env_step {result.env_step}; outputs in {out} "
+                  f"(last checkpoint: {result.last_checkpoint})")
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+class _Faulty:
+    """A sink that kills or stops its own rank before step ``step`` (``COOPLAB_FSDP_FAULT``)."""
+
+    def __init__(self, sink: Any, step: int, how: str) -> None:
+        self.sink, self.step, self.how, self.asked = sink, step, how, 0
+
+    def should_stop(self) -> bool:
+        if self.asked == self.step:
+            print(f"fault: {self.how} before step {self.step}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL if self.how == "kill" else signal.SIGSTOP)
+        self.asked += 1
+        return bool(self.sink.should_stop())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
+
+
+if __name__ == "__main__":
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    sys.exit(record(main)(sys.argv[1:]))
