@@ -17,7 +17,7 @@ transcripts are the whole step's (the sink reports them on rank 0 only, :mod:`en
 Without a process group it runs the same step in one process, unsharded: the reference that a run on
 several ranks equals (tests/engine/distributed/test_fsdp_launch.py). Checkpoints hold the whole weights
 gathered to rank 0 (``fsdp_weights.pt``); resuming one, sharded checkpoints
-(``torch.distributed.checkpoint``) and everything :mod:`engine.distributed.support` refuses are not built.
+(``torch.distributed.checkpoint``) and everything :mod:`engine.schema.fsdp_rules` refuses are not built.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import torch.distributed as dist
 from engine.distributed.fsdp import Sample, agent_mesh, full_state, shard_agent, update_step
 from engine.distributed.groups import rank_groups
 from engine.distributed.rollouts import sample_groups
-from engine.distributed.support import fsdp_problems, one_update_problem
 from engine.sampling.sampler import decode_completions
 from engine.schema.folders import atomic_folder
+from engine.schema.fsdp_rules import fsdp_problems, one_update_problem
 from engine.sinks.base import Episode
 from engine.trainer.agents import AgentRuntime, SampledPrompt
 from engine.trainer.core import step_timing

@@ -269,8 +269,8 @@ CATALOG: dict[str, Setting] = {
                             "dropout), on a GPU one after another; none: one after another (CoMLRL); mp: each "
                             "agent on its own device in agent_devices (a GPU, or 'cpu' for cores of its own), "
                             "generating and updating concurrently; fsdp: each agent sharded over fsdp_ranks ranks "
-                            "with FSDP2 (pre-flight accounts its memory; runs are refused until the torchrun "
-                            "launch exists, docs/gpu.md).",
+                            "with FSDP2, cooplab train starting them with torchrun (single-turn MAGRPO/GRPO; "
+                            "what is not built yet is refused, docs/gpu.md).",
                             before=_aliases({"auto": "auto", "none": "none", "null": "none", "mp": "mp",
                                              "fsdp": "fsdp"})),
     "fsdp_ranks": _s("devices", int | None, None, "Ranks each agent is sharded over with parallel_training: fsdp "

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.distributed.support import fsdp_problems
 from engine.schema.algorithms import CONFIG_CLASSES, read_settings, unused_settings
 from engine.schema.catalog import ALGORITHM_BASELINES
 from engine.schema.collaboration import centralized_team_problems, is_centralized
+from engine.schema.fsdp_rules import fsdp_problems
 from engine.schema.run_config import AgentSpec, ConfigError, TrainerSpec
 from engine.schema.run_config_sections import has_critics
 
