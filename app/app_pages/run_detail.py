@@ -24,7 +24,7 @@ from app.components.stored_files import (
     render_stored_log,
 )
 from app.escape import md_code, md_message, md_text
-from app.live import live_metrics, poll_every
+from app.live import CACHE_POINTS, live_metrics, poll_every
 from app.metricgroups import applicable_keys, default_charts, group_metrics
 from app.queries import (
     LOG_LINES,
@@ -155,7 +155,9 @@ def charts_tab(store: Store, shown: Shown) -> None:
     # the points logged since the last (app.live), and rebuilds a figure only when its data changed.
     active = any(a.status not in TERMINAL_STATUSES for a in history.attempts) if joined else \
         shown.run.status not in TERMINAL_STATUSES
-    held = live_metrics(st.session_state, run_id) if not joined and x_range is None else None
+    charted = sum(len(charts[title].curves) for title in chosen)
+    held = (live_metrics(st.session_state, run_id)
+            if not joined and x_range is None and shown.run.step * charted <= CACHE_POINTS else None)
 
     @st.fragment(run_every=context.refresh_every() if active else None)
     def live_charts() -> None:
