@@ -4,7 +4,8 @@ Shows a progress bar, writes ``metrics.jsonl``/``transcripts.jsonl``, checkpoint
 models into the output folder. A config that does not validate or fails the pre-flight checks (a
 task off the ``COOPLAB_TASK_MODULES`` allowlist, a missing model, ``max_new_tokens`` beyond the
 model's context; :mod:`jobs.preflight`) prints one line per bad field and exits with status 2
-before anything is loaded. Torch loads only when the command runs.
+before anything is loaded. Torch loads only when the command runs, after its OpenMP threads are set
+to wait passively and the thread count is chosen (:mod:`jobs.cpu_threads`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ def register(app: typer.Typer) -> None:
         try:
             settings = get_settings()
         except ValueError as exc:  # a bad COOPLAB_* setting (e.g. COOPLAB_TASK_MODULES)
+            typer.echo(f"invalid settings:\n{exc}", err=True)
+            raise typer.Exit(EXIT_CONFIG_ERROR) from None
+        from jobs.cpu_threads import configure_threads
+
+        try:  # before torch loads: waiting OpenMP threads sleep; COOPLAB_JOB_THREADS / OMP_NUM_THREADS / all cores
+            configure_threads(settings.job_threads)
+        except ValueError as exc:  # an OMP_NUM_THREADS that is no thread count
             typer.echo(f"invalid settings:\n{exc}", err=True)
             raise typer.Exit(EXIT_CONFIG_ERROR) from None
         # the operator's permissions; this shell's COOPLAB_API_KEY_* variables are the keys a run config may name

@@ -78,6 +78,10 @@ class Settings(BaseSettings):
         True, description="A worker imports torch, transformers and the trainer once, before it forks job "
         "processes, so each run starts with them loaded instead of importing them (seconds of CPU per run). The "
         "worker never initialises CUDA either way. Set false for a worker parent that stays small (measured: 96 MiB resident instead of 403 MiB).")
+    job_threads: int | None = Field(
+        None, ge=1, le=4096, description="torch CPU threads per job process (and per `cooplab train`). Default: "
+        "the operator's OMP_NUM_THREADS, else the cores the worker may use divided by its --slots; the agents that "
+        "compute at once share a job's threads (jobs.cpu_threads).")
     keep_freed_memory: bool = Field(
         True, description="A job, `cooplab train` or `cooplab eval` whose team runs on the CPU keeps the memory "
         "it frees for the next step instead of handing it back to the kernel (faster steps; the process holds "

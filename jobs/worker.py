@@ -5,7 +5,9 @@ child per run. Before it forks any, the worker imports torch, transformers and t
 (``COOPLAB_WORKER_PRELOAD``, on by default): every child starts with them loaded, copy-on-write,
 instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its
 GPU with ``CUDA_VISIBLE_DEVICES=N`` before anything can initialise CUDA (the job then sees it as
-``cuda:0``); a ``cpu`` worker hides the GPUs. On start the worker upgrades the database schema; on
+``cuda:0``); a ``cpu`` worker hides the GPUs. Before torch loads, the worker sets its job processes'
+OpenMP threads to wait passively and gives each job its share of the worker's cores
+(:mod:`jobs.cpu_threads`). On start the worker upgrades the database schema; on
 shutdown it takes no new run (one it had taken and not started goes back to the queue,
 :mod:`jobs.warm_shutdown`) and asks its current run to stop, so the run checkpoints and ends
 ``stopped`` instead of ``lost``.
@@ -30,6 +32,7 @@ from celery.signals import worker_ready, worker_shutting_down
 
 from jobs import warm_shutdown
 from jobs.celery_app import create_app, validate_device
+from jobs.cpu_threads import configure_threads
 from jobs.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -192,6 +195,8 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     check_slots(slots)
     pin_device(device)
     settings = settings or get_settings()
+    # before torch loads (preload, or each job process): waiting OpenMP threads sleep, each job its share of cores
+    threads = configure_threads(settings.job_threads, slots=slots)
     settings.ensure_dirs()
     name = worker_name(device, name)
     prepare_worker(settings, name)
@@ -203,6 +208,7 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     quiet_console()
     warm_shutdown.reset()  # mapped at import, before the pool forks: every job process shares the flag
     worker_ready.connect(warm_shutdown.remember_consumer, weak=False)
+    worker_ready.connect(lambda **_: log.info("job processes: %s", threads.describe()), weak=False)
     worker_shutting_down.connect(_stop_active_run, weak=False)
     app.worker_main(worker_argv(device, loglevel=loglevel or settings.log_level, name=name, slots=slots))
 

@@ -428,6 +428,14 @@ def map_agents(fn: Callable[[Any], Any], agents: Sequence[Any], pool: ThreadPool
         return list(pool.map(run, agents))
 
 
+def agent_thread_share(threads: int, concurrent: int) -> int:
+    """The intra-op threads each of ``concurrent`` agents computing on the CPU at once gets out of
+    ``threads`` (a job's, ``jobs.cpu_threads``): an equal share, at least one; all of them for one agent.
+    The shares never add up to more than ``threads`` when there are at least as many threads as agents
+    (``auto`` runs agents in threads only then, :func:`runs_concurrently`)."""
+    return max(1, threads // concurrent) if concurrent > 1 else threads
+
+
 @contextlib.contextmanager
 def split_cpu_threads(concurrent: int) -> Iterator[int]:
     """While ``concurrent`` agents compute on the CPU at once (``mp`` with CPU devices), give each an
@@ -439,7 +447,7 @@ def split_cpu_threads(concurrent: int) -> Iterator[int]:
     a sequential run with the same number of threads per agent bit for bit, and a sequential run
     with more threads only up to rounding."""
     before = torch.get_num_threads()
-    share = max(1, before // concurrent) if concurrent > 1 else before
+    share = agent_thread_share(before, concurrent)
     if share != before:
         torch.set_num_threads(share)
     try:

@@ -74,9 +74,15 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     (with its job processes) is killed when the test ends, pass or fail."""
     started: list[WorkerProcess] = []
 
-    def start(device: str = "cpu", *extra: str) -> WorkerProcess:
+    def start(device: str = "cpu", *extra: str, env_changes: dict[str, str | None] | None = None) -> WorkerProcess:
+        """``env_changes``: variables to set in the worker's environment (None removes one)."""
         env = dict(os.environ)
         env["OMP_NUM_THREADS"] = "1"
+        for key, value in (env_changes or {}).items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         log_path = tmp_path / f"worker-{len(started)}.log"
         with log_path.open("wb") as out:
