@@ -69,9 +69,9 @@ def filter_logits(
 
 @dataclass(frozen=True)
 class Decoding:
-    """What a decoder needs besides the model and the left-padded prompts (B = P * num_generations rows)."""
+    """What a decoder needs besides the model, the left-padded prompts and the samples per prompt (K,
+    the caller's ``num_generations``: B = P * K rows)."""
 
-    num_generations: int
     max_new_tokens: int
     do_sample: bool
     temperature: float
@@ -141,7 +141,7 @@ def _prefix_layout(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor
 
 
 def _prefill_prefixes(model: PreTrainedModel, layout: PrefixLayout, mask: torch.Tensor | None, positions: torch.Tensor,
-                      how: Decoding, keep: int | None) -> tuple[torch.Tensor, Any] | None:
+                      num_generations: int, keep: int | None) -> tuple[torch.Tensor, Any] | None:
     """Encode the G distinct prefixes, select their cache rows to the P prompts, encode the suffixes
     from there, and repeat to the P*K sample rows (like the shared prompt cache); returns the last
     position's float32 logits and the cache, or None (nothing encoded) when the prefix forward's
@@ -159,14 +159,14 @@ def _prefill_prefixes(model: PreTrainedModel, layout: PrefixLayout, mask: torch.
                use_cache=True, **{cache_key: cache})
     cache = _cache_of(out)
     hidden = out.last_hidden_state if keep is None else out.last_hidden_state[:, -keep:]
-    if how.num_generations > 1:
-        cache.batch_repeat_interleave(how.num_generations)
-        hidden = hidden.repeat_interleave(how.num_generations, dim=0)
+    if num_generations > 1:
+        cache.batch_repeat_interleave(num_generations)
+        hidden = hidden.repeat_interleave(num_generations, dim=0)
     return model.get_output_embeddings()(hidden)[:, -1].to(dtype=torch.float32), cache
 
 
 def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor,
-             how: Decoding, cache_key: str, optional: dict[str, Any],
+             num_generations: int, how: Decoding, cache_key: str, optional: dict[str, Any],
              layout: PrefixLayout | None = None) -> tuple[torch.Tensor, Any]:
     """Encode the (P, Lp) prompts; returns the last position's float32 logits and the KV cache, both
     for P*K rows (prompt-major).
@@ -187,23 +187,23 @@ def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | Non
     extra = dict(optional)
     keep = extra.pop("logits_to_keep", None)
     if layout is not None:
-        done = _prefill_prefixes(model, layout, mask, positions, how, keep)
+        done = _prefill_prefixes(model, layout, mask, positions, num_generations, keep)
         if done is not None:
             return done
-    if how.num_generations > 1 and how.share_prompt and type(model).__name__ in _HEAD_ON_HIDDEN:
+    if num_generations > 1 and how.share_prompt and type(model).__name__ in _HEAD_ON_HIDDEN:
         base = model.base_model
         if "position_ids" in extra:
             extra["position_ids"] = positions
         out = base(input_ids=ids, attention_mask=mask, use_cache=True, **extra)
         cache: Any = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         if hasattr(cache, "batch_repeat_interleave"):
-            cache.batch_repeat_interleave(how.num_generations)
+            cache.batch_repeat_interleave(num_generations)
             hidden = out.last_hidden_state if keep is None else out.last_hidden_state[:, -keep:]
-            logits = model.get_output_embeddings()(hidden.repeat_interleave(how.num_generations, dim=0))
+            logits = model.get_output_embeddings()(hidden.repeat_interleave(num_generations, dim=0))
             return logits[:, -1].to(dtype=torch.float32), cache
 
     def rows(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.repeat_interleave(how.num_generations, dim=0)
+        return None if t is None else t.repeat_interleave(num_generations, dim=0)
 
     if "position_ids" in extra:
         extra["position_ids"] = rows(positions)
@@ -214,10 +214,10 @@ def _prefill(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | Non
     return out.logits[:, -1].to(dtype=torch.float32), cache
 
 
-def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
+def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, num_generations: int,
                  how: Decoding) -> tuple[torch.Tensor, torch.Tensor]:
     device = ids.device
-    num_generations, max_new_tokens, pad_id = how.num_generations, how.max_new_tokens, how.pad_id
+    max_new_tokens, pad_id = how.max_new_tokens, how.pad_id
     cache_key, accepted = _forward_kwargs(model)
     layout = _prefix_layout(model, ids, mask, how, accepted)
     if layout is not None:  # rows become [pads][prefix][pads][suffix]; the decode loop continues after them
@@ -242,7 +242,8 @@ def decode_lean(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
     if "position_ids" in accepted:
         optional["position_ids"] = None
 
-    logits, cache = _prefill(model, ids, mask if padded else None, positions, how, cache_key, optional, layout)
+    logits, cache = _prefill(model, ids, mask if padded else None, positions, num_generations, how, cache_key,
+                             optional, layout)
     stepper: FastDecoder | None = None
     check = False  # the first step runs both ways where the fast step's exactness is not known (a GPU)
     if fast and hasattr(cache, "layers"):  # the prompt went through the model, new tokens take the fast step
@@ -671,7 +672,7 @@ def _decoder_for(model: Any, rows: int, max_len: int, key_block: int, graphs: bo
     return decoder
 
 
-def decode_static(model: Any, ids: torch.Tensor, mask: torch.Tensor, how: Decoding, *,
+def decode_static(model: Any, ids: torch.Tensor, mask: torch.Tensor, num_generations: int, how: Decoding, *,
                   key_block: int | None = None, check_every: int = CHECK_EVERY,
                   graphs: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The lean decoder's sampling call (:func:`decode_lean`, same arguments
@@ -680,11 +681,11 @@ def decode_static(model: Any, ids: torch.Tensor, mask: torch.Tensor, how: Decodi
     _stats.pop(model, None)  # set again only by a call that goes through the static path
     device = ids.device
     block = key_block or default_key_block(device)
-    k, new = how.num_generations, how.max_new_tokens
+    k, new = num_generations, how.max_new_tokens
     if check_every < 1:
         raise ValueError(f"check_every must be >= 1, got {check_every}")
     if new < 2 or (needs_check(model, "static") is False and not fast_step_kept(model, "static")):
-        return decode_lean(model, ids, mask, how)
+        return decode_lean(model, ids, mask, k, how)
     cache_key, accepted = _forward_kwargs(model)
     layout = _prefix_layout(model, ids, mask, how, accepted)
     full_ids, full_mask = ids, mask
@@ -693,16 +694,16 @@ def decode_static(model: Any, ids: torch.Tensor, mask: torch.Tensor, how: Decodi
     prompt_len = full_ids.shape[1]
     max_len = _round_up(prompt_len + new - 1, block)
     if not FastDecoder.supports(model, max_len) or "position_ids" not in accepted:
-        return decode_lean(model, ids, mask, how)
+        return decode_lean(model, ids, mask, k, how)
     batch = full_ids.shape[0] * k
     positions = (full_mask.cumsum(dim=1) - 1).masked_fill(full_mask == 0, 0)
     padded = not bool(full_mask.all())
     optional: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
     optional["position_ids"] = None
-    logits, cache = _prefill(model, full_ids, full_mask if padded else None, positions, how, cache_key, optional,
-                             layout)
+    logits, cache = _prefill(model, full_ids, full_mask if padded else None, positions, k, how, cache_key,
+                             optional, layout)
     if not hasattr(cache, "layers"):
-        return decode_lean(model, ids, mask, how)
+        return decode_lean(model, ids, mask, k, how)
     stepper = _decoder_for(model, row_bucket(batch, device), max_len, block, graphs)
     last = positions[:, -1:].repeat_interleave(k, dim=0)
     stepper.load(cache, batch, full_mask.repeat_interleave(k, dim=0) if padded else None, last)
@@ -735,7 +736,7 @@ def decode_static(model: Any, ids: torch.Tensor, mask: torch.Tensor, how: Decodi
                 cache = None
                 if not check_fast_step(model, logits, out.logits[:, -1], kind="static"):
                     release(model)
-                    return decode_lean(model, ids, mask, how)
+                    return decode_lean(model, ids, mask, k, how)
         if how.do_sample:
             scores = filter_logits(logits, temperature=how.temperature, top_k=how.top_k, top_p=how.top_p)
             drawn = torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=rng).squeeze(1)

@@ -1,7 +1,8 @@
 """Batched sampling of K completions per prompt: one call covers every prompt and every sample.
 
-K is the run's ``num_generations`` setting, under the same name from the settings catalog to the
-decoders (:class:`engine.sampling.decoder.Decoding`, :class:`Generation`); the formulas write it K.
+K is the run's ``num_generations`` setting, read from the trainer's config and passed down as an int
+under the same name (the decoders' ``num_generations`` argument, :class:`Generation`); the formulas
+write it K.
 ``generate_completions`` left-pads the prompts, samples ``num_generations`` completions for each in one
 batched decode, and returns padded tensors plus masks that are 1 up to and including the first EOS
 and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the same tokens:
@@ -174,14 +175,14 @@ def _tokenize(
 # decoders
 
 
-def _decode_with_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
+def _decode_with_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, num_generations: int,
                           how: Decoding) -> tuple[torch.Tensor, None]:
     sampling = {"temperature": how.temperature, "top_p": how.top_p, "top_k": how.top_k or 0} if how.do_sample else {}
     config = GenerationConfig(
         max_new_tokens=how.max_new_tokens,
         do_sample=how.do_sample,
         num_beams=1,
-        num_return_sequences=how.num_generations,
+        num_return_sequences=num_generations,
         eos_token_id=how.eos_ids,
         pad_token_id=how.pad_id,
         repetition_penalty=1.0,
@@ -210,7 +211,7 @@ def user_generate(model: object) -> bool:
 
 
 def _decode_with_user_generate(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor,
-                               how: Decoding) -> tuple[torch.Tensor, None]:
+                               num_generations: int, how: Decoding) -> tuple[torch.Tensor, None]:
     """The user's ``generate``, called as CoMLRL calls it: one unpadded prompt per call, K return
     sequences, sampling settings as keywords; a tensor or an output with ``.sequences`` is read."""
     rows: list[torch.Tensor] = []
@@ -218,7 +219,7 @@ def _decode_with_user_generate(model: PreTrainedModel, ids: torch.Tensor, mask: 
     for prompt, keep in zip(ids, mask, strict=True):
         real = prompt[keep.bool()].unsqueeze(0)
         kwargs = {"input_ids": real, "attention_mask": torch.ones_like(real), "max_new_tokens": how.max_new_tokens,
-                  "do_sample": how.do_sample, "num_beams": 1, "num_return_sequences": how.num_generations,
+                  "do_sample": how.do_sample, "num_beams": 1, "num_return_sequences": num_generations,
                   "return_dict_in_generate": True, "pad_token_id": how.pad_id}
         if how.do_sample:
             kwargs.update(temperature=how.temperature, top_p=how.top_p)
@@ -293,8 +294,9 @@ def generate_completions(
             # greedy decoding gives the same completion K times: decode each prompt once
             decode = _decode_with_user_generate if user_generate(model) else (
                 decode_static if static else _DECODERS[decoder])
-            completion_ids, token_logprobs = decode(model, prompt_ids, prompt_mask, Decoding(
-                num_generations=num_generations if do_sample else 1, max_new_tokens=max_new_tokens,
+            samples = num_generations if do_sample else 1
+            completion_ids, token_logprobs = decode(model, prompt_ids, prompt_mask, samples, Decoding(
+                max_new_tokens=max_new_tokens,
                 do_sample=do_sample, temperature=temperature, top_p=top_p, top_k=top_k, eos_ids=eos_ids,
                 pad_id=pad_id, seed=seed,
                 fast_decode=fast_decode, share_prompt=share_prompt_cache,

@@ -71,13 +71,13 @@ def test_key_blocks_and_spare_rows_keep_the_tokens(monkeypatch: pytest.MonkeyPat
     power of two (a spare row). Tokens equal; log-probs within float32 rounding of the reduction."""
     model, tokenizer = eos_prone("llama", eos_bias=3.0)
     ids, mask = left_pad([tokenizer(p)["input_ids"] for p in PROMPTS], tokenizer.pad_token_id)
-    how = Decoding(num_generations=3, max_new_tokens=14, do_sample=True, temperature=1.0, top_p=0.95, top_k=None,
+    how = Decoding(max_new_tokens=14, do_sample=True, temperature=1.0, top_p=0.95, top_k=None,
                    eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id, seed=11)
     model.eval()
     with torch.inference_mode():
-        reference = decode_static(model, ids, mask, how, key_block=1)
+        reference = decode_static(model, ids, mask, 3, how, key_block=1)
         monkeypatch.setattr(static_decode, "row_bucket", lambda rows, device: 1 << (rows - 1).bit_length())
-        blocked = decode_static(model, ids, mask, how, key_block=8)
+        blocked = decode_static(model, ids, mask, 3, how, key_block=8)
     assert static_decode.last_decode_stats(model).bucket == 16  # 9 rows in a bucket of 16
     assert torch.equal(reference[0], blocked[0])
     assert torch.allclose(reference[1], blocked[1], atol=1e-5, rtol=0)
@@ -88,7 +88,7 @@ def test_the_host_waits_every_check_every_tokens_not_every_token(monkeypatch: py
     (plus the prompt's padding test before it); the lean loop asks once per token."""
     model, tokenizer = build_tiny_model("llama", "xs", seed=1)
     ids, mask = left_pad([[5, 6, 7], [8, 9]], tokenizer.pad_token_id)
-    how = Decoding(num_generations=2, max_new_tokens=24, do_sample=True, temperature=1.0, top_p=1.0, top_k=None,
+    how = Decoding(max_new_tokens=24, do_sample=True, temperature=1.0, top_p=1.0, top_k=None,
                    eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id, seed=3)
     calls = []
     original = torch.Tensor.__bool__
@@ -100,7 +100,7 @@ def test_the_host_waits_every_check_every_tokens_not_every_token(monkeypatch: py
     model.eval()
     with torch.inference_mode():
         monkeypatch.setattr(torch.Tensor, "__bool__", counting)
-        tokens, _ = decode_static(model, ids, mask, how, check_every=8)
+        tokens, _ = decode_static(model, ids, mask, 2, how, check_every=8)
         monkeypatch.setattr(torch.Tensor, "__bool__", original)
     assert tokens.shape == (4, 24)
     assert len(calls) <= 6, f"{len(calls)} host checks for 24 tokens"
@@ -110,12 +110,12 @@ def test_steps_past_the_last_eos_are_cut_off() -> None:
     """Checking rarely runs steps after every row finished; the result is the lean loop's width."""
     model, tokenizer = eos_prone("qwen2", eos_bias=6.0)
     ids, mask = left_pad([tokenizer(p)["input_ids"] for p in PROMPTS], tokenizer.pad_token_id)
-    how = Decoding(num_generations=2, max_new_tokens=40, do_sample=True, temperature=1.0, top_p=1.0, top_k=None,
+    how = Decoding(max_new_tokens=40, do_sample=True, temperature=1.0, top_p=1.0, top_k=None,
                    eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id, seed=5)
     model.eval()
     with torch.inference_mode():
-        every = decode_static(model, ids, mask, how, check_every=1)
-        rarely = decode_static(model, ids, mask, how, check_every=32)
+        every = decode_static(model, ids, mask, 2, how, check_every=1)
+        rarely = decode_static(model, ids, mask, 2, how, check_every=32)
     assert every[0].shape[1] < 40  # every row stopped early
     assert torch.equal(every[0], rarely[0]) and torch.equal(every[1], rarely[1])
     assert static_decode.last_decode_stats(model).steps == every[0].shape[1]
@@ -143,13 +143,13 @@ def test_cuda_graphs_replay_the_eager_static_step() -> None:
     settings = SETTINGS["comlrl_defaults"]
     ids, mask = left_pad([tokenizer(p)["input_ids"] for p in PROMPTS], tokenizer.pad_token_id)
     ids, mask = ids.to("cuda"), mask.to("cuda")
-    how = Decoding(num_generations=2, max_new_tokens=20, eos_ids=[tokenizer.eos_token_id],
+    how = Decoding(max_new_tokens=20, eos_ids=[tokenizer.eos_token_id],
                    pad_id=tokenizer.pad_token_id, seed=0, **settings)
     model.eval()
     with torch.inference_mode():
-        eager = decode_static(model, ids, mask, how, graphs=False)
-        replayed = decode_static(model, ids, mask, how, graphs=True)
+        eager = decode_static(model, ids, mask, 2, how, graphs=False)
+        replayed = decode_static(model, ids, mask, 2, how, graphs=True)
         assert static_decode.last_decode_stats(model).graphs_captured >= 1
-        again = decode_static(model, ids, mask, how, graphs=True)  # the kept graphs, replayed
+        again = decode_static(model, ids, mask, 2, how, graphs=True)  # the kept graphs, replayed
     assert static_decode.last_decode_stats(model).graphs_captured == 0
     assert torch.equal(eager[0], replayed[0]) and torch.equal(eager[0], again[0])
