@@ -19,7 +19,7 @@ from tests.jobs.helpers import tiny_config
 
 pytestmark = pytest.mark.integration
 
-STEPS = 40  # before uploads held their own links, 3 of 3 such runs failed, at checkpoints 9, 9 and 15
+STEPS = 40  # before uploads held their own links, 3 of 3 such runs failed, at checkpoints 9, 9 and 15 (20 steps: 0 of 1)
 
 
 def test_pruning_every_step_never_fails_an_upload(jobs_env, store, experiment_id, s3_server,  # noqa: F811
