@@ -42,28 +42,60 @@ def torchrun_command(nproc: int, args: Sequence[str]) -> list[str]:
             "-m", RANK_ENTRY, *args]
 
 
-_ROOT = re.compile(r"Root Cause")
+_ENTRY = re.compile(r"^\[\d+\]:\s*$")
 _RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
-_WHY = re.compile(r"^\s*traceback\s*:\s*(.+)$")
+_TRACE = re.compile(r"^\s*traceback\s*:\s*(.*)$")
+
+
+def _entries(lines: Sequence[str]) -> list[tuple[int, int | None, str]]:
+    """``(rank, exit code, last line of its traceback)`` of each ``[i]:`` entry of a torchrun report."""
+    out: list[tuple[int, int | None, str]] = []
+    rank: int | None = None
+    code: int | None = None
+    trace: list[str] = []
+    tracing = False
+
+    def close() -> None:
+        if rank is not None:
+            last = next((t.strip() for t in reversed(trace) if t.strip() and not set(t.strip()) <= set("^~")), "")
+            out.append((rank, code, last))
+
+    for line in lines:
+        if _ENTRY.match(line) or line.startswith(("---", "===")):
+            close()
+            rank, code, trace, tracing = None, None, [], False
+        elif tracing:
+            trace.append(line)
+        elif m := _RANK.match(line):
+            rank = int(m.group(1))
+        elif m := _EXIT.match(line):
+            code = int(m.group(1))
+        elif m := _TRACE.match(line):
+            trace, tracing = [m.group(1)], True
+    close()
+    return out
 
 
 def failure_of(lines: Sequence[str]) -> tuple[int | None, str]:
-    """The first failed rank and its cause from torchrun's report (its ``Root Cause`` section)."""
-    start = next((i for i, line in enumerate(lines) if _ROOT.search(line)), None)
-    if start is None:
+    """The first failed rank and its cause (the last line of its traceback) from torchrun's report (its
+    ``Root Cause`` section), followed by the other ranks that ended badly (``Failures``)."""
+    root_at = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
+    if root_at is None:
         return None, ""
-    rank, code, why = None, None, ""
-    for line in lines[start:]:
-        if rank is None and (m := _RANK.match(line)):
-            rank = int(m.group(1))
-        elif code is None and (m := _EXIT.match(line)):
-            code = int(m.group(1))
-        elif not why and (m := _WHY.match(line)):
-            why = m.group(1).strip()
+    failures_at = next((i for i in range(root_at, -1, -1) if lines[i].startswith("Failures:")), root_at)
+    root = _entries(lines[root_at:])
+    if not root:
+        return None, ""
+    rank, code, why = root[0]
     cause = f"exit code {code}" if code is not None else "failed"
     if why and why != "<N/A>":
         cause += f" ({why})"
+    if "Timed out" in why or "timed out" in why:
+        cause += "; a collective timed out: another rank stopped answering (COOPLAB_COLLECTIVE_TIMEOUT_S)"
+    others = [f"rank {r} exit code {c}" for r, c, _ in _entries(lines[failures_at:root_at]) if r != rank]
+    if others:
+        cause += "; then " + ", ".join(others)
     return rank, cause
 
 

@@ -14,7 +14,8 @@ is (one team reward per joint action, as in any run), and takes one optimizer st
 the whole batch's). The scored trees are then gathered on every rank, so the metrics and the reported
 transcripts are the whole step's (the sink reports them on rank 0 only, :mod:`engine.distributed.sink`).
 
-Without a process group it runs the same step in one process, unsharded: the reference that a run on
+Without a process group it runs the same step in one process, unsharded (``fsdp_ranks`` 1 or empty; more
+is refused, naming the launch): the reference that a run on
 several ranks equals (tests/engine/distributed/test_fsdp_launch.py). Checkpoints hold the whole weights
 gathered to rank 0 (``fsdp_weights.pt``); resuming one, sharded checkpoints
 (``torch.distributed.checkpoint``) and everything :mod:`engine.schema.fsdp_rules` refuses are not built.
@@ -79,6 +80,11 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
         problem = one_update_problem(self.items_per_update, cfg.effective_train_batch_size, self.world)
         if problems:
             raise ValueError(problems[0])
+        if not (dist.is_available() and dist.is_initialized()) and (cfg.fsdp_ranks or 1) > 1:
+            raise ValueError(f"trainer.fsdp_ranks: {cfg.fsdp_ranks} ranks, but this process is no rank of a launch (no "
+                             "torch.distributed process group): start the run with cooplab train, which launches the "
+                             "ranks with torchrun (the worker's jobs do not launch them yet, docs/gpu.md), or set "
+                             "fsdp_ranks: 1 to train in one process")
         if problem:
             raise ValueError(problem)
         self._group_seeds: list[int] = []

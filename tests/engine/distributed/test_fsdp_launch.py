@@ -45,7 +45,9 @@ def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_pat
     from engine.sinks import JsonlSink
 
     one = tmp_path / "one"
-    single = run_training(load_run_config(run_yaml), output_dir=one, sink=JsonlSink(one))  # no process group
+    config = load_run_config(run_yaml)  # in this process, with no process group: one rank, unsharded
+    config = config.model_copy(update={"trainer": config.trainer.model_copy(update={"fsdp_ranks": 1})})
+    single = run_training(config, output_dir=one, sink=JsonlSink(one))
     assert (single.status, single.step) == ("completed", 2)
 
     two = tmp_path / "two"
@@ -81,3 +83,39 @@ def test_a_killed_rank_fails_the_launch_naming_it(run_yaml, tmp_path, monkeypatc
     assert "failed: rank 1 failed: exit code -9" in result.output, result.output[-3000:]
     assert elapsed < 240
     print(f"killed rank: the launch failed after {elapsed:.1f} s")
+
+
+FROZEN_REPORT = """\
+Failures:
+[1]:
+  time      : 2026-12-06_22:57:55
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 23186)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 23186
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-06_22:57:14
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 23182)
+  error_file: /tmp/torchelastic_x/error.json
+  traceback : Traceback (most recent call last):
+    File "/work/main/engine/distributed/sink.py", line 48, in should_stop
+      dist.broadcast_object_list(answer, src=0)
+      ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:129] Timed out waiting 10000ms for send operation to complete
+
+============================================================"""
+
+
+def test_the_report_of_a_frozen_rank_names_the_timeout_and_the_rank_stopped_after_it():
+    """torchrun's report when rank 1 was frozen (SIGSTOP, COOPLAB_FSDP_FAULT=1:1:freeze) under a 10 s
+    collective timeout, as seen on this machine: rank 0's collective timed out first, then torchrun
+    killed the frozen rank 1."""
+    from cooplab.fsdp_launch import failure_of
+
+    rank, cause = failure_of(FROZEN_REPORT.splitlines())
+    assert rank == 0
+    assert cause.startswith("exit code 1 (RuntimeError: ") and "Timed out waiting 10000ms" in cause
+    assert "a collective timed out" in cause and cause.endswith("then rank 1 exit code -9")
