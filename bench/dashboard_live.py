@@ -67,7 +67,8 @@ def _free_port() -> int:
 
 
 def _cpu(process: psutil.Process | None) -> float:
-    """CPU seconds of ``process`` and its live children (0 when gone)."""
+    """CPU seconds of ``process`` and its descendants: the live ones, and those that ended and were
+    reaped by a live one (a browser's renderers come and go with the pages)."""
     if process is None:
         return 0.0
     total = 0.0
@@ -75,7 +76,7 @@ def _cpu(process: psutil.Process | None) -> float:
         for p in [process, *process.children(recursive=True)]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 times = p.cpu_times()
-                total += times.user + times.system
+                total += times.user + times.system + times.children_user + times.children_system
     return total
 
 
