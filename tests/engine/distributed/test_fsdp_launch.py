@@ -62,7 +62,7 @@ def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_pat
         moved = max(float((want[n] - before[a][n]).abs().max()) for n in want)  # by the second step
         delta = max(float((got[n] - want[n]).abs().max()) for n in want)
         print(f"agent {a}: max |delta| {delta:.2g} after the second step moved it by {moved:.2g}")
-        assert moved > 1e-3 and delta < 1e-5, (a, moved, delta)
+        assert moved > 1e-3 and delta < 1e-4, (a, moved, delta)  # 2.2e-6 and 3.8e-6 seen; AdamW steps of 1e-2
     # rank 0 reported the whole step (both ranks' joint actions), once; the other rank wrote no reports
     got, want = _metrics(two), _metrics(one)
     assert [m["perf/ranks"] for m in got] == [2.0, 2.0]
