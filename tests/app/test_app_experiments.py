@@ -309,24 +309,28 @@ def test_each_run_gets_its_own_recorded_seed(app, store: Store) -> None:
 
 def test_two_tabs_saving_in_the_older_one_is_refused_with_reload_or_overwrite(app, store: Store) -> None:
     """Last writer no longer wins silently: the older tab sees the other save and chooses."""
-    first = _create_quickstart(app)
+    from app import commands
+
+    def save_elsewhere(max_steps: int) -> None:  # what Save in another tab (or another user's) does
+        config = dict(store.get_experiment(experiment_id).config)
+        commands.save_experiment(store, experiment_id, {**config, "trainer": {**config["trainer"],
+                                                                              "max_steps": max_steps}})
+
+    tab = _create_quickstart(app)
     experiment_id = store.list_experiments()[0].id
-    second = app(experiment=experiment_id)  # another tab on the same experiment
-    gen = second.session_state["exp_gen"]
-    second.number_input(key=f"ed{gen}.trainer.max_steps").set_value(77).run()
-    second.button(key="exp_save").click().run()
-    assert store.get_experiment(experiment_id).config["trainer"]["max_steps"] == 77
-    first.run()  # the first tab, still holding the version it loaded (max_steps 60)
-    assert any("was saved elsewhere" in e.value for e in first.error)
-    assert first.button(key="exp_save").disabled
-    assert not [w for w in first.warning if "Unsaved changes" in w.value]  # not shown as the user's own change
+    save_elsewhere(77)
+    tab.run()  # this tab still holds the version it loaded (max_steps 60)
+    assert any("was saved elsewhere" in e.value for e in tab.error)
+    assert tab.button(key="exp_save").disabled
+    assert not [w for w in tab.warning if "Unsaved changes" in w.value]  # not shown as the user's own change
     assert store.get_experiment(experiment_id).config["trainer"]["max_steps"] == 77  # nothing reverted
-    first.button(key="exp_stale_overwrite").click().run()  # a knowing overwrite
+    tab.button(key="exp_stale_overwrite").click().run()  # a knowing overwrite
     assert store.get_experiment(experiment_id).config["trainer"]["max_steps"] == 60
-    second.run()  # now the other tab is the older one: it reloads the saved version
-    assert any("was saved elsewhere" in e.value for e in second.error)
-    second.button(key="exp_stale_reload").click().run()
-    gen = second.session_state["exp_gen"]
-    assert second.number_input(key=f"ed{gen}.trainer.max_steps").value == 60
-    assert not [e for e in second.error if "saved elsewhere" in e.value]
-    assert not second.button(key="exp_save").disabled
+    assert not [e for e in tab.error if "saved elsewhere" in e.value]
+    save_elsewhere(90)
+    tab.run()
+    tab.button(key="exp_stale_reload").click().run()  # or take the other save
+    gen = tab.session_state["exp_gen"]
+    assert tab.number_input(key=f"ed{gen}.trainer.max_steps").value == 90
+    assert not [e for e in tab.error if "saved elsewhere" in e.value]
+    assert not tab.button(key="exp_save").disabled
