@@ -150,6 +150,16 @@ def worker_argv(device: str, *, loglevel: str, name: str | None = None, slots: i
     ]
 
 
+def quiet_progress_bars() -> None:
+    """No progress bars in the jobs: Hugging Face's ("Writing model shards", "Loading weights") and any
+    other tqdm bar would reach the console as WARNING lines of every job (Celery redirects the children's
+    stderr to its log at WARNING); the run's log has its steps. tqdm and huggingface_hub read these
+    variables when they are imported, so this runs before the worker preloads the engine (which imports
+    them) and before any job process starts."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+
 def quiet_console() -> None:
     """A quiet console: drop Celery's multi-line "running the worker with superuser privileges"
     warning (a container or a one-user machine runs as root; Celery only warns because the worker
@@ -157,10 +167,7 @@ def quiet_console() -> None:
     and the Hugging Face progress bars of the jobs."""
     from celery.exceptions import SecurityWarning
 
-    # Hugging Face progress bars ("Writing model shards", "Loading weights") would reach the console
-    # as WARNING lines of every job (Celery redirects the children's stderr); the run's log has its steps.
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
+    quiet_progress_bars()
     warnings.filterwarnings("ignore", message=r".*superuser privileges", category=SecurityWarning)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         log.info("the worker runs as root; it accepts only JSON task messages")
@@ -193,6 +200,7 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     ``slots`` jobs at once (each in its own process, all on the device)."""
     validate_device(device)
     check_slots(slots)
+    quiet_progress_bars()  # before the preload imports tqdm and huggingface_hub: they read it at import
     pin_device(device)
     settings = settings or get_settings()
     # before torch loads (preload, or each job process): waiting OpenMP threads sleep, each job its share of cores
