@@ -53,8 +53,8 @@ def _fault(rank: int) -> tuple[int, str] | None:
 def main(argv: list[str]) -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    sys.stdout = _Prefixed(sys.stdout, f"[rank {rank}] ")  # type: ignore[assignment]
-    sys.stderr = _Prefixed(sys.stderr, f"[rank {rank}] ")  # type: ignore[assignment]
+    sys.stdout = _Prefixed(sys.stdout, f"[rank {rank}] ")
+    sys.stderr = _Prefixed(sys.stderr, f"[rank {rank}] ")
     config_path, out = Path(argv[0]), Path(argv[1])
 
     import torch
