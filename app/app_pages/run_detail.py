@@ -96,18 +96,15 @@ def _chart_keys(store: Store, shown: Shown) -> list[str]:
 
 
 def _live_keys(store: Store, shown: Shown) -> tuple[list[str], tuple]:
-    """The chart keys and the progress they were read at: re-read only when the run (or, joined, an
-    attempt) has logged a step since the last poll."""
+    """The chart keys now, and the progress they were read at (what a figure drawn from the store is
+    kept for). The keys are read afresh on every poll (one indexed skip-scan): a key list kept from an
+    earlier poll could disagree with the picker's, built from the keys of this run of the page."""
     if shown.joined:
         marker: tuple = tuple((a.run_id, a.step, a.status) for a in store.lineage(shown.run_id).attempts)
     else:
         now = store.get_run(shown.run_id)
         marker = (now.step, now.status)
-    cache = f"detail_keys_{shown.run_id}_{shown.joined}"
-    found = st.session_state.get(cache)
-    if found is None or found[0] != marker:
-        found = st.session_state[cache] = (marker, _chart_keys(store, shown))
-    return found[1], marker
+    return _chart_keys(store, shown), marker
 
 
 def charts_tab(store: Store, shown: Shown) -> None:
