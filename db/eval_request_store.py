@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, func, select, text, update
+from sqlalchemy import CursorResult, and_, func, select, text, update
 
 from db.clock import db_now, server_now
 from db.engine import StoreBase
@@ -133,9 +133,9 @@ class EvalRequestStore(StoreBase):
                                .values(status=REQUEST_RUNNING, worker=worker, started_at=db_now(),
                                        heartbeat_at=db_now())
                                .execution_options(synchronize_session=False))
-            if result.rowcount != 1:
+            if cast(CursorResult[Any], result).rowcount != 1:
                 return None
-            return _record(s.get(EvalRequestRow, request_id))
+            return _record(s.get_one(EvalRequestRow, request_id))
 
     def heartbeat(self, request_id: int) -> bool:
         """Refresh a running request's heartbeat; False when it is no longer running."""
@@ -143,7 +143,7 @@ class EvalRequestStore(StoreBase):
             result = s.execute(update(EvalRequestRow)
                                .where(and_(EvalRequestRow.id == request_id, EvalRequestRow.status == REQUEST_RUNNING))
                                .values(heartbeat_at=db_now()).execution_options(synchronize_session=False))
-            return result.rowcount == 1
+            return cast(CursorResult[Any], result).rowcount == 1
 
     def finish(self, request_id: int, status: str, *, error: str | None = None,
                evaluation_ids: Iterable[int] = (), expected_from: Iterable[str] = (REQUEST_RUNNING,)) -> EvalRequest:
@@ -185,6 +185,6 @@ class EvalRequestStore(StoreBase):
                     .values(status=REQUEST_FAILED, finished_at=now,
                             error=f"no heartbeat for more than {timeout_s:g} s: its worker died or hung")
                     .execution_options(synchronize_session=False))
-                if result.rowcount == 1:
+                if cast(CursorResult[Any], result).rowcount == 1:
                     changed.append(request_id)
             return changed

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 
 from db import convert
 from db.clock import db_now, measure_skew, server_now
@@ -56,7 +57,7 @@ class WorkerOps(StoreBase):
             result = session.execute(update(WorkerRow).where(WorkerRow.name == name)
                                      .values(current_run_id=run_id, last_seen=db_now(), online=True)
                                      .execution_options(synchronize_session=False))
-            if result.rowcount != 1:
+            if cast(CursorResult[Any], result).rowcount != 1:
                 raise NotFoundError(f"no worker named {name!r}; register it with upsert_worker first")
 
     def list_workers(self, *, online_only: bool = False) -> list[Worker]:
@@ -73,7 +74,7 @@ class WorkerOps(StoreBase):
             result = session.execute(update(WorkerRow).where(WorkerRow.name == name)
                                      .values(online=False, current_run_id=None)
                                      .execution_options(synchronize_session=False))
-            if result.rowcount != 1:
+            if cast(CursorResult[Any], result).rowcount != 1:
                 raise NotFoundError(f"no worker named {name!r}")
 
     def mark_stale_workers_offline(self, timeout_s: float, now: datetime | None = None, *,

@@ -11,7 +11,7 @@ processes never put more children in flight than the cap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
@@ -228,6 +228,7 @@ class StudyStore(StoreBase):
                             StudyTrialRow.stop_reason.is_(None)))
             released = 0
             for trial in session.scalars(query):
+                assert trial.run_id is not None  # joined to its run above
                 trial.previous_run_ids = [*(trial.previous_run_ids or ()), trial.run_id]
                 trial.run_id = None
                 released += 1
@@ -278,5 +279,5 @@ class StudyStore(StoreBase):
                      .where(MetricRow.run_id.in_(ids), MetricRow.key == key, MetricRow.value.is_not(None))
                      .order_by(MetricRow.run_id, MetricRow.step, MetricRow.id))
             for run_id, step, value in session.execute(query):
-                found[run_id].append((int(step), float(value)))
+                found[run_id].append((int(step), float(cast(float, value))))  # not None: filtered above
             return found

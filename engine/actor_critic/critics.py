@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -37,7 +37,8 @@ class ValueHead(nn.Module):
                 nn.init.zeros_(layer.bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.net(hidden.to(self.net[0].weight.dtype))
+        first = cast(nn.Linear, self.net[0])
+        return self.net(hidden.to(first.weight.dtype))
 
 
 def hidden_size_of(model: Any) -> int:

@@ -56,6 +56,7 @@ class IACTrainer(ActorCriticTrainerBase):
                                  "do not pass critic_model/critics (or set use_separate_critic=True)")
             for agent in self.agents:
                 head = ValueHead(hidden_size_of(agent.model), 1, cfg.value_head_hidden_dim).to(agent.device)
+                assert agent.optimizer is not None  # every loaded agent has one
                 agent.optimizer.add_param_group({"params": list(head.parameters()), "lr": agent.learning_rate})
                 self.value_heads.append(head)
             return

@@ -228,5 +228,9 @@ def _reference_kls(agents: Sequence[AgentRuntime], per_agent: list) -> list[list
         samples = [TrainSample((0, j), 0, sp.prompt_ids, sp.completion_ids[0]) for j, sp in enumerate(sampled)]
         score_logprobs(agent, samples, reference=False)
         score_logprobs(agent, samples, reference=True)
-        out.append([float(k3_kl(s.old_logps, s.ref_logps).sum()) for s in samples])
+        kls = []
+        for s in samples:
+            assert s.old_logps is not None and s.ref_logps is not None  # scored just above
+            kls.append(float(k3_kl(s.old_logps, s.ref_logps).sum()))
+        out.append(kls)
     return out

@@ -61,7 +61,7 @@ def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sin
                      seed=config.trainer.seed, allow_remote_code=permissions.allow_remote_code)
     # the MAGRPO family reports pass@k with the task's check; actor-critic evaluation has no pass@k
     critics = has_critics(config.trainer.algorithm, config.trainer.rl_algorithm)
-    extra = {} if critics else {"eval_check": task.check}
+    extra: dict[str, Any] = {} if critics else {"eval_check": task.check}
     if is_centralized(config.trainer.algorithm, config.trainer.collaboration_mode):
         extra["centralized_adapter"] = task.centralized_adapter  # one model writes the task's roles
     cls = trainer_class(config.trainer.algorithm)
@@ -69,7 +69,7 @@ def build_trainer(config: RunConfig, *, output_dir: str | Path | None, sink: Sin
         from engine.distributed.trainer import FSDPMAGRPOTrainer
 
         cls = FSDPMAGRPOTrainer
-    accepted = inspect.signature(cls.__init__).parameters
+    accepted = inspect.signature(cls).parameters
     if write_area is not None and "write_area" in accepted:
         extra["write_area"] = write_area
     if "permissions" in accepted:

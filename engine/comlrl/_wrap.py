@@ -38,7 +38,9 @@ class CoMLRLReward:
     way CoMLRL calls it: :func:`engine.comlrl.utils.reward_utils.call_reward_function` with the first
     agent's prompt (CoMLRL's ``prompts=[formatted_prompt]``) and the joint action's dataset item."""
 
-    def __init__(self, reward_func: Callable[..., Any], num_agents: int) -> None:
+    def __init__(self, reward_func: Callable[..., Any] | None, num_agents: int) -> None:
+        if reward_func is None:  # the trainers check it first (check_reward_func), in CoMLRL's order
+            raise ValueError("reward_func must be a callable.")
         self.reward_func = reward_func
         self.num_agents = num_agents
         self.__qualname__ = getattr(reward_func, "__qualname__", type(reward_func).__name__)

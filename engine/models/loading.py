@@ -177,6 +177,7 @@ def load_agent(
             tokenizer = _load_tokenizer(str(Path(checked_read("tokenizer", tokenizer)).expanduser()), tokenizer, trust)
     except ReadPathError as exc:
         raise ModelLoadError(str(exc)) from None
+    model: Any  # a causal LM: a model object, a built-in or a from_pretrained model
     if isinstance(source, torch.nn.Module):
         if not hasattr(source, "generate"):
             raise ModelLoadError(f"model object {type(source).__name__} cannot generate; pass a causal LM")

@@ -43,9 +43,11 @@ class RemoteCodeRefused(ValueError):
 
 def asked_for(kwargs: Mapping[str, Any] | None) -> list[str]:
     """The ``from_pretrained`` arguments in ``kwargs`` that would run code shipped with a model."""
-    asked = []
+    asked: list[str] = []
+    if kwargs is None:
+        return asked
     for name in REMOTE_CODE_KWARGS:
-        if name not in (kwargs or {}):
+        if name not in kwargs:
             continue
         value = kwargs[name]
         if name == "attn_implementation":

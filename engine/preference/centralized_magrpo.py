@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from engine.preference.centralized import CentralizedCollaboration
 from engine.preference.joint_policy import CentralizedRoles, centralize
 from engine.schema.preference_configs import CentralizedMAGRPOConfig
 from engine.sinks.base import Episode
@@ -29,6 +30,8 @@ class CentralizedMAGRPOTrainer(CentralizedRoles, MAGRPOTrainer):
     ``args.num_agents`` when given); ``agents`` is one model, or the same model once per role;
     ``formatters`` and ``agent_names`` are per role; per-agent settings are the joint model's.
     """
+
+    collaboration: CentralizedCollaboration  # always active: the constructor sets it before anything else
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
         given = _CONSTRUCTOR.bind(self, *args, **kwargs)

@@ -98,7 +98,7 @@ class System:
         if problems:
             name, field_name, message = problems[0]
             raise ValueError(f"trainer {name!r}: {field_name}: {message}")
-        models = {}
+        models: dict[int, str] = {}  # id of a model object -> the trainer holding it
         for name, trainer in self.trainers.items():
             for agent in trainer.agents:
                 other = models.setdefault(id(agent.model), name)
@@ -213,7 +213,7 @@ class System:
         chosen = self._report_rng.sample(pairs, min(self.transcripts_per_round, len(pairs)))
         episodes = []
         for sample_index, (n, j) in enumerate(chosen):
-            turns = []
+            turns: list[TurnRecord] = []
             for name in self.names:
                 root = played.rollouts[name].roots[n]
                 for i, k in enumerate(root.joint_actions[j]):

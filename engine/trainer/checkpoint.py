@@ -29,7 +29,7 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -45,7 +45,7 @@ from engine.schema.folders import CheckpointWriteError, atomic_folder, atomic_te
 
 
 def _numpy_state() -> list[Any]:
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    name, keys, pos, has_gauss, cached = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state())
     return [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
 
 

@@ -141,15 +141,17 @@ def evaluate_items(trainer: Any, dataset: Any, count: int, *, greedy: bool | Non
     outcomes = [ItemOutcome(index=i, turn_rewards=[sum(node.rewards) / len(node.rewards) for node in path],
                             episode_return=path[0].returns[0], samples=n) for i, path in enumerate(paths)]
     if trainer.eval_check is not None:
+        correct: list[int] = []  # per item: how many of its samples pass
         for outcome, path, item in zip(outcomes, paths, items, strict=True):
             leaf = path[-1]
             outcome.samples = len(leaf.joint_actions)
             outcome.correct = sum(bool(trainer.eval_check(item, leaf.joint_completions(j)))
                                   for j in range(outcome.samples))
-        per_k, _ = summarize([{f"eval/pass@{k}": v for k, v in pass_at_ks(o.samples, o.correct).items()}
-                              for o in outcomes])
+            correct.append(outcome.correct)
+        per_k, _ = summarize([{f"eval/pass@{k}": v for k, v in pass_at_ks(o.samples, c).items()}
+                              for o, c in zip(outcomes, correct, strict=True)])
         metrics.update(per_k)
-        metrics[f"eval/avg@{n}"] = mean_and_se([o.correct / o.samples for o in outcomes])[0]
+        metrics[f"eval/avg@{n}"] = mean_and_se([c / o.samples for o, c in zip(outcomes, correct, strict=True)])[0]
     if trainer.eval_logger is not None:
         rows, reduced = hook_metrics(trainer.eval_logger, trainer.eval_aggregator, cfg.num_turns,
                                      trainer._eval_completions(paths), items)

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
+import torch
+
 from engine.rewards.team_reward import TeamReward
 from engine.trainer.advantages import counterfactual_joints, node_returns
 from engine.trainer.agents import AgentRuntime, SampledPrompt, map_agents
@@ -191,8 +193,7 @@ class TreeBuilder:
                         prompt_ids=[sp.prompt_ids for sp in chunk],
                         completion_ids=[sp.completion_ids[0] for sp in chunk],
                         texts=[sp.texts[0] for sp in chunk],
-                        sampled_logps=None if any(sp.logprobs is None for sp in chunk)
-                        else [sp.logprobs[0] for sp in chunk],
+                        sampled_logps=_first_logprobs(chunk),
                     ))
             total += tokens
         return total
@@ -245,6 +246,12 @@ class TreeBuilder:
                 node.children[j] = child
                 children.append(child)
         return children
+
+
+def _first_logprobs(chunk: Sequence[SampledPrompt]) -> list[torch.Tensor] | None:
+    """Each one-sample prompt's sampled log-probs, or None when the sampler kept none for some."""
+    kept = [sp.logprobs[0] for sp in chunk if sp.logprobs is not None]
+    return kept if len(kept) == len(chunk) else None
 
 
 def assign_returns(rollout: Rollout, discount: float) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 Formatter = Callable[[dict[str, Any]], str]
 
@@ -15,7 +15,7 @@ def _default_formatter(item: dict[str, Any], external_prompts: Any = None) -> st
     return item.get("prompt", "")
 
 
-def _wrap(fmt: Formatter, pass_none_external_prompts: bool) -> Callable[..., str]:
+def _wrap(fmt: Callable[..., str], pass_none_external_prompts: bool) -> Callable[..., str]:
     """``fmt`` callable as ``f(item, external_prompts=None)``; a formatter without that parameter
     ignores external prompts, one with it gets them (``None`` too, unless ``pass_none_external_prompts``
     is False, when it is called without them)."""
@@ -32,7 +32,7 @@ def _wrap(fmt: Formatter, pass_none_external_prompts: bool) -> Callable[..., str
             if external_prompts is None:
                 return fmt(item)
             return fmt(item, external_prompts=external_prompts)
-    wrapped.formatter = fmt  # the user's callable behind the wrapper
+    cast(Any, wrapped).formatter = fmt  # the user's callable behind the wrapper
     return wrapped
 
 

@@ -54,8 +54,9 @@ def load_reference_models_from_sources(model_sources: Sequence[str], *, devices:
     """A frozen model loaded from each id or folder, on its device."""
     from transformers import AutoModelForCausalLM
 
-    return [freeze_model(AutoModelForCausalLM.from_pretrained(source, **dict(model_kwargs or {})).to(devices[i]))
-            for i, source in enumerate(model_sources)]
+    models: list[Any] = [AutoModelForCausalLM.from_pretrained(source, **dict(model_kwargs or {}))
+                         for source in model_sources]
+    return [freeze_model(model.to(devices[i])) for i, model in enumerate(models)]
 
 
 def response_token_logprobs(model: Any, sequences: torch.Tensor, attention_mask: torch.Tensor, prompt_len: int,

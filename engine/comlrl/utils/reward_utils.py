@@ -57,6 +57,7 @@ def _call_with_signature(reward_func: Callable[..., Any], signature: inspect.Sig
     var_args = inspect.Parameter.VAR_POSITIONAL in kinds
     var_kwargs = inspect.Parameter.VAR_KEYWORD in kinds
     kwargs: dict[str, Any] = {}
+    args: list[Any]
     if batch_items is not None and ("batch_items" in params or var_kwargs):
         kwargs["batch_items"] = batch_items
     with_prompts = False

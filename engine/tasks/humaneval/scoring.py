@@ -107,8 +107,8 @@ class CodeScorer:
                 step_timeout_s=self.step_timeout_s,
             )
             for i, item, program, facts in pending:
-                key = (item["test"], item["entry_point"], item["prompt"], program)
-                results[i] = Evaluation(program, facts, outcomes[unique[key]])
+                program_key = (item["test"], item["entry_point"], item["prompt"], program)
+                results[i] = Evaluation(program, facts, outcomes[unique[program_key]])
         with self._lock:
             for i, key in enumerate(keys):
                 self._cache[key] = results[i]
