@@ -105,4 +105,4 @@ def _float32_sampling_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     test's samples do not depend on whether the CPU has bfloat16 instructions; the tests of ``auto``
     itself set the answer they need (tests/engine/trainer/test_rollout_dtype_auto.py). Worker and job
     processes started by a test choose with the machine's own answer."""
-    monkeypatch.setattr("engine.trainer.rollout_copy.native_bfloat16", lambda device: False)
+    monkeypatch.setattr("engine.trainer.agents.native_bfloat16", lambda device: False)

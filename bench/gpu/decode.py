@@ -129,11 +129,11 @@ def decode_phase(model: Any, tokenizer: Any, prompt_ids: list[list[int]], w: Gpu
 def float32_decode(shape: str, tokenizer: Any, prompt_ids: list[list[int]], w: GpuWorkload, device: str) -> dict[str, Any]:
     """The engine's sampler on the same batch with a float32 model of ``shape`` (agent 0's seed), and
     the refresh of a bfloat16 sampling copy of its weights (``rollout_dtype``,
-    :class:`engine.trainer.rollout_copy.RolloutCopy`) after every weight changed, as after an AdamW step."""
+    :class:`engine.trainer.agents.RolloutCopy`) after every weight changed, as after an AdamW step."""
     import torch
 
     from bench.shapes import build_model
-    from engine.trainer.rollout_copy import RolloutCopy
+    from engine.trainer.agents import RolloutCopy
 
     model = build_model(shape, device, torch.float32, seed=w.seed, tokenizer=tokenizer)[0]
     model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -12,7 +12,7 @@ The configurations (``CONFIGS``), each run in its own Python process so its peak
   instructions, AMX or AVX512-BF16: expect a smaller footprint and a slower step there; on a GPU it
   is the usual choice);
 - ``rollout_bf16``: ``full`` (float32 training) sampling from a bfloat16 copy of each agent's weights
-  (``rollout_dtype``, :mod:`engine.trainer.rollout_copy`); the copies' size is reported beside the
+  (``rollout_dtype``, :mod:`engine.trainer.agents`); the copies' size is reported beside the
   weights.
 
 Each runs the MAGRPO trainer on the benchmark workload (``bench.training.workload``: K samples per

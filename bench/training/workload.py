@@ -40,7 +40,7 @@ class Workload:
     items_per_update: int = 2  # CoMLRL's default rollout_buffer_size
     items_per_step: int = 1  # engine only: items rolled out together (1 = CoMLRL's one item at a time)
     fast_decode: bool = True  # engine only: the lean decoder's fast Llama step (False: the model's forward)
-    rollout_dtype: str | None = None  # engine only: sample from a copy in this dtype (engine.trainer.rollout_copy)
+    rollout_dtype: str | None = None  # engine only: sample from a copy in this dtype (engine.trainer.agents)
     # engine only: parallel_training; "mp" puts every agent on the CPU in a thread of its own, "auto" (the
     # default) does so when each agent gets a thread, "none" runs them one after another
     parallel: str = "auto"

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from engine.sinks.base import BaseSink, Sink
+from engine.sinks.base import BaseSink, Episode, Sink
+from engine.trainer.agents import announce, sampling_notes
 from engine.trainer.checkpoint import (
     BestCheckpoint,
     load_weights,
@@ -36,7 +37,6 @@ from engine.trainer.checkpoint import (
     write_checkpoint,
 )
 from engine.trainer.host_memory import keep_freed_memory
-from engine.trainer.rollout_copy import announce, sampling_notes
 from engine.trainer.setup import (
     AgentSetup,
     check_datasets,
@@ -178,6 +178,10 @@ class TrainerCore:
         for i, rng in enumerate(self.update_rngs):
             rng.seed(update_seed(seed, i))
         self.report_rng.seed(report_seed(seed))
+
+    def train_step(self) -> tuple[dict[str, float], list[Episode]]:
+        """One training step: its metrics and the episodes to report (each trainer defines it)."""
+        raise NotImplementedError(f"{type(self).__name__} must define train_step")
 
     # -- data ------------------------------------------------------------------------------------
     def items_for_step(self, step: int) -> list[int]:

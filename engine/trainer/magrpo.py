@@ -50,6 +50,7 @@ from engine.trainer.agents import (
     AgentRuntime,
     SequenceBatch,
     agent_threads,
+    corrects_sampler,
     map_agents,
     rollout_engines,
     weight_sync_metrics,
@@ -67,7 +68,6 @@ from engine.trainer.reporting import (
     rollout_metrics,
 )
 from engine.trainer.rollout import Node, Rollout, RolloutSettings, TreeBuilder, assign_returns, nodes_per_item
-from engine.trainer.rollout_copy import corrects_sampler
 from engine.trainer.setup import comlrl_agents
 
 NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs

@@ -57,7 +57,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -65,9 +65,8 @@ import torch
 from engine.lora.adapters import frozen_base
 from engine.schema.actor_critic_configs import ActorCriticConfig
 from engine.schema.algorithms import TrainerConfig
-from engine.trainer.agents import AgentRuntime, GenerationSettings
+from engine.trainer.agents import AgentRuntime, GenerationSettings, configured_rollout_dtype, rollout_copy_for
 from engine.trainer.rollout import Formatter, default_formatter, normalize_formatters
-from engine.trainer.rollout_copy import configured_rollout_dtype, rollout_copy_for
 
 
 def _own_or(own: Any, default: Any) -> Any:
@@ -139,7 +138,7 @@ def load_agents(setups: Sequence[AgentSetup], config: TrainerConfig) -> list[Age
             placed[id(setup.model)] = devices[i]
         if special:
             tokenizer.add_special_tokens({"additional_special_tokens": list(special)})
-            if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+            if len(tokenizer) > cast(torch.Tensor, model.get_input_embeddings().weight).shape[0]:
                 model.resize_token_embeddings(len(tokenizer))
         gen = {"max_new_tokens": _own_or(setup.max_new_tokens, config.max_new_tokens),
                "temperature": _own_or(setup.temperature, config.temperature),
@@ -196,6 +195,7 @@ def _finish_models(runtimes: list[AgentRuntime], config: TrainerConfig) -> None:
         allocate_adam_state(agent.optimizer)  # now, not in the first (timed) step
         if agent.rollout_copy is not None:
             agent.rollout_copy.watch(agent.optimizer)
+        assert config.seed is not None  # the trainer's config carries its seed, given or drawn (seeded_config)
         agent.generator = torch.Generator(device=agent.device).manual_seed(generator_seed(config.seed, agent.index))
         agent.rollout_engine = _rollout_engine(agent, config, engines)
 
@@ -208,6 +208,7 @@ def _rollout_engine(agent: AgentRuntime, config: TrainerConfig, engines: dict[in
         raise ValueError("rollout_backend: vllm samples in the model's own dtype; leave rollout_dtype empty")
     from engine.sampling.vllm_backend import rollout_engine_for
 
+    assert config.seed is not None and agent.optimizer is not None  # set by load_agents before this call
     engine = rollout_engine_for(agent.model, agent.tokenizer, python_setting=config.vllm_python,
                                 device=agent.device, seed=config.seed, engines=engines)
     engine.watch(agent.optimizer)

@@ -1,5 +1,5 @@
 """rollout_dtype: agents sample from a copy of their weights in another dtype, refreshed before every
-sampling call, while training stays in the weights' own dtype (engine.trainer.rollout_copy)."""
+sampling call, while training stays in the weights' own dtype (engine.trainer.agents)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from engine import MAGRPOConfig
 from engine.models.tiny import build_tiny_model
 from engine.sampling.sampler import generate_completions
-from engine.trainer.rollout_copy import RolloutCopy, rollout_copy_for
+from engine.trainer.agents import RolloutCopy, rollout_copy_for
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer
 
 

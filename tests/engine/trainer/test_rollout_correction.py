@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.trainer.losses import policy_loss, tis_weights
-from engine.trainer.rollout_copy import corrects_sampler
+from engine.trainer.agents import corrects_sampler
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, tiny_team
 
 MASK = torch.tensor([[1, 1, 0]])

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer import rollout_copy
-from engine.trainer.rollout_copy import announce, choose_rollout_dtype, native_bfloat16, sampling_notes
+from engine.trainer import agents as agent_runtime
+from engine.trainer.agents import announce, choose_rollout_dtype, native_bfloat16, sampling_notes
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, tiny_team
 
 
@@ -25,14 +25,14 @@ def test_the_cpu_flags_decide_natively(monkeypatch) -> None:
 def test_auto_chooses_bfloat16_for_float32_weights_only_where_native(monkeypatch) -> None:
     model, _ = build_tiny_model("llama", "xs", seed=0)
     assert choose_rollout_dtype(model, "auto") == (None, "cpu has no native bfloat16: sampling from the float32 weights")
-    monkeypatch.setattr(rollout_copy, "native_bfloat16", lambda device: True)
+    monkeypatch.setattr(agent_runtime, "native_bfloat16", lambda device: True)
     assert choose_rollout_dtype(model, "auto") == ("bfloat16", "rollout_dtype auto: this CPU has bfloat16 instructions")
     assert choose_rollout_dtype(model, None)[0] is None
     assert choose_rollout_dtype(model.to(torch.bfloat16), "auto") == (None, "the weights are bfloat16 already")
 
 
 def test_an_auto_run_samples_from_bfloat16_copies_with_the_correction_where_native(monkeypatch, caplog) -> None:
-    monkeypatch.setattr(rollout_copy, "native_bfloat16", lambda device: True)
+    monkeypatch.setattr(agent_runtime, "native_bfloat16", lambda device: True)
     trainer = make_trainer(tiny_team(), fast_config(max_steps=1, rollout_dtype="auto"))
     assert all(a.rollout_copy is not None and a.rollout_copy.dtype == torch.bfloat16 for a in trainer.agents)
     notes = sampling_notes(trainer.agents, trainer.args)
@@ -47,7 +47,7 @@ def test_an_auto_run_samples_from_bfloat16_copies_with_the_correction_where_nati
 
 @pytest.mark.parametrize("native", [True, False])
 def test_without_native_bfloat16_or_by_default_the_weights_sample_themselves(monkeypatch, native) -> None:
-    monkeypatch.setattr(rollout_copy, "native_bfloat16", lambda device: native)
+    monkeypatch.setattr(agent_runtime, "native_bfloat16", lambda device: native)
     config = fast_config(max_steps=1) if native else fast_config(max_steps=1, rollout_dtype="auto")
     trainer = make_trainer(tiny_team(), config)
     assert all(a.rollout_copy is None for a in trainer.agents)
