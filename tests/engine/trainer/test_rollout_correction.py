@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from engine.trainer.losses import policy_loss, tis_weights
 from engine.trainer.agents import corrects_sampler
+from engine.trainer.losses import policy_loss, tis_weights
 from tests.engine.trainer.trainer_helpers import fast_config, make_trainer, tiny_team
 
 MASK = torch.tensor([[1, 1, 0]])
