@@ -12,8 +12,11 @@ import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+HOST_MEMORY = Path(__file__).resolve().parents[2] / "engine" / "trainer" / "host_memory.py"
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's; this C library has none")
 
@@ -22,9 +25,16 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallo
 # takes a few rounds to hold enough free blocks of that size: posix_memalign asks for a little
 # more than a block freed at the same size).
 PROBE = textwrap.dedent("""
-    import json, resource, sys
+    import importlib.util, json, resource, sys
     import torch
-    from engine.trainer import host_memory
+
+    # The module alone, by its file: importing the engine.trainer package would load the whole trainer
+    # (transformers included, seconds per case); registered under its name, so a trainer built later
+    # (the "trainer" case) uses this same module and its process-wide state.
+    spec = importlib.util.spec_from_file_location("engine.trainer.host_memory", sys.argv[2])
+    host_memory = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = host_memory
+    spec.loader.exec_module(host_memory)
 
     def faults_of_round():
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -68,8 +78,8 @@ PROBE = textwrap.dedent("""
 
 
 def probe(action: str, **env: str) -> dict:
-    run = subprocess.run([sys.executable, "-c", PROBE, action], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, **env})
+    run = subprocess.run([sys.executable, "-c", PROBE, action, str(HOST_MEMORY)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, **env})
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])
 
