@@ -36,6 +36,7 @@ def test_a_run_lost_to_a_frozen_worker_is_resumed_from_its_checkpoint_and_succee
     os.killpg(frozen.pid, signal.SIGSTOP)  # the worker and its job stop, like a frozen machine
     t0 = time.monotonic()
     try:
+        healthy = start_worker()  # another machine's worker, started while the heartbeat ages (the queue is empty)
         def retried() -> bool:  # by this look, as `cooplab runs` or the dashboard does
             look(store, settings)
             return len(store.list_runs()) == 2
@@ -45,7 +46,6 @@ def test_a_run_lost_to_a_frozen_worker_is_resumed_from_its_checkpoint_and_succee
               f"(heartbeat timeout {HEARTBEAT_TIMEOUT_S:g} s)")
     finally:
         frozen.kill()  # SIGKILL reaches a stopped process: the machine never comes back
-    healthy = start_worker()  # another machine's worker takes the new attempt from the queue
 
     lost = store.get_run(first)
     assert lost.status == states.LOST and lost.error.startswith("no heartbeat for more than"), (lost.status,
