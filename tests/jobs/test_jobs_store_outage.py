@@ -21,7 +21,7 @@ from tests.artifacts.conftest import _binary, new_bucket
 from tests.artifacts.fake_training import FakeTraining
 from tests.artifacts.job_env import use_s3
 from tests.artifacts.seaweed import SeaweedServer
-from tests.jobs.helpers import tiny_config
+from tests.jobs.helpers import tiny_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +33,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
     server.start()
     yield server
     server.stop()
-
-
-def _wait(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _stored_whole(settings, run_id: int, steps: list[int]) -> None:
@@ -60,14 +53,14 @@ def test_the_store_killed_and_restarted_mid_run_costs_the_run_nothing(jobs_env, 
     job = threading.Thread(target=lambda: result.append(execute_run(run.id, settings=settings, store=store)))
     job.start()
     try:
-        _wait(lambda: store.get_run(run.id).step >= 3 or not job.is_alive(), 120, "step 3")
+        wait_for(lambda: store.get_run(run.id).step >= 3 or not job.is_alive(), 120, "step 3", interval=0.05)
         server.stop()
         killed_at, step_at_kill = time.monotonic(), store.get_run(run.id).step
-        _wait(lambda: run.id in store.store_outages() or not job.is_alive(), 60, "the outage to be noted")
+        wait_for(lambda: run.id in store.store_outages() or not job.is_alive(), 60, "the outage to be noted", interval=0.05)
         noted = store.store_outages()[run.id]
         print(f"\nkilled at step {step_at_kill}; noted after {time.monotonic() - killed_at:.1f} s: {noted.problem}")
         assert f"at {server.endpoint} failed" in noted.problem
-        _wait(lambda: store.get_run(run.id).step >= step_at_kill + 3 or not job.is_alive(), 120, "3 more steps")
+        wait_for(lambda: store.get_run(run.id).step >= step_at_kill + 3 or not job.is_alive(), 120, "3 more steps", interval=0.05)
         assert store.get_run(run.id).status == states.RUNNING  # training went on without the store
         down_s = time.monotonic() - killed_at
         server.start()
@@ -93,7 +86,7 @@ def test_a_run_started_while_the_store_is_down_waits_for_it(jobs_env, store, exp
 
     def restart(step: int) -> None:
         if step == 1:  # its first checkpoint waits for the store
-            _wait(lambda: run.id in store.store_outages(), 60, "the outage to be noted")
+            wait_for(lambda: run.id in store.store_outages(), 60, "the outage to be noted", interval=0.05)
             server.start()
 
     try:
