@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from jobs.artifacts.location import export_key, iterations_key, logs_key
+from jobs.artifacts.staging import link_or_copy
 from jobs.artifacts.store import ArtifactStore, Progress
 
 log = logging.getLogger(__name__)
@@ -59,23 +59,15 @@ def store_run_outputs(store: ArtifactStore, run_id: int, output_dir: str | Path,
             record = folder.parent / "best.json"
             with tempfile.TemporaryDirectory(prefix=".store-best-", dir=folder.parent) as tmp:
                 staged = Path(tmp) / "best"
-                shutil.copytree(folder, staged / "best", copy_function=_link_or_copy)
+                shutil.copytree(folder, staged / "best", copy_function=link_or_copy)
                 if record.is_file():
-                    _link_or_copy(record, staged / "best.json")
+                    link_or_copy(record, staged / "best.json")
                 store.upload_folder(staged, key, progress=progress)
         else:
             store.upload_folder(folder, key, progress=progress)
         log.info("run %s: %s stored in %s/%s", run_id, folder, store.url, key)
         stored.append(key)
     return stored
-
-
-def _link_or_copy(src: str | Path, dst: str | Path) -> None:
-    """A hard link (no second copy of the bytes), or a copy where the filesystem has none."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 def log_object_key(run_id: int) -> str:
