@@ -44,7 +44,7 @@ def run(row: RunRow) -> Run:
         stop_requested=bool(row.stop_requested),
         stop_requested_at=row.stop_requested_at, tags=tuple(row.tags or ()), notes=row.notes or "",
         log_path=row.log_path, output_dir=row.output_dir, storing_at=row.storing_at,
-        retried_as=row.retried_as,
+        retried_as=row.retried_as, name=row.name,
     )
 
 

@@ -106,6 +106,8 @@ class RunRow(Base):
     retried_as: Mapped[int | None] = mapped_column(Integer)
     tags: Mapped[list[str]] = mapped_column(JSON, default=list)
     notes: Mapped[str] = mapped_column(Text, default="")
+    # the readable name a researcher gave the run (None: shown by its experiment's name and id)
+    name: Mapped[str | None] = mapped_column(String(200))
     log_path: Mapped[str | None] = mapped_column(Text)
     output_dir: Mapped[str | None] = mapped_column(Text)
 

@@ -64,6 +64,8 @@ class Run:
     output_dir: str | None
     storing_at: datetime | None = None
     retried_as: int | None = None
+    name: str | None = None
+    """The display name a researcher gave the run (:meth:`db.store.Store.rename_run`); None: none."""
 
     @property
     def is_active(self) -> bool:

@@ -28,6 +28,7 @@ from db.models import MetaRow
 from db.ops_experiments import ExperimentOps
 from db.ops_lineage import LineageOps
 from db.ops_metrics import MetricOps
+from db.ops_run_table import RunTableOps
 from db.ops_runs import RunOps
 from db.ops_store_outages import StoreOutageOps
 from db.ops_transcripts import TranscriptOps
@@ -40,12 +41,12 @@ DATABASE_ID = "database_id"
 __all__ = ["Store", "InvalidTransition", "NotFoundError", "DuplicateNameError", "RunActiveError"]
 
 
-class Store(ExperimentOps, RunOps, LineageOps, MetricOps, TranscriptOps, WorkerOps, StoreOutageOps):
+class Store(ExperimentOps, RunOps, RunTableOps, LineageOps, MetricOps, TranscriptOps, WorkerOps, StoreOutageOps):
     """Experiments, runs, metrics, transcripts, checkpoints and workers in one database.
 
     Each operation is declared once, in the part of the store that holds its table's rows:
     :class:`~db.ops_experiments.ExperimentOps`, :class:`~db.ops_runs.RunOps` (runs, states,
-    checkpoints), :class:`~db.ops_lineage.LineageOps`, :class:`~db.ops_metrics.MetricOps`,
+    checkpoints), :class:`~db.ops_run_table.RunTableOps` (the runs table, display names), :class:`~db.ops_lineage.LineageOps`, :class:`~db.ops_metrics.MetricOps`,
     :class:`~db.ops_transcripts.TranscriptOps`, :class:`~db.ops_workers.WorkerOps` and
     :class:`~db.ops_store_outages.StoreOutageOps`. Each method
     opens its own transaction (:class:`db.engine.StoreBase`).
