@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-KINDS = ("eval", "team_analysis")
+KINDS = ("eval", "team_analysis", "baseline")
+"""A plain evaluation of the team, a variant of a team analysis, a test-time baseline of the base models."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ class Evaluation:
     """A stored evaluation of run ``run_id``'s team at ``checkpoint_step`` on ``split``: ``settings``
     (seed, greedy, samples, items, ...), ``metrics`` with their ``standard_errors``, ``per_item``
     outcomes and the evaluated ``episodes``. A team analysis is several, one per variant (``label``),
-    sharing ``analysis``."""
+    sharing ``analysis``. A test-time baseline (``kind`` baseline, ``label`` its protocol: single,
+    parallel, pipeline, discussion) evaluates the run's base models, at no checkpoint."""
 
     id: int
     run_id: int
@@ -60,9 +62,9 @@ REQUEST_FINAL = frozenset({REQUEST_DONE, REQUEST_FAILED})
 class EvalRequest:
     """An evaluation of run ``run_id`` queued on the workers (``queue``, the run's): the ``checkpoint``
     to evaluate (``last``, ``best`` or a step) with ``options`` (split, items, samples, greedy, seed,
-    team_analysis, metric), and where it stands: ``queued → running → done | failed``. A done request
-    lists the evaluation records it stored (``evaluation_ids``); a failed one says why in ``error``
-    (one line)."""
+    team_analysis, metric, baselines), and where it stands: ``queued → running → done | failed``. A done
+    request lists the evaluation records it stored (``evaluation_ids``); a failed one says why in
+    ``error`` (one line)."""
 
     id: int
     run_id: int

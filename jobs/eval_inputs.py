@@ -1,7 +1,8 @@
 """What an evaluation stores: :func:`report_inputs` and :func:`analysis_inputs` turn the engine's
 :class:`~engine.evaluation.evaluate.EvalReport` and :class:`~engine.evaluation.team_analysis.TeamAnalysis` into the
 :class:`db.evaluation_records.EvaluationInput` records of a run (a team analysis: one per variant,
-sharing one analysis id). ``cooplab eval`` of a database run and the evaluation job both store these.
+sharing one analysis id; a test-time baseline: :func:`baseline_inputs`). ``cooplab eval`` of a database
+run and the evaluation job both store these.
 
 Nothing here imports torch: the reports are read by their attributes.
 """
@@ -29,6 +30,16 @@ def report_inputs(run_id: int, report: Any) -> list[EvaluationInput]:
         standard_errors=report.standard_errors, per_item=report.per_item,
         episodes=episode_dicts(report.episodes, report.checkpoint_step), checkpoint_step=report.checkpoint_step,
         checkpoint_path=report.checkpoint)]
+
+
+def baseline_inputs(run_id: int, report: Any) -> list[EvaluationInput]:
+    """A test-time baseline (``evaluate_run(..., baseline=name)``'s report) as the record to store for
+    ``run_id``: ``kind`` baseline, ``label`` the protocol; the run's base models, so no checkpoint."""
+    settings = {"seed": report.seed, "greedy": report.greedy, "samples": report.samples, "items": report.items,
+                "baseline": report.baseline}
+    return [EvaluationInput(
+        run_id=run_id, split=report.split, settings=settings, metrics=report.metrics,
+        standard_errors=report.standard_errors, per_item=report.per_item, kind="baseline", label=report.baseline)]
 
 
 def analysis_inputs(run_id: int, analysis: Any, *, checkpoint_path: str | None = None) -> list[EvaluationInput]:

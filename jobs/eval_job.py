@@ -13,7 +13,9 @@ queue, registered in the workers through :mod:`jobs.tasks`) hands the request id
    :func:`jobs.eval_queue.check_budget`, as the queue did), then evaluates with the engine's own
    code, the same as ``cooplab eval``: the run folder's ``config.yaml`` on this worker's device,
    the chosen checkpoint, :func:`engine.evaluation.evaluate.evaluate_run`
-   or, for a team analysis, :func:`engine.evaluation.team_analysis.analyze_team`. A run trained on
+   or, for a team analysis, :func:`engine.evaluation.team_analysis.analyze_team`; then each test-time
+   baseline the request names (``evaluate_run(..., baseline=name)``: the run's base models under that
+   protocol, on the same items with the same seed). A run trained on
    another machine is evaluated from the shared artifact store: its stored config snapshot and the
    checkpoint downloaded into this machine's cache (:mod:`jobs.artifacts.eval_source`);
 4. stores every record in one transaction (:meth:`db.evaluation_store.EvaluationStore.add_evaluations`)
@@ -41,7 +43,14 @@ from db.errors import NotFoundError
 from db.eval_request_store import EvalRequestStore
 from db.evaluation_records import REQUEST_DONE, REQUEST_FAILED, REQUEST_QUEUED, REQUEST_RUNNING
 from db.store import Store
-from jobs.eval_queue import EVAL_TASK_NAME, EvalOptions, EvalRequestError, check_budget, check_options
+from jobs.eval_queue import (
+    EVAL_TASK_NAME,
+    EvalOptions,
+    EvalRequestError,
+    baseline_problems,
+    check_budget,
+    check_options,
+)
 from jobs.settings import Settings, apply_host_memory_setting, get_settings, operator_permissions
 
 log = logging.getLogger(__name__)
@@ -103,12 +112,15 @@ def evaluate_request(store: Store, request: Any, settings: Settings | None = Non
     from db.evaluation_store import EvaluationStore
     from engine.evaluation.evaluate import evaluate_run
     from engine.permissions.read_paths import ReadArea, reading_within
-    from jobs.eval_inputs import analysis_inputs, report_inputs
+    from jobs.eval_inputs import analysis_inputs, baseline_inputs, report_inputs
 
     settings = settings or get_settings()
     run = store.get_run(request.run_id)
     options = check_options(EvalOptions.from_json(dict(request.options)))
     check_budget(run.id, dict(run.config), options, settings)  # this worker's COOPLAB_MAX_*, before loading
+    problems = baseline_problems(run.id, dict(run.config), options.baselines, settings)
+    if problems:
+        raise EvalRequestError("\n".join(problems))
     stored, chosen = _config_and_checkpoint(store, run, request.checkpoint, settings)
     # parsed once; only the device is this worker's
     config = stored.model_copy(update={"trainer": stored.trainer.model_copy(update={"device": _device(run.queue)})})
@@ -122,6 +134,8 @@ def evaluate_request(store: Store, request: Any, settings: Settings | None = Non
             inputs = analysis_inputs(run.id, analysis, checkpoint_path=str(chosen))
         else:
             inputs = report_inputs(run.id, evaluate_run(config, checkpoint=chosen, **common))
+        for name in options.baselines:  # the base models (no checkpoint) on the same items, with the same seed
+            inputs += baseline_inputs(run.id, evaluate_run(config, baseline=name, **common))
     return [e.id for e in EvaluationStore(store).add_evaluations(inputs)]
 
 

@@ -48,7 +48,8 @@ class EvalOptions:
     """What to evaluate besides the checkpoint (``cooplab eval``'s options): ``items`` None for the
     whole split, ``samples`` None for the run config's ``eval_samples_per_item``, ``seed`` None for the
     run config's seed; ``team_analysis`` also evaluates the team with agents reset to their base
-    models, for ``metric``."""
+    models, for ``metric``; ``baselines`` also evaluates the run's base models under those test-time
+    protocols (:mod:`engine.schema.eval_baselines`) on the same items with the same seed."""
 
     split: str = "eval"
     items: int | None = None
@@ -57,14 +58,19 @@ class EvalOptions:
     seed: int | None = None
     team_analysis: bool = False
     metric: str = "eval/reward_mean"
+    baselines: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"split": self.split, "items": self.items, "samples": self.samples, "greedy": self.greedy,
-                "seed": self.seed, "team_analysis": self.team_analysis, "metric": self.metric}
+                "seed": self.seed, "team_analysis": self.team_analysis, "metric": self.metric,
+                "baselines": list(self.baselines)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EvalOptions:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        if isinstance(values.get("baselines"), list):  # stored as a JSON list (a request before them has none)
+            values["baselines"] = tuple(values["baselines"])
+        return cls(**values)
 
 
 def _whole(value: Any, name: str, lowest: int, highest: int | None = None) -> int | None:
@@ -89,7 +95,46 @@ def check_options(options: EvalOptions) -> EvalOptions:
     if not isinstance(options.metric, str) or not options.metric.startswith("eval/"):
         raise EvalRequestError(f"--metric {options.metric!r}: the team analysis' metric is an eval/ metric "
                                "(e.g. eval/reward_mean)")
+    _check_baseline_names(options.baselines)
     return options
+
+
+def _check_baseline_names(baselines: Any) -> None:
+    from engine.schema.eval_baselines import BASELINES
+
+    if not isinstance(baselines, tuple) or not all(isinstance(name, str) for name in baselines):
+        raise EvalRequestError(f"--baseline {baselines!r}: give the baselines as a list of names from "
+                               f"{', '.join(BASELINES)}")
+    for name in baselines:
+        if name not in BASELINES:
+            raise EvalRequestError(f"--baseline {name!r}: choose from {', '.join(BASELINES)}")
+        if baselines.count(name) > 1:
+            raise EvalRequestError(f"--baseline {name} is given {baselines.count(name)} times; name each baseline once")
+
+
+def baseline_problems(run_id: int, run_config: dict[str, Any], baselines: tuple[str, ...],
+                      settings: Settings) -> list[str]:
+    """Why run ``run_id`` (stored config ``run_config``) cannot be evaluated under each of ``baselines``
+    (:func:`engine.schema.eval_baselines.unavailable_reason`): one line per baseline, naming the fix."""
+    if not baselines:
+        return []
+    from engine.schema.eval_baselines import unavailable_reason
+    from engine.schema.task_registry import get_task_info
+    from engine.schema.task_table import TaskError
+    from jobs.settings import operator_permissions
+
+    task = str((run_config.get("task") or {}).get("name") or "")
+    try:
+        sizes: tuple[int, ...] | None = get_task_info(task, operator_permissions(settings).task_modules).team_sizes
+    except TaskError as exc:
+        return [f"run {run_id}'s task does not load here: {first_line(str(exc))}"]
+    problems = []
+    for name in baselines:
+        reason = unavailable_reason(name, agents=len(run_config.get("agents") or []), task=task, team_sizes=sizes,
+                                    system=run_config.get("system") is not None)
+        if reason is not None:
+            problems.append(f"--baseline {name} for run {run_id}: {reason}; leave {name} out of the baselines")
+    return problems
 
 
 def budget_problems(run_id: int, run_config: dict[str, Any], options: EvalOptions, settings: Settings) -> list[str]:
@@ -168,6 +213,9 @@ def queue_evaluation(run_id: int, *, checkpoint: str | int = "last", options: Ev
     which = check_checkpoint(store, run_id, checkpoint)
     run = store.get_run(run_id)
     check_budget(run_id, dict(run.config), options, settings)
+    problems = baseline_problems(run_id, dict(run.config), options.baselines, settings)
+    if problems:
+        raise EvalRequestError("\n".join(problems))
     requests = EvalRequestStore(store)
     try:
         request = requests.create(run_id, checkpoint=which, options=options.to_json(), queue=run.queue,

@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-BASELINES = ("single", "parallel", "pipeline", "discussion")
-"""The protocols ``cooplab eval --baseline`` takes."""
+from engine.schema.eval_baselines import BASELINES  # the protocols, and which a team can run (torch-free)
 
 DISCUSSION_TEMPLATE = (
     "{prompt}\n\nYour first answer:\n{own}\n\nYour partners' answers:\n{peers}\n\n"
