@@ -25,7 +25,7 @@ from pydantic.fields import FieldInfo
 
 from engine.schema.catalog import ACTOR_CRITIC, CATALOG, COMLRL_ORDER, Placement
 from engine.schema.rules import combination_problems
-from engine.schema.secrets import masked
+from engine.schema.secrets import HEADER_SETTINGS, MASK, SECRET_SETTINGS, is_sensitive_header
 
 _C = TypeVar("_C")
 _CONFIG = ConfigDict(validate_assignment=True, extra="forbid", arbitrary_types_allowed=True)
@@ -123,9 +123,18 @@ class ConfigModel:
         return self.train_batch_size or self.rollout_buffer_size
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field (for sinks, checkpoints and reports), credentials masked
-        (:func:`engine.schema.secrets.masked`)."""
-        return masked(dataclasses.asdict(self))
+        """Plain dict of every field (for sinks, checkpoints and reports), each credential replaced by
+        ``***``: a key setting's value, and the value of every credential-named header
+        (:mod:`engine.schema.secrets` says which); absent or empty ones stay."""
+        out = dataclasses.asdict(self)
+        for name in SECRET_SETTINGS:
+            if out.get(name):
+                out[name] = MASK
+        for name in HEADER_SETTINGS:
+            headers = out.get(name)
+            if isinstance(headers, dict):
+                out[name] = {k: (MASK if is_sensitive_header(k) else v) for k, v in headers.items()}
+        return out
 
     @classmethod
     def field_default(cls, name: str) -> Any:

@@ -1,8 +1,9 @@
-"""Which trainer settings hold credentials, and the same settings with those masked: a config's dict
-goes to checkpoints, event logs, W&B and the database, so a key passed to a library config
-(``comparator_api_key``) or a credential header never leaves the training process. A run config is
-stored, so it may hold no credential at all: not in a header, the URL (user info, a ``?key=``
-parameter) or the extra JSON body; its key comes from a ``COOPLAB_API_KEY_*`` variable. Torch-free."""
+"""Which trainer settings hold credentials: a config's dict goes to checkpoints, event logs, W&B and the
+database, so a key passed to a library config (``comparator_api_key``) or a credential header never
+leaves the training process (``ConfigModel.to_dict`` in :mod:`engine.schema.derive` masks them). A
+run config is stored, so it may hold no credential at all: not in a header, the URL (user info, a
+``?key=`` parameter) or the extra JSON body; its key comes from a ``COOPLAB_API_KEY_*`` variable.
+Torch-free."""
 
 from __future__ import annotations
 
@@ -30,19 +31,6 @@ def is_sensitive_header(name: str) -> bool:
     password or credential)."""
     lowered = str(name).lower()
     return any(word in lowered for word in _SENSITIVE_HEADER_WORDS)
-
-
-def masked(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` with every credential replaced by ``***`` (a copy; absent or empty ones stay)."""
-    out = dict(settings)
-    for name in SECRET_SETTINGS:
-        if out.get(name):
-            out[name] = MASK
-    for name in HEADER_SETTINGS:
-        headers = out.get(name)
-        if isinstance(headers, dict):
-            out[name] = {k: (MASK if is_sensitive_header(k) else v) for k, v in headers.items()}
-    return out
 
 
 def run_config_header_problem(headers: dict[str, str] | None) -> str | None:
