@@ -88,6 +88,11 @@ def set_run_notes(store: Store, run_id: int, *, tags: str, notes: str) -> Run:
     return store.set_run_notes(run_id, tags=split_tags(tags), notes=notes)
 
 
+def rename_run(store: Store, run_id: int, name: str) -> Run:
+    """Give a run a display name (an empty one removes it); ValueError says what is wrong with it."""
+    return store.rename_run(run_id, name)
+
+
 def delete_run(store: Store, run_id: int) -> None:
     """Delete a run with its metrics and transcripts (files on disk stay; refused while it is active)."""
     store.delete_run(run_id)

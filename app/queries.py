@@ -13,8 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from app.runinfo import badge, format_duration
-from app.seedgroups import seed_of
+from app.run_table import Columns, Row, make_row, search
+from app.runinfo import format_duration
 from db.errors import NotFoundError
 from db.records import EpisodeView, Experiment, Lineage, Run, Series
 from db.store import Store
@@ -60,66 +60,41 @@ def study_experiment_ids(store: Store) -> set[int]:
 
 
 def run_label(run: Run, names: dict[int, str]) -> str:
-    """``#12 quickstart (attempt 2) · 2026-11-30 14:05``: how a run is named in pickers.
+    """``#12 quickstart (attempt 2) · 2026-11-30 14:05`` (``#12 lr 1e-3 (quickstart) · …`` for a run with
+    a display name): how a run is named in pickers.
 
     The state is left out on purpose: pickers are not refreshed live, the status header is.
     """
     attempt = f" (attempt {run.attempt})" if run.attempt > 1 else ""
-    return f"#{run.id} {names.get(run.experiment_id, '?')}{attempt} · {run.created_at:%Y-%m-%d %H:%M}"
+    named = f"{run.name} ({names.get(run.experiment_id, '?')})" if run.name else names.get(run.experiment_id, "?")
+    return f"#{run.id} {named}{attempt} · {run.created_at:%Y-%m-%d %H:%M}"
 
 
 def short_label(run: Run, names: dict[int, str]) -> str:
-    """``quickstart #12`` (``quickstart #12 · seed 7`` with ``seed``): how a run is named in legends."""
-    return f"{names.get(run.experiment_id, '?')} #{run.id}"
+    """``quickstart #12`` (its display name instead of the experiment's when it has one): how a run is
+    named in legends."""
+    return f"{run.name or names.get(run.experiment_id, '?')} #{run.id}"
 
 
-def run_duration(run: Run, now: datetime) -> float | None:
-    """Seconds a run has trained: from its start to its end (or to ``now`` while it is active). ``now`` is
-    the database server's time (:meth:`db.store.Store.server_now`): the run's times are on its clock."""
-    if run.started_at is None:
-        return None
-    end = run.finished_at or now
-    return max(0.0, (end - run.started_at).total_seconds())
-
-
-def first_line(text: str, limit: int = 80) -> str:
-    """The first line of ``text``, cut to ``limit`` characters (for a table cell)."""
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def runs_table(store: Store, runs: list[Run], names: dict[int, str]) -> list[dict[str, Any]]:
-    """Rows of the runs table, the columns a researcher scans: status, step/total, last team reward
-    and its trend, duration, tags, notes; then steps/s, seed and when it was created.
-
-    Two small queries per run (rate, reward trend), so callers pass one page of runs. The last team
-    reward is the trend's last point (downsampling always keeps the last point).
-    """
-    rows = []
+def runs_rows(store: Store, names: dict[int, str], columns: Columns, *, experiment: int | None = None,
+              statuses: list[str] | None = None, tag: str | None = None, query: str = "",
+              limit: int = 5000) -> list[Row]:
+    """Every run (the newest ``limit``) that the filters and the search ``query`` match, as rows of the
+    runs table with ``columns``: two queries, whatever the number of runs (:meth:`Store.table_runs`)."""
+    keys = list(dict.fromkeys([SPARK_KEY, *columns.metrics]))
+    runs = store.table_runs(experiment, statuses or None, tag=tag, metric_keys=keys, limit=limit)
     now = store.server_now()  # durations on the clock the runs' times were stamped with, not this machine's
-    for run in runs:
-        rate = store.run_rate(run.id)
-        spark = store.series(run.id, SPARK_KEY, max_points=SPARK_POINTS).ys if run.step else ()
-        duration = format_duration(run_duration(run, now)) if run.started_at else ""
-        seed = seed_of(run.config)
-        rows.append(
-            {
-                "run": run.id,
-                "status": badge(run.status),
-                "experiment": names.get(run.experiment_id, str(run.experiment_id))
-                + (f" (attempt {run.attempt})" if run.attempt > 1 else ""),
-                "step": f"{run.step}/{run.total_steps}" if run.total_steps else str(run.step),
-                "team reward": f"{spark[-1]:.3f}" if spark else "",
-                "trend": list(spark),
-                "duration": duration,
-                "tags": ", ".join(run.tags),
-                "notes": first_line(run.notes),
-                "steps/s": f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—",
-                "seed": "" if seed is None else str(seed),
-                "created": run.created_at.strftime("%Y-%m-%d %H:%M"),
-            }
-        )
-    return rows
+    return search([make_row(item, names, columns, now) for item in runs], query)
+
+
+def page_cells(store: Store, rows: list[Row]) -> list[dict[str, Any]]:
+    """The cells of one page of rows with each run's team-reward trend: one small downsampled read
+    per row shown, so callers pass one page."""
+    cells = []
+    for row in rows:
+        trend = store.series(row.run_id, SPARK_KEY, max_points=SPARK_POINTS).ys if row.values["step"] else ()
+        cells.append({**row.cells, "trend": list(trend)})
+    return cells
 
 
 @dataclass(frozen=True)

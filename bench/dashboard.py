@@ -24,7 +24,8 @@ from pathlib import Path
 import app
 from app.configdiff import diff_configs
 from app.metricgroups import default_charts, group_metrics
-from app.queries import chart_data, compare_series, experiment_names, experiments_table, runs_table
+from app.queries import chart_data, compare_series, experiment_names, experiments_table, page_cells, runs_rows
+from app.run_table import Columns
 from bench.timing import median_seconds
 from db.store import Store
 from engine.transcripts import Episode, TurnRecord
@@ -116,7 +117,7 @@ def page_queries(store: Store, big: int) -> dict[str, Callable[[], object]]:
     def runs() -> object:
         names = experiment_names(store)
         store.run_counts_by_status()
-        return runs_table(store, store.list_runs(limit=25), names)
+        return page_cells(store, runs_rows(store, names, Columns())[:25])
 
     def run_detail() -> object:
         history = store.lineage(big)

@@ -22,26 +22,26 @@ def test_table_shows_the_columns_a_researcher_scans(app, store: Store, experimen
     assert not at.exception
     table = at.dataframe[0].value
     assert len(table) == 2
-    assert list(table.columns)[:9] == ["run", "status", "experiment", "step", "team reward", "trend", "duration",
+    assert list(table.columns)[:9] == ["run", "name", "status", "step", "team reward", "trend", "duration",
                                        "tags", "notes"]
     row = table[table["run"] == running].iloc[0]
     assert row["status"] == "● running"  # a text symbol: no emoji font needed
     assert row["step"] == "4/8"
     assert row["team reward"] == "0.400"  # the last logged team reward
     assert list(row["trend"]) == pytest.approx([0.1, 0.2, 0.3, 0.4])
-    assert row["tags"] == "baseline" and row["notes"] == "first try"
+    assert row["tags"] == "baseline" and row["notes"] == "first try" and row["name"] == "demo"
     waiting = table[table["run"] == queued].iloc[0]
-    assert waiting["steps/s"] == "—" and waiting["team reward"] == "" and waiting["duration"] == ""
+    assert waiting["team reward"] == "" and waiting["duration"] == ""
     assert "None" not in table.astype(str).to_string()  # never a bare None in a cell
 
 
-def test_clicking_a_row_opens_the_run(app, store: Store, experiment: int, seed) -> None:
+def test_clicking_a_cell_opens_the_run(app, store: Store, experiment: int, seed) -> None:
     first = seed(experiment, status="succeeded", steps=2)
     seed(experiment, status="succeeded", steps=1)
     at = app("runs")
     table = at.dataframe[0]
     row = table.value["run"].tolist().index(first)
-    at.session_state[table.key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.session_state[table.key] = {"selection": {"rows": [], "columns": [], "cells": [[row, "run"]]}}
     at.run()
     assert not at.exception
     assert at.title[0].value == "Run detail"
