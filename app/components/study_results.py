@@ -1,6 +1,7 @@
 """A study's results: the table per point (mean ± std over seeds, sortable; rankable by a held-out
 metric, from the children's evaluations of record), curves of the top points with bands, a setting →
-result scatter, CSV, promote the best point, and its seeds' transcripts."""
+result scatter, parallel coordinates and parameter importance, CSV, promote the best point, and its
+seeds' transcripts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import streamlit as st
 
 from app import commands
 from app.components.charts import PALETTE, band_figure
+from app.components.study_params import render_parameters
 from app.components.study_seeds import point_label, seed_transcripts
 from app.escape import md_text, plotly_text
 from app.queries import compare_series
@@ -56,7 +58,8 @@ def render_results(store: Store, studies: StudyStore, study: Study) -> None:
                        mime="text/csv", key="st_csv")
     by_point = {r.point: r for r in results}
     ranked_points = [by_point[r["point"]] for r in ranked]
-    curves_tab, scatter_tab, seeds_tab = st.tabs(["Curves of the top points", "Setting → result", "Seeds of a point"])
+    curves_tab, scatter_tab, params_tab, seeds_tab = st.tabs(["Curves of the top points", "Setting → result",
+                                                              "Parameters and importance", "Seeds of a point"])
     with curves_tab:
         top = st.select_slider("top points", TOP_CHOICES, value=3, key="st_top")
         bands = []
@@ -69,6 +72,8 @@ def render_results(store: Store, studies: StudyStore, study: Study) -> None:
         paths = list(results[0].params)
         path = st.selectbox("setting", paths, key="st_axis")
         st.plotly_chart(scatter_figure(results, path, key), key="st_scatter", config={"displaylogo": False})
+    with params_tab:
+        render_parameters(studies, study, key)
     with seeds_tab:
         seed_transcripts(store, studies, study, [(r.point, _label(r)) for r in results], key="st_seed")
     if held_key and order.startswith(f"{held_key} held-out"):

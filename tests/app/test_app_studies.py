@@ -116,7 +116,7 @@ def test_watch_results_and_promote_the_best_point(app, store: Store, experiment:
     assert table["train/reward_mean final std"].tolist() == pytest.approx([0.1414213562, 0.1414213562])
     at.toggle(key="st_desc").set_value(False).run()
     assert at.dataframe[1].value["point"].tolist() == [0, 1]
-    curves, scatter = figures(at)
+    curves, scatter, _ = figures(at)
     means = [t for t in curves["data"] if t.get("showlegend") is not False]
     assert [t["name"] for t in means][:2] == ["point 0: agent_learning_rate=0.001", "point 1: agent_learning_rate=0.01"]
     assert means[1]["y"] == pytest.approx([0.4, 0.8])
@@ -129,6 +129,25 @@ def test_watch_results_and_promote_the_best_point(app, store: Store, experiment:
     promoted = store.find_experiment("lr: point 1")
     assert promoted is not None and promoted.config["trainer"]["agent_learning_rate"] == 0.01
     assert promoted.config["trainer"]["seed"] == 0 and promoted.config["name"] == "lr: point 1"
+
+
+def test_parallel_coordinates_and_importance_of_the_parameters(app, store: Store, experiment: int, make_config,
+                                                                figures) -> None:
+    study_id = _finished_study(store, experiment, make_config)
+    at = app("studies", study=study_id)
+    assert not at.exception
+    [parcoords] = [f["data"][0] for f in figures(at) if f["data"][0]["type"] == "parcoords"]
+    lr, objective = parcoords["dimensions"]
+    assert lr["label"] == LR and sorted(lr["values"]) == [0.001, 0.001, 0.01, 0.01]  # a factor 10: not log10
+    assert objective["label"] == "train/reward_mean"
+    pairs = sorted(zip(lr["values"], objective["values"], strict=True))
+    assert [x for x, _ in pairs] == [0.001, 0.001, 0.01, 0.01] and [y for _, y in pairs] == pytest.approx(
+        [0.2, 0.4, 0.7, 0.9])
+    [row] = at.dataframe[2].value.to_dict("records")
+    # finals 0.2, 0.4 | 0.7, 0.9: mean 0.55, total SS 0.29, between 2 * 0.25**2 * 2 = 0.25 -> 25/29
+    assert row["parameter"] == LR and row["bins"] == 2 and row["children"] == 4
+    assert row["importance (η², variance explained)"] == pytest.approx(25 / 29)
+    assert any("fraction of the objective's variance explained" in c.value for c in at.caption)
 
 
 def test_the_transcripts_page_compares_the_seeds_of_a_study_point(app, store: Store, experiment: int,
