@@ -1,7 +1,9 @@
 """The run page's **Evaluate** control: queue an evaluation of the run (at its last or best checkpoint,
-or a step) on its workers (:func:`jobs.eval_queue.queue_evaluation`), and the run's evaluation
-requests with their truthful state (queued, running, done with the evaluations it stored, failed with
-its reason), refreshed live; when one ends, the page reloads so its evaluation appears in the tables.
+or a step) on its workers (:func:`jobs.eval_queue.queue_evaluation`), optionally with test-time
+baselines of its base models (only those the run's team and task can play; the form says why the
+others are not offered), and the run's evaluation requests with their truthful state (queued,
+running, done with the evaluations it stored, failed with its reason), refreshed live; when one ends,
+the page reloads so its evaluation appears in the tables.
 
 The table builders are pure functions (tested on their own); :func:`render_evaluate` lays them out.
 """
@@ -20,6 +22,7 @@ from db.eval_request_store import EvalRequestStore
 from db.evaluation_records import REQUEST_FINAL, EvalRequest
 from db.records import Run
 from db.store import Store
+from engine.schema.eval_baselines import BASELINES, baseline_title, config_unavailable
 
 MAX_FORM_SAMPLES = 64
 STATE_ICONS = {"queued": "⏳ queued", "running": "▶ running", "done": "✔ done", "failed": "✖ failed"}
@@ -31,14 +34,24 @@ def checkpoint_choices(steps: Sequence[int], *, keeps_best: bool) -> list[str]:
     return ["last", *(["best"] if keeps_best else []), *[str(s) for s in sorted(set(steps), reverse=True)]]
 
 
+def baseline_offer(config: dict[str, Any], catalog: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The test-time baselines the form offers for a run whose stored config is ``config`` (the tasks'
+    team sizes from ``catalog``, name to task info), and why each of the others is not offered."""
+    sizes = {name: tuple(info.team_sizes) for name, info in catalog.items() if hasattr(info, "team_sizes")}
+    unavailable = config_unavailable(config, sizes)
+    return [name for name in BASELINES if name not in unavailable], unavailable
+
+
 def describe_options(options: dict[str, Any]) -> str:
-    """A request's options in a few words: ``greedy · 2 items · team analysis``."""
+    """A request's options in a few words: ``greedy · 2 items · team analysis · baselines: parallel``."""
     parts = ["greedy" if options.get("greedy") else f"{options.get('samples') or 'default'} sample(s)",
              f"{options.get('items')} items" if options.get("items") else "all items"]
     if options.get("split", "eval") != "eval":
         parts.append(f"{options['split']} split")
     if options.get("team_analysis"):
         parts.append(f"team analysis ({options.get('metric', 'eval/reward_mean')})")
+    if options.get("baselines"):
+        parts.append(f"baselines: {', '.join(map(str, options['baselines']))}")
     return " · ".join(parts)
 
 
@@ -51,19 +64,20 @@ def request_rows(requests: Sequence[EvalRequest]) -> list[dict[str, Any]]:
 
 
 def _queue(run: Run, checkpoint: str, *, samples: int, items: int, greedy: bool, team_analysis: bool,
-           key: str) -> None:
+           baselines: Sequence[str], key: str) -> None:
     from jobs.client import BrokerUnavailable
     from jobs.eval_queue import EvalOptions, EvalRequestError
 
     options = EvalOptions(samples=None if greedy else samples, items=items or None, greedy=greedy,
-                          team_analysis=team_analysis)
+                          team_analysis=team_analysis, baselines=tuple(baselines))
     try:
         request = commands.queue_evaluation(run.id, checkpoint=checkpoint, options=options, settings=context.settings())
     except (EvalRequestError, BrokerUnavailable) as exc:
         st.session_state[f"{key}_message"] = ("error", str(exc))
         return
+    also = f" with baselines {', '.join(options.baselines)}" if options.baselines else ""
     st.session_state[f"{key}_message"] = ("success", f"Queued evaluation request #{request.id} "
-                                                     f"(checkpoint {request.checkpoint}) on {request.queue}",
+                                                     f"(checkpoint {request.checkpoint}) on {request.queue}{also}",
                                           request.id)
 
 
@@ -84,12 +98,24 @@ def render_evaluate(store: Store, run: Run, *, keeps_best: bool, key: str) -> No
         greedy = c4.checkbox("greedy", key=f"{key}_greedy", help="Greedy decoding: one answer per item, reproducible.")
         team = c5.checkbox("team analysis", key=f"{key}_team",
                            help="Also each agent reset to its base model: what each agent contributes.")
+        offered, unavailable = baseline_offer(dict(run.config), context.task_catalog())
+        baselines = st.multiselect(
+            "test-time baselines", offered, key=f"{key}_baselines", format_func=baseline_title,
+            disabled=not offered, placeholder="none" if offered else "none can be played by this run",
+            help="Also the run's base models (untrained) under CoMLRL's test-time protocols, on the same items "
+                 "with the same seed, shown beside the team in the held-out table: one agent alone (the task's "
+                 "one-agent form), naive concatenation (each agent answers its role alone), a sequential "
+                 "pipeline (each agent sees the replies before it) and one round of discussion.")
+        if unavailable:
+            st.caption(md_message("Not offered for this run: " + "; ".join(
+                f"{baseline_title(name)}: {reason}" for name, reason in unavailable.items())))
         submitted = st.form_submit_button("Evaluate", disabled=not steps and not keeps_best)
     if not steps and not keeps_best:
         st.caption("This run has no checkpoints yet; it can be evaluated once it saves one "
                    "(trainer.checkpoint_interval).")
     if submitted:
-        _queue(run, checkpoint, samples=int(samples), items=int(items), greedy=greedy, team_analysis=team, key=key)
+        _queue(run, checkpoint, samples=int(samples), items=int(items), greedy=greedy, team_analysis=team,
+               baselines=baselines, key=key)
     message = st.session_state.get(f"{key}_message")
     if message and len(message) > 2 and _settled(store, run.id, message[2]):
         st.session_state.pop(f"{key}_message")  # "Queued ..." once the request is done or failed: stale

@@ -1,5 +1,7 @@
 """A run's evaluations of record (``cooplab eval``, :mod:`db.evaluation_store`): one table row per
-evaluation with every metric as ``mean ± s.e.`` and the best checkpoint marked, team analyses as a
+evaluation with every metric as ``mean ± s.e.`` and the best checkpoint marked, the test-time
+baselines of the run's base models (one agent alone, naive concatenation, sequential pipeline, one
+round of discussion) as rows beside the team's, the same table as a CSV download, team analyses as a
 table of variants, and the per-item outcomes of one evaluation whose rows open the evaluated episode.
 
 The table builders are pure functions (tested on their own); :func:`render_evaluations` lays them out.
@@ -7,6 +9,8 @@ The table builders are pure functions (tested on their own); :func:`render_evalu
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,16 +19,22 @@ from typing import Any
 import streamlit as st
 
 from app import commands
+from app.components.downloads import offer
 from app.components.transcript_view import render_episode
 from app.escape import md_code
 from app.held_out import metric_order
+from db.csv_cells import spreadsheet_cell
 from db.evaluation_records import Evaluation
 from db.ops_transcripts import episode_totals
 from db.records import EpisodeView
+from engine.schema.eval_baselines import BASELINES, baseline_title
 from engine.schema.run_config import agents_from_folders
 from engine.transcripts import TurnRecord
 
 BEST_MARK = "★ best"
+TEAM = "team"
+BASE_MODELS = "base models"
+"""A baseline's checkpoint cell: it plays the run's models as they were before training."""
 
 
 def promoted_config(config: dict[str, Any], folders: Sequence[str]) -> dict[str, Any]:
@@ -54,22 +64,60 @@ def _mean_se(evaluation: Evaluation, key: str) -> str:
     return f"{value:.4f}" if se is None else f"{value:.4f} ± {se:.4f}"
 
 
+def held_out_records(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
+    """The held-out table's evaluations: the team's (newest checkpoint last), then the test-time
+    baselines in protocol order (single, parallel, pipeline, discussion), each oldest first."""
+    team = sorted((e for e in evaluations if e.kind == "eval"), key=lambda e: (e.checkpoint_step or 0, e.id))
+    rank = {name: i for i, name in enumerate(BASELINES)}
+    baselines = sorted((e for e in evaluations if e.kind == "baseline"),
+                       key=lambda e: (rank.get(e.label, len(rank)), e.label, e.id))
+    return [*team, *baselines]
+
+
+def evaluated_as(evaluation: Evaluation) -> str:
+    """What an evaluation measured: ``team`` or ``baseline: pipeline (sequential pipeline)``."""
+    return f"baseline: {baseline_title(evaluation.label)}" if evaluation.kind == "baseline" else TEAM
+
+
 def evaluation_rows(evaluations: Sequence[Evaluation], best: int | None, *, tests: bool = True) -> list[dict[str, Any]]:
-    """One row per plain evaluation (team analyses are shown apart), newest checkpoint last; the metrics
-    in :func:`app.held_out.metric_order` (team reward first; pass@k only for a task with tests)."""
+    """One row per evaluation of the team and per test-time baseline, side by side (team analyses are
+    shown apart; see :func:`held_out_records` for the order); the metrics in
+    :func:`app.held_out.metric_order` (team reward first; pass@k only for a task with tests)."""
     rows = []
-    plain = sorted((e for e in evaluations if e.kind == "eval"), key=lambda e: (e.checkpoint_step or 0, e.id))
-    keys = metric_order((k for e in plain for k in e.metrics), tests=tests)
-    for e in plain:
+    shown = held_out_records(evaluations)
+    keys = metric_order((k for e in shown for k in e.metrics), tests=tests)
+    for e in shown:
         settings = e.settings
-        step = "" if e.checkpoint_step is None else str(e.checkpoint_step)
-        row = {"evaluation": e.id, "checkpoint": f"{step} {BEST_MARK}" if best is not None and
-               e.checkpoint_step == best else step, "split": e.split,
+        step = BASE_MODELS if e.kind == "baseline" else "" if e.checkpoint_step is None else str(e.checkpoint_step)
+        row = {"evaluation": e.id, "evaluated": evaluated_as(e), "checkpoint": f"{step} {BEST_MARK}"
+               if best is not None and e.kind == "eval" and e.checkpoint_step == best else step, "split": e.split,
                "items × samples": f"{settings.get('items', '?')} × {settings.get('samples', '?')}",
                "greedy": bool(settings.get("greedy")), "seed": settings.get("seed")}
         row.update({key: _mean_se(e, key) if key in e.metrics else "" for key in keys})
         rows.append(row)
     return rows
+
+
+def evaluations_csv(evaluations: Sequence[Evaluation], *, tests: bool = True) -> str:
+    """The held-out table as CSV (the team's evaluations and the baselines, :func:`held_out_records`):
+    per metric its mean and its standard error (``<metric> s.e.``) as numbers, cells made safe for a
+    spreadsheet (:func:`db.csv_cells.spreadsheet_cell`)."""
+    shown = held_out_records(evaluations)
+    keys = metric_order((k for e in shown for k in e.metrics), tests=tests)
+    columns = ["evaluation", "run", "evaluated", "baseline", "checkpoint_step", "split", "seed", "greedy", "samples",
+               "items", *[c for key in keys for c in (key, f"{key} s.e.")]]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([spreadsheet_cell(c) for c in columns])
+    for e in shown:
+        settings = e.settings
+        row = [e.id, e.run_id, TEAM if e.kind == "eval" else "baseline", e.label if e.kind == "baseline" else "",
+               e.checkpoint_step, e.split, settings.get("seed"), settings.get("greedy"), settings.get("samples"),
+               settings.get("items")]
+        for key in keys:
+            row += [e.metrics.get(key), e.standard_errors.get(key)]
+        writer.writerow([spreadsheet_cell(v) for v in row])
+    return out.getvalue()
 
 
 def analysis_tables(evaluations: Sequence[Evaluation]) -> dict[str, list[dict[str, Any]]]:
@@ -166,10 +214,17 @@ def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output
     if rows:
         st.markdown("**Held-out evaluations** (mean ± standard error over items)")
         st.dataframe(rows, hide_index=True, key=f"evals_{run_id}")
+        if any(e.kind == "baseline" for e in evaluations):
+            st.caption("A baseline row is the run's base models (untrained) under a test-time protocol, on the "
+                       "same held-out items with the same seed as the team's evaluation queued with it.")
+        offer("held-out evaluations CSV", lambda: evaluations_csv(evaluations, tests=tests is not False),
+              file_name=f"run{run_id}-evaluations.csv", mime="text/csv", key=f"dl_evals_{run_id}",
+              help="The table above: per metric its mean and standard error as numbers, one row per evaluation.")
     for analysis, table in analysis_tables(evaluations).items():
         st.markdown(f"**Team analysis** {md_code(analysis[:8])}: each agent reset to its base model")
         st.dataframe(table, hide_index=True, key=f"analysis_{run_id}_{analysis}")
-    st.caption(f"More: {md_code(command)} (`--team-analysis`, `--samples K`, `--split train`).")
+    st.caption(f"More: {md_code(command)} (`--team-analysis`, `--samples K`, `--split train`); test-time "
+               "baselines: the form's *test-time baselines*.")
     plain = [e for e in evaluations if e.kind == "eval"]
     if not plain:
         return
