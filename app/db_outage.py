@@ -7,6 +7,10 @@ shows *The database at postgresql://lab:***@db:5432/cooplab is unreachable (conn
 checks again every :data:`RETRY_S` s and shows the page as soon as the database answers. Inside a
 refreshing region (a fragment) that finds the database gone, the same line replaces the region until
 its next refresh. The URL is shown without its password (``db.urls.redact_url``).
+
+The database is probed once per script run, whichever comes first of the page frame and
+``app.context.store()`` (a page, and the components it draws, may ask for the store several times): a
+full run of the page, and each rerun of a refreshing region, opens one connection for the check.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ RETRY_S = 5
 CONNECT_TIMEOUT_S = 3
 """How long one try may wait for a PostgreSQL server to answer (libpq's minimum is 2)."""
 _LAST_TRY = "_db_outage_last_try"
+_PROBED = "_db_outage_probed"
 
 
 @st.cache_resource(show_spinner=False)
@@ -42,6 +47,29 @@ def unreachable(url: str) -> str | None:
         return reason(exc)
 
 
+def _this_run() -> object | None:
+    """What tells this script run from the next: the run context's element cursors, a new dict at the
+    start of every run (a full run or a fragment's); None outside a script run (a bare call)."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.cursors
+
+
+def unreachable_now(url: str) -> str | None:
+    """:func:`unreachable`, asked once per script run and URL: a second call in the same run answers
+    from the first (the probe's result is kept in the session with the run it belongs to)."""
+    run = _this_run()
+    if run is None:
+        return unreachable(url)
+    kept = st.session_state.get(_PROBED)
+    if kept is not None and kept[0] is run and kept[1] == url:
+        return kept[2]
+    why = unreachable(url)
+    st.session_state[_PROBED] = (run, url, why)
+    return why
+
+
 def reason(exc: BaseException) -> str:
     """The driver's own first line (``connection to server at ... failed: Connection refused``)."""
     said = str(getattr(exc, "orig", None) or exc)
@@ -58,8 +86,9 @@ def message(url: str, why: str) -> str:
 def gate(url: str, *, retry: bool = True) -> None:
     """Stop the page with the one-line message while ``url`` is unreachable; with ``retry`` (the page
     frame) try again every :data:`RETRY_S` s and rerun the whole page once it answers. Without (the
-    store, also called from a page's refreshing regions, which run again by themselves) only the line."""
-    why = unreachable(url)
+    store, also called from a page's refreshing regions, which run again by themselves) only the line.
+    The database is probed once per script run (:func:`unreachable_now`)."""
+    why = unreachable_now(url)
     if why is None:
         return
     st.session_state[_LAST_TRY] = time.monotonic()

@@ -6,14 +6,19 @@ asks the store only for rows past the last one seen (:meth:`db.ops_metrics.Metri
 one indexed query per poll whatever the run's length. Curves are downsampled here as the store would
 (each bucket's minimum and maximum, the first and the last point), so a chart is rebuilt from memory
 plus the new rows. A run longer than the cache goes back to the store's downsampled series.
+
+:class:`LogFollow` does the same for a run's log: it keeps the last lines shown and reads only the
+bytes written since the last poll.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from app.queries import LOG_LINES, LogTail
 from db.downsample import bucket_count
 from db.records import Series
 from db.states import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -151,4 +156,71 @@ def live_metrics(state: dict, run_id: int) -> LiveMetrics:
     found = state.get(key)
     if not isinstance(found, LiveMetrics):
         found = state[key] = LiveMetrics(run_id)
+    return found
+
+
+@dataclass
+class LogFollow:
+    """The end of a growing log file, followed by reading only what was appended since the last
+    :meth:`refresh` (the first reads at most ``max_bytes`` from its end, like :func:`app.queries.read_log`).
+    A file that shrank or was replaced is read again from its end. ``bytes_read`` counts what the reads
+    brought (what a test checks: a poll reads only the new lines)."""
+
+    lines: int = LOG_LINES
+    max_bytes: int = 1_000_000
+    path: str | None = None
+    offset: int = 0
+    kept: deque = field(default_factory=deque)
+    partial: bytes = b""
+    seen: int = 0
+    cut: bool = False
+    bytes_read: int = 0
+
+    def _restart(self, path: str) -> None:
+        self.path, self.offset, self.kept, self.partial = path, 0, deque(maxlen=self.lines), b""
+        self.seen, self.cut = 0, False
+
+    def refresh(self, path: str | None) -> LogTail:
+        """The last :attr:`lines` lines of ``path`` now (an empty tail when there is no such file)."""
+        if not path:
+            return LogTail("", 0, False, 0)
+        try:
+            with open(path, "rb") as handle:
+                size = handle.seek(0, 2)
+                if path != self.path or size < self.offset or size - self.offset > self.max_bytes:
+                    self._restart(path)
+                    self.offset = max(0, size - self.max_bytes)
+                    self.cut = self.offset > 0
+                if size > self.offset:
+                    handle.seek(self.offset)
+                    data = handle.read(size - self.offset)
+                    self.bytes_read += len(data)
+                    self._take(data, first_cut=self.offset > 0 and not self.seen and not self.partial)
+                    self.offset += len(data)
+        except (FileNotFoundError, IsADirectoryError):
+            self.path = None
+            return LogTail("", 0, False, 0)
+        shown = list(self.kept)
+        if self.partial:
+            shown.append(self.partial.decode("utf-8", errors="replace"))
+        text = "\n".join(shown[-self.lines:])
+        count = min(len(shown), self.lines)
+        return LogTail(text, count, self.cut or self.seen + bool(self.partial) > self.lines, size)
+
+    def _take(self, data: bytes, *, first_cut: bool) -> None:
+        data = self.partial + data
+        *complete, self.partial = data.split(b"\n")
+        if first_cut and complete:
+            complete = complete[1:]  # the first line read from the middle of the file may be cut
+        for raw in complete:
+            self.kept.append(raw.rstrip(b"\r").decode("utf-8", errors="replace"))
+        self.seen += len(complete)
+
+
+def log_follow(state: dict, run_id: int) -> LogFollow:
+    """The session's follower of ``run_id``'s log (made on first use), kept in ``state``."""
+    key = f"live_log.{run_id}"
+    found = state.get(key)
+    if not isinstance(found, LogFollow):
+        found = state[key] = LogFollow()
     return found

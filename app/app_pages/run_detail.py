@@ -11,8 +11,14 @@ import streamlit as st
 import yaml
 
 from app import context
-from app.components.charts import line_figure
-from app.components.credit_chart import render_contribution
+from app.components.charts import SpecFigure, line_spec
+from app.components.credit_chart import (
+    TAIL_POINTS,
+    CreditView,
+    credit_curves,
+    credit_view,
+    render_contribution,
+)
 from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_best_models, render_evaluations
 from app.components.run_controls import choose_run, notes_editor, run_header
@@ -24,15 +30,13 @@ from app.components.stored_files import (
     render_stored_log,
 )
 from app.escape import md_code, md_message, md_text
-from app.live import CACHE_POINTS, live_metrics, poll_every
+from app.live import CACHE_POINTS, live_metrics, log_follow, poll_every
 from app.metricgroups import applicable_keys, default_charts, group_metrics
 from app.queries import (
-    LOG_LINES,
     ChartData,
     chart_data,
     history_caption,
     history_metric_keys,
-    read_log,
 )
 from app.seedgroups import same_config_runs, seed_of
 from app.unused_settings import split_by_use, unread_label
@@ -110,7 +114,8 @@ def _live_keys(store: Store, shown: Shown) -> tuple[list[str], tuple]:
 def charts_tab(store: Store, shown: Shown) -> None:
     """The chosen charts (x axis, smoothing, points, zoom), following a live run's new points."""
     run_id, history, joined = shown.run_id, shown.history, shown.joined
-    charts = {c.title: c for c in group_metrics(_chart_keys(store, shown))}
+    keys = _chart_keys(store, shown)
+    charts = {c.title: c for c in group_metrics(keys)}
     if not charts:
         st.info("No metrics logged yet. Charts appear after the first training step "
                 "(a queued run waits for a worker: `cooplab up` or `cooplab worker`).")
@@ -152,45 +157,64 @@ def charts_tab(store: Store, shown: Shown) -> None:
     # the points logged since the last (app.live), and rebuilds a figure only when its data changed.
     active = any(a.status not in TERMINAL_STATUSES for a in history.attempts) if joined else \
         shown.run.status not in TERMINAL_STATUSES
-    charted = sum(len(charts[title].curves) for title in chosen)
+    credit = credit_curves(keys)
+    charted = sum(len(charts[title].curves) for title in chosen) + len(credit)
     held = (live_metrics(st.session_state, run_id)
             if not joined and x_range is None and shown.run.step * charted <= CACHE_POINTS else None)
 
     @st.fragment(run_every=context.refresh_every() if active else None)
     def live_charts() -> None:
-        """The chosen charts, from the points held in the session plus the new ones (or, for a joined
-        history, a zoomed range or a run too long to hold, re-queried downsampled in SQL)."""
+        """The chosen charts and who contributed, from the points held in the session plus the new ones
+        (or, for a joined history, a zoomed range or a run too long to hold, re-queried downsampled in
+        SQL); a figure is rebuilt only when its points or its settings changed."""
         keys, marker = _live_keys(store, shown)
         if {c.title for c in group_metrics(keys)} != set(charts):
             st.rerun()  # new metric keys appeared: rebuild the chart picker (and its defaults) with them
+        credit_now = credit_curves(keys)
         if held is not None:
-            held.refresh(store, [key for title in chosen for _, key in charts[title].curves])
+            held.refresh(store, [key for title in chosen for _, key in charts[title].curves] +
+                         [key for _, key in credit_now])
         incremental = held is not None and not held.too_many
         version = held.version if incremental else marker
         drawn = st.session_state.setdefault(f"detail_figures_{run_id}", {})
         for stale in [k for k, (v, _) in drawn.items() if v != version]:
             del drawn[stale]
+
+        def data(curves: tuple[tuple[str, str], ...], title: str, *, x: str = x_axis, points: int = max_points,
+                 span: tuple[float, float] | None = x_range) -> ChartData:
+            if incremental and span is None:
+                return ChartData(title, tuple((label, held.series(key, x=x, max_points=points))
+                                              for label, key in curves))
+            return chart_data(store, run_id, curves, x=x, max_points=points, x_range=span, title=title,
+                              history=history if joined else None)
+
         for title in chosen:
-            chart = charts[title]
             look = (title, x_axis, max_points, x_range, method, amount, joined)
             if look not in drawn:
-                if incremental:
-                    data = ChartData(title, tuple((label, held.series(key, x=x_axis, max_points=max_points))
-                                                  for label, key in chart.curves))
-                else:
-                    data = chart_data(store, run_id, chart.curves, x=x_axis, max_points=max_points,
-                                      x_range=x_range, title=title, history=history if joined else None)
-                figure = (line_figure(data.series, title=title, smoothing=method, amount=amount,
-                                      boundaries=data.boundaries)
-                          if any(len(s) for _, s in data.series) else None)
-                drawn[look] = (version, figure)
-            figure = drawn[look][1]
-            if figure is None:
+                lines = data(charts[title].curves, title)
+                spec = (line_spec(lines.series, title=title, smoothing=method, amount=amount,
+                                  boundaries=lines.boundaries)
+                        if any(len(s) for _, s in lines.series) else None)
+                drawn[look] = (version, spec)
+            spec = drawn[look][1]
+            if spec is None:
                 st.caption(f"{md_text(title)}: no points yet")
                 continue
-            st.plotly_chart(figure, key=f"chart.{run_id}.{title}", config={"displaylogo": False})
+            st.plotly_chart(SpecFigure(spec), key=f"chart.{run_id}.{title}", config={"displaylogo": False})
+
+        def contribution() -> CreditView:
+            look = ("credit", max_points, method, amount, joined)
+            if look not in drawn:
+                whole = data(credit_now, "credit", x="step", span=None)
+                tail_points = CACHE_POINTS if incremental else TAIL_POINTS  # held points: never downsampled
+                drawn[look] = (version, credit_view(
+                    whole, lambda start, end: data(credit_now, "credit", x="step", points=tail_points,
+                                                   span=None if incremental else (start, end)),
+                    smoothing=method, amount=amount))
+            return drawn[look][1]
+
         render_contribution(store, run_id, keys, shown.run.config, history=history if joined else None,
-                            smoothing=method, amount=amount, max_points=max_points)
+                            smoothing=method, amount=amount, max_points=max_points, view=contribution)
 
     live_charts()
 
@@ -218,10 +242,13 @@ def logs_tab(store: Store, run: Run) -> None:
     """The end of the run's log, followed live, and the whole log to download."""
     run_id = run.id
 
+    follow = log_follow(st.session_state, run_id)
+
     @st.fragment(run_every=poll_every(context.refresh_every(), run.status))  # an ended run's log is read once
     def live_log() -> None:
+        """The end of the log: each poll reads only the bytes written since the last (app.live.LogFollow)."""
         path = store.get_run(run_id).log_path
-        tail = read_log(path, lines=LOG_LINES)
+        tail = follow.refresh(path)
         if not tail.text:
             if path and not Path(path).exists():
                 return  # written on another machine: its copy in the artifact store is shown below
@@ -261,6 +288,10 @@ def files_tab(store: Store, run: Run) -> None:
     render_run_downloads(store, run)
 
 
+TAB_KEY = "tab"
+"""The run page's open tab: its session-state key and URL parameter (``?run=3&tab=Logs``)."""
+
+
 def run_detail_page() -> None:
     store = context.store()
     st.title("Run detail")
@@ -270,17 +301,14 @@ def run_detail_page() -> None:
     run = store.get_run(run_id)
     run_header(store, run_id, key=f"detail.{run_id}")
     shown = history_and_seed(store, run)
-    charts, evals, config, logs, files = st.tabs(["Charts", "Evaluations", "Config", "Logs", "Checkpoints & downloads"])
-    with charts:
-        charts_tab(store, shown)
-    with config:
-        config_tab(store, run)
-    with logs:
-        logs_tab(store, run)
-    with evals:
-        evaluations_tab(store, run)
-    with files:
-        files_tab(store, run)
+    # Lazy tabs: only the open one is computed (and polled); the tab is in the URL (?tab=Logs).
+    tabs = {"Charts": lambda: charts_tab(store, shown), "Evaluations": lambda: evaluations_tab(store, run),
+            "Config": lambda: config_tab(store, run), "Logs": lambda: logs_tab(store, run),
+            "Checkpoints & downloads": lambda: files_tab(store, run)}
+    for container, draw in zip(st.tabs(list(tabs), key=TAB_KEY, bind="query-params"), tabs.values(), strict=True):
+        if container.open is not False:
+            with container:
+                draw()
 
 
 run_detail_page()

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from app.escape import plotly_text
 from app.seedgroups import Band
@@ -82,6 +83,20 @@ def line_figure(
     height: int = 300,
     boundaries: Sequence[tuple[float, str]] = (),
 ) -> go.Figure:
+    """:func:`line_spec` as a Plotly figure (wrapped without Plotly's per-value validation)."""
+    return go.Figure(line_spec(curves, title=title, smoothing=smoothing, amount=amount, height=height,
+                               boundaries=boundaries), _validate=False)
+
+
+def line_spec(
+    curves: Sequence[tuple[str, Series]],
+    *,
+    title: str = "",
+    smoothing: str = "ema",
+    amount: float = 0.6,
+    height: int = 300,
+    boundaries: Sequence[tuple[float, str]] = (),
+) -> dict:
     """One figure with, per curve, the raw points (faint, always kept) and the smoothed line.
 
     With smoothing ``none`` only the raw line is drawn, at full opacity. Curves with few points get a
@@ -89,9 +104,10 @@ def line_figure(
     traces are used so the browser stays responsive. ``boundaries`` marks where the attempts of a
     resumed run begin (x, label).
 
-    The figure is written as Plotly's own dict and wrapped without Plotly's per-value validation
-    (``_validate=False``): every key here is a valid one, and validating each point cost most of a live
-    chart's redraw (about 3x the time of the rest).
+    The figure is written as Plotly's own dict (what :func:`line_figure` wraps without Plotly's
+    per-value validation, and :class:`SpecFigure` hands to ``st.plotly_chart`` as it is): every key
+    here is a valid one, and validating each point cost most of a live chart's redraw (about 3x the
+    time of the rest).
     """
     data: list[dict] = []
     for index, (name, series) in enumerate(curves):
@@ -129,7 +145,41 @@ def line_figure(
         layout["annotations"] = [{"x": _x_value(x_name, x), "y": 1, "yref": "paper", "text": plotly_text(label),
                                   "showarrow": False, "xanchor": "left", "yanchor": "top",
                                   "font": {"size": 10, "color": "#666666"}} for x, label in boundaries]
-    return go.Figure({"data": data, "layout": layout}, _validate=False)
+    return {"data": data, "layout": layout}
+
+
+def _default_template() -> dict:
+    """The layout template a new ``go.Figure`` gets (Streamlit's, once Streamlit is imported), as a dict."""
+    name = pio.templates.default
+    if name not in _TEMPLATES:
+        _TEMPLATES[name] = pio.templates[name].to_plotly_json() if name else {}
+    return _TEMPLATES[name]
+
+
+_TEMPLATES: dict[str, dict] = {}
+
+
+class SpecFigure(go.Figure):
+    """A figure spec (Plotly's own dict, as :func:`line_spec` writes it) that ``st.plotly_chart`` takes
+    as it is: Streamlit reads a ``go.Figure`` through ``to_dict()``, which deep-copies every point, and
+    validates every point of a plain dict; on a live page that was most of a poll's server time. The
+    spec is sent with the layout template a ``go.Figure`` would add, so the chart looks the same.
+
+    Only for handing to ``st.plotly_chart``: the figure's own attributes (``.data``, ``update_layout``)
+    are not set up (``go.Figure.__init__`` is what costs)."""
+
+    def __init__(self, spec: dict) -> None:  # noqa: D107 - go.Figure.__init__ left out on purpose (see above)
+        template = _default_template()
+        layout = spec.get("layout") or {}
+        if template and "template" not in layout:
+            spec = {**spec, "layout": {**layout, "template": template}}
+        object.__setattr__(self, "_spec", spec)
+
+    def to_dict(self) -> dict:
+        return self._spec
+
+    def to_plotly_json(self) -> dict:
+        return self._spec
 
 
 def _hex_rgba(color: str, alpha: float) -> str:

@@ -11,15 +11,16 @@ attempts joined on request); the arithmetic of the bar is in pure functions belo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.components.charts import PALETTE, line_figure
+from app.components.charts import PALETTE, SpecFigure, line_spec
 from app.escape import md_text, plotly_text
-from app.queries import chart_data
+from app.queries import ChartData, chart_data
 from db.records import Lineage, Series
 from db.store import Store
 from engine.schema.algorithms import unused_settings
@@ -87,20 +88,24 @@ def identical_credit(series: Sequence[Series]) -> bool:
 
 
 def bar_figure(means: Sequence[tuple[str, float | None]], *, title: str, height: int = 300) -> go.Figure:
+    """:func:`bar_spec` as a Plotly figure."""
+    return go.Figure(bar_spec(means, title=title, height=height), _validate=False)
+
+
+def bar_spec(means: Sequence[tuple[str, float | None]], *, title: str, height: int = 300) -> dict:
     """One bar per agent (its mean credit, labelled with the value), coloured like its line in the
-    credit chart (the same order); an agent without a value gets no bar."""
-    figure = go.Figure()
-    for index, (name, mean) in enumerate(means):
-        if mean is None:
-            continue
-        figure.add_trace(go.Bar(x=[plotly_text(name)], y=[mean], name=plotly_text(name), text=[f"{mean:+.3f}"],
-                                textposition="auto", marker={"color": PALETTE[index % len(PALETTE)]},
-                                showlegend=False))
-    figure.update_layout(title={"text": plotly_text(title), "font": {"size": 13}}, height=height,
-                         margin={"l": 40, "r": 10, "t": 40, "b": 30}, yaxis_title="mean credit",
-                         uirevision=plotly_text(title))
-    figure.update_yaxes(zeroline=True, zerolinecolor="#888888", zerolinewidth=1)
-    return figure
+    credit chart (the same order); an agent without a value gets no bar. Plotly's own dict."""
+    data = [{"type": "bar", "x": [plotly_text(name)], "y": [mean], "name": plotly_text(name),
+             "text": [f"{mean:+.3f}"], "textposition": "auto", "marker": {"color": PALETTE[index % len(PALETTE)]},
+             "showlegend": False}
+            for index, (name, mean) in enumerate(means) if mean is not None]
+    layout = {"title": {"text": plotly_text(title), "font": {"size": 13}}, "height": height,
+              "margin": {"l": 40, "r": 10, "t": 40, "b": 30}, "uirevision": plotly_text(title),
+              "yaxis": {"title": {"text": "mean credit"}, **ZERO_LINE}}
+    return {"data": data, "layout": layout}
+
+
+ZERO_LINE = {"zeroline": True, "zerolinecolor": "#888888", "zerolinewidth": 1}
 
 
 def measuring_algorithms() -> tuple[str, ...]:
@@ -132,11 +137,42 @@ def no_credit_note(config: Mapping[str, Any]) -> str | None:
             "credit*; off by default).")
 
 
+@dataclass(frozen=True)
+class CreditView:
+    """What the "Who contributed" section draws: whether every agent's credit is the same, the lines'
+    figure and the bars' (Plotly dicts), or no figures while no credit point is logged."""
+
+    saturated: bool
+    lines: dict | None
+    bars: dict | None
+
+
+def credit_view(lines: ChartData, tail_of: Callable[[float, float], ChartData], *, smoothing: str = "ema",
+                amount: float = 0.6) -> CreditView:
+    """The section from the credit ``lines`` (downsampled whole-run series) and ``tail_of(start, end)``,
+    the series of the last fifth asked for only when a line is downsampled (the bar's mean is exact up
+    to :data:`TAIL_POINTS` steps)."""
+    span = step_span([s for _, s in lines.series])
+    if span is None:
+        return CreditView(False, None, None)
+    start = last_fifth_start(*span)
+    tail = tail_of(start, span[1]) if any(s.downsampled for _, s in lines.series) else lines
+    means = [(name, mean_from(series, start)) for name, series in tail.series]
+    approx = " (≈: mean of the kept points)" if any(s.downsampled for _, s in tail.series) else ""
+    figure = line_spec(lines.series, title="credit per agent", smoothing=smoothing, amount=amount,
+                       boundaries=lines.boundaries)
+    figure["layout"]["yaxis"] = {**figure["layout"].get("yaxis", {}), **ZERO_LINE}
+    title = f"mean credit, last fifth (steps {math.ceil(start):,}–{int(span[1]):,}){approx}"
+    return CreditView(identical_credit([s for _, s in lines.series]), figure, bar_spec(means, title=title))
+
+
 def render_contribution(store: Store, run_id: int, keys: Sequence[str], config: Mapping[str, Any], *,
                         history: Lineage | None = None, smoothing: str = "ema", amount: float = 0.6,
-                        max_points: int = 1000) -> None:
+                        max_points: int = 1000, view: Callable[[], CreditView] | None = None) -> None:
     """The "Who contributed" chart of a run whose metric ``keys`` include credit, else the note
-    (nothing at all while the run has no metric yet)."""
+    (nothing at all while the run has no metric yet). ``view`` gives the section when the caller
+    holds it (a live page: from the points it holds, rebuilt only when they changed); else it is
+    read from the store."""
     curves = credit_curves(keys)
     if not curves:
         note = no_credit_note(config) if keys else None
@@ -145,26 +181,19 @@ def render_contribution(store: Store, run_id: int, keys: Sequence[str], config: 
         return
     st.markdown("**Who contributed**")
     st.caption(CAPTION)
-    lines = chart_data(store, run_id, curves, x="step", max_points=max_points, title="credit", history=history)
-    span = step_span([s for _, s in lines.series])
-    if span is None:
+    if view is not None:
+        shown = view()
+    else:
+        shown = credit_view(
+            chart_data(store, run_id, curves, x="step", max_points=max_points, title="credit", history=history),
+            lambda start, end: chart_data(store, run_id, curves, x="step", max_points=TAIL_POINTS,
+                                          x_range=(start, end), title="credit", history=history),
+            smoothing=smoothing, amount=amount)
+    if shown.lines is None or shown.bars is None:
         st.caption("Who contributed: no credit points yet")
         return
-    start = last_fifth_start(*span)
-    tail = lines
-    if any(s.downsampled for _, s in lines.series):
-        tail = chart_data(store, run_id, curves, x="step", max_points=TAIL_POINTS, x_range=(start, span[1]),
-                          title="credit", history=history)
-    if identical_credit([s for _, s in lines.series]):
+    if shown.saturated:
         st.info(SATURATED, icon=":material/info:")
-    means = [(name, mean_from(series, start)) for name, series in tail.series]
-    approx = " (≈: mean of the kept points)" if any(s.downsampled for _, s in tail.series) else ""
     left, right = st.columns([3, 2])
-    with left:
-        figure = line_figure(lines.series, title="credit per agent", smoothing=smoothing, amount=amount,
-                             boundaries=lines.boundaries)
-        figure.update_yaxes(zeroline=True, zerolinecolor="#888888", zerolinewidth=1)
-        st.plotly_chart(figure, key=f"credit.{run_id}.lines", config={"displaylogo": False})
-    with right:
-        title = f"mean credit, last fifth (steps {math.ceil(start):,}–{int(span[1]):,}){approx}"
-        st.plotly_chart(bar_figure(means, title=title), key=f"credit.{run_id}.bars", config={"displaylogo": False})
+    left.plotly_chart(SpecFigure(shown.lines), key=f"credit.{run_id}.lines", config={"displaylogo": False})
+    right.plotly_chart(SpecFigure(shown.bars), key=f"credit.{run_id}.bars", config={"displaylogo": False})

@@ -11,7 +11,7 @@ from engine.schema.algorithms import unused_settings
 def test_config_tab_shows_what_the_algorithm_reads_and_folds_the_rest(app, store: Store, experiment: int,
                                                                       seed) -> None:
     run_id = seed(experiment, status="succeeded", steps=1)
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Config")
     assert not at.exception
     unread = unused_settings("magrpo")
     assert "reward_model_name" in unread and "dpo_beta" in unread

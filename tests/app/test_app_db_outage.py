@@ -57,3 +57,20 @@ def test_every_page_says_in_one_line_that_the_database_is_unreachable(app, store
     monkeypatch.delenv("COOPLAB_DATABASE_URL")  # the database answers again: the page is back
     at.run()
     assert not at.warning and not at.exception and at.title[0].value == "Workers"
+
+
+def test_the_database_is_probed_once_per_script_run(app, store: Store, experiment: int, seed, monkeypatch) -> None:
+    """The page frame and every ``context.store()`` of a run share one probe (before: one each, two on
+    the run page); the next run probes again, so an outage is still seen at once."""
+    from app import db_outage
+
+    probes: list[str] = []
+    real = db_outage.unreachable
+    monkeypatch.setattr(db_outage, "unreachable", lambda url: probes.append(url) or real(url))
+    run_id = seed(experiment, status="succeeded", steps=2)
+    at = app("run_detail", run=run_id, tab="Evaluations")
+    assert not at.exception and len(probes) == 1
+    at.run()
+    assert len(probes) == 2
+    at = app("studies")  # a page that asks for the store twice
+    assert not at.exception and len(probes) == 3

@@ -184,7 +184,7 @@ def test_a_single_checkpoint_file_zips_too(tmp_path: Path) -> None:
 def test_pages_use_links_when_the_route_is_served(app, store, experiment, seed, monkeypatch) -> None:
     run_id = seed(experiment, status="succeeded", steps=2)
     monkeypatch.setitem(downloads._route, "active", True)
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Checkpoints & downloads")
     assert not at.exception
     links = [h.proto.body for h in at.get("html") if "cooplab-download" in h.proto.body]
     assert any(f'download="run{run_id}-metrics.csv"' in link for link in links)
@@ -206,7 +206,7 @@ def test_without_a_browser_cookie_a_signin_server_draws_no_links(app, store, exp
     server_address("0.0.0.0")
     monkeypatch.setenv("COOPLAB_UI_PASSWORD_HASH", hash_password("correct horse battery staple", n=2**10))
     signin.limiter.clear()
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Checkpoints & downloads")
     at.text_input(key="signin_password").input("correct horse battery staple")
     at.button[0].click().run()
     assert not at.exception and at.title[0].value != "Sign in to CoopLab"

@@ -177,7 +177,7 @@ def test_study_names_on_studies_are_literal(app, store: Store, experiment: int) 
 def test_checkpoint_paths_with_a_backtick_on_run_detail_are_literal(app, store: Store, experiment: int) -> None:
     run_id = add_run(store, experiment, status="succeeded", steps=2)
     store.add_checkpoint(run_id, 2, TICK_PATH)
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Checkpoints & downloads")
     assert_literal(at, TICK_PATH)
     assert any(md_code(TICK_PATH) in b for b in markdown_bodies(at))
 

@@ -13,7 +13,7 @@ def test_evaluate_refuses_an_evaluation_over_the_budget(app, store: Store, exper
     monkeypatch.setenv("COOPLAB_MAX_SAMPLES_PER_NODE", "2")
     run_id = seed(experiment, status="succeeded", steps=1)
     store.add_checkpoint(run_id, 1, str(home / "runs" / f"run-{run_id}" / "checkpoints" / "checkpoint-1"))
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Evaluations")
     key = f"evaluate_{run_id}"
     at.number_input(key=f"{key}_samples").set_value(8)
     next(b for b in at.button if b.label == "Evaluate").click()

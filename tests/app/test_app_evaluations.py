@@ -44,7 +44,7 @@ def test_the_tab_lists_evaluations_with_the_best_marked_and_opens_an_items_episo
         evaluations.add_evaluation(_evaluation(run_id, 8, value, kind="team_analysis", label=label, analysis="abc123",
                                                settings={"metric": "eval/reward_mean", "samples": 1, "items": 2,
                                                          "weights": ["trained:writer", "trained:editor"]}))
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Evaluations")
     assert not at.exception
     held_out, analysis, items = (df.value for df in at.dataframe[:3])
     assert list(held_out["checkpoint"]) == ["4 ★ best", "8"]
@@ -60,7 +60,7 @@ def test_the_tab_lists_evaluations_with_the_best_marked_and_opens_an_items_episo
 
 def test_a_run_without_evaluations_says_how_to_make_one(app, store: Store, experiment: int, seed) -> None:
     run_id = seed(experiment, status="succeeded", steps=1)
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Evaluations")
     assert not at.exception
     assert any(f"cooplab eval {run_id} --checkpoint last" in c.value for c in at.caption)
 
@@ -71,7 +71,7 @@ def test_evaluate_queues_an_evaluation_and_shows_its_state(app, store: Store, ex
     run_id = seed(experiment, status="succeeded", steps=2)
     for step in (1, 2):
         store.add_checkpoint(run_id, step, str(home / "runs" / f"run-{run_id}" / "checkpoints" / f"checkpoint-{step}"))
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Evaluations")
     assert not at.exception
     key = f"evaluate_{run_id}"
     assert at.selectbox(key=f"{key}_ckpt").options == ["last", "2", "1"]  # no best_checkpoint_metric: no best
@@ -108,7 +108,7 @@ def test_requests_show_done_and_failed_with_their_reason(app, store: Store, expe
     done = requests.create(run_id, checkpoint="last", options={**options, "team_analysis": False}, queue="cpu")
     requests.claim(done.id, worker="cooplab-cpu-1@host")
     requests.finish(done.id, "done", evaluation_ids=[3])
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Evaluations")
     assert not at.exception
     table = at.dataframe[0].value
     assert list(table["request"]) == [done.id, failed.id]
@@ -192,7 +192,7 @@ def test_the_best_models_are_promoted_to_the_experiments_model_sources(
         (out / "model_best" / f"agent_{i}").mkdir(parents=True)
         (out / "model_best" / f"agent_{i}" / "config.json").write_text("{}")
     store.update_run(run_id, output_dir=str(out))
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Evaluations")
     assert not at.exception
     at.button(key=f"best_{run_id}.promote").click().run()
     assert not at.exception

@@ -6,35 +6,33 @@ from __future__ import annotations
 import json
 
 import pytest
-from streamlit.testing.v1 import local_script_runner
 
 from app.live import LiveMetrics, downsample
 from db.store import Store
+from tests.app.polls import Polls, statements, watch_polls
 
 
 @pytest.fixture
-def reruns(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The intervals of the timed fragment reruns the page asked the browser for (``run_every``)."""
-    asked: list[float] = []
-    parse = local_script_runner.parse_tree_from_messages
-
-    def spy(messages):
-        asked.extend(m.auto_rerun.interval for m in messages if m.HasField("auto_rerun"))
-        return parse(messages)
-
-    monkeypatch.setattr(local_script_runner, "parse_tree_from_messages", spy)
-    return asked
+def polls(monkeypatch: pytest.MonkeyPatch) -> Polls:
+    """The timed fragment reruns each page run asked the browser for (``run_every``), and ``poll(at)``."""
+    return watch_polls(monkeypatch)
 
 
-def test_an_ended_run_is_not_polled_a_live_one_is(app, store: Store, experiment: int, seed, reruns) -> None:
+def test_an_ended_run_is_not_polled_a_live_one_only_in_its_open_tab(app, store: Store, experiment: int, seed,
+                                                                     polls) -> None:
     ended = seed(experiment, status="succeeded", steps=4)
     at = app("run_detail", run=ended)
     assert not at.exception and at.get("plotly_chart")
-    assert reruns == []  # nothing on the page reruns by itself: it costs nothing while it is open
+    assert polls.asked == {}  # nothing on the page reruns by itself: it costs nothing while it is open
     live = seed(experiment, status="running", steps=4)
     at = app("run_detail", run=live)
     assert not at.exception
-    assert len(reruns) >= 3 and set(reruns) == {2.0}  # status, charts and log follow the run
+    assert sorted(polls.asked.values()) == [2.0, 2.0]  # the status and the charts (not the log of a closed tab)
+    at = app("run_detail", run=live, tab="Logs")
+    assert not at.exception and not at.get("plotly_chart")  # the Charts tab is not computed
+    assert len(polls.asked) == 2  # the status and the log
+    at = app("run_detail", run=live, tab="Config")
+    assert len(polls.asked) == 1  # the status only
 
 
 def test_a_live_page_reads_only_new_points(app, store: Store, experiment: int, seed, figures) -> None:
@@ -70,3 +68,84 @@ def test_held_points_downsample_like_the_store(store: Store, experiment: int, se
     assert len(mine) <= 12 and 50.0 in mine.ys  # the spike survives
     assert (mine.xs[0], mine.xs[-1]) == (theirs.xs[0], theirs.xs[-1]) == (1.0, 60.0)
     assert downsample([0.0, 1.0, 2.0], [1.0, float("nan"), 3.0], 1) == [0, 2]
+
+
+CREDIT = ("agent/writer/credit", "agent/editor/credit")
+
+
+def _log(store: Store, run_id: int, steps: range) -> None:
+    for step in steps:
+        store.log_step(run_id, step, step * 4, {"train/reward_mean": 0.1 * step, "turn_1/reward_mean": 0.1 * step,
+                                                "turn_1/expected_return": 0.2 * step, "agent/writer/loss": 1 / step,
+                                                "agent/editor/loss": 1 / step, CREDIT[0]: 0.01 * step,
+                                                CREDIT[1]: 0.02 * step},
+                       wall_time=1.7e9 + step)
+
+
+def test_a_poll_reads_only_the_new_points_and_rebuilds_only_their_figures(app, store: Store, experiment: int, seed,
+                                                                           polls) -> None:
+    run_id = seed(experiment, status="running", steps=0)
+    _log(store, run_id, range(1, 6))
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    held = at.session_state[f"live_metrics.{run_id}"]
+    assert set(CREDIT) <= set(held.points)  # who contributed is drawn from the held points too
+    drawn = at.session_state[f"detail_figures_{run_id}"]
+    _log(store, run_id, range(6, 9))
+    rows = held.rows
+    with statements() as sent:
+        polled = polls.poll(at)
+    assert not polled.exception
+    assert held.rows - rows == 3 * len(held.points)  # the three new steps of the charted keys, nothing else
+    reads = [s for s in sent if "metrics.value" in s]
+    assert len(reads) == 1, reads  # one read of metric values (the new points), none for the credit chart
+    credit = [json.loads(c.proto.spec) for c in polled.get("plotly_chart") if c.proto.id and "credit" in
+              json.loads(c.proto.spec)["layout"]["title"]["text"]]
+    assert credit and credit[0]["data"][0]["x"][-1] == 8  # the credit lines follow the new steps
+    assert not polled.get("multiselect") and not any("name: demo" in c.value for c in polled.code)  # only live parts
+    specs = {look: spec for look, (_, spec) in drawn.items()}
+    assert any(look[0] == "credit" for look in specs)
+
+    with statements() as sent:
+        polled = polls.poll(at)  # nothing new: nothing rebuilt, one read that brings no row
+    assert held.rows - rows == 3 * len(held.points)
+    assert len([s for s in sent if "metrics.value" in s]) == 1
+    assert all(drawn[look][1] is spec for look, spec in specs.items())  # the same figures, not rebuilt
+
+
+def test_a_poll_of_the_log_reads_only_the_new_lines(app, store: Store, experiment: int, seed, polls, tmp_path) -> None:
+    run_id = seed(experiment, status="running", steps=1)
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step {i} " + "x" * 60 + "\n" for i in range(1, 1001)))
+    store.update_run(run_id, log_path=str(log))
+    at = app("run_detail", run=run_id, tab="Logs")
+    follow = at.session_state[f"live_log.{run_id}"]
+    before = follow.bytes_read
+    assert before == log.stat().st_size
+    with log.open("a") as out:
+        out.write("step 1001 the new line\n")
+    polled = polls.poll(at)
+    assert follow.bytes_read - before == len("step 1001 the new line\n")  # only what was appended
+    [text] = [c.value for c in polled.code]
+    assert text.startswith("step 1 ") and text.endswith("step 1001 the new line")
+    assert any("all 1,001 lines" in c.value for c in polled.caption)
+
+
+def test_a_spec_figure_sends_what_a_plotly_figure_would() -> None:
+    """The run page hands its specs to ``st.plotly_chart`` without ``go.Figure`` (whose copies and checks
+    were most of a poll): Streamlit sends the same JSON, the layout template included."""
+    import plotly.io as pio
+    import plotly.tools
+    import streamlit.elements.plotly_chart  # noqa: F401 - sets Streamlit's template as the default
+
+    from app.components.charts import SpecFigure, line_figure, line_spec
+    from db.records import Series
+
+    def sent(figure) -> dict:
+        return json.loads(pio.to_json(plotly.tools.return_figure_from_figure_or_data(figure, True), validate=False))
+
+    series = Series(run_id=1, key="k", x="step", xs=(1.0, 2.0, 3.0), ys=(0.1, 0.3, 0.2), total_points=3,
+                    downsampled=False)
+    look = {"title": "k", "boundaries": [(2.0, "attempt 2")]}
+    assert sent(SpecFigure(line_spec([("a", series)], **look))) == sent(line_figure([("a", series)], **look))
+    assert sent(SpecFigure(line_spec([("a", series)])))["layout"]["template"] == pio.templates["streamlit"].to_plotly_json()

@@ -68,12 +68,15 @@ def test_config_log_tail_and_checkpoints(app, store: Store, experiment: int, see
         (tmp_path / "out" / "model" / agent / "config.json").write_text("{}")
     store.update_run(run_id, log_path=str(log), output_dir=str(tmp_path / "out"))
     store.add_checkpoint(run_id, 2, str(ckpt))
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Config")  # the open tab is in the URL; only it is drawn
     assert not at.exception
     codes = [c.value for c in at.code]
     assert any("name: demo" in c and "agents:" in c for c in codes)  # the config as YAML
-    assert any(c.endswith("Traceback: boom") for c in codes)  # the log tail
     assert any("boom: a test failure" in c for c in codes)  # the failed run's error
+    assert not any(c.endswith("Traceback: boom") for c in codes)  # the Logs tab is not computed
+    at = app("run_detail", run=run_id, tab="Logs")
+    assert any(c.value.endswith("Traceback: boom") for c in at.code)  # the log tail
+    at = app("run_detail", run=run_id, tab="Checkpoints & downloads")
     assert any("ckpt-2" in m.value and "step **2**" in m.value for m in at.markdown)
     exported = [m.value for m in at.markdown if "from_pretrained" in m.value]
     assert [e.split("`")[1] for e in exported] == [str(tmp_path / "out" / "model" / a) for a in ("agent_0", "agent_1")]
@@ -218,7 +221,7 @@ def test_a_resumed_runs_downloads_hold_the_history_the_chart_draws(app, store: S
         rows = b"".join(downloads.chunks_of(offer.produce())).decode().splitlines()[1:]
         return [int(r.split(",")[1]) for r in rows if r.startswith("train/reward_mean,")]
 
-    at = app("run_detail", run=second)
+    at = app("run_detail", run=second, tab="Checkpoints & downloads")
     assert csv_steps(at) == list(range(1, 11))  # the whole history, each step once (was 5-10 only)
     assert any("hold the whole history" in c.value for c in at.caption)
     at.toggle(key=f"detail_joined_{first}").set_value(False).run()
@@ -240,7 +243,7 @@ def test_the_logs_tab_shows_the_whole_log_with_a_limit(app, store: Store, experi
     log = tmp_path / "run.log"
     log.write_text("".join(f"step {i}\n" for i in range(1, 51)))
     store.update_run(run_id, log_path=str(log))
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Logs")
     [text] = [c.value for c in at.code if c.value.startswith("step 1\n")]
     assert text.splitlines() == [f"step {i}" for i in range(1, 51)]  # every line, not a two-line tail
     assert any("all 50 lines" in c.value for c in at.caption)

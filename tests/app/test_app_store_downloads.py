@@ -144,10 +144,11 @@ def route(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _check_downloads(app, lab: Lab, written: UploadedRun) -> None:
-    at = app("run_detail", run=written.run_id)
-    assert not at.exception
+    at = app("run_detail", run=written.run_id, tab="Checkpoints & downloads")
+    logs = app("run_detail", run=written.run_id, tab="Logs")
+    assert not at.exception and not logs.exception
     assert any("from the artifact store" in c.value for c in at.caption)
-    links = _links(at)
+    links = {**_links(at), **_links(logs)}
     status, body = _fetch(links[f"run{written.run_id}-step{written.step}.zip"])
     assert status == 200
     prefix = f"checkpoint-{written.step}/"
@@ -156,7 +157,7 @@ def _check_downloads(app, lab: Lab, written: UploadedRun) -> None:
     assert tree_bytes(cached) == written.checkpoint  # the checked copy it was zipped from, on C
     status, body = _fetch(links[f"run{written.run_id}.log"])
     assert status == 200 and body == written.log
-    assert any(c.value.endswith("step 300 loss 0.0033") for c in at.code)  # the tail, from the store's copy
+    assert any(c.value.endswith("step 300 loss 0.0033") for c in logs.code)  # the tail, from the store's copy
     status, body = _fetch(links[f"run{written.run_id}-model.zip"])
     assert status == 200 and _unzipped(body) == {f"model/{n}": d for n, d in written.model.items()}
     assert not (lab.tmp / "a").exists()
@@ -178,9 +179,10 @@ def test_a_store_down_when_the_page_is_drawn_is_named_and_nothing_is_offered(app
     written = write_uploaded_run(setup.db, setup.a)
     dead = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", dead)
-    at = app("run_detail", run=written.run_id)
-    assert not at.exception
-    warnings = [w.value.replace("\u2060", "") for w in at.warning]  # markdown keeps links from forming
+    at = app("run_detail", run=written.run_id, tab="Checkpoints & downloads")
+    logs = app("run_detail", run=written.run_id, tab="Logs")
+    assert not at.exception and not logs.exception
+    warnings = [w.value.replace("\u2060", "") for w in [*at.warning, *logs.warning]]  # markdown: no links
     assert any("Checkpoints could not be read from the artifact store" in w and dead in w
                and setup.artifacts_url in w for w in warnings), warnings
     assert any("The log could not be read" in w for w in warnings)
@@ -194,7 +196,7 @@ def test_a_store_that_goes_down_before_the_click_answers_with_its_url(app, lab, 
                                                                       monkeypatch) -> None:
     setup = lab("s3", s3_server)
     written = write_uploaded_run(setup.db, setup.a)
-    at = app("run_detail", run=written.run_id)
+    at = app("run_detail", run=written.run_id, tab="Checkpoints & downloads")
     links = _links(at)
     dead = f"http://127.0.0.1:{free_port()}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", dead)  # the server is gone when the download starts
@@ -213,7 +215,7 @@ def test_a_stored_copy_that_fails_its_check_is_never_sent(app, lab, route) -> No
     data = bytearray(stored.read_bytes())
     data[1000] ^= 0xFF  # the same size, other bytes: only the MD5 tells
     stored.write_bytes(bytes(data))
-    at = app("run_detail", run=written.run_id)
+    at = app("run_detail", run=written.run_id, tab="Checkpoints & downloads")
     status, body = _fetch(_links(at)[f"run{written.run_id}-step{written.step}.zip"])
     assert status == 503 and "failed its check" in body.decode() and "agent_0/optimizer.pt" in body.decode()
     cache = setup.c.artifacts_cache_dir / checkpoint_key(written.run_id, written.step)
@@ -271,7 +273,7 @@ def test_a_checkpoint_in_another_store_says_which(app, lab, route, monkeypatch, 
     written = write_uploaded_run(setup.db, setup.a)
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.setenv("COOPLAB_ARTIFACTS_URL", f"file://{tmp_path / 'elsewhere'}")
-    at = app("run_detail", run=written.run_id)
+    at = app("run_detail", run=written.run_id, tab="Checkpoints & downloads")
     assert not at.exception
     assert any("not in this dashboard's artifact store" in c.value and "COOPLAB" in c.value for c in at.caption)
     assert f"run{written.run_id}-step{written.step}.zip" not in _links(at)
@@ -292,7 +294,7 @@ def test_without_a_store_a_log_on_another_machine_says_where_it_is(app, store, e
     monkeypatch.delenv("COOPLAB_ARTIFACTS_URL", raising=False)
     run_id = seed(experiment, status="stopped", steps=1)
     store.update_run(run_id, log_path=str(tmp_path / "elsewhere" / f"run-{run_id}.log"))
-    at = app("run_detail", run=run_id)
+    at = app("run_detail", run=run_id, tab="Logs")
     assert not at.exception
     assert any("is not on this machine" in c.value and "COOPLAB_ARTIFACTS_URL" in c.value for c in at.caption)
     assert not any(c.value == "No log output yet." for c in at.caption)
