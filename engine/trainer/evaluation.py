@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.sinks.base import Sink
-from engine.trainer.advantages import pass_at_k
 from engine.trainer.reporting import branch_episode
 from engine.trainer.rollout import RolloutSettings, TreeBuilder, assign_returns
 
@@ -212,6 +211,19 @@ def mean_and_se(values: Sequence[float]) -> tuple[float, float]:
         return mean, 0.0
     variance = sum((v - mean) ** 2 for v in values) / (n - 1)
     return mean, math.sqrt(variance / n)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k estimator: probability that at least one of k draws (without replacement)
+    from n samples, c of them correct, is correct: ``1 - C(n-c, k) / C(n, k)``."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    prob_all_wrong = 1.0
+    for i in range(n - c + 1, n + 1):
+        prob_all_wrong *= 1.0 - k / i
+    return 1.0 - prob_all_wrong
 
 
 def pass_at_ks(n: int, c: int) -> dict[int, float]:

@@ -7,7 +7,8 @@ and the trainer that runs it. Read it top to bottom:
         per agent: its batch (S samples) -> the log-probs the loss needs -> advantages (S,)
                    -> the scheduled learning rate -> optimize_agent (AdamW steps on policy_loss)
       credit probes, metrics and episodes                   (engine.trainer.reporting)
-    AgentBatch, agent_batch, fill_advantages   the advantage glue: which samples form a group
+    AgentBatch, agent_batch, fill_advantages   the advantages: which samples form a group, their
+      batch_advantages, group_advantages       values, and the group baselines (mean, raw, max, rloo)
     TrainSample, score_for_loss, optimize_agent  the loss and the optimiser loop
     MAGRPOTrainer and its presets              CoMLRL's constructor; ``rollout``/``credit``/``update``
 
@@ -15,9 +16,10 @@ Shapes: N agents; K = ``num_generations`` samples per agent at a node; J joint a
 ``aligned``, K^N ``cross``); S = one agent's samples over every node of every rollout of the step;
 B sequences in a micro-batch; T completion tokens (right-padded).
 
-The arithmetic is kept in pure functions with hand-computed tests: returns, group baselines,
-normalisation and counterfactual values in :mod:`engine.trainer.advantages`; token log-probs, the
-policy-gradient loss and the learning-rate schedule in :mod:`engine.trainer.losses`.
+The arithmetic is kept in pure functions with hand-computed tests: the group baselines and
+normalisation here (``tests/engine/trainer/test_trainer_advantages.py``), returns in
+:mod:`engine.trainer.rollout`, counterfactual values in :mod:`engine.trainer.counterfactual`; token
+log-probs, the policy-gradient loss and the learning-rate schedule in :mod:`engine.trainer.losses`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -37,15 +39,6 @@ from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS
 from engine.schema.configs import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 from engine.schema.rules import team_problems
 from engine.sinks.base import Episode, Sink
-from engine.trainer.advantages import (
-    batch_advantages,
-    counterfactual_advantages,
-    joint_values,
-    marginal_returns,
-    normalize_batch,
-    per_agent_normalized,
-    sample_values,
-)
 from engine.trainer.agents import (
     AgentRuntime,
     SequenceBatch,
@@ -56,6 +49,7 @@ from engine.trainer.agents import (
     weight_sync_metrics,
 )
 from engine.trainer.core import TrainerCore, step_timing
+from engine.trainer.counterfactual import counterfactual_advantages, joint_values
 from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items, path_completions
 from engine.trainer.losses import k3_kl, lr_factor, policy_loss, tis_weights
 from engine.trainer.reporting import (
@@ -71,6 +65,7 @@ from engine.trainer.rollout import Node, Rollout, RolloutSettings, TreeBuilder, 
 from engine.trainer.setup import comlrl_agents
 
 NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
+ADVANTAGE_EPS = 1e-6  # the floor of a standard deviation that z-scores advantages
 
 
 # -- the step ------------------------------------------------------------------------------------
@@ -149,7 +144,7 @@ def update_team(trainer: MAGRPOTrainer, rollouts: Sequence[Rollout]) -> dict[str
     return agent_metrics(agents, batches, stats, factor)
 
 
-# -- advantages: which samples form a group, and the values they are compared on ------------------
+# -- advantages: which samples form a group, the values they are compared on, the group baselines -------
 @dataclass
 class AgentBatch:
     """One agent's part of an update, flat over every node of every rollout (S samples)."""
@@ -191,6 +186,27 @@ def root_of(node: Node) -> Node:
     while node.parent is not None:
         node = node.parent
     return node
+
+
+def marginal_returns(returns: Sequence[float], joint_actions: Sequence[Sequence[int]], agent: int,
+                     num_generations: int) -> list[float]:
+    """Agent ``agent``'s value for each of its K samples: the *mean* return over the joint actions
+    that use that sample.
+
+    In aligned mode each sample appears in exactly one joint action, so this is the return itself.
+    In cross mode sample k appears in K^(N-1) joint actions (one per combination of partners); the
+    mean marginalises the partners out. CoMLRL sums instead, which scales advantages by K^(N-1)
+    before normalisation and breaks the raw/max baselines.
+    """
+    totals = [0.0] * num_generations
+    counts = [0] * num_generations
+    for value, joint in zip(returns, joint_actions, strict=True):
+        totals[joint[agent]] += float(value)
+        counts[joint[agent]] += 1
+    missing = [k for k, c in enumerate(counts) if c == 0]
+    if missing:
+        raise ValueError(f"agent {agent}'s samples {missing} appear in no joint action")
+    return [t / c for t, c in zip(totals, counts, strict=True)]
 
 
 def fill_advantages(batch: AgentBatch, rollouts: Sequence[Rollout], config: Any) -> None:
@@ -243,6 +259,88 @@ def record_on_tree(batch: AgentBatch, rollouts: Sequence[Rollout]) -> None:
         s.advantages = batch.advantages[start:end]
         if batch.kl is not None:
             s.ref_kl = batch.kl[start:end]
+
+
+def sample_values(returns: Sequence[float], kl: Sequence[float] | None, kl_in_reward_coef: float) -> list[float]:
+    """Each sample's value: its return, less ``kl_in_reward_coef * kl`` when the KL is in the reward."""
+    if not kl_in_reward_coef or kl is None:
+        return list(returns)
+    return [v - kl_in_reward_coef * d for v, d in zip(returns, kl, strict=True)]
+
+
+def batch_advantages(values: Sequence[float], groups: Sequence[tuple[int, int]], *, mode: str, normalize: bool,
+                     per_agent_normalization: bool, pools: Sequence[Hashable] | None = None) -> list[float]:
+    """Group-relative advantages of one agent's samples (pure function): the baseline is taken among
+    the siblings of each group ``groups[g] = (start, end)``, or, with ``pools``, among every sample
+    of the groups that share a pool key (``turn_group``); with ``per_agent_normalization`` the
+    agent's advantages are z-scored once more over all its samples, so agents whose returns live on
+    different scales get comparable steps."""
+    members = pooled_groups(groups, pools) if pools is not None else [list(range(a, b)) for a, b in groups]
+    advantages = [0.0] * len(values)
+    for group in members:
+        group_values = torch.tensor([float(values[i]) for i in group])
+        for i, a in zip(group, group_advantages(group_values, mode, normalize).tolist(), strict=True):
+            advantages[i] = a
+    return per_agent_normalized(advantages, per_agent_normalization)
+
+
+def pooled_groups(groups: Sequence[tuple[int, int]], keys: Sequence[Hashable]) -> list[list[int]]:
+    """Sample indices of the groups that share a key, merged, in first-seen order: ``groups[g]`` is a
+    node's sibling range ``[start, end)`` and ``keys[g]`` its pool (``turn_group``: the item's tree
+    and the turn, so an agent's samples at every node of one turn of one item form one group)."""
+    if len(groups) != len(keys):
+        raise ValueError(f"{len(groups)} groups but {len(keys)} keys")
+    pools: dict[Hashable, list[int]] = {}
+    for (start, end), key in zip(groups, keys, strict=True):
+        pools.setdefault(key, []).extend(range(start, end))
+    return list(pools.values())
+
+
+def group_advantages(values: torch.Tensor, mode: str, normalize: bool) -> torch.Tensor:
+    """Advantages of one sibling group (1-D tensor of returns, one per sample).
+
+    * ``mean``: ``R - mean(R)`` (MAGRPO)
+    * ``raw``: ``R`` (REINFORCE, no baseline)
+    * ``max``: ``R - max(R)`` (ReMax)
+    * ``rloo``: ``R - mean(others) = (K R - sum R) / (K - 1)`` (leave-one-out)
+
+    With ``normalize`` (and more than one sample) the result is z-scored with the population
+    standard deviation, floored at 1e-6 so a group of equal values gives zeros, not NaN.
+    """
+    if values.dim() != 1:
+        raise ValueError(f"expected a 1-D group of returns, got shape {tuple(values.shape)}")
+    values = values.to(torch.float64)
+    k = values.numel()
+    if mode == "mean":
+        adv = values - values.mean()
+    elif mode == "raw":
+        adv = values.clone()
+    elif mode == "max":
+        adv = values - values.max()
+    elif mode == "rloo":
+        if k < 2:
+            raise ValueError("rloo needs at least 2 samples per group")
+        adv = (k * values - values.sum()) / (k - 1)
+    else:
+        raise ValueError(f"advantage_mode must be one of mean, raw, max, rloo; got {mode!r}")
+    if normalize and k > 1:
+        adv = (adv - adv.mean()) / adv.std(unbiased=False).clamp_min(ADVANTAGE_EPS)
+    return adv
+
+
+def per_agent_normalized(advantages: list[float], per_agent_normalization: bool) -> list[float]:
+    """``advantages`` z-scored once more over all of one agent's samples when ``per_agent_normalization``
+    is set (agents whose returns live on different scales get comparable steps), else as they are."""
+    if per_agent_normalization:
+        return normalize_batch(torch.tensor(advantages, dtype=torch.float64)).tolist()
+    return advantages
+
+
+def normalize_batch(advantages: torch.Tensor) -> torch.Tensor:
+    """z-score a whole batch (used for per-agent normalisation across all of an agent's nodes)."""
+    if advantages.numel() < 2:
+        return advantages
+    return (advantages - advantages.mean()) / advantages.std(unbiased=False).clamp_min(ADVANTAGE_EPS)
 
 
 def credit_rollout(rollout: Rollout, rewards: Sequence[Sequence[float]],

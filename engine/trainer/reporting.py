@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 from engine.rewards.team_reward import TeamReward
 from engine.sinks.base import Episode, TurnRecord
-from engine.trainer.advantages import removal_credit, removal_joint
 from engine.trainer.rollout import Node, Rollout
 
 
@@ -137,6 +136,17 @@ def choose_probes(rollouts: Sequence[Rollout], branches: Sequence[Probe], count:
                 if (id(node), j) not in seen]
         chosen += rng.sample(rest, min(count - len(chosen), len(rest)))
     return chosen
+
+
+def removal_joint(completions: Sequence[str], agent: int) -> list[str]:
+    """The joint action's completions with agent ``agent``'s reply left empty."""
+    return [("" if i == agent else text) for i, text in enumerate(completions)]
+
+
+def removal_credit(team_reward: float, rewards_without: Sequence[float]) -> list[float]:
+    """Each agent's credit for one joint action: the team reward less the reward with that agent's
+    reply left empty (``rewards_without[i]``)."""
+    return [float(team_reward) - float(r) for r in rewards_without]
 
 
 def measure_credit(reward: TeamReward, probes: Sequence[Probe], num_agents: int) -> int:

@@ -36,8 +36,8 @@ from typing import Any
 import torch
 
 from engine.rewards.team_reward import TeamReward
-from engine.trainer.advantages import counterfactual_joints, node_returns
 from engine.trainer.agents import AgentRuntime, SampledPrompt, map_agents
+from engine.trainer.counterfactual import counterfactual_joints
 
 
 @dataclass
@@ -259,6 +259,24 @@ def assign_returns(rollout: Rollout, discount: float) -> None:
     for node in sorted(rollout.nodes, key=lambda n: n.turn, reverse=True):
         child = [node.children[j].returns if j in node.children else None for j in range(len(node.rewards))]
         node.returns = node_returns(node.rewards, child, discount)
+
+
+def node_returns(rewards: Sequence[float], child_returns: Sequence[Sequence[float] | None],
+                 discount: float) -> list[float]:
+    """Return of each joint action at a node: ``R_j = r_j + discount * mean(R of child_j)``.
+
+    ``child_returns[j]`` holds the returns of joint action j's child node, or ``None`` for a leaf
+    (last turn, or a branch stopped early). CoMLRL 1.4.3 uses ``discount = 1`` whatever is set.
+    """
+    if len(rewards) != len(child_returns):
+        raise ValueError(f"{len(rewards)} rewards but {len(child_returns)} child entries")
+    out = []
+    for reward, children in zip(rewards, child_returns, strict=True):
+        if children:
+            out.append(float(reward) + discount * sum(children) / len(children))
+        else:
+            out.append(float(reward))
+    return out
 
 
 # -- The rollout tree's data: nodes, each agent's samples at a node, and a whole rollout ---------------------

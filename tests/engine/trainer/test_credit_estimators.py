@@ -7,17 +7,19 @@ from __future__ import annotations
 import pytest
 
 from engine.rewards.team_reward import TeamReward
-from engine.trainer.advantages import (
-    batch_advantages,
+from engine.trainer.counterfactual import (
     counterfactual_advantage,
     counterfactual_advantages,
     counterfactual_joints,
     joint_values,
-    pooled_groups,
-    removal_credit,
 )
-from engine.trainer.magrpo import agent_batch, counterfactual_batch_advantages
-from engine.trainer.reporting import choose_probes, credit_metrics, measure_credit
+from engine.trainer.magrpo import (
+    agent_batch,
+    batch_advantages,
+    counterfactual_batch_advantages,
+    pooled_groups,
+)
+from engine.trainer.reporting import choose_probes, credit_metrics, measure_credit, removal_credit
 from engine.trainer.rollout import AgentSamples, Node, Rollout, assign_returns, joint_action_indices
 
 Q_A = [1.0, 0.0, 0.5]  # agent 0's part of the team reward, per sample

@@ -7,14 +7,9 @@ import math
 import pytest
 import torch
 
-from engine.trainer.advantages import (
-    group_advantages,
-    marginal_returns,
-    node_returns,
-    normalize_batch,
-    pass_at_k,
-)
-from engine.trainer.rollout import joint_action_indices, nodes_per_item
+from engine.trainer.evaluation import pass_at_k
+from engine.trainer.magrpo import group_advantages, marginal_returns, normalize_batch
+from engine.trainer.rollout import joint_action_indices, node_returns, nodes_per_item
 
 
 def test_node_returns_discounts_the_mean_of_the_children() -> None:

@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from engine.trainer.advantages import batch_advantages, sample_values
-from engine.trainer.magrpo import agent_batch, record_on_tree
+from engine.trainer.magrpo import agent_batch, batch_advantages, record_on_tree, sample_values
 from engine.trainer.rollout import AgentSamples, Node, Rollout, assign_returns, joint_action_indices
 
 

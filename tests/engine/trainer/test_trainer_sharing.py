@@ -34,8 +34,7 @@ def test_shared_model_halves_weight_memory_and_keeps_two_optimizers() -> None:
 
     # one update step per agent, checking the weights after each agent's step
     rollout = shared.rollout([DATA[0], DATA[1]], [0, 1])
-    from engine.trainer.advantages import batch_advantages
-    from engine.trainer.magrpo import agent_batch, optimize_agent
+    from engine.trainer.magrpo import agent_batch, batch_advantages, optimize_agent
 
     before = snapshot(model)
     for agent in shared.agents:
