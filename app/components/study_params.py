@@ -39,8 +39,9 @@ def parcoords_figure(trials: list[tuple[dict, float | None]], paths: list[str], 
         line={"color": axes[-1]["values"], "colorscale": "Viridis", "showscale": True,
               "colorbar": {"title": {"text": plotly_text(key)}}},
         dimensions=axes))
-    figure.update_layout(height=360, margin={"l": 60, "r": 40, "t": 50, "b": 20},
-                         title=plotly_text(f"parameters → final {key}"))
+    # room above the axes for their labels under the title, and at the sides for long dotted paths
+    figure.update_layout(height=380, margin={"l": 110, "r": 60, "t": 90, "b": 20},
+                         title={"text": plotly_text(f"parameters → final {key}"), "y": 0.97})
     return figure
 
 
