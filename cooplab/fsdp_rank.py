@@ -7,6 +7,13 @@ fails the others instead of hanging them. Every line it prints starts with ``[ra
 into ``OUTPUT`` and reports to the console and ``metrics.jsonl``/``transcripts.jsonl``; the other ranks
 write nothing there (their scratch folder is ``OUTPUT/.ranks/rank<R>``).
 
+Under a worker's job (:mod:`jobs.fsdp_job`, ``COOPLAB_FSDP_RUN_ID`` set), rank 0 reports to the run's
+database instead, through the job's own sink (:func:`jobs.fsdp_job.rank_zero_sink`: metrics, transcripts,
+checkpoints, heartbeat and the stop flag), and writes how training ended to ``OUTPUT/.fsdp/result.json``
+for the job. Each rank dies with torchrun (:func:`jobs.torchrun.die_with_parent`) and, with
+``COOPLAB_FSDP_PROGRESS`` set, records its step boundaries and a pulse there (:func:`jobs.torchrun.write_progress`,
+:func:`jobs.torchrun.start_pulse`).
+
 ``COOPLAB_FSDP_FAULT=RANK:STEP:kill|freeze`` (tests): that rank kills (SIGKILL) or stops (SIGSTOP)
 itself before step STEP.
 """
@@ -14,6 +21,7 @@ itself before step STEP.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import signal
 import sys
@@ -51,6 +59,9 @@ def _fault(rank: int) -> tuple[int, str] | None:
 
 
 def main(argv: list[str]) -> int:
+    from jobs.torchrun import die_with_parent
+
+    die_with_parent(signal.SIGKILL, os.getppid())  # torchrun gone (killed with its job): no rank is left behind
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", "0"))
     sys.stdout = _Prefixed(sys.stdout, f"[rank {rank}] ")
@@ -76,8 +87,21 @@ def main(argv: list[str]) -> int:
         settings = get_settings()
         permissions = operator_permissions(settings, os.environ)
         config = load_run_config(config_path, task_modules=permissions.task_modules)
-        inner: Sink = MultiSink(ConsoleSink(), JsonlSink(out)) if rank == 0 else BaseSink()
+        run_id = os.environ.get("COOPLAB_FSDP_RUN_ID")
+        if rank != 0:
+            inner: Sink = BaseSink()
+        elif run_id:  # a worker's job: the run's database, as a job in one process reports
+            from jobs.fsdp_job import rank_zero_sink
+
+            inner = rank_zero_sink(int(run_id), os.environ.get("COOPLAB_FSDP_WORKER") or None)
+        else:
+            inner = MultiSink(ConsoleSink(), JsonlSink(out))
         sink: Sink = RankSink(inner, rank, world)
+        if os.environ.get("COOPLAB_FSDP_PROGRESS"):
+            from jobs.torchrun import start_pulse
+
+            start_pulse(Path(os.environ["COOPLAB_FSDP_PROGRESS"]), rank)
+            sink = _Progress(sink, Path(os.environ["COOPLAB_FSDP_PROGRESS"]), rank)
         fault = _fault(rank)
         if fault is not None:
             sink = _Faulty(sink, *fault)
@@ -87,9 +111,29 @@ def main(argv: list[str]) -> int:
         if rank == 0:
             print(f"{result.status}: step {result.step}, env_step {result.env_step}; outputs in {out} "
                   f"(last checkpoint: {result.last_checkpoint})")
+            if run_id:
+                ended = {"status": result.status, "step": result.step, "env_step": result.env_step}
+                (out / ".fsdp" / "result.json").write_text(json.dumps(ended), encoding="utf-8")
     finally:
         dist.destroy_process_group()
     return 0
+
+
+class _Progress:
+    """A sink that records each step boundary this rank reaches, before the collective there."""
+
+    def __init__(self, sink: Any, folder: Path, rank: int) -> None:
+        self.sink, self.folder, self.rank, self.reached = sink, folder, rank, 0
+
+    def should_stop(self) -> bool:
+        from jobs.torchrun import write_progress
+
+        self.reached += 1
+        write_progress(self.folder, self.rank, self.reached)
+        return bool(self.sink.should_stop())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
 
 
 class _Faulty:

@@ -32,6 +32,9 @@ failed upload fails the run naming the store and the cause. The run's log is sto
 A resumed attempt whose checkpoint is not on this machine downloads it from the store
 (:mod:`jobs.artifacts.resume`). With the embedded store (unset) nothing is copied.
 
+A ``parallel_training: fsdp`` run trains in ranks that the job launches under torchrun and supervises
+(:mod:`jobs.fsdp_job`): rank 0 writes the run's steps, the job keeps its heartbeat and writes its end.
+
 A stop requested while the run is ``starting`` moves it to ``stopping``; the job then never trains:
 before building it ends the run ``stopped`` at once, and when the stop arrives while agents and task
 are being built, the sink's refused ``starting → running`` raises the stop flag, so the trainer stops
@@ -363,6 +366,10 @@ def _run_training(ctx: JobContext, config: RunConfig, sink: DbSink, permissions:
     trainer's status (``completed`` or ``stopped``)."""
     resume_from = _resume_from(ctx)
     train_fn = ctx.train_fn or _engine_training(ctx.settings, permissions)
+    if ctx.train_fn is None and config.trainer.parallel_training == "fsdp":  # ranks under torchrun (jobs.fsdp_job)
+        from jobs.fsdp_job import torchrun_training
+
+        train_fn = torchrun_training(ctx.run_id, ctx.worker, ctx.settings)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     result = train_fn(config, output_dir=str(ctx.output_dir), sink=sink, resume_from=resume_from)
     status = getattr(result, "status", "completed")

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     db_outage_s: float = Field(
         60.0, ge=0, le=3600, description="How long a job's writes (steps, metrics, checkpoints) wait and retry "
         "while the database is unreachable or locked before the run fails; training pauses meanwhile.")
+    collective_timeout_s: float = Field(
+        600.0, gt=0, description="parallel_training: fsdp: seconds a rank waits in a collective for the others, "
+        "and how long a rank may stay behind the others before its job names it frozen and ends the run.")
     visibility_timeout_s: float = Field(
         24 * 3600.0, ge=60, description="Redis broker: seconds a delivered, unacknowledged run message stays "
         "reserved before Redis hands it to another worker. Long: a run trains for hours with its message "

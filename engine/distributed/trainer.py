@@ -82,9 +82,9 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
             raise ValueError(problems[0])
         if not (dist.is_available() and dist.is_initialized()) and (cfg.fsdp_ranks or 1) > 1:
             raise ValueError(f"trainer.fsdp_ranks: {cfg.fsdp_ranks} ranks, but this process is no rank of a launch (no "
-                             "torch.distributed process group): start the run with cooplab train, which launches the "
-                             "ranks with torchrun (the worker's jobs do not launch them yet, docs/gpu.md), or set "
-                             "fsdp_ranks: 1 to train in one process")
+                             "torch.distributed process group): start the run with cooplab train or submit it to a "
+                             "worker, which launch the ranks with torchrun (docs/gpu.md), or set fsdp_ranks: 1 to "
+                             "train in one process")
         if problem:
             raise ValueError(problem)
         self._group_seeds: list[int] = []

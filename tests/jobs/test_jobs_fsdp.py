@@ -1,0 +1,125 @@
+"""A ``parallel_training: fsdp`` run executed by a real ``cooplab worker``: its job launches two gloo ranks
+under torchrun (:mod:`jobs.fsdp_job`), rank 0 writes the steps to the real SQLite store, and the run ends
+truthfully: ``succeeded`` with its metrics, ``stopped`` (with a checkpoint) when a stop is asked mid-run,
+``failed`` naming the rank when one is killed, or when one freezes (SIGSTOP) and the others' collective
+times out. One worker runs the runs one after the other (each run pays for two ranks importing torch).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from db import states
+from jobs.client import stop_run, submit_run
+from tests.jobs.helpers import (
+    START_TIMEOUT_S,
+    WorkerProcess,
+    tiny_config,
+    wait_for,
+    wait_until_final,
+    wait_until_step,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+COLLECTIVE_TIMEOUT_S = 20  # a frozen rank fails the others' collective after this long
+
+
+def fsdp_config(max_steps: int) -> dict:
+    """The job tests' tiny team on two ranks: one turn, every step one optimizer step per agent."""
+    config = tiny_config(max_steps=max_steps, max_new_tokens=4, rollout_buffer_size=4, train_batch_size=4,
+                         num_turns=1, logging_steps=1, parallel_training="fsdp", fsdp_ranks=2)
+    config["agents"] = [{"name": "first", "model": "builtin:tiny-llama"},
+                        {"name": "second", "model": "builtin:tiny-qwen2"}]
+    return config
+
+
+def ranks_of_job(worker: WorkerProcess) -> dict[int, psutil.Process]:
+    """``{rank: process}`` of the ranks under the worker's job process (torchrun's children)."""
+    out = {}
+    for job in worker.job_pids():
+        for proc in psutil.Process(job).children(recursive=True):
+            try:
+                if "cooplab.fsdp_rank" in proc.cmdline():
+                    out[int(proc.environ()["RANK"])] = proc
+            except (psutil.Error, KeyError):
+                continue
+    return out
+
+
+def test_an_fsdp_run_through_a_worker_succeeds_stops_and_fails_naming_a_killed_or_frozen_rank(jobs_env, store, experiment_id,
+                                                                             start_worker):
+    worker = start_worker(env_changes={"COOPLAB_COLLECTIVE_TIMEOUT_S": str(COLLECTIVE_TIMEOUT_S)})
+
+    # 1. two steps on two ranks: succeeded, rank 0's metrics (the whole step's), transcripts, checkpoints
+    t0 = time.monotonic()
+    done = submit_run(fsdp_config(2), experiment_id=experiment_id, settings=jobs_env)
+    wait_until_final(store, done, START_TIMEOUT_S, worker)
+    run = store.get_run(done)
+    assert run.status == states.SUCCEEDED, run.error
+    assert run.step == 2
+    assert list(store.series(done, "train/reward_mean").xs) == [1, 2]
+    assert list(store.series(done, "perf/ranks").ys) == [2.0, 2.0]
+    assert store.episodes(done, split="train"), "no transcripts stored"
+    assert [c.step for c in store.list_checkpoints(done)] == [1, 2]
+    log_text = Path(run.log_path).read_text(encoding="utf-8")
+    assert "[rank 1] " in log_text and "[rank 0] completed: step 2" in log_text
+    print(f"\nfsdp run, 2 steps on 2 ranks: succeeded {time.monotonic() - t0:.1f} s after the submit")
+
+    # 2. a stop mid-run reaches both ranks: a checkpoint at the step boundary, then stopped
+    stopped = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
+    wait_until_step(store, stopped, 1)
+    ranks = ranks_of_job(worker)
+    assert sorted(ranks) == [0, 1]
+    t0 = time.monotonic()
+    stop_run(stopped, settings=jobs_env)
+    wait_until_final(store, stopped, 60, worker)
+    run = store.get_run(stopped)
+    print(f"fsdp stop latency: {time.monotonic() - t0:.1f} s")
+    assert run.status == states.STOPPED and run.error is None, run.error
+    checkpoint = store.latest_checkpoint(stopped)
+    assert checkpoint is not None and checkpoint.step == run.step
+    for proc in ranks.values():  # every rank ended (not killed: the stop reached them)
+        wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
+
+    # 3. rank 1 killed mid-run: failed at once, naming the rank and its exit code; no rank left behind
+    killed = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
+    wait_until_step(store, killed, 1)
+    ranks = ranks_of_job(worker)
+    t0 = time.monotonic()
+    os.kill(ranks[1].pid, signal.SIGKILL)
+    wait_until_final(store, killed, 60, worker)
+    print(f"fsdp killed rank: failed after {time.monotonic() - t0:.1f} s")
+    run = store.get_run(killed)
+    assert run.status == states.FAILED
+    first = run.error.splitlines()[0]
+    assert first.startswith("RanksFailed: rank 1 failed: exit code -9"), first
+    for proc in ranks.values():
+        wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
+    assert worker.proc.poll() is None
+
+    # 4. rank 1 frozen (SIGSTOP) mid-run: its pulse stops; after the collective timeout the job names it,
+    #    kills every rank and the run fails (not lost, not hung)
+    frozen = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
+    wait_until_step(store, frozen, 1)
+    ranks = ranks_of_job(worker)
+    t0 = time.monotonic()
+    os.kill(ranks[1].pid, signal.SIGSTOP)
+    wait_until_final(store, frozen, COLLECTIVE_TIMEOUT_S + 60, worker)
+    latency = time.monotonic() - t0
+    print(f"fsdp frozen rank: failed after {latency:.1f} s (collective timeout {COLLECTIVE_TIMEOUT_S} s)")
+    run = store.get_run(frozen)
+    assert run.status == states.FAILED
+    first = run.error.splitlines()[0]
+    assert first.startswith("RanksFailed: rank 1 failed: stopped making progress: rank 1 froze (its process "
+                            "stopped running"), first
+    assert COLLECTIVE_TIMEOUT_S - 1 < latency < COLLECTIVE_TIMEOUT_S + 30
+    for proc in ranks.values():
+        wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
+    assert worker.proc.poll() is None

@@ -1,0 +1,73 @@
+"""How a launch's watch (:mod:`jobs.torchrun`) tells a frozen rank from a slow or finished one, on the files
+the ranks write: their step boundaries and their pulse (with real processes for the pulses' pids)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from jobs.torchrun import _Watch, behind, read_progress, write_progress
+
+
+def test_the_ranks_behind_the_furthest_one_are_named():
+    assert behind({0: 3, 1: 3}, 2) == []
+    assert behind({0: 3, 1: 2}, 2) == [1]
+    assert behind({0: 1}, 3) == [1, 2]  # a rank that wrote nothing reached no boundary
+    assert behind({}, 2) == []
+
+
+def test_progress_round_trips(tmp_path):
+    write_progress(tmp_path / "p", 0, 4)
+    write_progress(tmp_path / "p", 1, 3)
+    (tmp_path / "p" / "rank2").write_text("half-written")
+    assert read_progress(tmp_path / "p") == {0: 4, 1: 3}
+
+
+def _watch(folder, nproc, after_s=0.6):
+    killed = []
+    return _Watch(folder, nproc, after_s, lambda: killed.append(True), interval_s=0.05), killed
+
+
+def _pulse(folder, rank, pid):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"pulse{rank}").write_text(str(pid))
+
+
+def test_a_rank_behind_for_the_timeout_is_named_and_the_launch_killed(tmp_path):
+    folder = tmp_path / "p"
+    write_progress(folder, 0, 2)
+    write_progress(folder, 1, 1)
+    watch, killed = _watch(folder, 2)
+    deadline = time.monotonic() + 10
+    while not killed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    watch.close()
+    assert killed and watch.frozen == [1] and watch.silent == []
+
+
+def test_a_rank_that_catches_up_is_not_named(tmp_path):
+    folder = tmp_path / "p"
+    write_progress(folder, 0, 2)
+    write_progress(folder, 1, 1)
+    watch, killed = _watch(folder, 2, after_s=1.0)
+    time.sleep(0.3)
+    write_progress(folder, 1, 2)
+    time.sleep(1.2)
+    watch.close()
+    assert not killed and watch.frozen == []
+
+
+def test_a_live_rank_whose_pulse_stopped_is_named_but_not_one_that_ended(tmp_path):
+    folder = tmp_path / "p"
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    _pulse(folder, 0, os.getpid())  # alive (this process), pulse stale: frozen
+    _pulse(folder, 1, ended.pid)  # its process ended: not frozen
+    watch, killed = _watch(folder, 2)
+    deadline = time.monotonic() + 10
+    while not killed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    watch.close()
+    assert killed and watch.frozen == [0] and watch.silent == [0]
