@@ -151,8 +151,14 @@ def budget_problems(run_id: int, run_config: dict[str, Any], options: EvalOption
         config = parse_run_config(dict(run_config), task_modules=modules)
     except ConfigError as exc:
         return [f"run {run_id}'s config does not validate here: {first_line(str(exc))}"]
-    return [f"{where}: {message}" for where, message in evaluation_problems(
-        config, run_budget(settings), items=options.items, samples=options.samples, greedy=options.greedy)]
+    size = {"items": options.items, "samples": options.samples, "greedy": options.greedy}
+    problems = [f"{where}: {message}" for where, message in evaluation_problems(config, run_budget(settings), **size)]
+    if not problems and "discussion" in options.baselines and config.trainer.num_turns < 2:
+        # one round of discussion samples every agent twice: sized as a two-turn evaluation
+        two = config.model_copy(update={"trainer": config.trainer.model_copy(update={"num_turns": 2})})
+        problems = [f"{where}: {message} (--baseline discussion samples two rounds; or leave it out)"
+                    for where, message in evaluation_problems(two, run_budget(settings), **size)]
+    return problems
 
 
 def check_budget(run_id: int, run_config: dict[str, Any], options: EvalOptions, settings: Settings) -> None:

@@ -63,3 +63,17 @@ def test_what_the_form_offers_by_hand() -> None:
     assert set(config_unavailable(_config(system={"trainers": []}), sizes)) == {
         "single", "parallel", "pipeline", "discussion"}
     assert unavailable_reason("debate", agents=2, task="tldr", team_sizes=(2,)).startswith("unknown baseline")
+
+
+def test_a_discussion_is_sized_as_two_rounds_against_the_budget() -> None:
+    from jobs.eval_queue import budget_problems
+    from tests.jobs.helpers import tiny_config
+
+    config = tiny_config()  # two agents, one turn, max_new_tokens 8: 2 items x 1 sample x 2 x 8 = 32 tokens
+    settings = Settings(max_tokens_per_step=40)
+    team = EvalOptions(items=2, greedy=True, baselines=("parallel", "pipeline"))
+    assert budget_problems(7, config, team, settings) == []
+    (problem,) = budget_problems(7, config, EvalOptions(items=2, greedy=True, baselines=("discussion",)), settings)
+    assert problem.startswith("--items: an evaluation samples up to (2 items x 1 samples x 2 agents x 2 turn(s) x "
+                              "8 max_new_tokens) = 64 tokens, over the limit of 40")
+    assert problem.endswith("(--baseline discussion samples two rounds; or leave it out)")
