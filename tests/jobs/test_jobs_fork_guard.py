@@ -83,3 +83,64 @@ def test_a_pass_longer_than_the_wait_does_not_hold_the_fork_and_says_so(tmp_path
     output = _fork_during_import(tmp_path, "guarded", hold_s=3.0, wait_s=0.5)
     assert "forking while a bookkeeping pass has run for over 0.5 s" in output, output
     assert 0.4 < _field(output, "waited") < 2.0, output
+
+
+LOG_SCENARIO = textwrap.dedent("""
+    import logging, os, signal, sys, threading, time
+    sys.path.insert(0, sys.argv[1])
+    from jobs import fork_guard
+
+    mode = sys.argv[2]
+    if mode != "unguarded":
+        fork_guard.install()
+    reader, writer = os.pipe()
+    handler = logging.StreamHandler(os.fdopen(writer, "w", buffering=1))  # a worker's log over a pipe
+    worker_log = logging.getLogger("celery.worker")
+    worker_log.addHandler(handler)
+    worker_log.propagate = False
+
+    def consumer_thread_logs():  # a line longer than the pipe holds: blocked inside the stream write
+        worker_log.warning("x" * 200_000)
+
+    def reader_drains_later():
+        time.sleep(1.0)
+        while os.read(reader, 65536):
+            pass
+
+    threading.Thread(target=consumer_thread_logs, daemon=True).start()
+    time.sleep(0.3)  # the write is under way
+    threading.Thread(target=reader_drains_later, daemon=True).start()
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(3)  # a child stuck on the inherited stream lock dies of SIGALRM
+        worker_log.warning("job process started")
+        os._exit(0)
+    waited = time.monotonic() - t0
+    _, status = os.waitpid(pid, 0)
+    print(f"waited={waited:.2f} signal={os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0} "
+          f"exit={os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1}", file=sys.stderr)
+""")
+
+
+def _fork_during_log_write(tmp_path: Path, mode: str) -> str:
+    script = tmp_path / "log_scenario.py"
+    script.write_text(LOG_SCENARIO)
+    result = subprocess.run([sys.executable, str(script), str(ROOT), mode], cwd=tmp_path,
+                            env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def test_a_fork_waits_for_a_log_write_and_the_child_can_log(tmp_path):
+    output = _fork_during_log_write(tmp_path, "guarded")
+    assert _field(output, "signal") == 0, output
+    assert _field(output, "exit") == 0, output
+    assert 0.4 < _field(output, "waited") < 5, output  # it waited for the pipe to drain
+
+
+def test_without_the_guard_a_child_forked_during_a_log_write_hangs_on_the_stream(tmp_path):
+    """The hazard (CPython issue 91776), shown on this Python: the child inherits the stream's lock held."""
+    output = _fork_during_log_write(tmp_path, "unguarded")
+    assert _field(output, "signal") == 14, output  # SIGALRM: stuck until the alarm
+    assert _field(output, "waited") < 0.4, output
