@@ -52,3 +52,13 @@ def test_sort_puts_numbers_in_order_ties_newest_first_and_missing_last() -> None
     assert [r.run_id for r in sort_rows(rows, "x", descending=False)] == [6, 4, 1, 3, 5, 2]
     text = [_row(1, "b"), _row(2, "A"), _row(3, ""), _row(4, 3)]
     assert [r.run_id for r in sort_rows(text, "x", descending=False)] == [4, 2, 1, 3]  # numbers, then text
+
+
+def test_default_columns_fit_beside_the_sidebar_at_1400_px() -> None:
+    """At a 1400 px window the table's frame is 938 px wide beside the sidebar (measured in Chromium by
+    tests/e2e/test_runs_table_e2e.py); the row boxes take about 32 px. The old columns took 1180 px."""
+    from app.components.run_columns import column_config
+    from app.run_table import Columns
+
+    widths = [c["width"] for c in column_config(Columns()).values()]
+    assert len(widths) == 9 and sum(widths) + 32 <= 938, sum(widths)

@@ -118,3 +118,17 @@ def test_rename_shows_the_name_in_the_table_pickers_and_compare(app, store: Stor
     at = app("compare", runs=f"{run_id},{other}")
     labels = [at.multiselect(key="cmp_runs").format_func(i) for i in (run_id, other)]
     assert labels[0].startswith(f"#{run_id} lr 1e-3 baseline (demo)") and labels[1].startswith(f"#{other} demo")
+
+
+def test_removing_the_sorted_or_grouped_column_falls_back(app, store: Store, experiment: int, seed,
+                                                          make_config) -> None:
+    _lr_runs(store, experiment, seed, make_config, [0.01, 0.001])
+    at = app("runs")
+    path = "trainer.agent_learning_rate"
+    at.multiselect(key="runs_cols_config.all").set_value([path]).run()
+    at.selectbox(key="runs_sort").set_value(path).run()
+    at.selectbox(key="runs_group").set_value(path).run()
+    at.multiselect(key="runs_cols_config.all").set_value([]).run()
+    assert not at.exception
+    assert at.selectbox(key="runs_sort").value == "run" and at.selectbox(key="runs_group").value is None
+    assert len(at.dataframe) == 1  # no groups table left behind
