@@ -1,13 +1,16 @@
 """What watching costs, in a real browser: ``python -m bench.dashboard_live [--steps N] [--ab-steps N]
-[--window S] [--save FILE] [--baseline FILE] [--keep DIR | --reuse DIR]``.
+[--pairs N] [--window S] [--save FILE] [--baseline FILE] [--keep DIR | --reuse DIR]``.
 
 Starts the dashboard (``cooplab ui``) and a CPU worker (``cooplab worker``) in a fresh data directory,
 and a headless Chromium driven over CDP by Playwright. Then, with ``psutil`` on the Streamlit process
 (server CPU) and on Chromium's process tree (browser CPU):
 
 1. trains the quick start for ``--ab-steps`` steps with no page open, then with the run's page open
-   (live), then closed again: training steps/s open vs closed (mean of the two closed runs), and the
-   server and browser CPU per live poll while it trained;
+   (live), then closed again, ``--pairs`` times interleaved (closed, open, closed, open, ..., closed):
+   training steps/s open vs closed (each open run against the mean of the closed runs beside it; the
+   ratio reported is the median over the pairs), and the server and browser CPU per live poll while it
+   trained (CPU seconds, comparable on a shared machine where wall-clock speed is not); the load
+   average at each run is printed beside it;
 2. opens the page of a finished ``--steps`` run (the first run's metrics repeated to that length):
    seconds until it is usable (script done, status and every chart drawn), server and browser CPU of
    that load;
@@ -26,6 +29,7 @@ import contextlib
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -159,7 +163,12 @@ def tiled_run(store, source: int, steps: int) -> int:
     return tiled.id
 
 
-def measure(*, steps: int, ab_steps: int, window: float, home: Path, reuse: bool = False) -> dict[str, float]:
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def measure(*, steps: int, ab_steps: int, window: float, home: Path, reuse: bool = False,
+            pairs: int = 1) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
 
     from db.store import Store
@@ -214,19 +223,32 @@ def measure(*, steps: int, ab_steps: int, window: float, home: Path, reuse: bool
             if reuse:  # pages only: the run with the most steps is the finished one
                 finished = max(store.list_runs(limit=10_000), key=lambda r: r.step).id
             else:
-                first, _ = train(ab_steps, watch=False)
-                opened, live = train(ab_steps, watch=True)
-                closed, _ = train(ab_steps, watch=False)
-                finished = tiled_run(store, first, steps)
-                out["steps_s_closed"] = (steps_per_s(store, first) + steps_per_s(store, closed)) / 2
-                out["steps_s_open"] = steps_per_s(store, opened)
-                out["open_vs_closed"] = out["steps_s_open"] / out["steps_s_closed"]
-                polls = max(1.0, live["wall"] / REFRESH_S)
-                out["live_server_cpu_per_poll_s"] = live["server"] / polls
-                out["live_browser_cpu_per_poll_s"] = live["browser"] / polls
+                closed = [train(ab_steps, watch=False)[0]]
+                ratios, server_cpu, browser_cpu, walls = [], 0.0, 0.0, 0.0
+                for pair in range(pairs):
+                    opened, live = train(ab_steps, watch=True)
+                    closed.append(train(ab_steps, watch=False)[0])
+                    around = (steps_per_s(store, closed[-2]) + steps_per_s(store, closed[-1])) / 2
+                    ratios.append(steps_per_s(store, opened) / around)
+                    server_cpu, browser_cpu = server_cpu + live["server"], browser_cpu + live["browser"]
+                    walls += live["wall"]
+                    polls = max(1.0, live["wall"] / REFRESH_S)
+                    print(f"pair {pair + 1}: closed {steps_per_s(store, closed[-2]):.2f} / open "
+                          f"{steps_per_s(store, opened):.2f} / closed {steps_per_s(store, closed[-1]):.2f} steps/s "
+                          f"(ratio {ratios[-1]:.3f}); per poll server {live['server'] / polls:.3f} s, browser "
+                          f"{live['browser'] / polls:.3f} s CPU; load average {_load()}", flush=True)
+                finished = tiled_run(store, closed[0], steps)
+                out["steps_s_closed"] = statistics.mean(steps_per_s(store, run) for run in closed)
+                out["steps_s_open"] = out["steps_s_closed"] * statistics.median(ratios)
+                out["open_vs_closed"] = statistics.median(ratios)
+                polls = max(1.0, walls / REFRESH_S)
+                out["live_server_cpu_per_poll_s"] = server_cpu / polls
+                out["live_browser_cpu_per_poll_s"] = browser_cpu / polls
 
             load = usable(f"/run_detail?run={finished}")
             out.update(usable_s=load["wall"], load_server_cpu_s=load["server"], load_browser_cpu_s=load["browser"])
+            print(f"page of the {steps}-step run usable after {load['wall']:.2f} s (server {load['server']:.2f} s, "
+                  f"browser {load['browser']:.2f} s CPU); load average {_load()}", flush=True)
             for name, path in (("finished", None), ("runs", "/runs")):
                 if path:
                     page.goto(f"{url}{path}")
@@ -277,6 +299,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=800, help="steps of the finished run whose page is timed")
     parser.add_argument("--ab-steps", type=int, default=150, help="steps of each run trained with the page open/closed")
+    parser.add_argument("--pairs", type=int, default=1, help="open/closed training pairs, interleaved")
     parser.add_argument("--window", type=float, default=30.0, help="seconds an open page is watched idle")
     parser.add_argument("--save", type=Path, default=None, help="write the numbers to this JSON file")
     parser.add_argument("--baseline", type=Path, default=None, help="a JSON file --save wrote, to compare with")
@@ -288,11 +311,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         home = args.reuse or args.keep or Path(tmp) / "home"
         home.mkdir(parents=True, exist_ok=True)
         numbers = measure(steps=args.steps, ab_steps=args.ab_steps, window=args.window, home=home,
-                          reuse=args.reuse is not None)
+                          reuse=args.reuse is not None, pairs=args.pairs)
     if args.save:
         args.save.write_text(json.dumps(numbers, indent=1))
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
     print(report(numbers, baseline))
+    print(f"load average (1, 5, 15 min) at the end: {_load()}")
     return numbers
 
 
