@@ -13,7 +13,7 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -58,7 +58,7 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if _is_ipv6(host) else host
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     typer.secho(message, fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
@@ -84,29 +84,9 @@ def one_line_errors(command: F) -> F:
 
 
 def _one_line(exc: BaseException) -> str:
-    """What an exception says in one line: the filesystem reason when that is the cause, the database
-    named when it is unreachable, else its first line."""
-    from jobs.faults import first_line, resource_reason
-    from jobs.settings import get_settings
+    from cooplab.submit_path import one_line
 
-    try:
-        database_url: str | None = get_settings().resolved_database_url
-    except Exception:  # the settings themselves are what is wrong: the message says so below
-        database_url = None
-    reason = resource_reason(exc, database_url=database_url)
-    if reason:
-        return reason
-    module = type(exc).__module__ or ""
-    if module.startswith("sqlalchemy"):
-        from jobs.datadir import redact_url
-
-        url = redact_url(get_settings().resolved_database_url)
-        said = first_line(str(getattr(exc, 'orig', None) or exc))
-        if "no such table" in said:
-            return (f"the database {url} has no CoopLab tables ({said}): its file was deleted or replaced, or it "
-                    "was never set up. Restore it from a backup, or run `cooplab db upgrade` to start an empty one")
-        return f"the database {url} cannot be used: {said}"
-    return first_line(str(exc)) or type(exc).__name__
+    return one_line(exc)
 
 
 def _age(seconds: float | None) -> str:
@@ -215,32 +195,10 @@ def submit(
     """Queue a run of each CONFIG_PATH for a worker; prints each run's id. Every config is checked
     before any run is stored. When the broker is down the runs are queued all the same and sent when it
     answers again (the line says so). Several configs in one call pay the start-up once."""
-    # only what a submit needs (tests/jobs/test_jobs_submit_path.py guards it): no alembic unless the
-    # schema is behind, no torch
-    from engine.schema.run_config import ConfigError, load_run_config
-    from jobs.preflight import check_run_config
-    from jobs.settings import get_settings, operator_permissions
+    # a plain `cooplab submit` does not come here: cooplab.cli runs it without typer (the same function)
+    from cooplab.submit_path import SubmitArgs, submit_configs
 
-    device = _check_device(device)
-    settings = get_settings()
-    modules = operator_permissions(settings).task_modules  # the task module allowlist the configs are read under
-    configs = []
-    for path in config_paths:  # validation and pre-flight (for this device's queue) before anything is stored
-        try:
-            configs.append(check_run_config(load_run_config(path, task_modules=modules), settings=settings,
-                                            device=device))
-        except ConfigError as exc:
-            _fail(f"invalid run config {path}:\n{exc}")
-    from db.schema_version import ensure_schema
-    from jobs.client import get_store, submit_to_experiment
-
-    settings.ensure_dirs()
-    ensure_schema(get_store(settings).engine)
-    for config in configs:
-        run_id, name = submit_to_experiment(config, experiment=experiment, device=device, settings=settings,
-                                            checked=True)
-        unsent = f"; {run_id.unsent}" if run_id.unsent else ""
-        typer.echo(f"run {run_id} queued on {device} (experiment {name!r}){unsent}")
+    submit_configs(SubmitArgs(list(config_paths), device, experiment), echo=typer.echo, fail=_fail)
 
 
 @one_line_errors

@@ -19,12 +19,12 @@ The bucketing math and the merging are pure functions (tested by hand); the SQL 
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, case, or_, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from db.downsample import step_bucket_bounds
@@ -168,16 +168,30 @@ def _upsert(insert: Any) -> Any:
     )
 
 
-_SQLITE_UPSERT = str(_upsert(sqlite.insert).compile(dialect=sqlite.dialect()))
 _PG_TYPES = ("INTEGER", "VARCHAR", "INTEGER", "INTEGER", "INTEGER", "DOUBLE PRECISION", "INTEGER",
              "DOUBLE PRECISION", "INTEGER")
-_PG_ON_CONFLICT = str(_upsert(postgresql.insert).compile(dialect=postgresql.dialect())).partition(" ON CONFLICT")
-# PostgreSQL gets every block in one statement (one array per column, unnested into rows): an
-# executemany would run one upsert per row on the server.
-_POSTGRES_UPSERT = text(
-    "INSERT INTO metric_rollups (" + ", ".join(f'"{c}"' for c in _COLUMNS) + ") SELECT * FROM unnest("
-    + ", ".join(f"CAST(:{c} AS {t}[])" for c, t in zip(_COLUMNS, _PG_TYPES, strict=True)) + ")"
-    + _PG_ON_CONFLICT[1] + _PG_ON_CONFLICT[2])
+
+
+@functools.cache
+def _sqlite_upsert() -> str:
+    """The SQLite upsert's text (compiled on first use: a process that writes no metrics, such as
+    ``cooplab submit``, never loads the dialects)."""
+    from sqlalchemy.dialects import sqlite
+
+    return str(_upsert(sqlite.insert).compile(dialect=sqlite.dialect()))
+
+
+@functools.cache
+def _postgres_upsert() -> Any:
+    """PostgreSQL gets every block in one statement (one array per column, unnested into rows): an
+    executemany would run one upsert per row on the server."""
+    from sqlalchemy.dialects import postgresql
+
+    on_conflict = str(_upsert(postgresql.insert).compile(dialect=postgresql.dialect())).partition(" ON CONFLICT")
+    return text(
+        "INSERT INTO metric_rollups (" + ", ".join(f'"{c}"' for c in _COLUMNS) + ") SELECT * FROM unnest("
+        + ", ".join(f"CAST(:{c} AS {t}[])" for c, t in zip(_COLUMNS, _PG_TYPES, strict=True)) + ")"
+        + on_conflict[1] + on_conflict[2])
 
 
 def write(session: Session, run_id: int, points: Iterable[tuple[str, int, float | None]]) -> None:
@@ -189,13 +203,13 @@ def write(session: Session, run_id: int, points: Iterable[tuple[str, int, float 
     if conn.dialect.name == "sqlite":
         # Straight to the driver's executemany: this runs in every log_step, and building SQLAlchemy
         # parameters per row would cost more than the upsert itself.
-        conn.exec_driver_sql(_SQLITE_UPSERT, [
+        conn.exec_driver_sql(_sqlite_upsert(), [
             (run_id, key, level, bucket, e.count, e.min_value, e.min_step, e.max_value, e.max_step)
             for (key, level, bucket), e in blocks.items()])
         return
     rows = [(run_id, key, level, bucket, e.count, e.min_value, e.min_step, e.max_value, e.max_step)
             for (key, level, bucket), e in blocks.items()]
-    conn.execute(_POSTGRES_UPSERT, {c: list(column) for c, column in zip(_COLUMNS, zip(*rows, strict=True),
+    conn.execute(_postgres_upsert(), {c: list(column) for c, column in zip(_COLUMNS, zip(*rows, strict=True),
                                                                           strict=True)})
 
 

@@ -14,25 +14,17 @@ name (``jobs.run_training``), so senders never import the task module.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from celery import Celery
 from kombu import Exchange, Queue
 
 from db.urls import redact_url
+from jobs.devices import validate_device  # re-exported: senders and workers check names with it
 from jobs.settings import Settings, get_settings
 
 TASK_NAME = "jobs.run_training"
 EXCHANGE = Exchange("cooplab", type="direct", durable=True)
-_DEVICE_RE = re.compile(r"\A(cpu|cuda:\d+)\Z")
-
-
-def validate_device(device: str) -> str:
-    """Return ``device`` if it names a queue a worker can serve (``cpu`` or ``cuda:N``), else raise."""
-    if not isinstance(device, str) or not _DEVICE_RE.match(device):
-        raise ValueError(f"device must be 'cpu' or 'cuda:N' (e.g. 'cuda:0'), got {device!r}")
-    return device
 
 
 def device_queue(device: str) -> Queue:

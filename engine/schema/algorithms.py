@@ -2,25 +2,20 @@
 which run-config settings it reads (from the catalog's ``reads``, as its config class).
 
 Torch-free (trainer classes are named, not imported), so the dashboard can ask which run-config
-settings an algorithm reads.
+settings an algorithm reads. Importing it builds every config class; checking one run config needs
+only its own (:func:`engine.schema.config_class.config_class`, which the pre-flight path uses).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from engine.schema.actor_critic_configs import ActorCriticConfig, IACConfig, MAACConfig
+from engine.schema.actor_critic_configs import ActorCriticConfig
 from engine.schema.catalog import ALGORITHM_BASELINES, CATALOG
+from engine.schema.config_class import CONFIG_CLASS_PATHS, config_class, read_settings, unused_settings
 from engine.schema.configs import MAGRPOConfig
 from engine.schema.derive import ConfigModel
-from engine.schema.preference_configs import (
-    CentralizedMAGRPOConfig,
-    MADPOConfig,
-    MADPOIterConfig,
-    MARLHFConfig,
-    MARLHFIterConfig,
-)
-from engine.schema.run_config import TrainerSpec
+from engine.schema.preference_configs import MADPOConfig, MARLHFConfig
 
 TrainerConfig = MAGRPOConfig | ActorCriticConfig | MADPOConfig | MARLHFConfig
 """Any algorithm's config (each config class derives from one of these four)."""
@@ -28,10 +23,7 @@ TrainerConfig = MAGRPOConfig | ActorCriticConfig | MADPOConfig | MARLHFConfig
 # tis_cap, credit_assignment): the MAGRPO family and MARLHF's RL stage; the others train without them.
 POLICY_GRADIENT_CONFIGS = (MAGRPOConfig, MARLHFConfig)
 
-CONFIG_CLASSES: dict[str, type[ConfigModel]] = {**dict.fromkeys(ALGORITHM_BASELINES, MAGRPOConfig), "iac": IACConfig,
-                                   "maac": MAACConfig, "madpo": MADPOConfig,
-                                   "centralized_magrpo": CentralizedMAGRPOConfig, "marlhf": MARLHFConfig,
-                                   "madpo_iter": MADPOIterConfig, "marlhf_iter": MARLHFIterConfig}
+CONFIG_CLASSES: dict[str, type[ConfigModel]] = {name: config_class(name) for name in CONFIG_CLASS_PATHS}
 TRAINER_CLASSES: dict[str, str] = {  # "module:name", imported when a trainer is built
     **dict.fromkeys(ALGORITHM_BASELINES, "engine.trainer.magrpo:MAGRPOTrainer"),
     "iac": "engine.actor_critic.iac:IACTrainer",
@@ -48,22 +40,11 @@ RUN_LEVEL = (*(name for name, s in CATALOG.items() if s.run_config == "build" an
              "actor_critic")
 
 
-def unused_settings(algorithm: str) -> list[str]:
-    """Run-config trainer settings that ``algorithm`` does not read (e.g. ``clip_epsilon`` for iac), in the
-    run config's order: the catalog's ``run_config="trainer"`` settings whose ``reads`` leave it out (a
-    config class's ``compat_only`` fields are accepted from CoMLRL scripts but not read). A ``"build"``
-    setting is never unused: the build reads it for every algorithm (``collaboration_mode`` decides
-    whether the team is one model, engine.schema.collaboration)."""
-    return [name for name in TrainerSpec.model_fields if name in CATALOG
-            and CATALOG[name].run_config == "trainer" and algorithm not in CATALOG[name].reads]
-
-
-def read_settings(algorithm: str) -> list[str]:
-    """Run-config trainer settings that ``algorithm``'s config class reads, copied to it by name."""
-    return [name for name in TrainerSpec.model_fields if name in CATALOG and algorithm in CATALOG[name].reads]
-
-
 def trainer_class(algorithm: str) -> type:
     """The trainer class of ``algorithm`` (imports it, and torch)."""
     module, _, name = TRAINER_CLASSES[algorithm].partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["CONFIG_CLASSES", "POLICY_GRADIENT_CONFIGS", "RUN_LEVEL", "TRAINER_CLASSES", "TrainerConfig",
+           "read_settings", "trainer_class", "unused_settings"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.schema.algorithms import CONFIG_CLASSES, read_settings, unused_settings
 from engine.schema.catalog import ALGORITHM_BASELINES
 from engine.schema.collaboration import centralized_team_problems, is_centralized
+from engine.schema.config_class import config_class, read_settings, unused_settings
 from engine.schema.fsdp_rules import fsdp_problems
 from engine.schema.run_config import AgentSpec, ConfigError, TrainerSpec
 from engine.schema.run_config_sections import has_critics
@@ -60,7 +60,7 @@ def trainer_config(spec: TrainerSpec, agents: list[AgentSpec]) -> Any:
         raise ConfigError(problems[0])
     given = spec.actor_critic.given() if has_critics(spec.algorithm, spec.rl_algorithm) else {}
     try:
-        return CONFIG_CLASSES[spec.algorithm](**values)
+        return config_class(spec.algorithm)(**values)
     except ValueError as exc:
         name = str(exc).partition(": ")[0]
         raise ConfigError(f"trainer.{'actor_critic.' if name in given else ''}{exc}") from None
@@ -80,7 +80,7 @@ def _config_values(spec: TrainerSpec, agents: list[AgentSpec]) -> tuple[dict[str
     if critics and any(a.lora_rank is not None for a in agents):
         return {}, [f"agents: LoRA (lora_rank) trains MAGRPO-family teams; {algorithm} critics need full "
                     f"models: remove lora_rank or use magrpo"]
-    fields = set(CONFIG_CLASSES[algorithm].field_names())
+    fields = set(config_class(algorithm).field_names())
     defaults = TrainerSpec()
     problems = [f"trainer.{name}: not used by {algorithm}; leave it at its default ({getattr(defaults, name)!r}) "
                 f"or choose an algorithm that reads it"

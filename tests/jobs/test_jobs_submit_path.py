@@ -1,6 +1,8 @@
 """The submit path stays cheap: `cooplab submit` imports no alembic (when the schema is current), torch,
-transformers or streamlit; the schema check reads one row instead of loading alembic; and the Python
-API for scripted sweeps (:mod:`cooplab.api`) queues, lists and waits for runs. No worker: cheap."""
+transformers, streamlit, CLI framework (typer, rich), other algorithms' config classes or
+PostgreSQL dialect, and a refused config is refused before the store or the broker client is imported;
+the schema check reads one row instead of loading alembic; and the Python API for scripted sweeps
+(:mod:`cooplab.api`) queues, lists and waits for runs. No worker: cheap."""
 
 from __future__ import annotations
 
@@ -18,6 +20,11 @@ from engine.schema.run_config import ConfigError
 from tests.jobs.helpers import ROOT, tiny_config
 
 HEAVY = ("alembic", "torch", "transformers", "streamlit")
+# what a plain submit of a MAGRPO config has no use for (cooplab.submit_path, engine.schema.config_class,
+# db.rollups): the CLI framework, the other algorithms' config classes, the PostgreSQL dialect
+NOT_FOR_SUBMIT = (*HEAVY, "typer", "rich", "engine.schema.algorithms", "engine.schema.preference_configs",
+                  "engine.schema.actor_critic_configs", "sqlalchemy.dialects.postgresql")
+STORE_AND_BROKER = ("sqlalchemy", "celery", "kombu", "db.store", "jobs.client")
 
 _SUBMIT_AND_LIST_IMPORTS = """
 import atexit, sys
@@ -28,20 +35,61 @@ main()
 """
 
 
-def test_cooplab_submit_imports_no_alembic_torch_or_transformers(jobs_env, store, tmp_path):
-    """Two configs in one call (one start-up for both): both queued, nothing heavy imported."""
+def _submit(paths: list, watched: tuple[str, ...]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("COOPLAB_DEBUG", None)
+    code = _SUBMIT_AND_LIST_IMPORTS.format(heavy=watched, paths=[str(p) for p in paths])
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cooplab_submit_imports_only_what_it_needs(jobs_env, store, tmp_path):
+    """Two configs in one call (one start-up for both): both queued, nothing it has no use for imported."""
     paths = [tmp_path / "run.yaml", tmp_path / "longer.yaml"]
     paths[0].write_text(yaml.safe_dump(tiny_config()))
     paths[1].write_text(yaml.safe_dump(tiny_config(max_steps=4)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    code = _SUBMIT_AND_LIST_IMPORTS.format(heavy=HEAVY, paths=[str(p) for p in paths])
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = _submit(paths, NOT_FOR_SUBMIT)
     assert result.returncode == 0, result.stderr
     second, first = store.list_runs()
     assert result.stdout.splitlines() == [f"run {first.id} queued on cpu (experiment 'cheap')",
                                           f"run {second.id} queued on cpu (experiment 'cheap')", "HEAVY []"]
     assert {first.status, second.status} == {states.QUEUED} and (first.total_steps, second.total_steps) == (3, 4)
+
+
+def test_a_refused_config_is_refused_before_the_store_or_the_broker_is_loaded(jobs_env, store, tmp_path):
+    """Validation is complete (the algorithm's own rules included) and comes first: the refusal is the
+    typer command's line and exit status, and nothing is stored."""
+    good, bad = tmp_path / "run.yaml", tmp_path / "bad.yaml"
+    good.write_text(yaml.safe_dump(tiny_config()))
+    bad.write_text(yaml.safe_dump(tiny_config(num_generations=1)))
+    result = _submit([good, bad], STORE_AND_BROKER)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"invalid run config {bad}:\ntrainer.num_generations: must be >= 2 for magrpo")
+    assert result.stdout.splitlines() == ["HEAVY []"] and store.list_runs() == []
+
+
+@pytest.mark.parametrize("argv", [["submit", "a.yaml", "-d", "cuda:0", "--experiment=x"],
+                                  ["submit", "-dcpu", "a.yaml", "b.yaml", "-e", "y"], ["submit", "a.yaml"]])
+def test_a_plain_submit_line_is_read_as_typer_reads_it(argv, monkeypatch):
+    """The typer command hands what it read to the same function; both read the same arguments."""
+    from typer.testing import CliRunner
+
+    from cooplab import submit_path
+    from cooplab.typer_app import app
+
+    read = []
+    monkeypatch.setattr(submit_path, "submit_configs", lambda args, **_: read.append(args))
+    assert CliRunner().invoke(app, argv).exit_code == 0
+    assert read == [submit_path.plain_submit(argv)]
+
+
+@pytest.mark.parametrize("argv", [["submit"], ["submit", "--help"], ["submit", "a.yaml", "--bogus"],
+                                  ["submit", "a.yaml", "-e"], ["submit", "a.yaml", "-e", "x", "-e", "y"],
+                                  ["submit", "--", "a.yaml"], ["runs"]])
+def test_anything_but_a_plain_submit_goes_through_typer(argv):
+    from cooplab.submit_path import plain_submit
+
+    assert plain_submit(argv) is None
 
 
 def test_importing_the_api_loads_nothing_heavy():
