@@ -233,7 +233,7 @@ def fill_advantages(batch: AgentBatch, rollouts: Sequence[Rollout], config: Any)
 def counterfactual_batch_advantages(batch: AgentBatch, kl_coef: float, *, mode: str, normalize: bool,
                                     per_agent_normalization: bool) -> list[float]:
     """Counterfactual advantages of one agent's samples, node by node
-    (:func:`engine.trainer.advantages.counterfactual_advantages`), z-scored within each node's
+    (:func:`engine.trainer.counterfactual.counterfactual_advantages`), z-scored within each node's
     siblings with ``normalize`` and over the agent's samples with ``per_agent_normalization``."""
     advantages: list[float] = []
     for node, (start, end) in zip(batch.nodes, batch.groups, strict=True):

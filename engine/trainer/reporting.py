@@ -6,7 +6,7 @@ Credit made visible: how much each agent's reply added to the team reward, measu
 
 For a few joint actions per step (``credit_samples``: those on the branches reported as transcripts
 first, then others drawn at random) the team reward is scored again with one agent's reply left empty,
-for every agent; the agent's credit is the difference (:func:`engine.trainer.advantages.removal_credit`).
+for every agent; the agent's credit is the difference (:func:`removal_credit`).
 It is measured whatever estimator trains (``agent/<name>/credit``), recorded on the node for the
 transcripts, and costs one reward call per agent and joint action (``perf/credit_reward_calls``,
 ``perf/credit_s``). Those calls hand the user's reward joint actions it never saw in training (a reply

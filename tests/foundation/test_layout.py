@@ -189,8 +189,8 @@ def test_the_image_and_the_workers_can_run_the_code_sandbox():
 
 
 def test_the_trainer_package_reads_in_a_few_files():
-    """engine/trainer/ is grouped by concept (the algorithm in magrpo.py, its arithmetic in advantages.py
-    and losses.py): a new module joins the file of its concept rather than adding a small one."""
+    """engine/trainer/ is grouped by concept (the algorithm and its advantages in magrpo.py, the loss
+    arithmetic in losses.py): a new module joins the file of its concept rather than adding a small one."""
     files = sorted(p.name for p in (ROOT / "engine" / "trainer").glob("*.py"))
     assert "magrpo.py" in files
     assert len(files) <= 15, f"engine/trainer/ has {len(files)} files: {files}"
