@@ -1,7 +1,7 @@
 """One sampling call on the record's batch (``prompts x K`` rows, ``max_new_tokens`` each): the engine's
 sampler (the lean decoder, as the trainer calls it) against Hugging Face ``generate``, the seconds
 per decode step, and the same call in float32. The sampler's two token loops are timed apart:
-``static`` (:mod:`engine.sampling.decoder`: static KV cache, CUDA graphs on a GPU, no host wait per
+``static`` (:mod:`engine.sampling.static_decode`: static KV cache, CUDA graphs on a GPU, no host wait per
 token; ``decode_graphs`` on) and ``loop`` (the lean decoder's loop; ``decode_graphs`` off); ``lean_*``
 is the one the default (``auto``: static on CUDA) takes."""
 
@@ -44,7 +44,7 @@ def token_loops(model: Any, tokenizer: Any, prompt_ids: list[list[int]], w: GpuW
     """The full sampling call through each token loop, after a warm-up call (the static path's is full
     length, so every CUDA graph of the call is captured before the timed one, as in a training run
     after its first step). Per loop: (figures, generation)."""
-    from engine.sampling.decoder import last_decode_stats
+    from engine.sampling.static_decode import last_decode_stats
 
     new = w.max_new_tokens
     out: dict[str, tuple[dict[str, Any], Any]] = {}
@@ -84,8 +84,8 @@ def hf_generate_call(model: Any, tokenizer: Any, prompt_ids: list[list[int]], w:
 
 def fast_step(model: Any) -> dict[str, Any] | None:
     """The lean decoder's decision about its fast token step on this model (None: no check was needed
-    or recorded, :mod:`engine.sampling.fast_step`)."""
-    from engine.sampling.fast_step import fast_step_verdicts
+    or recorded, :func:`engine.sampling.decoder.check_fast_step`)."""
+    from engine.sampling.decoder import fast_step_verdicts
 
     verdicts = fast_step_verdicts(model)
     return {where: dict(v) for where, v in verdicts.items()} or None

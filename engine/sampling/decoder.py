@@ -1,14 +1,19 @@
 """The decoder: the lean token loop the sampler calls, with its shared-prefix prompt layout and its
-static-shape (CUDA-graph) variant.
+fast token step for Llama-family models.
 
 Sections, top to bottom:
 
 - **The lean loop** (:func:`decode_lean`): prefill once per prompt, then one token at a time through the
-  model's forward or the fast step (:mod:`engine.sampling.fast_step`); ``transformers``' warpers
-  reproduced (:func:`filter_logits`).
+  model's forward or the fast step (below); ``transformers``' warpers reproduced (:func:`filter_logits`).
 - **Shared prefixes** (:func:`plan_prefixes`): the layout that encodes a prefix several prompts share once.
-- **Static-shape decoding** (:func:`decode_static`, :class:`StaticDecoder`): the same loop with fixed
-  shapes, CUDA graphs and no host synchronisation per token.
+- **The fast step** (:class:`FastDecoder`): one decode step of a Llama-family model without its module
+  stack: the model's weights read once, the same tensor operations as ``transformers``' SDPA path, a
+  KV cache allocated once per completion.
+- **The check** (:func:`check_fast_step`, :func:`fast_step_verdicts`): on devices other than the CPU, the
+  fast step (and the static-shape step of :mod:`engine.sampling.static_decode`) compared once per
+  model, device and dtype with the model's forward.
+- **Which loop** (:func:`static_wanted`): ``decode_graphs`` picks the static-shape variant of the loop
+  (:mod:`engine.sampling.static_decode`: fixed shapes, CUDA graphs, no host synchronisation per token).
 
 :func:`engine.sampling.sampler.generate_completions` is the entry point.
 """
@@ -17,17 +22,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-import threading
-import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
+import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from engine.sampling.fast_step import FastDecoder, _cache_layer, check_fast_step, fast_step_kept, needs_check
+log = logging.getLogger(__name__)
 
 # == The lean loop =================================================================================
 #
@@ -37,7 +40,7 @@ from engine.sampling.fast_step import FastDecoder, _cache_layer, check_fast_step
 # (:func:`_prefill`), and a long token prefix that several prompts share is encoded once (the shared
 # prefixes section below);
 # every new token then goes through the model's forward, or for Llama-family models (Llama, Qwen2,
-# Qwen3, Mistral) through :class:`engine.sampling.fast_step.FastDecoder` (identical logits). Temperature,
+# Qwen3, Mistral) through :class:`FastDecoder` (the fast step below) (identical logits). Temperature,
 # top-k and top-p follow ``transformers``' warpers exactly (:func:`filter_logits`), draws come from
 # ``torch.multinomial`` on a private generator, and each sampled token's log-prob under the raw
 # policy is kept.
@@ -392,7 +395,7 @@ def _splits(seqs: list[list[int]], groups: list[tuple[list[int], int]]) -> list[
 
 def plan_prefixes(ids: torch.Tensor, mask: torch.Tensor, pad_id: int,
                   threshold: int = MIN_SHARED_PREFIX) -> PrefixLayout | None:
-    """The prefix layout of left-padded (P, Lp) prompts, or None when it does not pay (see the module doc)."""
+    """The prefix layout of left-padded (P, Lp) prompts, or None when it does not pay (see the section's comment)."""
     seqs = [row[keep.bool()].tolist() for row, keep in zip(ids, mask, strict=True)]
     groups = find_groups(seqs, threshold)
     if not any(len(members) > 1 for members, _ in groups):
@@ -432,54 +435,380 @@ def _layout(seqs: list[list[int]], splits: list[tuple[list[int], int]], wp: int,
                         mask.to(device), positions.to(device))
 
 
-# == Static-shape decoding =========================================================================
+# == The fast step =================================================================================
 #
-# Static-shape decoding: the lean decoder's token loop with fixed tensor shapes, CUDA graphs and no
-# host synchronisation per token.
+# A one-token decode step for Llama-family models (Llama, Qwen2, Qwen3, Mistral, SmolLM2) without the
+# module stack.
 #
-# On a GPU a one-token decode step of a small model is bound by kernel launches (a few hundred per
-# token) and by the host waiting for the device, not by arithmetic. This path removes both:
+# On small models a decode step is dominated by Python: every token walks ~30 ``nn.Module`` calls per
+# layer, rebuilds the causal mask and position embeddings, and grows a ``DynamicCache`` by
+# concatenation. ``FastDecoder`` reads the model's own weights and runs the same tensor operations
+# in the same order as ``transformers``' SDPA code path (RMSNorm in float32, rotary embedding from
+# the model's ``inv_freq``, Qwen3's RMSNorm of each query and key head before it, grouped-query
+# attention through ``scaled_dot_product_attention``, the gated MLP), writing keys and values into a
+# cache allocated once for the whole completion. The prompt itself is encoded by the model's regular
+# forward (one call), so only the per-token loop is replaced. The logits are bit-identical to the
+# model's forward: tests compare them with ``torch.equal`` (and the sampled tokens with
+# ``generate``), so a ``transformers`` upgrade that changes the reference computation fails loudly
+# instead of drifting.
 #
-# - **Static KV cache.** :class:`StaticDecoder` holds keys and values for ``rows`` x ``max_len``
-#   positions, a boolean attention mask over them and the step's inputs (token ids, positions, the
-#   column written) in fixed buffers. A step writes its keys and values at the column held in a
-#   device tensor (``index_copy_``) and attends over the first ``L`` columns, ``L`` the written length
-#   rounded up to ``key_block`` (the unwritten tail is masked out): every step of a block has the same
-#   shapes and buffer addresses.
-# - **CUDA graphs.** On CUDA each (row bucket, ``L``) step is captured once in a ``torch.cuda.CUDAGraph``
-#   and replayed (one launch per token instead of hundreds). The graphs, the cache and the buffers
-#   are kept per model and reused by the next call with the same row bucket (rows rounded up to a power
-#   of two; the spare rows compute on a dummy key and are never sampled), while the model's weights
-#   are the same tensors (the optimizer updates them in place; a replaced tensor rebuilds).
-#   Elsewhere (the CPU, and worker threads: agents sampling concurrently under ``parallel_training:
-#   mp``, where another agent's kernels would meet a capture in progress) the same step runs eagerly.
-# - **Sampling on the device.** Temperature/top-k/top-p filtering, the draw, the log-prob and the EOS
-#   bookkeeping are tensor operations; the loop asks the host whether every row has finished only
-#   every :data:`CHECK_EVERY` tokens (the steps run past the last EOS draw from this call's private
-#   generator and are cut off, so the returned tokens and log-probs are those of the lean loop).
-#
-# Exactness. The draws are the lean decoder's: same prefill, same logits per step, same order of
-# random numbers, so on the CPU the tokens equal the lean decoder's for the same seed. With
-# ``key_block`` 1 (the CPU default) the step attends over exactly the written keys, as the fast step
-# does, and its logits are bit-identical to it (tests: ``torch.equal``); with a larger block the
-# masked tail changes SDPA's reduction lengths (see docs/gpu.md for what the tests measured). On a
-# GPU the step is checked once per model, device and dtype against the model's forward like the fast
-# step (:mod:`engine.sampling.fast_step`, kind ``static``); a refused check decodes that call and the
-# model's later calls with the lean decoder.
-#
-# Rows are not refilled: one call's P x K rows decode together until all have finished (a finished
-# row keeps computing on pad tokens, as in the lean loop), so the sampled tokens stay those of the
-# lean decoder. Refilling freed rows with further prompts would change which random numbers each row
-# draws; it is not done.
+# ``FastDecoder.supports(model, positions)`` is False for anything this path does not reproduce (other
+# architectures, attention other than SDPA, scaled RoPE variants, sliding windows, tensor-parallel
+# splits, quantised projections or adapters other than one plain LoRA adapter, hooks, training mode);
+# callers then use the model's forward. On devices other than the CPU (a GPU, where SDPA may pick
+# other kernels for a strided cache) the step is not known to be exact: the lean decoder checks it
+# against the forward once per model, device and dtype and keeps it within a stated tolerance
+# (the check, below); a model whose check failed is not supported there. A Mistral model's window (``sliding_window``, 4096 by default) applies to every
+# layer: the step is exact while the keys and values attended (prompt, padding included, plus the
+# tokens stepped) stay shorter than the window, where its window mask equals the full causal one and
+# ``transformers`` skips it as it does for full attention; from a key/value length equal to the
+# window it builds an explicit mask, which SDPA rounds differently (seen: one ulp), so longer
+# completions use the model's forward.
 
-log = logging.getLogger(__name__)
+_SUPPORTED = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}
+_LAYERS = {"LlamaDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer", "MistralDecoderLayer"}
+_WINDOW_ON_EVERY_LAYER = {"MistralForCausalLM"}  # its attention takes ``config.sliding_window`` as is
+
+
+@dataclass
+class _Layer:
+    """One decoder layer's weights: norms as (weight, eps), projections as :class:`_Proj`."""
+
+    norm1: tuple[torch.Tensor, float]
+    norm2: tuple[torch.Tensor, float]
+    q: _Proj
+    k: _Proj
+    v: _Proj
+    o: _Proj
+    gate: _Proj
+    up: _Proj
+    down: _Proj
+    act: Any
+    q_norm: tuple[torch.Tensor, float] | None = None  # Qwen3: RMSNorm over each head's dims, before rotary
+    k_norm: tuple[torch.Tensor, float] | None = None
+
+
+@dataclass
+class _Proj:
+    """A projection as the model computes it: ``F.linear`` with the weight and bias, plus, for a peft
+    LoRA layer, its adapter's ``B(A(x)) * scaling`` added the way peft adds it (same ops, same order)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    lora: tuple[torch.Tensor, torch.Tensor, float] | None = None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.linear(x, self.weight, self.bias)
+        if self.lora is None:
+            return out
+        a, b, scaling = self.lora
+        xa = x if x.dtype == a.dtype else x.to(a.dtype)
+        return (out + F.linear(F.linear(xa, a), b) * scaling).to(out.dtype)
+
+
+def _plain_linear(module: Any) -> bool:
+    return type(module) is torch.nn.Linear and module.weight.is_floating_point() and not module._forward_hooks
+
+
+def _lora_adapter(module: Any) -> tuple[torch.Tensor, torch.Tensor, float] | None:
+    """(A, B, scaling) of a peft LoRA linear with one plain adapter active (no DoRA or other variant,
+    not merged, no bias on B, dropout off in eval); None for anything else."""
+    base = getattr(module, "base_layer", None)
+    if base is None or not hasattr(module, "lora_A") or module._forward_hooks or not _plain_linear(base):
+        return None
+    active = list(getattr(module, "active_adapters", []))
+    if len(active) != 1 or module.merged or module.disable_adapters or active[0] not in module.lora_A:
+        return None
+    name = active[0]
+    a, b = module.lora_A[name], module.lora_B[name]
+    if name in getattr(module, "lora_variant", {}) or not (_plain_linear(a) and _plain_linear(b)) or b.bias is not None:
+        return None
+    if not isinstance(module.lora_dropout[name], torch.nn.Identity | torch.nn.Dropout):
+        return None
+    return a.weight, b.weight, float(module.scaling[name])
+
+
+def _attention_supported(model: Any, positions: int | None) -> bool:
+    """SDPA, default RoPE, no tensor-parallel split, full attention on every layer, and for Mistral no
+    window or one longer than ``positions`` (see the section's comment)."""
+    cfg = model.config
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    if getattr(cfg, "_attn_implementation", None) != "sdpa" or rope.get("rope_type", "default") != "default":
+        return False
+    if getattr(cfg, "pretraining_tp", 1) != 1 or getattr(cfg, "use_sliding_window", False):
+        return False
+    if any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or [])):
+        return False
+    window = getattr(cfg, "sliding_window", None) if type(model).__name__ in _WINDOW_ON_EVERY_LAYER else None
+    return window is None or (positions is not None and positions < window)
+
+
+def _plain_head_norms(attention: Any) -> bool:
+    """No per-head norms (Llama, Qwen2, Mistral), or Qwen3's plain RMSNorms over the head dims."""
+    norms: list[Any] = [getattr(attention, name, None) for name in ("q_norm", "k_norm")]
+    if all(norm is None for norm in norms):
+        return True
+    return all(type(norm).__name__ == "Qwen3RMSNorm" and not norm._forward_hooks and not norm._forward_pre_hooks
+               and norm.weight.shape == (attention.head_dim,) for norm in norms)
+
+
+def _norm(module: Any) -> tuple[torch.Tensor, float] | None:
+    return None if module is None else (module.weight, module.variance_epsilon)
+
+
+def _linear(module: Any) -> _Proj:
+    lora = _lora_adapter(module)
+    base = module.base_layer if lora is not None else module
+    return _Proj(base.weight, base.bias, lora)
+
+
+def _rms(x: torch.Tensor, norm: tuple[torch.Tensor, float]) -> torch.Tensor:
+    """RMSNorm as ``transformers`` computes it (statistics in float32, scaled in the input dtype)."""
+    weight, eps = norm
+    if x.dtype == torch.float32:
+        return weight * (x * x.pow(2).mean(-1, keepdim=True).add_(eps).rsqrt_())
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def _head_norm(x: torch.Tensor, norm: tuple[torch.Tensor, float] | None) -> torch.Tensor:
+    """Qwen3's RMSNorm over each head's dims (the model's (B, 1, H, D) view of the projection and this
+    (B, H, 1, D) one are the same memory, so each head is reduced alike); identity without one."""
+    return x if norm is None else _rms(x, norm)
+
+
+def _rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """``x * cos + rotate_half(x) * sin`` in fewer ops: ``rotate_half(x) * sin`` equals
+    ``roll(x, half) * [-sin_lo, sin_hi]`` exactly (a sign flip commutes with rounding)."""
+    return (x * cos).add_(torch.roll(x, x.shape[-1] // 2, dims=-1).mul_(signed_sin))
+
+
+class FastDecoder:
+    """Runs one-token decode steps of a supported model against a pre-allocated KV cache.
+
+    Build it after the prompt's forward: ``FastDecoder(model, cache, batch, max_len)`` copies the
+    prompt's keys/values (from the returned ``DynamicCache``) into buffers of ``max_len`` positions;
+    each :meth:`step` appends one token per row and returns (B, V) logits. (The lean decoder
+    encodes each prompt once and repeats its cache to the K sample rows before handing it over.)
+    """
+
+    @staticmethod
+    def supports(model: Any, positions: int | None = None) -> bool:
+        """True when :meth:`step` reproduces ``model``'s forward (see the section's comment) while the cache
+        holds at most ``positions`` keys (the prompt's, padding included, plus one per step; the
+        lean decoder steps every sampled token but the last); None claims only models whose attention
+        is full at every length."""
+        if type(model).__name__ not in _SUPPORTED or model.training:
+            return False
+        if not fast_step_kept(model) and needs_check(model) is False:  # checked on this device and refused
+            return False
+        if not _attention_supported(model, positions):
+            return False
+        inner = model.model
+        if inner.rotary_emb.attention_scaling != 1.0 or model._forward_hooks or model._forward_pre_hooks:
+            return False
+        if not {type(layer).__name__ for layer in inner.layers} <= _LAYERS:
+            return False
+        if any(layer._forward_hooks or layer._forward_pre_hooks for layer in inner.layers):
+            return False
+        if not all(_plain_head_norms(layer.self_attn) for layer in inner.layers):
+            return False
+        linears = [model.lm_head] + [
+            proj for layer in inner.layers
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                         layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)
+        ]  # fmt: skip
+        # plain float nn.Linear, or one with a plain LoRA adapter: quantised or other adapter-wrapped
+        # projections compute something else
+        return all(_plain_linear(m) or _lora_adapter(m) is not None for m in linears)
+
+    def __init__(self, model: Any, prompt_cache: Any, batch: int, max_len: int) -> None:
+        self._read_weights(model)
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        for index in range(self.num_layers):
+            k, v = _cache_layer(prompt_cache, index)
+            shape = (batch, k.shape[1], max_len, k.shape[3])
+            kb, vb = k.new_empty(shape), v.new_empty(shape)
+            kb[:, :, : k.shape[2]] = k
+            vb[:, :, : v.shape[2]] = v
+            self.keys.append(kb)
+            self.values.append(vb)
+        self.length = int(_cache_layer(prompt_cache, 0)[0].shape[2])
+
+    def _read_weights(self, model: Any) -> None:
+        """The model's weights as the step reads them (no copies: the parameters themselves)."""
+        inner = model.model
+        cfg = model.config
+        self.embed = inner.embed_tokens.weight
+        self.final_norm = (inner.norm.weight, inner.norm.variance_epsilon)
+        self.lm_head = _linear(model.lm_head)
+        self.inv_freq = inner.rotary_emb.inv_freq.to(torch.float)
+        attn0 = inner.layers[0].self_attn
+        self.head_dim = attn0.head_dim
+        self.scaling = attn0.scaling
+        self.groups = attn0.num_key_value_groups
+        self.num_layers = cfg.num_hidden_layers
+        self.layers = [
+            _Layer(
+                norm1=(layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon),
+                norm2=(layer.post_attention_layernorm.weight, layer.post_attention_layernorm.variance_epsilon),
+                q=_linear(layer.self_attn.q_proj), k=_linear(layer.self_attn.k_proj),
+                v=_linear(layer.self_attn.v_proj), o=_linear(layer.self_attn.o_proj),
+                gate=_linear(layer.mlp.gate_proj), up=_linear(layer.mlp.up_proj),
+                down=_linear(layer.mlp.down_proj), act=layer.mlp.act_fn,
+                q_norm=_norm(getattr(layer.self_attn, "q_norm", None)),
+                k_norm=_norm(getattr(layer.self_attn, "k_norm", None)),
+            )
+            for layer in inner.layers[: self.num_layers]
+        ]  # fmt: skip
+
+    def step(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Logits (B, V) for one new token per row. ``ids`` and ``positions`` are (B, 1); ``mask`` is
+        None (no padding anywhere) or the (B, L+1) 0/1 attention mask over the cache and the new token.
+        """
+        t = self.length
+        attn_mask = None if mask is None else mask[:, None, None, : t + 1].bool()
+
+        def store(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            self.keys[index][:, :, t : t + 1] = k
+            self.values[index][:, :, t : t + 1] = v
+            return self.keys[index][:, :, : t + 1], self.values[index][:, :, : t + 1]
+
+        logits = self._run(ids, positions, attn_mask, store)
+        self.length = t + 1
+        return logits
+
+    def _run(self, ids: torch.Tensor, positions: torch.Tensor, attn_mask: torch.Tensor | None,
+             store: Any) -> torch.Tensor:
+        """The layer stack for one token per row: ``store(layer, k, v)`` writes the token's keys and
+        values into the cache and returns the keys and values to attend to; ``attn_mask`` is None or
+        a (B, 1, 1, keys) boolean mask. Returns the (B, V) logits."""
+        batch = ids.shape[0]
+        h = F.embedding(ids, self.embed)
+        freqs = positions[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos().to(h.dtype).unsqueeze(1)  # (B, 1, 1, D)
+        sin = emb.sin().to(h.dtype)
+        half = sin.shape[-1] // 2
+        signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(1)
+        shape = (batch, -1, 1, self.head_dim)  # one token: (B, 1, H*D) is (B, H, 1, D) in memory
+        for index, layer in enumerate(self.layers):
+            x = _rms(h, layer.norm1)
+            q = _rotary(_head_norm(layer.q(x).view(shape), layer.q_norm), cos, signed_sin)
+            k = _rotary(_head_norm(layer.k(x).view(shape), layer.k_norm), cos, signed_sin)
+            v = layer.v(x).view(shape)
+            keys, values = store(index, k, v)
+            out = _attention(q, keys, values, attn_mask, self.groups, self.scaling)
+            h = layer.o(out).add_(h)  # the residual add (a + b == b + a in floating point)
+            x = _rms(h, layer.norm2)
+            gated = layer.act(layer.gate(x)).mul_(layer.up(x))
+            h = layer.down(gated).add_(h)
+        h = _rms(h, self.final_norm)
+        return self.lm_head(h[:, -1:, :])[:, -1]  # the shapes the model's forward uses
+
+
+def _cache_layer(cache: Any, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    layer = cache.layers[index]
+    return layer.keys, layer.values
+
+
+def _attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
+               groups: int, scaling: float) -> torch.Tensor:
+    """SDPA for one query token the way ``transformers`` calls it: grouped-query attention through
+    ``enable_gqa`` without a mask, and query heads folded onto their key/value head with one."""
+    batch, heads, _, dim = q.shape
+    kwargs: dict[str, Any] = {}
+    if groups > 1:
+        if mask is None and dim <= 256:
+            kwargs["enable_gqa"] = True
+        else:
+            q = q.reshape(batch, heads // groups, groups, dim)
+    out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=0.0, scale=scaling, **kwargs)
+    return out.reshape(batch, 1, heads * dim)  # (B, H, 1, D) -> (B, 1, H*D), heads in order
+
+
+# == The check =====================================================================================
+#
+# The fast token step on devices where its exactness is not established: checked once per model.
+#
+# On the CPU the fast step (above) is bit-identical to the model's forward, which
+# the test suite verifies with ``torch.equal``. On other devices (CUDA) the attention kernels may take
+# other algorithms for its strided cache, and bfloat16/float16 round at every product, so no test here
+# can promise equality. There the lean decoder checks the fast step once per model, device and dtype:
+# the first decode step runs both ways (the fast step and the model's own forward, over the same
+# prompt cache) and the fast step is kept when every logit agrees within
+#
+#     |fast - forward| <= RTOL[dtype] * max(1, max |forward|)
+#
+# (float32: 1e-4, about a thousand ulps of a logit near 10; bfloat16: 2**-5, four of its eight mantissa
+# bits; float16: 2**-7). That step's tokens are drawn from the forward's logits either way, and both
+# caches hold the step's keys and values, so the call continues on whichever path the check chose.
+# A failed check is logged as a warning naming the difference and the tolerance, and that model
+# samples through its forward from then on. :func:`fast_step_verdicts` reports what was decided.
+
+
+EXACT_DEVICE_TYPES = {"cpu"}  # the fast step is bit-identical here (tests compare with torch.equal)
+RTOL = {torch.float32: 1e-4, torch.bfloat16: 2.0**-5, torch.float16: 2.0**-7}
+
+# model -> {(device, dtype[, kind]): (kept, max |difference|, allowed)}; kind "static" is the static-shape
+# step of engine.sampling.static_decode (its own verdict: it attends over a padded key block)
+_verdicts: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[bool, float, float]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _key(model: Any, kind: str = "fast") -> tuple[str, ...]:
+    weight = model.get_output_embeddings().weight
+    key = (str(weight.device), str(weight.dtype).removeprefix("torch."))
+    return key if kind == "fast" else (*key, kind)
+
+
+def needs_check(model: Any, kind: str = "fast") -> bool | None:
+    """None: the fast step is exact on this model's device (nothing to check). True: not checked
+    yet on this device and dtype. False: checked; :func:`fast_step_kept` says with what result.
+    ``kind`` "static" asks about the static-shape step (:mod:`engine.sampling.static_decode`)."""
+    if model.get_output_embeddings().weight.device.type in EXACT_DEVICE_TYPES:
+        return None
+    return _key(model, kind) not in _verdicts.get(model, {})
+
+
+def fast_step_kept(model: Any, kind: str = "fast") -> bool:
+    """Whether the fast step may run for ``model`` on its device and dtype (exact there, or checked
+    and within tolerance)."""
+    if needs_check(model, kind) is None:
+        return True
+    verdict = _verdicts.get(model, {}).get(_key(model, kind))
+    return verdict is not None and verdict[0]
+
+
+def check_fast_step(model: Any, fast: torch.Tensor, forward: torch.Tensor, kind: str = "fast") -> bool:
+    """Compare one step's (B, V) logits of the fast step and of the model's forward, record the
+    verdict for ``model``'s device and dtype, and return it."""
+    dtype = model.get_output_embeddings().weight.dtype
+    reference = forward.float()
+    difference = float((fast.float() - reference).abs().max())
+    allowed = RTOL.get(dtype, RTOL[torch.float32]) * max(1.0, float(reference.abs().max()))
+    kept = difference <= allowed  # a NaN difference fails too
+    _verdicts.setdefault(model, {})[_key(model, kind)] = (kept, difference, allowed)
+    if not kept:
+        device, dtype_name = _key(model)
+        log.warning("%s token step off for %s on %s (%s): its logits differ from the model's forward by "
+                    "up to %.3g (allowed %.3g); sampling goes through the forward", kind, type(model).__name__,
+                    device, dtype_name, difference, allowed)
+    return kept
+
+
+def fast_step_verdicts(model: Any) -> dict[str, dict[str, Any]]:
+    """What was decided for ``model``: ``{"cuda:0/bfloat16": {"kept": ..., "max_difference": ...,
+    "allowed": ...}}`` (empty when no check ran: on the CPU none is needed)."""
+    return {"/".join(key): {"kept": kept, "max_difference": difference, "allowed": allowed}
+            for key, (kept, difference, allowed) in _verdicts.get(model, {}).items()}
+
+
+# == Which loop ====================================================================================
 
 DecodeGraphs = Literal["auto", "on", "off"]
-CHECK_EVERY = 16  # tokens between the host's checks that every row has finished
-CUDA_KEY_BLOCK = 64  # keys attended in blocks of this many positions on CUDA (one graph per block)
-# the decode step's attention kernels on CUDA: cuDNN's SDPA builds an execution plan per shape (a new key
-# length is a new plan), which a one-token step with a growing cache pays again and again; it is left out
-DECODE_SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def static_wanted(setting: str, device: torch.device) -> bool:
@@ -488,269 +817,3 @@ def static_wanted(setting: str, device: torch.device) -> bool:
     if setting not in ("auto", "on", "off"):
         raise ValueError(f"decode_graphs must be auto, on or off, got {setting!r}")
     return setting == "on" or (setting == "auto" and device.type == "cuda")
-
-
-def row_bucket(rows: int, device: torch.device) -> int:
-    """Rows of the static buffers for ``rows`` sampled rows: the next power of two on CUDA (graphs
-    are reused across calls of that bucket); exactly ``rows`` elsewhere (a spare row would change
-    the CPU's matrix-product kernels, hence rounding)."""
-    if device.type != "cuda":
-        return rows
-    return 1 << max(0, (rows - 1).bit_length())
-
-
-def default_key_block(device: torch.device) -> int:
-    return CUDA_KEY_BLOCK if device.type == "cuda" else 1
-
-
-def _round_up(n: int, block: int) -> int:
-    return -(-n // block) * block
-
-
-def _weight_signature(model: Any) -> tuple[tuple[int, int], ...]:
-    """The data pointers and versions' identities of the model's floating tensors: graphs read the
-    weights by address, so a replaced tensor means rebuilding them."""
-    return tuple((t.data_ptr(), t.numel()) for t in model.parameters())
-
-
-@dataclass
-class DecodeStats:
-    """The last static decode call of a model: steps run, wall seconds of its token loop (the host
-    waits for the device once at the end), graphs captured in that call."""
-
-    steps: int
-    seconds: float
-    graphs_captured: int
-    rows: int
-    bucket: int
-
-    @property
-    def step_s(self) -> float:
-        return self.seconds / max(1, self.steps)
-
-
-_stats: weakref.WeakKeyDictionary[Any, DecodeStats] = weakref.WeakKeyDictionary()
-_kept: weakref.WeakKeyDictionary[Any, StaticDecoder] = weakref.WeakKeyDictionary()
-
-
-def last_decode_stats(model: Any) -> DecodeStats | None:
-    """The per-step timing of ``model``'s last static decode call (None before one)."""
-    return _stats.get(model)
-
-
-def release(model: Any) -> None:
-    """Drop the static cache and graphs kept for ``model`` (they hold rows x max_len keys and values)."""
-    _kept.pop(model, None)
-
-
-class StaticDecoder(FastDecoder):
-    """The fast step's layer stack over fixed buffers (see the module doc)."""
-
-    def __init__(self, model: Any, rows: int, max_len: int, key_block: int, graphs: bool) -> None:
-        self._read_weights(model)
-        kv_heads = model.config.num_key_value_heads
-        device, dtype = self.embed.device, self.embed.dtype
-        shape = (rows, kv_heads, max_len, self.head_dim)
-        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.num_layers)]
-        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.num_layers)]
-        self.rows, self.max_len, self.key_block = rows, max_len, key_block
-        self.mask = torch.zeros((rows, max_len), dtype=torch.bool, device=device)
-        self.ids = torch.zeros((rows, 1), dtype=torch.long, device=device)
-        self.pos = torch.zeros((rows, 1), dtype=torch.long, device=device)
-        self.col = torch.zeros(1, dtype=torch.long, device=device)
-        self.graphs = _graphs_here(graphs, device)
-        self.captured: dict[int, tuple[Any, torch.Tensor]] = {}
-        self.pool: Any = None
-        self.signature = _weight_signature(model)
-        self.unmasked = False  # no padding and key_block 1: attend without a mask, as the fast step does
-        self.length = 0
-        self.new_graphs = 0
-
-    def fits(self, model: Any, rows: int, max_len: int, key_block: int, graphs: bool) -> bool:
-        return (self.rows == rows and self.max_len >= max_len and self.key_block == key_block
-                and self.graphs == _graphs_here(graphs, self.embed.device)
-                and self.signature == _weight_signature(model))
-
-    def load(self, prompt_cache: Any, batch: int, prompt_mask: torch.Tensor | None,
-             last_positions: torch.Tensor) -> None:
-        """Copy the prompt's keys and values (``batch`` rows, prompt-major) into the buffers; spare
-        rows attend to their first (zero) key only. ``prompt_mask`` (batch, Lp) or None (no padding);
-        ``last_positions`` (batch, 1) the prompt's last position ids."""
-        length = int(_cache_layer(prompt_cache, 0)[0].shape[2])
-        for index in range(self.num_layers):
-            k, v = _cache_layer(prompt_cache, index)
-            self.keys[index][:batch, :, :length] = k
-            self.values[index][:batch, :, :length] = v
-        self.mask.zero_()
-        self.mask[:batch, :length] = True if prompt_mask is None else prompt_mask.bool()
-        self.mask[batch:, 0] = True
-        self.pos.zero_()
-        self.pos[:batch] = last_positions
-        self.ids.zero_()
-        self.length = length
-        self.unmasked = prompt_mask is None and self.key_block == 1
-        self.new_graphs = 0
-
-    def _step_static(self, width: int) -> torch.Tensor:
-        """One step over the buffers attending to the first ``width`` columns; no host values but
-        ``width`` enter it (graph-capturable). On CUDA, SDPA may pick Flash, memory-efficient or math
-        kernels, not cuDNN's (see :data:`DECODE_SDPA_BACKENDS`)."""
-        if self.embed.device.type == "cuda":
-            with sdpa_kernel(DECODE_SDPA_BACKENDS):
-                return self._step_body(width)
-        return self._step_body(width)
-
-    def _step_body(self, width: int) -> torch.Tensor:
-        self.mask.index_fill_(1, self.col, True)
-        attn_mask = None if self.unmasked else self.mask[:, None, None, :width]
-
-        def store(index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            self.keys[index].index_copy_(2, self.col, k)
-            self.values[index].index_copy_(2, self.col, v)
-            return self.keys[index][:, :, :width], self.values[index][:, :, :width]
-
-        return self._run(self.ids, self.pos, attn_mask, store)
-
-    def _replay(self, width: int) -> torch.Tensor:
-        entry = self.captured.get(width)
-        if entry is None:
-            try:
-                entry = self._capture(width)
-            except Exception as exc:  # noqa: BLE001 - any capture failure: run this decoder eagerly from now on
-                log.warning("CUDA graph capture of the static decode step failed (%s: %s); the step runs eagerly",
-                            type(exc).__name__, exc)
-                self.graphs = False
-                self.captured.clear()
-                return self._step_static(width)
-        entry[0].replay()
-        return entry[1]
-
-    def _capture(self, width: int) -> tuple[Any, torch.Tensor]:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up outside the capture (it writes what the replay rewrites)
-            self._step_static(width)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
-            out = self._step_static(width)
-        self.pool = graph.pool()
-        self.captured[width] = (graph, out)
-        self.new_graphs += 1
-        return graph, out
-
-    def step_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Feed one token per sampled row ((batch,) ids on the device) and return the (batch, V)
-        logits of the next position (a view of a buffer the next step overwrites)."""
-        batch = tokens.shape[0]
-        t = self.length
-        self.ids[:batch, 0].copy_(tokens)
-        self.pos.add_(1)
-        self.col.fill_(t)
-        width = min(self.max_len, _round_up(t + 1, self.key_block))
-        logits = self._replay(width) if self.graphs else self._step_static(width)
-        self.length = t + 1
-        return logits[:batch]
-
-
-def _graphs_here(graphs: bool, device: torch.device) -> bool:
-    """CUDA graphs are captured on CUDA from the main thread only: agents sampling in worker threads
-    (``parallel_training: mp``) may share the device with another agent's kernels, which a capture
-    in progress would refuse; there the static step runs eagerly."""
-    return graphs and device.type == "cuda" and threading.current_thread() is threading.main_thread()
-
-
-def _decoder_for(model: Any, rows: int, max_len: int, key_block: int, graphs: bool) -> StaticDecoder:
-    """A decoder with these buffers: the one kept for ``model`` when it fits (CUDA graphs), else new."""
-    kept = _kept.get(model)
-    if kept is not None and kept.fits(model, rows, max_len, key_block, graphs):
-        return kept
-    _kept.pop(model, None)  # free the old buffers first
-    decoder = StaticDecoder(model, rows, max_len, key_block, graphs)
-    if decoder.graphs:
-        _kept[model] = decoder
-    return decoder
-
-
-def decode_static(model: Any, ids: torch.Tensor, mask: torch.Tensor, num_generations: int, how: Decoding, *,
-                  key_block: int | None = None, check_every: int = CHECK_EVERY,
-                  graphs: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The lean decoder's sampling call (:func:`decode_lean`, same arguments
-    and results) through :class:`StaticDecoder`; models the fast step does not support, and models
-    whose static step failed its check on this device, go through the lean decoder."""
-    _stats.pop(model, None)  # set again only by a call that goes through the static path
-    device = ids.device
-    block = key_block or default_key_block(device)
-    k, new = num_generations, how.max_new_tokens
-    if check_every < 1:
-        raise ValueError(f"check_every must be >= 1, got {check_every}")
-    if new < 2 or (needs_check(model, "static") is False and not fast_step_kept(model, "static")):
-        return decode_lean(model, ids, mask, k, how)
-    cache_key, accepted = _forward_kwargs(model)
-    layout = _prefix_layout(model, ids, mask, how, accepted)
-    full_ids, full_mask = ids, mask
-    if layout is not None:
-        full_ids, full_mask = torch.cat([layout.prefix_ids[layout.rows], layout.suffix_ids], dim=1), layout.mask
-    prompt_len = full_ids.shape[1]
-    max_len = _round_up(prompt_len + new - 1, block)
-    if not FastDecoder.supports(model, max_len) or "position_ids" not in accepted:
-        return decode_lean(model, ids, mask, k, how)
-    batch = full_ids.shape[0] * k
-    positions = (full_mask.cumsum(dim=1) - 1).masked_fill(full_mask == 0, 0)
-    padded = not bool(full_mask.all())
-    optional: dict[str, Any] = {"logits_to_keep": 1} if "logits_to_keep" in accepted else {}
-    optional["position_ids"] = None
-    logits, cache = _prefill(model, full_ids, full_mask if padded else None, positions, k, how, cache_key,
-                             optional, layout)
-    if not hasattr(cache, "layers"):
-        return decode_lean(model, ids, mask, k, how)
-    stepper = _decoder_for(model, row_bucket(batch, device), max_len, block, graphs)
-    last = positions[:, -1:].repeat_interleave(k, dim=0)
-    stepper.load(cache, batch, full_mask.repeat_interleave(k, dim=0) if padded else None, last)
-    check = bool(needs_check(model, "static"))
-    if not check:
-        cache = None
-    rng = None
-    if how.seed is not None and how.do_sample:
-        rng = torch.Generator(device=device)
-        rng.manual_seed(how.seed)
-    eos = torch.as_tensor(how.eos_ids, device=device)
-    tokens = torch.full((batch, new), how.pad_id, dtype=torch.long, device=device)
-    logprobs = torch.zeros((batch, new), dtype=torch.float32, device=device)
-    unfinished = torch.ones(batch, dtype=torch.bool, device=device)
-    ran = torch.zeros((), dtype=torch.long, device=device)  # steps the lean loop would have run
-    next_tokens = tokens[:, 0]
-    started = time.perf_counter()
-    for step in range(new):
-        if step > 0:
-            logits = stepper.step_tokens(next_tokens).to(dtype=torch.float32)
-            if check:  # the first step on a device where the static step is not known exact
-                check = False
-                attn = None
-                if padded:
-                    attn = torch.ones((batch, prompt_len + step), dtype=full_mask.dtype, device=device)
-                    attn[:, :prompt_len] = full_mask.repeat_interleave(k, dim=0)
-                optional["position_ids"] = last + step
-                out = model(input_ids=next_tokens[:, None], attention_mask=attn, use_cache=True, **optional,
-                            **{cache_key: cache})
-                cache = None
-                if not check_fast_step(model, logits, out.logits[:, -1], kind="static"):
-                    release(model)
-                    return decode_lean(model, ids, mask, k, how)
-        if how.do_sample:
-            scores = filter_logits(logits, temperature=how.temperature, top_k=how.top_k, top_p=how.top_p)
-            drawn = torch.multinomial(scores.softmax(dim=-1), num_samples=1, generator=rng).squeeze(1)
-        else:
-            drawn = torch.argmax(logits, dim=-1)
-        chosen = torch.log_softmax(logits, dim=-1).gather(1, drawn[:, None]).squeeze(1)
-        ran += unfinished.any()
-        next_tokens = torch.where(unfinished, drawn, how.pad_id)
-        tokens[:, step] = next_tokens
-        logprobs[:, step] = torch.where(unfinished, chosen, 0.0)
-        unfinished &= ~torch.isin(next_tokens, eos)
-        if (step + 1) % check_every == 0 and not bool(unfinished.any()):
-            break
-    steps = int(ran)  # the one wait for the device
-    _stats[model] = DecodeStats(steps=steps, seconds=time.perf_counter() - started,
-                                graphs_captured=stepper.new_graphs, rows=batch, bucket=stepper.rows)
-    return tokens[:, :steps], logprobs[:, :steps]

@@ -12,7 +12,7 @@ and 0 after it (so nothing past EOS ever enters a loss). Two decoders give the s
   ``torch.multinomial`` from the same random stream, and keeps each sampled token's log-prob under
   the unmodified policy. It encodes each prompt once and repeats its KV cache to the prompt's K
   sample rows (:mod:`engine.sampling.decoder`), skips ``generate``'s per-step bookkeeping, and for
-  Llama-family models runs each new token through :class:`engine.sampling.fast_step.FastDecoder` (the model's weights without
+  Llama-family models runs each new token through :class:`engine.sampling.decoder.FastDecoder` (the model's weights without
   its module stack, a pre-allocated KV cache; identical logits), which on small models makes a
   sampling call 1.5-1.8x faster than ``generate``.
 - ``"generate"``: Hugging Face ``model.generate`` with an explicit sampling configuration (the
@@ -47,11 +47,11 @@ from engine.sampling.decoder import (
     DecodeGraphs,
     Decoding,
     decode_lean,
-    decode_static,
     filter_logits,
     forward_cache_argument,
     static_wanted,
 )
+from engine.sampling.static_decode import decode_static
 
 __all__ = ["Generation", "completion_mask_from_eos", "decode_completions", "eos_token_ids", "filter_logits",
            "forward_cache_argument", "generate_completions", "incomplete_tail_length", "left_pad"]
@@ -265,7 +265,7 @@ def generate_completions(
     ``prompts`` are strings (tokenised with ``add_special_tokens``) or token-id lists. ``top_k`` None
     or 0 and ``top_p`` 1.0 disable those filters; ``do_sample=False`` decodes greedily. ``generator``
     makes the draws reproducible without touching the global RNG. ``fast_decode`` lets the lean
-    decoder run Llama/Qwen2/Qwen3/Mistral tokens through :class:`engine.sampling.fast_step.FastDecoder` (same
+    decoder run Llama/Qwen2/Qwen3/Mistral tokens through :class:`engine.sampling.decoder.FastDecoder` (same
     logits, bit for bit; other models always use their forward); False forces the model's own forward.
     ``share_prompt_cache`` lets the lean decoder encode each prompt once and repeat its KV cache to
     its K sample rows (the same samples; a log-prob may differ in its last bit on short prompts, see
@@ -273,7 +273,7 @@ def generate_completions(
     ``share_prompt_cache``) lets it encode a long token prefix that several prompts share once and only
     their suffixes per prompt (:mod:`engine.sampling.decoder`; the same samples, log-probs within ~1e-6);
     False encodes every prompt in full. ``decode_graphs`` (auto: on for CUDA) runs the lean decoder's
-    token loop through :mod:`engine.sampling.decoder` (a static KV cache, CUDA graphs, no host wait per
+    token loop through :mod:`engine.sampling.static_decode` (a static KV cache, CUDA graphs, no host wait per
     token; the same tokens as the lean loop on the CPU) when ``fast_decode`` is on; off: the lean loop.
     """
     _validate(num_generations, max_new_tokens, temperature, top_p, top_k)

@@ -52,8 +52,8 @@ class GenerationSettings:
     temperature: float
     top_p: float
     top_k: int | None
-    fast_decode: bool = True  # Llama-family tokens through engine.sampling.fast_step (identical logits)
-    decode_graphs: Literal["auto", "on", "off"] = "auto"  # the token loop via engine.sampling.decoder
+    fast_decode: bool = True  # Llama-family tokens through the fast step of engine.sampling.decoder (identical logits)
+    decode_graphs: Literal["auto", "on", "off"] = "auto"  # the static token loop of engine.sampling.static_decode
 
 
 @dataclass

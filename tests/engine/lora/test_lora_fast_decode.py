@@ -8,7 +8,7 @@ import torch
 
 from engine.lora import LoraSettings, attach_lora
 from engine.models.tiny import build_tiny_model
-from engine.sampling.fast_step import FastDecoder
+from engine.sampling.decoder import FastDecoder
 from engine.sampling.sampler import generate_completions
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.sampling.fast_step import FastDecoder
+from engine.sampling.decoder import FastDecoder
 from engine.sampling.sampler import generate_completions, left_pad
 from tests.engine.sampling.sampling_fixtures import PROMPTS, eos_prone
 
@@ -86,7 +86,7 @@ def test_supports_only_models_it_reproduces() -> None:
 
 
 def test_models_off_the_cpu_are_claimed_until_their_check_fails() -> None:
-    from engine.sampling.fast_step import check_fast_step, needs_check
+    from engine.sampling.decoder import check_fast_step, needs_check
 
     llama, _ = build_tiny_model("llama", "xs")
     llama = llama.eval().to("meta")  # any non-CPU device: kernels not known to be exact

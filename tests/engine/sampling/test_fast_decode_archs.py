@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.lora import LoraSettings, attach_lora
-from engine.sampling.fast_step import FastDecoder
+from engine.sampling.decoder import FastDecoder
 from engine.sampling.sampler import generate_completions
 from tests.engine.sampling.arch_models import build_arch_model
 from tests.engine.sampling.sampling_fixtures import PROMPTS

@@ -9,9 +9,9 @@ import logging
 import pytest
 import torch
 
-import engine.sampling.fast_step as fsc
+import engine.sampling.decoder as fsc
 from engine.models.tiny import build_tiny_model
-from engine.sampling.fast_step import FastDecoder
+from engine.sampling.decoder import FastDecoder
 from engine.sampling.sampler import generate_completions
 from tests.engine.sampling.sampling_fixtures import PROMPTS
 
@@ -73,7 +73,7 @@ def test_a_fast_step_out_of_tolerance_is_refused_with_a_warning(unverified_cpu, 
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     model, tokenizer = build_tiny_model("llama", "xs", seed=2)
     calls = _count_fast_steps(monkeypatch, shift=0.5)  # a fast step that computes something else
-    with caplog.at_level(logging.WARNING, logger="engine.sampling.fast_step"):
+    with caplog.at_level(logging.WARNING, logger="engine.sampling.decoder"):
         refused = _sample(model, tokenizer)
     verdict = fsc.fast_step_verdicts(model)["cpu/float32"]
     assert not verdict["kept"] and verdict["max_difference"] == pytest.approx(0.5, abs=1e-5)

@@ -1,4 +1,4 @@
-"""The static-shape decode path (engine.sampling.decoder) samples what the lean decoder samples."""
+"""The static-shape decode path (engine.sampling.static_decode) samples what the lean decoder samples."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.sampling import decoder as static_decode
-from engine.sampling.decoder import Decoding, StaticDecoder, decode_static, row_bucket, static_wanted
-from engine.sampling.fast_step import FastDecoder
+from engine.sampling import static_decode
+from engine.sampling.decoder import Decoding, FastDecoder, static_wanted
 from engine.sampling.sampler import generate_completions, left_pad
+from engine.sampling.static_decode import StaticDecoder, decode_static, row_bucket
 from tests.engine.sampling.sampling_fixtures import PROMPTS, eos_prone
 
 SETTINGS = {

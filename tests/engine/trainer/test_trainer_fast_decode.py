@@ -34,7 +34,7 @@ def test_fast_and_module_decoding_train_identically() -> None:
 
 def test_the_static_decode_path_trains_identically() -> None:
     """decode_graphs on (the static path, eager on the CPU) against off: the same samples, the same run."""
-    from engine.sampling.decoder import last_decode_stats
+    from engine.sampling.static_decode import last_decode_stats
 
     runs = []
     for graphs in ("on", "off"):
