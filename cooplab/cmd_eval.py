@@ -4,8 +4,15 @@
     cooplab eval --run-config FILE [--models DIR[,DIR...]]
         [--split eval|train] [--items N] [--samples K] [--greedy] [--seed S] [--json] [--transcripts FILE]
     cooplab eval RUN --team-analysis [--metric eval/reward_mean] ...   # each agent's contribution
-    cooplab eval --run-config FILE --baseline single,parallel,pipeline,discussion ...   # test-time baselines
-    cooplab eval RUN --queue [--wait] ...   # on the run's workers (jobs.eval_queue); records stored when done
+    cooplab eval (RUN | --run-config FILE) --baseline single,parallel,pipeline,discussion ...   # test-time baselines
+    cooplab eval RUN --queue [--wait] [--baseline ...] ...   # on the run's workers (jobs.eval_queue); stored when done
+
+``--baseline`` plays the base models (a run's config's models, untrained, never a checkpoint) under
+CoMLRL's test-time protocols, every one on the same items with the same seed and samples, as the
+dashboard's Evaluate form does; here it prints them, with ``--queue`` the workers evaluate the team at
+the checkpoint and then the baselines, and store them all. Baseline names are checked with the
+queue's own words (:func:`jobs.eval_queue.check_options`,
+:func:`engine.schema.eval_baselines.unavailable_reason`).
 
 ``--run-config`` alone evaluates the config's own models (the step-0 baseline); ``--models`` gives
 one model folder per agent (a run's ``model/agent_<i>``). ``--json`` prints one JSON line: metrics,
@@ -107,15 +114,69 @@ def _queue(run: str, checkpoint: str, options, *, wait: bool, as_json: bool) -> 
         raise typer.Exit(1)
 
 
+BASE_MODELS = "base models"
+"""What a baseline plays when no model folders are given: the config's models, untrained (the
+dashboard's held-out table labels its rows the same)."""
+
+
 def _summary(report) -> str:
-    where = (f"checkpoint step {report.checkpoint_step}" if report.checkpoint is not None
-             else "models " + ", ".join(report.models) if report.models else "the run config's models")
+    if report.checkpoint is not None:
+        where = f"checkpoint step {report.checkpoint_step}"
+    elif report.models:
+        where = "models " + ", ".join(report.models)
+    else:
+        where = BASE_MODELS if report.baseline is not None else "the run config's models"
     lines = [f"{report.config_name}: {where}, split {report.split}, {report.items} items x {report.samples} "
              f"sample(s){' (greedy)' if report.greedy else ''}, seed {report.seed}"]
     for key in sorted(report.metrics):
         se = report.standard_errors.get(key)
         lines.append(f"  {key:<40} {report.metrics[key]:.4f}" + (f" ± {se:.4f}" if se is not None else ""))
     return "\n".join(lines)
+
+
+def _baseline_names(baseline: str) -> tuple[str, ...]:
+    """``--baseline a,b`` as names, checked as the evaluation queue checks them (known, each once)."""
+    from engine.schema.eval_baselines import BASELINES
+    from jobs.eval_queue import EvalOptions, EvalRequestError, check_options
+
+    names = tuple(part.strip() for part in baseline.split(",") if part.strip())
+    if not names:
+        _fail(f"--baseline {baseline!r}: name one or more of {', '.join(BASELINES)}, comma-separated")
+    try:
+        check_options(EvalOptions(baselines=names))
+    except EvalRequestError as exc:
+        _fail(" ".join(str(exc).split()))
+    return names
+
+
+def _check_playable(names: tuple[str, ...], config, run_id: int | None, permissions) -> None:
+    """Refuse (the queue's words) a baseline the config's team and task cannot play."""
+    from engine.schema.eval_baselines import unavailable_reason
+    from engine.schema.task_registry import get_task_info
+
+    sizes = get_task_info(config.task.name, permissions.task_modules).team_sizes
+    which = f" for run {run_id}" if run_id is not None else ""
+    for name in names:
+        reason = unavailable_reason(name, agents=len(config.agents), task=config.task.name, team_sizes=sizes,
+                                    system=config.system is not None)
+        if reason is not None:
+            _fail(f"--baseline {name}{which}: {reason}; leave {name} out of the baselines")
+
+
+def _baselines_here(names: tuple[str, ...], config, folders, run_id: int | None, permissions, *, as_json: bool,
+                    **size) -> None:
+    """Evaluate and print each baseline with the base models (or ``folders``), the same items, seed and
+    samples for every one."""
+    from engine.evaluation.evaluate import evaluate_run
+    from engine.schema.eval_baselines import baseline_title
+
+    _check_playable(names, config, run_id, permissions)
+    for name in names:
+        report = evaluate_run(config, checkpoint=None, models=folders, permissions=permissions, baseline=name,
+                              **size)
+        record = {**report.to_json(), "weights": "model folders" if report.models else BASE_MODELS}
+        typer.echo(json.dumps(record, sort_keys=True) if as_json
+                   else f"baseline {baseline_title(name)}: " + _summary(report))
 
 
 def register(app: typer.Typer) -> None:
@@ -129,7 +190,8 @@ def register(app: typer.Typer) -> None:
         run: str | None = typer.Argument(None, help="A run id (see `cooplab runs`) or a run output folder."),
         run_config: Path | None = typer.Option(None, "--run-config", help="A run config file instead of a run."),
         models: str | None = typer.Option(None, "--models", help="Model folders, one per agent, comma-separated."),
-        checkpoint: str = typer.Option("last", "--checkpoint", help="A run's checkpoint: last, best or a step number."),
+        checkpoint: str | None = typer.Option(None, "--checkpoint", help="A run's checkpoint: last (the default), "
+                                              "best or a step number."),
         split: str = typer.Option("eval", "--split", help="eval (held out) or train."),
         items: int | None = typer.Option(None, "--items", help="The first N items of the split (default all)."),
         samples: int | None = typer.Option(None, "--samples", help="Joint answers per item (pass@k up to it)."),
@@ -144,9 +206,10 @@ def register(app: typer.Typer) -> None:
         queue: bool = typer.Option(False, "--queue", help="Queue the evaluation on the run's workers instead of "
                                    "evaluating here (a run id); the records are stored when it is done."),
         wait: bool = typer.Option(False, "--wait", help="With --queue: wait until the workers are done."),
-        baseline: str | None = typer.Option(None, "--baseline", help="Test-time baselines instead of the team's own "
-                                            "evaluation, comma-separated: single (the first agent alone), parallel "
-                                            "(naive concatenation), pipeline (sequential), discussion (one round)."),
+        baseline: str | None = typer.Option(None, "--baseline", help="Test-time baselines of the base models "
+                                            "(untrained), comma-separated: single (the first agent alone), parallel "
+                                            "(naive concatenation), pipeline (sequential), discussion (one round). "
+                                            "Here instead of the team's evaluation; with --queue beside it."),
     ) -> None:
         """Evaluate a team on a task's held-out split: team reward, task metrics, pass@k, standard errors."""
         from engine.evaluation.evaluate import EvalError, evaluate_run, find_checkpoint
@@ -161,8 +224,17 @@ def register(app: typer.Typer) -> None:
             _fail("--models goes with --run-config; a run is evaluated at one of its checkpoints")
         if wait and not queue:
             _fail("--wait goes with --queue")
-        if baseline is not None and (queue or team_analysis or transcripts is not None):
-            _fail("--baseline evaluates here and prints its table; leave out --queue, --team-analysis and --transcripts")
+        names = _baseline_names(baseline) if baseline is not None else ()
+        if names and not queue:
+            if team_analysis:
+                _fail("--baseline with --team-analysis: the workers evaluate both; add --queue (with a run id), or "
+                      "leave out --team-analysis")
+            if transcripts is not None:
+                _fail("--transcripts writes the team's episodes; a baseline prints its metrics only: leave out "
+                      "--transcripts or --baseline")
+            if checkpoint is not None:
+                _fail(f"--checkpoint {checkpoint}: a baseline plays the run's base models, not a checkpoint; leave "
+                      "out --checkpoint, or add --queue to evaluate the team at it beside the baselines")
         if queue:
             if run is None:
                 _fail("--queue evaluates a run in the database on its workers; give a run id")
@@ -170,8 +242,9 @@ def register(app: typer.Typer) -> None:
                 _fail("--transcripts goes with a local evaluation; a queued one stores its episodes in the database")
             from jobs.eval_queue import EvalOptions
 
-            _queue(run, checkpoint, EvalOptions(split=split, items=items, samples=samples, greedy=greedy, seed=seed,
-                                                team_analysis=team_analysis, metric=metric),
+            _queue(run, checkpoint or "last", EvalOptions(split=split, items=items, samples=samples, greedy=greedy,
+                                                          seed=seed, team_analysis=team_analysis, metric=metric,
+                                                          baselines=names),
                    wait=wait, as_json=as_json)
             return
         settings = get_settings()
@@ -183,7 +256,7 @@ def register(app: typer.Typer) -> None:
             if run is not None:
                 folder, run_id = _run_folder(run)
                 config = load_run_config(folder / "config.yaml", task_modules=modules)
-                chosen = find_checkpoint(folder, checkpoint)
+                chosen = None if names else find_checkpoint(folder, checkpoint or "last")
             else:
                 config = check_run_config(load_run_config(run_config, task_modules=modules),
                                           settings=settings)  # parsed once
@@ -203,14 +276,9 @@ def register(app: typer.Typer) -> None:
                     f"\nstored as evaluations {', '.join(map(str, record['evaluation_ids']))} of run {run_id}"
                     if run_id is not None else ""))
                 return
-            if baseline is not None:
-                names = [part.strip() for part in baseline.split(",") if part.strip()]
-                reports = [evaluate_run(config, checkpoint=None if name == "single" else chosen,
-                                        models=folders, split=split, items=items, samples=samples, greedy=greedy,
-                                        seed=seed, permissions=permissions, baseline=name) for name in names]
-                for each in reports:
-                    typer.echo(json.dumps(each.to_json(), sort_keys=True) if as_json
-                               else f"baseline {each.baseline}: " + _summary(each))
+            if names:
+                _baselines_here(names, config, folders, run_id, permissions, as_json=as_json, split=split,
+                                items=items, samples=samples, greedy=greedy, seed=seed)
                 return
             report = evaluate_run(config, checkpoint=chosen, models=folders, split=split, items=items,
                                   samples=samples, greedy=greedy, seed=seed, permissions=permissions)

@@ -132,7 +132,8 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
     ``eval_samples_per_item``; 1 when ``greedy``); ``seed``: default the config's seed. ``permissions``: the
     operator's (:mod:`engine.permissions.operator`), for the task, the models and the code sandbox.
     ``baseline``: a test-time protocol of :mod:`engine.evaluation.baselines` instead of the team's own
-    evaluation (``single`` plays the first agent alone: the first model folder, no checkpoint).
+    evaluation, played by the config's base models (or ``models``), never a checkpoint: the untrained
+    comparison CoMLRL's paper reports (``single`` plays the first agent alone: the first model folder).
     """
     if split not in SPLITS:
         raise EvalError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
@@ -191,20 +192,21 @@ def evaluate_run(config: RunConfig, *, checkpoint: str | Path | None = None,
 
 def _baseline_team(config: RunConfig, baseline: str, checkpoint: Any, models: list[str | Path] | None,
                    permissions: OperatorPermissions) -> tuple[RunConfig, list[str | Path] | None]:
-    """The config (and model folders) a test-time baseline runs: ``single`` keeps only the first agent."""
+    """The config (and model folders) a test-time baseline runs, refusing a checkpoint: the base models
+    play it. ``single`` keeps only the first agent."""
     from engine.evaluation.baselines import BASELINES
     from engine.schema.task_registry import get_task_info
 
     if baseline not in BASELINES:
         raise EvalError(f"--baseline {baseline!r}: choose one of {', '.join(BASELINES)}")
+    if checkpoint is not None:
+        raise EvalError(f"--baseline {baseline} plays the config's base models (the untrained comparison), not a "
+                        "checkpoint's weights; evaluate the checkpoint without --baseline")
     if baseline != "single":
         if len(config.agents) < 2:
             raise EvalError(f"--baseline {baseline}: a protocol between agents needs a team of two or more; this "
                             f"config has {len(config.agents)} agent(s)")
         return config, models
-    if checkpoint is not None:
-        raise EvalError("--baseline single plays the first agent's model alone; give the run config (and --models "
-                        "with a folder) rather than a run's checkpoint, whose weights belong to a team")
     info = get_task_info(config.task.name, permissions.task_modules)
     if 1 not in info.team_sizes:
         raise EvalError(f"--baseline single: task {config.task.name!r} has no one-agent form (team sizes "

@@ -1,5 +1,6 @@
 """``cooplab eval``: a run folder at a checkpoint, a run config with model folders, one JSON line that a
-second call reproduces, the evaluated episodes written on request, and one-line refusals (exit 2)."""
+second call reproduces, the evaluated episodes written on request, test-time baselines of the base models
+(here, and queued beside the team as the dashboard queues them), and one-line refusals (exit 2)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from cooplab.cmd_eval import EXIT_BAD_INPUT, register
 from engine.build.run import run_training
+from engine.evaluation.evaluate import evaluate_run
 from engine.schema.run_config import parse_run_config
 from engine.sinks import NullSink
 
@@ -163,17 +165,83 @@ def test_queue_sends_the_evaluation_to_the_runs_workers(run_folder, monkeypatch)
     assert refused.exit_code == EXIT_BAD_INPUT and "--queue needs a run id from the database" in refused.output
 
 
-def test_a_baseline_prints_its_report_and_bad_baselines_are_refused(run_folder, monkeypatch) -> None:
+def test_baselines_play_the_base_models_with_the_same_items_seed_and_samples(run_folder, monkeypatch) -> None:
+    """A run's baselines never load its trained checkpoint: each is exactly the engine's evaluation of the
+    run config's own (untrained) models under the protocol, all with the items, seed and samples asked."""
     monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home"))
-    result = _eval(str(run_folder / "run"), "--baseline", "discussion", "--samples", "2", "--items", "2", "--json")
+    result = _eval(str(run_folder / "run"), "--baseline", "parallel,discussion", "--samples", "2", "--items", "2",
+                   "--seed", "3", "--json")
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.output.splitlines()]
-    assert [r["baseline"] for r in records] == ["discussion"]
+    assert [r["baseline"] for r in records] == ["parallel", "discussion"]
     for record in records:
-        assert record["items"] == 2 and record["checkpoint_step"] == 2
+        assert (record["checkpoint"], record["checkpoint_step"]) == (None, None)  # not the trained checkpoint-2
+        assert record["weights"] == "base models"
+        assert (record["items"], record["samples"], record["seed"]) == (2, 2, 3)
         assert {"eval/reward_mean", "eval/pass@1", "eval/pass@2"} <= set(record["standard_errors"])
-    for args, message in [(["--baseline", "single"], "task 'quickstart' has no one-agent form"),
-                          (["--baseline", "debate"], "--baseline 'debate': choose one of single, parallel"),
-                          (["--baseline", "parallel", "--queue"], "--baseline evaluates here")]:
-        refused = _eval("--run-config", str(run_folder / "run.yaml"), *args)
+        base = evaluate_run(parse_run_config(CONFIG), baseline=record["baseline"], items=2, samples=2, seed=3)
+        assert (record["metrics"], record["standard_errors"]) == (base.metrics, base.standard_errors)
+    text = _eval(str(run_folder / "run"), "--baseline", "pipeline", "--greedy", "--items", "1")
+    assert text.exit_code == 0, text.output
+    assert ("baseline pipeline (sequential pipeline): cli-eval: base models, split eval, 1 items x 1 sample(s) "
+            "(greedy), seed 1") in text.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{config}", "--baseline", "single"], "--baseline single: task 'quickstart' has no one-agent form (its team "
+                                           "sizes are 2); leave single out of the baselines"),
+    (["{run}", "--baseline", "pipeline,single"], "--baseline single: task 'quickstart' has no one-agent form"),
+    (["{config}", "--baseline", "debate"], "--baseline 'debate': choose from single, parallel, pipeline, discussion"),
+    (["{run}", "--baseline", "pipeline, pipeline"], "--baseline pipeline is given 2 times; name each baseline once"),
+    (["{run}", "--baseline", ","], "--baseline ',': name one or more of single, parallel"),
+    (["{run}", "--baseline", "parallel", "--checkpoint", "2"], "--checkpoint 2: a baseline plays the run's base "
+                                                                 "models, not a checkpoint"),
+    (["{run}", "--baseline", "parallel", "--team-analysis"], "the workers evaluate both; add --queue"),
+    (["{run}", "--baseline", "parallel", "--transcripts", "x.jsonl"], "--transcripts writes the team's episodes"),
+])
+def test_bad_baselines_are_one_line_in_the_queues_words(run_folder, monkeypatch, args, message) -> None:
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home"))
+    where = {"{run}": [str(run_folder / "run")], "{config}": ["--run-config", str(run_folder / "run.yaml")]}
+    refused = _eval(*where[args[0]], *args[1:])
+    assert refused.exit_code == EXIT_BAD_INPUT, refused.output
+    assert message in refused.output and len(refused.output.strip().splitlines()) == 1, refused.output
+
+
+def test_queue_with_baselines_stores_them_beside_the_team(run_folder, monkeypatch) -> None:
+    """``--queue --baseline a,b`` is the dashboard's Evaluate with baselines: the team at the checkpoint, then
+    each baseline of the base models, stored together; the same numbers as the local baseline."""
+    monkeypatch.setenv("COOPLAB_HOME", str(run_folder / "home-queue-baselines"))
+    from db.eval_request_store import EvalRequestStore
+    from db.evaluation_store import EvaluationStore
+    from db.migrate import upgrade
+    from jobs.client import get_store
+    from jobs.eval_job import execute_evaluation
+    from jobs.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.resolved_database_url)
+    store = get_store(settings)
+    experiment = store.create_experiment("queued-baselines", config=CONFIG)
+    run_id = store.create_run(experiment.id, CONFIG, "cpu", total_steps=2).id
+    store.update_run(run_id, output_dir=str(run_folder / "run"))
+    store.add_checkpoint(run_id, 2, str(run_folder / "run" / "checkpoints" / "checkpoint-2"))
+    for args, message in (
+            (["--baseline", "pipeline,single"], f"--baseline single for run {run_id}: task 'quickstart' has no "
+                                                "one-agent form (its team sizes are 2); leave single out of the baselines"),
+            (["--baseline", "parallel,parallel"], "--baseline parallel is given 2 times; name each baseline once"),
+            (["--baseline", "debate"], "--baseline 'debate': choose from single, parallel, pipeline, discussion")):
+        refused = _eval(str(run_id), "--queue", *args)
         assert refused.exit_code == EXIT_BAD_INPUT and message in refused.output, refused.output
+    assert EvalRequestStore(store).list_for_run(run_id) == []  # refused before anything is stored
+    result = _eval(str(run_id), "--queue", "--baseline", "parallel,pipeline", "--greedy", "--items", "2", "--json")
+    assert result.exit_code == 0, result.output
+    queued = json.loads(result.output)
+    assert queued["options"]["baselines"] == ["parallel", "pipeline"] and queued["checkpoint"] == "last"
+    assert execute_evaluation(queued["request"], settings=settings) == "done"  # what a worker does with it
+    team, parallel, pipeline = EvaluationStore(store).list_evaluations(run_id)
+    assert (team.kind, team.checkpoint_step) == ("eval", 2)
+    assert [(e.kind, e.label, e.checkpoint_step) for e in (parallel, pipeline)] == [
+        ("baseline", "parallel", None), ("baseline", "pipeline", None)]
+    local = json.loads(_eval(str(run_id), "--baseline", "parallel", "--greedy", "--items", "2", "--json").output)
+    assert (dict(parallel.metrics), dict(parallel.standard_errors)) == (local["metrics"], local["standard_errors"])
+    assert {k: parallel.settings[k] for k in ("seed", "greedy", "samples", "items")} == dict(team.settings)

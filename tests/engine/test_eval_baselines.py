@@ -96,3 +96,6 @@ def test_evaluate_run_plays_the_first_agent_alone(tmp_path):
     assert report.to_json()["baseline"] == "single"
     with pytest.raises(EvalError, match="choose one of single, parallel, pipeline, discussion"):
         evaluate_run(config, baseline="debate")
+    for name in ("single", "parallel"):  # a baseline is the untrained comparison: never a checkpoint's weights
+        with pytest.raises(EvalError, match=f"--baseline {name} plays the config's base models"):
+            evaluate_run(config, checkpoint=tmp_path, baseline=name)
