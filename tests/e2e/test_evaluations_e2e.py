@@ -5,16 +5,12 @@ Screenshots go to the folder printed at the start."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import re
 import time
-from collections.abc import Iterator
+import uuid
 from pathlib import Path
 
 import pytest
-
-from tests.e2e.conftest import ROOT, _free_port, _stop_tree, _wait_healthy
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 
@@ -27,27 +23,7 @@ CONFIG = {
 }
 
 
-@pytest.fixture(scope="module")
-def up_with_home(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[tuple[str, Path]]:
-    """``cooplab up`` (dashboard and a worker) on a free port with its own data directory: (URL, home)."""
-    home = tmp_path_factory.mktemp("cooplab-eval-home")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COOPLAB_")}
-    env.update({"COOPLAB_HOME": str(home), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
-                "COOPLAB_HEARTBEAT_TIMEOUT_S": "60", "COOPLAB_STOP_GRACE_S": "20"})
-    log = artifacts / "cooplab-up-evaluations.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "cooplab", "up", "--port", str(port)], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, proc, log)
-        yield url, home
-    finally:
-        _stop_tree(proc)
-
-
-def test_evaluate_a_run_from_its_page(up_with_home, browser_page, artifacts: Path) -> None:
+def test_evaluate_a_run_from_its_page(shared_up, browser_page, artifacts: Path) -> None:
     from playwright.sync_api import expect
 
     from db.eval_request_store import EvalRequestStore
@@ -55,10 +31,10 @@ def test_evaluate_a_run_from_its_page(up_with_home, browser_page, artifacts: Pat
     from jobs.client import get_store, submit_to_experiment
     from jobs.settings import Settings
 
-    url, home = up_with_home
+    url, home = shared_up  # shared: its experiment has a name of its own
     settings = Settings(home=home)
     store = get_store(settings)
-    run_id, _ = submit_to_experiment(CONFIG, settings=settings)
+    run_id, _ = submit_to_experiment({**CONFIG, "name": f"eval-e2e {uuid.uuid4().hex[:8]}"}, settings=settings)
     deadline = time.monotonic() + 180
     while store.get_run(run_id).is_active and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -72,14 +48,16 @@ def test_evaluate_a_run_from_its_page(up_with_home, browser_page, artifacts: Pat
     expect(page.get_by_text("No evaluations yet")).to_be_visible()
     page.get_by_text("greedy", exact=True).click()  # the checkbox's label
     page.get_by_role("button", name="Evaluate").click()
-    expect(page.get_by_text("Queued evaluation request #1 (checkpoint last) on cpu")).to_be_visible()
+    queued = page.get_by_text(re.compile(r"Queued evaluation request #\d+ \(checkpoint last\) on cpu"))
+    expect(queued).to_be_visible()
+    queued_id = int(re.search(r"#(\d+)", queued.inner_text()).group(1))
     page.screenshot(path=str(artifacts / "eval-1-queued.png"), full_page=True)
 
     # the worker evaluates it; the page notices on its own and shows the stored evaluation
     expect(page.get_by_text("Held-out evaluations")).to_be_visible(timeout=180_000)
     page.screenshot(path=str(artifacts / "eval-2-stored.png"), full_page=True)
     (request,) = EvalRequestStore(store).list_for_run(run_id)
-    assert request.status == "done", request.error
+    assert request.id == queued_id and request.status == "done", request.error
     (stored,) = EvaluationStore(store).list_evaluations(run_id)
     assert request.evaluation_ids == (stored.id,) and stored.checkpoint_step == 2 and stored.settings["greedy"]
     expect(page.get_by_text("open the evaluated episode of item")).to_be_visible()

@@ -4,10 +4,12 @@ the folder printed at the start (``layout-*.png``)."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import create_quickstart
 from tests.e2e.test_dashboard_e2e import _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
@@ -20,14 +22,14 @@ UNCOVERED_JS = """(el) => {
 }"""
 
 
-def test_the_action_bar_never_covers_a_field(cooplab_up: str, browser_page, artifacts: Path) -> None:
+def test_the_action_bar_never_covers_a_field(shared_up, browser_page, artifacts: Path) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
-    page, url = browser_page, cooplab_up
-    page.goto(url)
-    page.get_by_role("button", name="Create the quick-start experiment").click()
-    expect(page.get_by_text("Created experiment 'quickstart'")).to_be_visible()
+    (url, home), page = shared_up, browser_page
+    experiment = create_quickstart(home, f"layout {uuid.uuid4().hex[:8]}")  # the quick start's form
+    page.goto(f"{url}/?experiment={experiment}")
+    expect(page.get_by_role("heading", name=f"Edit experiment #{experiment}")).to_be_visible()
     _settle(page)
     bar = page.locator(".st-key-exp_action_bar")
     for width, height in ((1400, 1000), (1000, 650), (560, 800)):
