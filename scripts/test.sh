@@ -12,10 +12,15 @@
 # COOPLAB_TEST_PROCESSES pytest-xdist processes (default 2). 1,921 tests took 1 min 46 s on 2 cores
 # that other work shared (2 min 41 s of CPU time); make test's first phase alone takes 6 min 40 s.
 # The suite runs in two phases. First every test but the `serial` ones, in COOPLAB_TEST_PROCESSES
-# pytest processes (pytest-xdist, a test file per process at a time; default 3). Most integration tests
-# wait on workers, browsers, heartbeats and timeouts rather than compute: with two processes on two
-# cores the phase used 52% of the CPU time it had (user + system 9 min 45 s over 9 min 25 s of wall
-# time), and three processes took it from 8 min 17 s to 6 min 40 s; four were no faster (6 min 48 s).
+# pytest processes (pytest-xdist, default 3). Most integration tests wait on workers, browsers,
+# heartbeats and timeouts rather than compute: with two processes on two cores the phase used 52% of
+# the CPU time it had (user + system 9 min 45 s over 9 min 25 s of wall time), and three processes took
+# it from 8 min 17 s to 6 min 40 s; four were no faster (6 min 48 s). The processes take a test file at
+# a time, heaviest first, and the browser test files (xdist_group "e2e") together, so one process starts
+# Chromium and a shared `cooplab up` once for all of them (`--dist loadgroup --no-loadscope-reorder`;
+# tests/suite_schedule.py). pytest-xdist's loadfile sent the files with the most tests first, so the
+# one-test files that take minutes (browser, worker and training tests) came last and contended with
+# each other at the end: the whole suite took 17 min 05 s on a quiet 2-core machine.
 # Each process computes on one torch thread (OMP_NUM_THREADS=1, set by tests/conftest.py unless the
 # variable is set), as several processes of two threads each on two cores spin more than they compute.
 # Then the `serial` tests, in one process with the machine to themselves: fault tests whose worker
@@ -130,7 +135,7 @@ if [[ "$processes" == 1 ]]; then
   "$PY" -m pytest "$@"
   exit $?
 fi
-COOPLAB_TEST_PHASE=parallel "$PY" -m pytest -n "$processes" --dist loadfile "$@"
+COOPLAB_TEST_PHASE=parallel "$PY" -m pytest -n "$processes" --dist loadgroup --no-loadscope-reorder "$@"
 parallel_status=$?
 if [[ $parallel_status -eq 2 || $parallel_status -eq 3 || $parallel_status -eq 4 ]]; then
   exit $parallel_status  # interrupted, an internal error or a usage error: no second phase

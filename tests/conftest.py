@@ -10,7 +10,8 @@ variable every test is collected.
 markers and paths in ``tests/suite_tiers.py``, which are not even imported), in pytest-xdist processes.
 
 With two or more pytest-xdist processes, each computes on one torch thread (see
-:func:`one_torch_thread_per_process`).
+:func:`one_torch_thread_per_process`). With ``--dist loadgroup`` (make test's parallel phase) the files go
+out heaviest first and the browser tests as one unit (``tests/suite_schedule.py``, docs/testing.md).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     phase = os.environ.get(PHASE_ENV, "")
+    kept = items
     if phase == "fast":
         from tests.suite_tiers import in_unit_tier
 
@@ -74,11 +76,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     elif phase in ("parallel", "serial"):
         wanted = phase == "serial"
         kept = [item for item in items if (item.get_closest_marker("serial") is not None) == wanted]
-    else:
-        return
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-        items[:] = kept
+    if _dealt_by_groups(config):  # the heaviest files go out first (tests/suite_schedule.py)
+        from tests.suite_schedule import heaviest_first
+
+        kept = heaviest_first(kept)
+    items[:] = kept
+
+
+def _dealt_by_groups(config: pytest.Config) -> bool:
+    """``--dist loadgroup``: in pytest-xdist's processes ``dist`` reads "no", and ``loadgroup`` is set."""
+    return config.getoption("dist", default="no") == "loadgroup" or getattr(config.option, "loadgroup", False)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup`` (make test's parallel phase): the browser tests' folder as one work unit, every
+    other file as one (:class:`tests.suite_schedule.FileOrGroupScheduling`)."""
+    if not _dealt_by_groups(config):
+        return None
+    from tests.suite_schedule import FileOrGroupScheduling
+
+    return FileOrGroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
