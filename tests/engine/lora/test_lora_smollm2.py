@@ -19,13 +19,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def model_cache(request, tmp_path_factory):
-    """The SmolLM2 smoke test's cache folder (the GGUF conversion happens once per pytest cache)."""
-    cache = getattr(request.config, "cache", None)
-    return cache.mkdir("cooplab-models") if cache is not None else tmp_path_factory.mktemp("models")
-
-
 @pytest.fixture
 def one_thread():
     """One torch thread: on a shared small CPU a second thread mostly waits (this step ran 20x slower with two)."""
@@ -35,8 +28,8 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_two_lora_agents_on_one_smollm2_base_train_one_step(model_cache, one_thread) -> None:
-    base, tok = load_agent("builtin:smollm2-135m", cache_dir=model_cache)
+def test_two_lora_agents_on_one_smollm2_base_train_one_step(smollm2_cache, one_thread) -> None:
+    base, tok = load_agent("builtin:smollm2-135m", cache_dir=smollm2_cache)
     agents = lora_team([base, base], [LoraSettings(rank=4), LoraSettings(rank=4)], seed=0)
     frozen = base.lm_head.weight[:4].clone()
     config = MAGRPOConfig(num_turns=1, num_generations=2, max_new_tokens=4, max_steps=1, num_train_epochs=1,

