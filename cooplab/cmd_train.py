@@ -62,12 +62,9 @@ def register(app: typer.Typer) -> None:
         out = output or Path("runs") / f"{run_config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         out.mkdir(parents=True, exist_ok=True)
         if run_config.trainer.parallel_training == "fsdp":  # the ranks run under torchrun (cooplab.fsdp_launch)
-            if resume is not None:
-                typer.echo("--resume: resuming a parallel_training: fsdp run is not built yet (docs/gpu.md)", err=True)
-                raise typer.Exit(EXIT_CONFIG_ERROR)
             from cooplab.fsdp_launch import launch_run
 
-            raise typer.Exit(launch_run(run_config, out, echo=typer.echo,
+            raise typer.Exit(launch_run(run_config, out, echo=typer.echo, resume=resume,
                                         err=lambda line: typer.echo(line, err=True)))
 
         from engine.build.run import run_training

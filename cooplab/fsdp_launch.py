@@ -19,9 +19,10 @@ __all__ = ["RANK_ENTRY", "LaunchResult", "failure_of", "launch", "launch_run", "
 
 
 def launch_run(config: object, out: Path, *, echo: Callable[[str], None] = print,
-               err: Callable[[str], None] = print) -> int:
+               err: Callable[[str], None] = print, resume: Path | None = None) -> int:
     """``cooplab train``'s launch of an fsdp run config (already validated and pre-flighted): its
-    effective config written to ``OUTPUT/.fsdp/run.yaml`` for the ranks, then :func:`launch`. Returns
+    effective config written to ``OUTPUT/.fsdp/run.yaml`` for the ranks, then :func:`launch` (``resume``: a
+    sharded checkpoint folder every rank loads its shards of). Returns
     the command's exit status (0, or 1 with the failed rank named)."""
     from engine.schema.run_config import RunConfig, dump_run_config
     from jobs.settings import get_settings
@@ -33,7 +34,8 @@ def launch_run(config: object, out: Path, *, echo: Callable[[str], None] = print
     nproc = ranks_of(config.trainer.fsdp_ranks)
     echo(f"fsdp: launching {nproc} ranks with torchrun --standalone --nproc_per_node={nproc}")
     timeout = get_settings().collective_timeout_s  # COOPLAB_COLLECTIVE_TIMEOUT_S: the ranks' too
-    result = launch(nproc, [str(path), str(out)], echo=echo, env={"COOPLAB_COLLECTIVE_TIMEOUT_S": f"{timeout:g}"},
+    args = [str(path), str(out), *([str(resume)] if resume is not None else [])]
+    result = launch(nproc, args, echo=echo, env={"COOPLAB_COLLECTIVE_TIMEOUT_S": f"{timeout:g}"},
                     progress=out / ".fsdp" / "progress", frozen_after_s=timeout)
     if result.returncode:
         err(f"failed: {result.describe()}")

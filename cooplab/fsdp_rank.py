@@ -1,5 +1,6 @@
 """One rank of a ``parallel_training: fsdp`` run, as torchrun starts it (:mod:`cooplab.fsdp_launch`):
-``python -m cooplab.fsdp_rank RUN.yaml OUTPUT``.
+``python -m cooplab.fsdp_rank RUN.yaml OUTPUT [CHECKPOINT]`` (CHECKPOINT: a sharded checkpoint folder to resume from,
+saved at any world size).
 
 Joins the process group from torchrun's environment (gloo on the CPU, NCCL with a GPU per local
 rank), with ``COOPLAB_COLLECTIVE_TIMEOUT_S`` (default 600) as the collective timeout, so a frozen rank
@@ -67,6 +68,7 @@ def main(argv: list[str]) -> int:
     sys.stdout = _Prefixed(sys.stdout, f"[rank {rank}] ")
     sys.stderr = _Prefixed(sys.stderr, f"[rank {rank}] ")
     config_path, out = Path(argv[0]), Path(argv[1])
+    resume_from = argv[2] if len(argv) > 2 else None  # a sharded checkpoint folder, saved at any world size
 
     import torch
     import torch.distributed as dist
@@ -106,7 +108,8 @@ def main(argv: list[str]) -> int:
         if fault is not None:
             sink = _Faulty(sink, *fault)
         folder = out if rank == 0 else out / ".ranks" / f"rank{rank}"
-        result = run_training(config, output_dir=folder, sink=sink, write_roots=[settings.data_dir, out],
+        result = run_training(config, output_dir=folder, sink=sink, resume_from=resume_from,
+                              write_roots=[settings.data_dir, out],
                               read_roots=settings.read_roots, permissions=permissions)
         if rank == 0:
             print(f"{result.status}: step {result.step}, env_step {result.env_step}; outputs in {out} "

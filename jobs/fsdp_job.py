@@ -17,7 +17,8 @@ the database is the one channel, as for every other job.
 others' collectives after ``COOPLAB_COLLECTIVE_TIMEOUT_S`` and the run ``failed`` naming the rank left
 behind (:mod:`jobs.torchrun`). A job process killed (the stop enforcer's ``SIGKILL`` after the grace
 period, out of memory) takes torchrun and the ranks with it; the run is settled as for any job. A
-resumed attempt of an fsdp run is refused (sharded checkpoints are not built).
+resumed attempt hands its checkpoint to every rank, which load their shards of it (saved at any world
+size, :mod:`engine.distributed.checkpoint`).
 """
 
 from __future__ import annotations
@@ -69,9 +70,6 @@ def train_under_torchrun(config: RunConfig, *, output_dir: Path, run_id: int, wo
     """Launch ``config``'s ranks on this machine and wait for them (see the module docstring)."""
     from engine.schema.run_config import dump_run_config
 
-    if resume_from is not None:
-        raise ValueError(f"resuming a parallel_training: fsdp run (from {resume_from}) is not built yet: sharded "
-                         "checkpoints come next (docs/gpu.md); submit the config again as a new run")
     nproc = ranks_of(config.trainer.fsdp_ranks)
     _check_devices(config, nproc)
     folder = output_dir / ".fsdp"
@@ -82,7 +80,8 @@ def train_under_torchrun(config: RunConfig, *, output_dir: Path, run_id: int, wo
     env = {"COOPLAB_FSDP_RUN_ID": str(run_id), "COOPLAB_FSDP_WORKER": worker or "",
            "COOPLAB_COLLECTIVE_TIMEOUT_S": f"{collective_timeout_s:g}"}
     log.info("run %s: launching %d ranks with torchrun --standalone --nproc_per_node=%d", run_id, nproc, nproc)
-    result = launch(nproc, [str(config_path), str(output_dir)], echo=progress.info, env=env,
+    args = [str(config_path), str(output_dir), *([str(resume_from)] if resume_from is not None else [])]
+    result = launch(nproc, args, echo=progress.info, env=env,
                     progress=folder / "progress", frozen_after_s=collective_timeout_s)
     if result.returncode:
         raise RanksFailed(f"{result.describe()} (one of {nproc} ranks under torchrun; the others were stopped, "

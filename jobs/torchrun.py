@@ -122,9 +122,18 @@ def _entries(lines: Sequence[str]) -> list[tuple[int, int | None, str]]:
     return out
 
 
+_AFTERMATH = ("Connection reset by peer", "Connection closed by peer", "Connection refused", "Broken pipe",
+              "Signal 15 (SIGTERM)")
+"""What a rank reports when another rank died under it (its peer's socket closed) or torchrun stopped it:
+never the cause while another rank failed by itself."""
+
+
 def failure_of(lines: Sequence[str]) -> tuple[int | None, str]:
-    """The first failed rank and its cause (the last line of its traceback) from torchrun's report (its
-    ``Root Cause`` section), followed by the other ranks that ended badly (``Failures``)."""
+    """The rank that failed first and its cause (the last line of its traceback) from torchrun's report,
+    followed by the other ranks that ended badly. torchrun's ``Root Cause`` is the first error it saw;
+    a rank whose collective broke because its peer died can report before the dead rank is noticed, so
+    an error that is only the aftermath of another's death (:data:`_AFTERMATH`) yields to a rank that
+    failed by itself (killed, its own exception)."""
     root_at = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
     if root_at is None:
         return None, ""
@@ -132,13 +141,15 @@ def failure_of(lines: Sequence[str]) -> tuple[int | None, str]:
     root = _entries(lines[root_at:])
     if not root:
         return None, ""
-    rank, code, why = root[0]
+    entries = [root[0], *(e for e in _entries(lines[failures_at:root_at]) if e[0] != root[0][0])]
+    first = next((e for e in entries if not any(m in e[2] for m in _AFTERMATH)), entries[0])
+    rank, code, why = first
     cause = f"exit code {code}" if code is not None else "failed"
     if why and why != "<N/A>":
         cause += f" ({why})"
     if "Timed out" in why or "timed out" in why:
         cause += "; a collective timed out: another rank stopped answering (COOPLAB_COLLECTIVE_TIMEOUT_S)"
-    others = [f"rank {r} exit code {c}" for r, c, _ in _entries(lines[failures_at:root_at]) if r != rank]
+    others = [f"rank {r} exit code {c}" for r, c, _ in entries if r != rank]
     if others:
         cause += "; then " + ", ".join(others)
     return rank, cause

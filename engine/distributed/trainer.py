@@ -16,13 +16,15 @@ transcripts are the whole step's (the sink reports them on rank 0 only, :mod:`en
 
 Without a process group it runs the same step in one process, unsharded (``fsdp_ranks`` 1 or empty; more
 is refused, naming the launch): the reference that a run on
-several ranks equals (tests/engine/distributed/test_fsdp_launch.py). Checkpoints hold the whole weights
-gathered to rank 0 (``fsdp_weights.pt``); resuming one, sharded checkpoints
-(``torch.distributed.checkpoint``) and everything :mod:`engine.schema.fsdp_rules` refuses are not built.
+several ranks equals (tests/engine/distributed/test_fsdp_launch.py). Checkpoints are sharded
+(``torch.distributed.checkpoint``, :mod:`engine.distributed.checkpoint`: each rank writes its shards,
+nothing is gathered whole) and resume at any world size; the final models are gathered to rank 0 and
+written as plain Hugging Face folders. What :mod:`engine.schema.fsdp_rules` refuses is not built.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -32,6 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from engine.distributed.checkpoint import DCP_DIR, load_sharded, save_sharded, whole_weights
 from engine.distributed.fsdp import Sample, agent_mesh, full_state, shard_agent, update_step
 from engine.distributed.groups import rank_groups
 from engine.distributed.rollouts import sample_groups
@@ -47,7 +50,7 @@ from engine.trainer.reporting import branch_episodes, choose_branches, rollout_m
 from engine.trainer.rollout import Rollout, assign_returns
 from engine.trainer.setup import make_adamw
 
-WEIGHTS_FILE = "fsdp_weights.pt"
+STATE_FILE = "training_state.pt"
 
 
 def world_and_rank() -> tuple[int, int]:
@@ -166,22 +169,42 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
         return [full_state(agent.model) for agent in self.agents]
 
     def save_checkpoint(self, path: str | Path) -> Path:
-        """The whole weights gathered to rank 0 (``fsdp_weights.pt``) with ``meta.json``; every rank
-        returns the path. Resuming one is not built yet."""
-        states, target = self._full_states(), Path(path)
-        if self.rank == 0:
-            meta = {"step": self.step, "env_step": self.env_step, "agent_names": self.agent_names,
-                    "world": self.world, "config": self.args.to_dict()}
-            with atomic_folder(target, "checkpoint") as folder:
-                torch.save(states, Path(folder) / WEIGHTS_FILE)
-                (Path(folder) / "meta.json").write_text(json.dumps(meta, default=str), encoding="utf-8")
+        """A sharded checkpoint (:mod:`engine.distributed.checkpoint`): every rank writes its shards of the
+        team's weights and optimizer states into ``<path>/dcp/``, rank 0 the counters and generators
+        (``training_state.pt``) and ``meta.json``; the folder appears whole (rank 0's temporary folder,
+        renamed once every rank wrote). Every rank returns rank 0's path."""
+        with contextlib.ExitStack() as stack:
+            folder = stack.enter_context(atomic_folder(path, "checkpoint")) if self.rank == 0 else None
+            shared: list[Any] = [str(folder) if folder is not None else None]
+            if self.world > 1:
+                dist.broadcast_object_list(shared, src=0)
+            save_sharded(Path(shared[0]) / DCP_DIR, self.agents, distributed=self.world > 1)
+            if self.world > 1:
+                dist.barrier()  # every rank's shards written before the folder is renamed into place
+            if folder is not None:
+                state = self._training_state()
+                state.pop("optimizers")  # in the shards
+                torch.save(state, folder / STATE_FILE)
+                meta = {"step": self.step, "env_step": self.env_step, "agent_names": self.agent_names,
+                        "world": self.world, "config": self.args.to_dict()}
+                (folder / "meta.json").write_text(json.dumps(meta, default=str), encoding="utf-8")
+        target: list[Any] = [str(path)]
         if self.world > 1:
+            dist.broadcast_object_list(target, src=0)  # rank 0's checkpoint folder: the one the others report
             dist.barrier()
-        return target
+        return Path(target[0])
 
     def load_checkpoint(self, path: str | Path) -> None:
-        raise ValueError(f"{path}: resuming a parallel_training: fsdp run is not built yet (sharded checkpoints with "
-                         "torch.distributed.checkpoint come next, docs/gpu.md); start the run again")
+        """Resume from a sharded checkpoint saved at any world size: the shards are read into this
+        launch's sharding, then rank 0's counters and generators are restored on every rank."""
+        folder = Path(path)
+        load_sharded(folder / DCP_DIR, self.agents, distributed=self.world > 1)
+        state = torch.load(folder / STATE_FILE, weights_only=False)
+        optimizers = [agent.optimizer for agent in self.agents]
+        assert all(o is not None for o in optimizers), "every FSDP agent has an optimizer (built in __init__)"
+        state["optimizers"] = [o.state_dict() for o in optimizers if o is not None]  # loaded above
+        self._restore_training_state(state)
+        self.last_checkpoint = str(folder)
 
     def save_model(self, output_dir: str | Path) -> None:
         """Each agent as a plain Hugging Face folder ``agent_<i>/`` (written by rank 0)."""
@@ -205,5 +228,5 @@ def save_plain(model: Any, state: dict[str, torch.Tensor], folder: Path) -> None
 
 
 def final_weights(folder: str | Path) -> Sequence[dict[str, torch.Tensor]]:
-    """The whole weights of an FSDP checkpoint folder, one dict per agent."""
-    return torch.load(Path(folder) / WEIGHTS_FILE)
+    """The whole weights of an FSDP checkpoint folder, one dict per agent (read in this process)."""
+    return whole_weights(Path(folder) / DCP_DIR)

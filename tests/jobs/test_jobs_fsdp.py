@@ -1,9 +1,9 @@
 """A ``parallel_training: fsdp`` run executed by a real ``cooplab worker``: its job launches two gloo ranks
 under torchrun (:mod:`jobs.fsdp_job`), rank 0 writes the steps to the real SQLite store, and the run ends
-truthfully: ``succeeded`` with its metrics, ``stopped`` (with a checkpoint) when a stop is asked mid-run,
-``failed`` naming the rank when one is killed, or when one freezes (SIGSTOP) and the others' collective
-times out. One worker runs the runs one after the other (each run pays for two ranks importing torch).
-"""
+truthfully: ``succeeded`` with its metrics; ``stopped`` (with a sharded checkpoint) when a stop is asked
+mid-run, and a new attempt resumes from it; ``failed`` naming the rank when one is killed, or when one
+freezes (SIGSTOP) for the collective timeout; a job process killed takes its ranks with it (``lost``).
+One worker runs the runs one after the other (each run pays for two ranks importing torch)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from db import states
-from jobs.client import stop_run, submit_run
+from jobs.client import resume_run, stop_run, submit_run
 from tests.jobs.helpers import (
     START_TIMEOUT_S,
     WorkerProcess,
@@ -88,9 +88,11 @@ def test_an_fsdp_run_through_a_worker_succeeds_stops_and_fails_naming_a_killed_o
     for proc in ranks.values():  # every rank ended (not killed: the stop reached them)
         wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
 
-    # 3. rank 1 killed mid-run: failed at once, naming the rank and its exit code; no rank left behind
-    killed = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
-    wait_until_step(store, killed, 1)
+    # 3. resume: a new attempt's ranks load the sharded checkpoint and go on after its step; then rank 1
+    #    is killed mid-run: failed at once, naming the rank and its exit code; no rank left behind
+    killed = resume_run(stopped, settings=jobs_env)
+    wait_until_step(store, killed, checkpoint.step + 1)
+    assert store.series(killed, "train/reward_mean").xs[0] == checkpoint.step + 1
     ranks = ranks_of_job(worker)
     t0 = time.monotonic()
     os.kill(ranks[1].pid, signal.SIGKILL)
@@ -123,3 +125,17 @@ def test_an_fsdp_run_through_a_worker_succeeds_stops_and_fails_naming_a_killed_o
     for proc in ranks.values():
         wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
     assert worker.proc.poll() is None
+
+    # 5. the job process killed (as the stop enforcer does after the grace period): torchrun and both
+    #    ranks die with it (parent-death signals), and the run is settled like any dead job
+    orphaned = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
+    wait_until_step(store, orphaned, 1)
+    ranks = ranks_of_job(worker)
+    (job_pid,) = worker.job_pids()
+    t0 = time.monotonic()
+    os.kill(job_pid, signal.SIGKILL)
+    for proc in ranks.values():
+        wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to die")
+    print(f"fsdp job killed: both ranks gone {time.monotonic() - t0:.1f} s later")
+    wait_until_final(store, orphaned, jobs_env.heartbeat_timeout_s + 30, worker)
+    assert store.get_run(orphaned).status == states.LOST

@@ -71,3 +71,36 @@ def test_a_live_rank_whose_pulse_stopped_is_named_but_not_one_that_ended(tmp_pat
         time.sleep(0.05)
     watch.close()
     assert killed and watch.frozen == [0] and watch.silent == [0]
+
+
+KILLED_REPORT = """\
+Failures:
+[1]:
+  time      : 2026-12-07_02:04:51
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 5210)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 5210
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-07_02:04:50
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 5206)
+  error_file: /tmp/torchelastic_x/error.json
+  traceback : Traceback (most recent call last):
+    File "/work/main/engine/distributed/sink.py", line 48, in should_stop
+      dist.broadcast_object_list(answer, src=0)
+  RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:2991: Connection reset by peer.
+
+============================================================"""
+
+
+def test_a_rank_killed_is_the_cause_though_its_peer_reported_first():
+    """torchrun's report as a worker's job saw it (tests/jobs/test_jobs_fsdp.py): rank 1 was killed, rank 0's
+    broadcast broke on the closed socket and its error was recorded first, as the root cause."""
+    from jobs.torchrun import failure_of
+
+    rank, cause = failure_of(KILLED_REPORT.splitlines())
+    assert rank == 1
+    assert cause == "exit code -9 (Signal 9 (SIGKILL) received by PID 5210); then rank 0 exit code -15"

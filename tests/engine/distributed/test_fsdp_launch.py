@@ -1,7 +1,8 @@
 """``cooplab train`` of a ``parallel_training: fsdp`` run: torchrun starts two gloo ranks on this machine
 (:mod:`cooplab.fsdp_launch`), two heterogeneous tiny agents train two steps, and the final weights and
 metrics equal the same run in one process (:class:`engine.distributed.trainer.FSDPMAGRPOTrainer` without
-a process group); a rank killed mid-run ends the launch with a failure naming the rank."""
+a process group), and the ranks' sharded checkpoint of step 1 resumes in one process and on three ranks
+to the same step 2; a rank killed mid-run ends the launch with a failure naming the rank."""
 
 from __future__ import annotations
 
@@ -72,6 +73,36 @@ def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_pat
     assert (two / "transcripts.jsonl").read_text().strip()
     assert not (two / ".ranks" / "rank1" / "metrics.jsonl").exists()
     assert (two / "model" / "agent_1" / "model.safetensors").is_file()
+
+    # the checkpoints are sharded: each rank wrote its own shards (about half the bytes each), nothing whole
+    shards = sorted((two / "checkpoints" / "checkpoint-2" / "dcp").glob("*.distcp"))
+    assert [p.name for p in shards] == ["__0_0.distcp", "__1_0.distcp"]
+    sizes = [p.stat().st_size for p in shards]
+    print(f"shard bytes per rank: {sizes}")
+    assert max(sizes) < 0.6 * sum(sizes)
+    # the two ranks' checkpoint of step 1 resumes in one process, and its step 2 equals the ranks' step 2
+    # (the AdamW moments came along: a fresh optimizer's second step would differ by about the learning rate)
+    three = tmp_path / "resumed"
+    resumed = run_training(config, output_dir=three, sink=JsonlSink(three),
+                           resume_from=two / "checkpoints" / "checkpoint-1")
+    assert (resumed.status, resumed.step) == ("completed", 2)
+    for a, (got, want) in enumerate(zip(final_weights(three / "checkpoints" / "checkpoint-2"),
+                                         final_weights(two / "checkpoints" / "checkpoint-2"), strict=True)):
+        delta = max(float((got[n] - want[n]).abs().max()) for n in want)
+        print(f"agent {a}: resumed at world size 1 from world size 2, max |delta| {delta:.2g} after step 2")
+        assert delta < 1e-4, (a, delta)
+    # and on three ranks (cooplab train --resume): DCP reshards the two ranks' shards into thirds
+    three_yaml = tmp_path / "three.yaml"
+    three_yaml.write_text(yaml.safe_dump({**CONFIG, "trainer": {**CONFIG["trainer"], "fsdp_ranks": 3}}))
+    result = CliRunner().invoke(_app(), ["train", str(three_yaml), "--output", str(tmp_path / "three"),
+                                         "--resume", str(two / "checkpoints" / "checkpoint-1")])
+    assert result.exit_code == 0, result.output[-3000:]
+    assert "[rank 2] " in result.output and "[rank 0] completed: step 2" in result.output
+    for a, (got, want) in enumerate(zip(final_weights(tmp_path / "three" / "checkpoints" / "checkpoint-2"),
+                                         final_weights(two / "checkpoints" / "checkpoint-2"), strict=True)):
+        delta = max(float((got[n] - want[n]).abs().max()) for n in want)
+        print(f"agent {a}: resumed at world size 3 from world size 2, max |delta| {delta:.2g} after step 2")
+        assert delta < 1e-4, (a, delta)
 
 
 def test_a_killed_rank_fails_the_launch_naming_it(run_yaml, tmp_path, monkeypatch):
