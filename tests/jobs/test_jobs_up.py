@@ -116,6 +116,7 @@ def test_children_share_the_data_directory_as_an_absolute_path(tmp_path, monkeyp
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.port") + 1] == "8555"
     assert command[4].endswith(os.path.join("app", "server.py"))  # the pages plus the download route
+    assert command[command.index("--runner.postScriptGC") + 1] == "false"  # no full GC after every live refresh
     assert worker_command("cuda:2")[-2:] == ["--device", "cuda:2"]
     wide = dashboard_command(port=8555, address="0.0.0.0")
     assert wide[wide.index("--server.address") + 1] == "0.0.0.0"
