@@ -7,6 +7,7 @@
     done = api.wait(ids, timeout=3600)                                     # {run id: Run}, all final
     for run in api.runs(experiment="sweep-3"):
         print(run.id, run.status, run.step)
+    api.environment(ids[0])["git"]["commit"]                               # what the run trained with
 
 It talks to the database and the broker of the environment's settings (``COOPLAB_HOME``,
 ``COOPLAB_DATABASE_URL``, ``COOPLAB_BROKER_URL``; or pass ``settings=``), like ``cooplab submit``: the
@@ -103,6 +104,16 @@ def runs(*, experiment: str | None = None, status: str | Iterable[str] | None = 
     return store.list_runs(experiment_id, statuses=statuses, limit=limit)
 
 
+def environment(run_id: int, *, settings: Settings | None = None) -> dict[str, Any] | None:
+    """What run ``run_id``'s job recorded when it started (:mod:`jobs.run_environment`): ``git``
+    (``commit``, ``branch``, ``dirty``, ``diff`` capped, ``untracked``), ``python``, ``packages``
+    (name: version), ``host``, ``platform``, ``command``, ``worker``, ``device``; None before its job
+    started. Its resource use over time is in its metrics (``resources/...``)."""
+    from jobs.client import get_store
+
+    return get_store(_settings(settings)).run_environment(run_id)
+
+
 def wait(run_ids: Iterable[int], *, timeout: float | None = None, poll_s: float = 2.0,
          settings: Settings | None = None) -> dict[int, Run]:
     """Wait until every run of ``run_ids`` is final (``succeeded``, ``failed``, ``stopped``, ``lost`` or
@@ -121,4 +132,4 @@ def wait(run_ids: Iterable[int], *, timeout: float | None = None, poll_s: float 
         time.sleep(poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
 
 
-__all__ = ["runs", "submit", "wait"]
+__all__ = ["environment", "runs", "submit", "wait"]

@@ -303,3 +303,16 @@ class EvalRequestRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class RunEnvironmentRow(Base):
+    """Where and with what a run's job trained (``jobs.run_environment``): the code's git commit, whether
+    its tree was dirty and the diff (capped), Python and package versions, host, command line. One row
+    per run, written when its job starts; read on the run page, in its downloads and by ``cooplab.api``
+    (kept out of ``runs`` so listing runs never loads a diff)."""
+
+    __tablename__ = "run_environments"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    captured_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

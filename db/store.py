@@ -25,6 +25,7 @@ from db.clock import server_now
 from db.engine import make_engine
 from db.errors import DuplicateNameError, NotFoundError, RunActiveError
 from db.models import MetaRow
+from db.ops_environments import EnvironmentOps
 from db.ops_experiments import ExperimentOps
 from db.ops_lineage import LineageOps
 from db.ops_metrics import MetricOps
@@ -41,14 +42,15 @@ DATABASE_ID = "database_id"
 __all__ = ["Store", "InvalidTransition", "NotFoundError", "DuplicateNameError", "RunActiveError"]
 
 
-class Store(ExperimentOps, RunOps, RunTableOps, LineageOps, MetricOps, TranscriptOps, WorkerOps, StoreOutageOps):
+class Store(ExperimentOps, RunOps, RunTableOps, LineageOps, MetricOps, TranscriptOps, WorkerOps, StoreOutageOps,
+            EnvironmentOps):
     """Experiments, runs, metrics, transcripts, checkpoints and workers in one database.
 
     Each operation is declared once, in the part of the store that holds its table's rows:
     :class:`~db.ops_experiments.ExperimentOps`, :class:`~db.ops_runs.RunOps` (runs, states,
     checkpoints), :class:`~db.ops_run_table.RunTableOps` (the runs table, display names), :class:`~db.ops_lineage.LineageOps`, :class:`~db.ops_metrics.MetricOps`,
-    :class:`~db.ops_transcripts.TranscriptOps`, :class:`~db.ops_workers.WorkerOps` and
-    :class:`~db.ops_store_outages.StoreOutageOps`. Each method
+    :class:`~db.ops_transcripts.TranscriptOps`, :class:`~db.ops_workers.WorkerOps`,
+    :class:`~db.ops_store_outages.StoreOutageOps` and :class:`~db.ops_environments.EnvironmentOps`. Each method
     opens its own transaction (:class:`db.engine.StoreBase`).
 
     Safe to share between threads of one process (each call takes its own connection from the pool);

@@ -120,6 +120,7 @@ class DbSink(BaseSink):
         self.worker = worker
         self.heartbeat_interval_s = heartbeat_interval_s
         self.steps_logged = 0
+        self.last_step = 0  # the step of the last step logged: where resource samples are drawn
         self.total_steps: int | None = None
         self._stop_flag = False
         self._running_marked = False
@@ -246,6 +247,7 @@ class DbSink(BaseSink):
             self.run_id, int(step), int(env_step), values, records, wall_time=wall_time, live_only=True, again=again))
         self._stop_flag = self._stop_flag or bool(stop)
         self.steps_logged += 1
+        self.last_step = int(step)
         total = f"/{self.total_steps}" if self.total_steps else ""
         progress.info("step %s%s · %s", step, total, step_summary(_floats(metrics)))
 
@@ -255,6 +257,15 @@ class DbSink(BaseSink):
             self.run_id, int(step), None if env_step is None else int(env_step), values, wall_time=wall_time))
         shown = ", ".join(f"{k} {v:.3f}" for k, v in list(values.items())[:6])
         progress.info("metrics at step %s: %s%s", step, shown, " ..." if len(values) > 6 else "")
+
+    def log_resources(self, values: dict[str, float]) -> None:
+        """A resource sample (:mod:`jobs.resource_metrics`) at the last step logged (none before the first
+        step: a resumed attempt has no step of its own yet): one write, no retries and no progress line
+        (the next sample comes soon; a failure is the sampler's to log)."""
+        if not self.steps_logged:
+            return
+        self._check_database_file()
+        self.store.log_metrics(self.run_id, self.last_step, None, _floats(values), wall_time=time.time())
 
     def log_transcripts(self, step: int, episodes: Sequence[Episode]) -> None:
         if episodes:

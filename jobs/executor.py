@@ -63,8 +63,10 @@ from db.store import Store
 from jobs import jobfile
 from jobs.datadir import DataDirOwnedError, claim_data_dir
 from jobs.db_identity import DatabaseFile, DatabaseFileGone
-from jobs.faults import describe_failure, resource_reason
+from jobs.faults import describe_failure, first_line, resource_reason
 from jobs.liveness import cleanup_partial_writes, finish_run
+from jobs.resource_metrics import ResourceSampler
+from jobs.run_environment import capture_environment
 from jobs.settings import Settings, apply_host_memory_setting, get_settings, operator_permissions
 
 if TYPE_CHECKING:
@@ -328,8 +330,12 @@ def _train(ctx: JobContext) -> str:
     sink = DbSink(ctx.store, ctx.run_id, worker=ctx.worker, heartbeat_interval_s=settings.heartbeat_interval_s,
                   on_settled=_exit_job_process if ctx.exit_when_settled else None, outage_s=settings.db_outage_s,
                   database_file=_database_file(ctx.store), uploads=uploads)
+    sampler = ResourceSampler(sink.log_resources, interval_s=settings.resource_interval_s,
+                              gpu=ctx.device.startswith("cuda"))
     try:
         sink.start_heartbeat()
+        _record_environment(ctx)
+        sampler.start()
         if sink.should_stop():
             # A stop arrived while the job was starting: nothing has been trained, so nothing is built.
             log.info("run %s was asked to stop before training started: ending it stopped", ctx.run_id)
@@ -338,10 +344,20 @@ def _train(ctx: JobContext) -> str:
             status = _run_training(ctx, config, sink, permissions)
             _store_outputs(ctx, config, uploads)  # the heartbeat goes on while the uploads finish
     finally:
+        sampler.stop()  # its last sample: the resources at the end of training
         if uploads is not None:
             uploads.close()  # a failed run: what was not started is dropped
         sink.close()
     return _finish(ctx, states.STOPPED if status == "stopped" else states.SUCCEEDED)
+
+
+def _record_environment(ctx: JobContext) -> None:
+    """Record what the run trains with (:mod:`jobs.run_environment`: git commit and dirty diff, package
+    versions, host, command line); a failure is logged, never the run's end."""
+    try:
+        ctx.store.record_run_environment(ctx.run_id, capture_environment(worker=ctx.worker, device=ctx.device))
+    except Exception as exc:
+        log.warning("run %s: its environment could not be recorded: %s", ctx.run_id, first_line(str(exc)))
 
 
 def _job_config(ctx: JobContext, permissions: OperatorPermissions) -> RunConfig:

@@ -81,6 +81,10 @@ class Settings(BaseSettings):
         True, description="A worker imports torch, transformers and the trainer once, before it forks job "
         "processes, so each run starts with them loaded instead of importing them (seconds of CPU per run). The "
         "worker never initialises CUDA either way. Set false for a worker parent that stays small (measured: 96 MiB resident instead of 403 MiB).")
+    resource_interval_s: float = Field(
+        15.0, ge=0, le=3600, description="Seconds between the samples of a run's resource use that its job records "
+        "as metrics (resources/cpu_percent, rss_mib, gpu_util_percent, gpu_memory_mib: the job's process tree and "
+        "its GPUs; jobs.resource_metrics), plus one when training ends. 0 turns them off.")
     job_threads: int | None = Field(
         None, ge=1, le=4096, description="torch CPU threads per job process (and per `cooplab train`). Default: "
         "the operator's OMP_NUM_THREADS, else the cores the worker may use divided by its --slots; the agents that "

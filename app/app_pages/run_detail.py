@@ -23,6 +23,7 @@ from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_best_models, render_evaluations
 from app.components.run_controls import choose_run, notes_editor, run_header
 from app.components.run_downloads import render_run_downloads
+from app.components.run_system import render_run_system
 from app.components.stored_files import (
     local_log_offer,
     render_checkpoints,
@@ -304,7 +305,8 @@ def run_detail_page() -> None:
     # Lazy tabs: only the open one is computed (and polled); the tab is in the URL (?tab=Logs).
     tabs = {"Charts": lambda: charts_tab(store, shown), "Evaluations": lambda: evaluations_tab(store, run),
             "Config": lambda: config_tab(store, run), "Logs": lambda: logs_tab(store, run),
-            "Checkpoints & downloads": lambda: files_tab(store, run)}
+            "Checkpoints & downloads": lambda: files_tab(store, run),
+            "System": lambda: render_run_system(store, run)}
     for container, draw in zip(st.tabs(list(tabs), key=TAB_KEY, bind="query-params"), tabs.values(), strict=True):
         if container.open is not False:
             with container:

@@ -251,3 +251,27 @@ def test_the_logs_tab_shows_the_whole_log_with_a_limit(app, store: Store, experi
     at.run()
     [text] = [c.value for c in at.code if c.value.startswith("step 1001\n")]
     assert text.endswith("step 3000") and any("the last 2,000 lines" in c.value for c in at.caption)
+
+
+def test_the_system_tab_shows_the_environment_and_the_last_resource_sample(app, store: Store, experiment: int,
+                                                                          seed) -> None:
+    run_id = seed(experiment, status="succeeded", steps=2)
+    at = app("run_detail", run=run_id, tab="System")
+    assert not at.exception
+    assert any("Not recorded" in c.value for c in at.caption)
+    store.log_metrics(run_id, 2, None, {"resources/cpu_percent": 150.0, "resources/rss_mib": 1234.0})
+    store.record_run_environment(run_id, {
+        "git": {"commit": "0123456789abcdef" * 2 + "01234567", "branch": "main", "dirty": True,
+                "diff": "diff --git a/x b/x\n+changed", "diff_truncated": False, "diff_chars": 27,
+                "untracked": ["new.py"], "untracked_count": 1},
+        "python": {"version": "3.11.7"}, "packages": {"torch": "2.13.0"}, "host": "box", "device": "cpu",
+        "command": "cooplab worker --device cpu"})
+    at = app("run_detail", run=run_id, tab="System")
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}  # the header's metrics too
+    assert (shown["CPU"], shown["RAM"]) == ("150%", "1,234 MiB") and "GPU memory" not in shown
+    text = " ".join(m.value for m in at.markdown)
+    assert "git `0123456789ab` on `main` (dirty)" in text and "torch `2.13.0`" in text and "`box`" in text
+    assert any(c.value == "cooplab worker --device cpu" for c in at.code)
+    assert any(c.value.endswith("+changed") for c in at.code)  # the dirty diff, in its expander
+    assert "environment JSON" in [b.label for b in at.get("download_button")]

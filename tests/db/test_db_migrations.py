@@ -17,7 +17,7 @@ from db.store import Store
 
 TABLES = {"experiments", "runs", "metrics", "metric_rollups", "episodes", "turns", "checkpoints", "workers", "cooplab_meta",
           "studies", "study_trials",
-          "evaluations", "eval_requests", "alembic_version"}
+          "evaluations", "eval_requests", "run_environments", "alembic_version"}
 
 
 def test_upgrade_from_empty_then_downgrade(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ def test_stop_resume_kill_and_the_queue_through_the_life_of_runs(jobs_env, store
     wait_until_step(store, first, 2)
     assert "train/reward_mean" in store.metric_keys(first)
     assert store.episodes(first, split="train"), "no transcripts stored"
+    env = store.run_environment(first)  # recorded by the forked job process as it started
+    assert env["pid"] != worker.pid and env["device"] == "cpu" and env["git"]["commit"]
     (registered,) = store.list_workers(online_only=True)
     assert registered.queues == ("cpu",) and registered.pid == worker.pid
     wait_for(lambda: store.list_workers()[0].current_run_id == first, 15, "the worker to report its run")
