@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from jobs.env_settings import EnvSettings
 
 if TYPE_CHECKING:
     from engine.permissions.operator import OperatorPermissions
 
 
-class Settings(BaseSettings):
-    """Where data lives and which servers to talk to."""
+class Settings(EnvSettings):
+    """Where data lives and which servers to talk to (each field from ``COOPLAB_<FIELD>``)."""
 
-    model_config = SettingsConfigDict(env_prefix="COOPLAB_", extra="ignore")
+    env_prefix = "COOPLAB_"
 
     home: Path = Field(Path(".cooplab"), description="Data directory: database, broker folders, checkpoints, logs.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default sqlite:///<home>/cooplab.db.")
@@ -271,10 +272,8 @@ class Settings(BaseSettings):
         return self.data_dir / "artifact-cache"
 
 
-class S3Env(BaseSettings):
+class S3Env(EnvSettings):
     """The standard AWS variables an S3 artifact store is reached with (read when instantiated)."""
-
-    model_config = SettingsConfigDict(extra="ignore")
 
     aws_endpoint_url: str | None = None
     aws_endpoint_url_s3: str | None = None
@@ -290,10 +289,8 @@ def get_settings() -> Settings:
     return Settings()
 
 
-class HubCacheEnv(BaseSettings):
+class HubCacheEnv(EnvSettings):
     """The Hugging Face variables that say where its hub cache is (read when instantiated)."""
-
-    model_config = SettingsConfigDict(extra="ignore")
 
     hf_hub_cache: str | None = None
     huggingface_hub_cache: str | None = None

@@ -1,5 +1,5 @@
 """The submit path stays cheap: `cooplab submit` imports no alembic (when the schema is current), torch,
-transformers, streamlit, CLI framework (typer, rich), other algorithms' config classes or
+transformers, streamlit, pydantic-settings, CLI framework (typer, rich), other algorithms' config classes or
 PostgreSQL dialect, and a refused config is refused before the store or the broker client is imported;
 the schema check reads one row instead of loading alembic; and the Python API for scripted sweeps
 (:mod:`cooplab.api`) queues, lists and waits for runs. No worker: cheap."""
@@ -21,9 +21,11 @@ from tests.jobs.helpers import ROOT, tiny_config
 
 HEAVY = ("alembic", "torch", "transformers", "streamlit")
 # what a plain submit of a MAGRPO config has no use for (cooplab.submit_path, engine.schema.config_class,
-# db.rollups): the CLI framework, the other algorithms' config classes, the PostgreSQL dialect
-NOT_FOR_SUBMIT = (*HEAVY, "typer", "rich", "engine.schema.algorithms", "engine.schema.preference_configs",
-                  "engine.schema.actor_critic_configs", "sqlalchemy.dialects.postgresql")
+# db.rollups, jobs.env_settings): the CLI framework, pydantic-settings, the other algorithms' config classes,
+# the PostgreSQL dialect
+NOT_FOR_SUBMIT = (*HEAVY, "typer", "rich", "pydantic_settings", "engine.schema.algorithms",
+                  "engine.schema.preference_configs", "engine.schema.actor_critic_configs",
+                  "sqlalchemy.dialects.postgresql")
 STORE_AND_BROKER = ("sqlalchemy", "celery", "kombu", "db.store", "jobs.client")
 
 _SUBMIT_AND_LIST_IMPORTS = """
