@@ -43,8 +43,10 @@ class CoMLRLRules:
     def __post_init__(self) -> None:
         super().__post_init__()  # type: ignore[misc]
         problems = [reference_devices_problem(self.reference_kl_enabled, self.reference_devices, self.num_agents)]
-        if hasattr(self, "critic_devices"):
-            problems.append(mp_critic_problem(self, separate_critic=getattr(self, "use_separate_critic", True)))
+        if isinstance(self, actor_critic_configs.IACConfig):
+            problems.append(mp_critic_problem(self, separate_critic=self.use_separate_critic))
+        elif isinstance(self, actor_critic_configs.MAACConfig):  # its one critic is always a model of its own
+            problems.append(mp_critic_problem(self, separate_critic=True))
         for problem in problems:
             if problem:
                 raise ValueError(problem)

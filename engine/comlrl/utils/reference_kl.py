@@ -2,6 +2,12 @@
 
 CoopLab's trainers keep the reference models themselves (``trainer.reference_models``); these are the
 helpers a CoMLRL script may call directly.
+
+Their ``args`` is whatever the script passes, as in CoMLRL: a config of any trainer (CoMLRL's
+preference configs have no reference KL), an ``argparse.Namespace``, a ``SimpleNamespace``. So they
+read each setting with CoMLRL's default when it is absent (``getattr(args, name, default)``: enabled
+False, coefficient 0.1, devices None) rather than through a config class; CoopLab's own code reads its
+typed configs.
 """
 
 from __future__ import annotations
