@@ -67,7 +67,7 @@ class ComparatorSources:
             if self._collaboration is not None:
                 self.external_comparator = self._centralized(runtimes)
             else:
-                settings = dataclasses.replace(self.collector.tree.settings, num_generations=self.comparator_candidates)
+                settings = dataclasses.replace(self.collector.tree.settings, samples_per_node=self.comparator_candidates)
                 tree = TreeBuilder(runtimes, self.collector.tree.reward, None, settings)
                 self.external_comparator = TextComparator(self.collector.tree, team_texts(tree),
                                                           self.comparator_candidates, samplers=runtimes)

@@ -187,7 +187,7 @@ class ComparatorIterations(ComparatorSources):
                     copies[u] = model.to(device)
             agents = [self.comparator_runtime(a, copies[which[a.index]], devices[a.index]) for a in self.agents]
             candidates = self.collector.tree
-            settings = dataclasses.replace(candidates.settings, num_generations=self.comparator_candidates)
+            settings = dataclasses.replace(candidates.settings, samples_per_node=self.comparator_candidates)
             self._comparator_tree = TreeBuilder(agents, candidates.reward, None, settings, pool=candidates.pool)
             self._comparator_copies = copies
         for model, state in zip(self._comparator_copies, weights or [], strict=weights is not None):

@@ -81,7 +81,7 @@ class MADPOTrainer(CentralizedRoles, TrainerCore):
         self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
                                    [agent.model for agent in self.agents])
         self.tree = TreeBuilder(self.agents, self.reward, None, RolloutSettings(
-            num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
+            samples_per_node=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
             turn_order=cfg.turn_order, early_termination_threshold=None,
             external_prompt_passthrough=cfg.external_prompt_passthrough,
         ), pool=self._pool)  # None for agents sharing a model

@@ -48,7 +48,7 @@ class LearnedRewardStage:
         cfg = self.args
         self.task_reward = task_reward  # labels the pairs; evaluation keeps the task's reward
         candidates = TreeBuilder(self.agents, self.task_reward, None, RolloutSettings(
-            num_generations=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
+            samples_per_node=cfg.preference_num_candidates, num_turns=1, joint_mode=cfg.joint_mode,
             turn_order=cfg.turn_order, early_termination_threshold=None,
             external_prompt_passthrough=cfg.external_prompt_passthrough,
         ), pool=pool)

@@ -116,7 +116,7 @@ def evaluate_items(trainer: Any, dataset: Any, count: int, *, greedy: bool | Non
         return None
     items = [dict(dataset[i]) for i in range(count)]
     builder = TreeBuilder(trainer.agents, trainer.reward, trainer.external_transition, RolloutSettings(
-        num_generations=n, num_turns=cfg.num_turns, joint_mode="aligned", turn_order=cfg.turn_order,
+        samples_per_node=n, num_turns=cfg.num_turns, joint_mode="aligned", turn_order=cfg.turn_order,
         early_termination_threshold=None, external_prompt_passthrough=cfg.external_prompt_passthrough,
         greedy=greedy, expand_first_only=True,
     ), pool=trainer.tree.pool)

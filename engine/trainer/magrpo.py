@@ -651,7 +651,7 @@ class MAGRPOTrainer(TrainerCore):
         self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
                                    [agent.model for agent in self.agents])
         self.tree = TreeBuilder(self.agents, self.reward, external_transition, RolloutSettings(
-            num_generations=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,
+            samples_per_node=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,
             turn_order=cfg.turn_order, early_termination_threshold=cfg.early_termination_threshold,
             external_prompt_passthrough=cfg.external_prompt_passthrough,
             counterfactual=cfg.credit_assignment == "counterfactual",

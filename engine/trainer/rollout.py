@@ -11,7 +11,7 @@ transition.
 The rollout tree's data: nodes, each agent's samples at a node, and a whole rollout.
 
 A node is one history (dataset item + earlier turns). At a node every agent has K samples
-(``num_generations``, a builder's setting: the config's, or evaluation's samples per item); the
+(``samples_per_node``, a builder's setting: the config's ``num_generations``, or evaluation's samples per item); the
 joint actions combine them (aligned: sample j of every agent; cross: every combination). Each
 joint action gets one team reward, and on a non-final turn it may have a child node whose prompts
 the external transition built from that branch's own histories.
@@ -44,7 +44,8 @@ from engine.trainer.counterfactual import counterfactual_joints
 class RolloutSettings:
     """The parts of the config that shape a tree."""
 
-    num_generations: int
+    samples_per_node: int  # K: num_generations in training, eval_samples_per_item in evaluation,
+    # preference_num_candidates for preference pairs (each read from the trainer's config by its caller)
     num_turns: int
     joint_mode: str
     turn_order: str
@@ -129,7 +130,7 @@ class TreeBuilder:
             timings["generate_s"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             for node in level:
-                node.joint_actions = joint_action_indices(s.joint_mode, len(self.agents), s.num_generations)
+                node.joint_actions = joint_action_indices(s.joint_mode, len(self.agents), s.samples_per_node)
                 if score:
                     self.score_node(node)
                     extra_calls += self.score_counterfactuals(node)
@@ -148,7 +149,7 @@ class TreeBuilder:
     def _generate_level(self, level: list[Node]) -> int:
         if self.settings.turn_order == "sequential" and len(self.agents) > 1:
             return self._generate_sequential(level)
-        num_generations = self.settings.num_generations
+        num_generations = self.settings.samples_per_node
 
         def run(agent: AgentRuntime) -> tuple[list[SampledPrompt], int, list[str]]:
             prompts = [self._render(agent, node.prompt_values[agent.index]) for node in level]
@@ -169,7 +170,7 @@ class TreeBuilder:
     def _generate_sequential(self, level: list[Node]) -> int:
         """Agent 0 samples ``num_generations`` per node; agent i > 0 samples once per (node, j) with the
         replies of agents < i in joint action j added to its prompt, so joint action j is a real dialogue."""
-        num_generations = self.settings.num_generations
+        num_generations = self.settings.samples_per_node
         total = 0
         for agent in self.agents:
             if agent.index == 0:
@@ -212,7 +213,7 @@ class TreeBuilder:
         (``node.counterfactual_rewards``), in one reward call per node. Returns how many were scored."""
         if not self.settings.counterfactual or len(self.agents) < 2:
             return 0
-        joints = counterfactual_joints(node.joint_actions, self.settings.num_generations)
+        joints = counterfactual_joints(node.joint_actions, self.settings.samples_per_node)
         if joints:
             completions = [[node.agents[i].texts[ja[i]] for ja in joints] for i in range(len(self.agents))]
             prompts = [[node.agents[i].prompts[ja[i]] for ja in joints] for i in range(len(self.agents))]
