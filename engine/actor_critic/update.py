@@ -41,7 +41,7 @@ def turn_batches(samples: Sequence[Any], batch_size: int, rng: random.Random,
     turns: dict[int, list[Any]] = {}
     for s in samples:
         turns.setdefault(turn_of(s), []).append(s)
-    batches = []
+    batches: list[list[Any]] = []
     for turn in sorted(turns):
         group = list(turns[turn])
         rng.shuffle(group)
@@ -73,6 +73,8 @@ def actor_forward(agent: AgentRuntime, batch: SequenceBatch, head: ValueHead | N
     if head is None:
         logps, _ = agent.forward_logprobs(batch)
         return logps, None
+    if positions is None:
+        raise ValueError("actor_forward: a value head reads the hidden state at positions (value_positions); got none")
     t = batch.completion_ids.shape[1]
     plan = agent.logits_plan(agent.model, batch)
     if plan is not None:  # logits over the budget: from the final hidden states, a chunk at a time
@@ -98,6 +100,7 @@ def head_old_values(agent: AgentRuntime, head: ValueHead, samples: Sequence[Turn
             batch = agent.pack([s.prompt_ids for s in part], [s.completion_ids for s in part])
             positions = value_positions(batch, [len(s.completion_ids) for s in part], critic_type)
             _, values = actor_forward(agent, batch, head, positions)
+            assert values is not None  # a head was given: actor_forward returns its values
             for s, v in zip(part, values.tolist(), strict=True):
                 s.old_value = float(v)
     finally:
@@ -107,11 +110,13 @@ def head_old_values(agent: AgentRuntime, head: ValueHead, samples: Sequence[Turn
 def update_actor(agent: AgentRuntime, samples: Sequence[TurnSample], settings: StepSettings, rng: random.Random,
                  head: ValueHead | None = None) -> dict[str, float]:
     """One pass of mini-batch steps over the agent's samples. Returns its ``agent/`` (and head) stats."""
-    params = [p for group in agent.optimizer.param_groups for p in group["params"]]
+    optimizer = agent.optimizer
+    assert optimizer is not None  # every trained agent has one (engine.trainer.setup.load_agents)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     losses, vlosses, norms = [], [], []
     agent.model.train()
     for batch_samples in turn_batches(samples, settings.train_batch_size, rng, lambda s: s.turn):
-        agent.optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
         batch = agent.pack([s.prompt_ids for s in batch_samples], [s.completion_ids for s in batch_samples])
         positions = value_positions(batch, [len(s.completion_ids) for s in batch_samples], settings.critic_type) \
             if head is not None else None
@@ -129,8 +134,8 @@ def update_actor(agent: AgentRuntime, samples: Sequence[TurnSample], settings: S
             raise FloatingPointError(f"agent {agent.name!r}: the loss is {float(loss.detach())} (non-finite); "
                                      f"check the rewards' scale or lower agent_learning_rate")
         loss.backward()
-        norms.append(clip_and_step(agent.optimizer, params, settings.max_grad_norm, f"agent {agent.name!r}"))
-    agent.optimizer.zero_grad(set_to_none=True)
+        norms.append(clip_and_step(optimizer, params, settings.max_grad_norm, f"agent {agent.name!r}"))
+    optimizer.zero_grad(set_to_none=True)
     stats = {
         "loss": _mean(losses),
         "grad_norm": _mean(norms),

@@ -232,10 +232,12 @@ class MADPOTrainer(CentralizedRoles, TrainerCore):
                            schedule=cfg.lr_scheduler)
         micro = max(1, (cfg.micro_batch_size or 2 * len(batch)) // 2)  # two sequences per pair
         for agent in self.agents:
-            for group in agent.optimizer.param_groups:
+            optimizer = agent.optimizer
+            assert optimizer is not None  # every trained agent has one (engine.trainer.setup.load_agents)
+            for group in optimizer.param_groups:
                 group["lr"] = agent.learning_rate * factor
             agent.model.train()
-            agent.optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)
             loss_value = 0.0
             for start in range(0, len(batch), micro):
                 chunk = slice(start, start + micro)
@@ -252,8 +254,8 @@ class MADPOTrainer(CentralizedRoles, TrainerCore):
                                                         cfg.max_grad_norm or float("inf")))
             if not math.isfinite(norm):
                 raise FloatingPointError(f"agent {agent.name!r}: the gradient norm is {norm} (non-finite)")
-            agent.optimizer.step()
-            agent.optimizer.zero_grad(set_to_none=True)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
             prefix = f"agent/{agent.name}/"
             metrics.update({prefix + "loss": loss_value, prefix + "grad_norm": norm,
                             prefix + "lr": agent.learning_rate * factor,

@@ -437,6 +437,7 @@ def score_for_loss(agent: AgentRuntime, samples: list[TrainSample], config: Any)
 def set_learning_rates(agents: Sequence[AgentRuntime], factor: float) -> None:
     """Every agent's learning rate times the schedule's ``factor`` (:func:`engine.trainer.losses.lr_factor`)."""
     for agent in agents:
+        assert agent.optimizer is not None  # every trained agent has one (engine.trainer.setup.load_agents)
         for group in agent.optimizer.param_groups:
             group["lr"] = agent.learning_rate * factor
 
@@ -452,12 +453,22 @@ def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
 
 def sample_kl(samples: Sequence[TrainSample]) -> list[float]:
     """Sum of the per-token k3 KL of each sample (CoMLRL's KL-in-reward quantity)."""
-    return [float(k3_kl(s.old_logps, s.ref_logps).sum()) for s in samples]
+    return [float(k3_kl(_scored(s.old_logps), _scored(s.ref_logps)).sum()) for s in samples]
 
 
-def _pad_rows(rows: list[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
+def _scored(logps: torch.Tensor | None) -> torch.Tensor:
+    """Log-probs :func:`score_for_loss` filled in (the loss reads them only where it scored them)."""
+    if logps is None:
+        raise ValueError("a sample's rollout-policy or reference log-probs are missing: score_for_loss scores "
+                         "them before the loss reads them")
+    return logps
+
+
+def _pad_rows(rows: Sequence[torch.Tensor | None], width: int, device: torch.device) -> torch.Tensor:
+    """(B, T) float32 rows of per-token log-probs, zero after each row's tokens."""
     out = torch.zeros((len(rows), width), dtype=torch.float32)
     for i, r in enumerate(rows):
+        r = _scored(r)
         out[i, :r.numel()] = r
     return out.to(device)
 
@@ -484,8 +495,12 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
                    rng: random.Random) -> dict[str, float]:
     """Run the inner epochs of mini-batch steps for one agent. Returns its training statistics."""
     optimizer = agent.optimizer
+    assert optimizer is not None  # every trained agent has one (engine.trainer.setup.load_agents)
     params = agent.trainable_parameters()
-    loss_sum, loss_count, grad_norms, entropy_sum, entropy_count, clip_fracs, kl_losses = 0.0, 0, [], 0.0, 0, [], []
+    loss_sum, loss_count, entropy_sum, entropy_count = 0.0, 0, 0.0, 0
+    grad_norms: list[float] = []
+    clip_fracs: list[float] = []
+    kl_losses: list[float] = []
     kl_as_loss = settings.reference_kl_enabled and settings.reference_kl_mode == "loss"
     tis = corrects_sampler(agent, settings.rollout_correction) and all(s.sampler_logps is not None for s in samples)
     correction: dict[str, list[float]] = {"sampler_kl": [], "tis_clipped": []}
@@ -532,8 +547,7 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
                     clip_fracs.append(stats["clip_fraction"])
                 if "kl_loss" in stats:
                     kl_losses.append(stats["kl_loss"])
-            norm = torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm or float("inf"))
-            norm = float(norm)
+            norm = float(torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm or float("inf")))
             if not math.isfinite(norm):
                 raise FloatingPointError(f"agent {agent.name!r}: the gradient norm is {norm} (non-finite)")
             optimizer.step()
