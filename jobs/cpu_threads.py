@@ -16,7 +16,7 @@ before torch is imported:
 - ``OMP_NUM_THREADS`` = the torch threads of one job (:func:`thread_plan`): ``COOPLAB_JOB_THREADS``,
   else the operator's ``OMP_NUM_THREADS``, else the cores this process may use (its CPU affinity and
   cgroup CPU quota, :func:`available_cores`) divided by the worker's ``--slots``. The trainer divides a
-  job's threads among the agents that compute at once (:func:`engine.trainer.agents.agent_thread_share`),
+  job's threads among the agents that compute at once (:func:`engine.trainer.threads.agent_thread_share`),
   so all the threads add up to the worker's cores.
 """
 

@@ -42,7 +42,6 @@ from engine.sinks.base import Episode, Sink
 from engine.trainer.agents import (
     AgentRuntime,
     SequenceBatch,
-    agent_threads,
     corrects_sampler,
     map_agents,
     rollout_engines,
@@ -63,6 +62,7 @@ from engine.trainer.reporting import (
 )
 from engine.trainer.rollout import Node, Rollout, RolloutSettings, TreeBuilder, assign_returns, nodes_per_item
 from engine.trainer.setup import comlrl_agents
+from engine.trainer.threads import agent_threads
 
 NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
 ADVANTAGE_EPS = 1e-6  # the floor of a standard deviation that z-scores advantages

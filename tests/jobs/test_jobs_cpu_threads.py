@@ -1,11 +1,11 @@
-"""Torch threads per job and per agent (jobs.cpu_threads.thread_plan, engine.trainer.agents.agent_thread_share):
+"""Torch threads per job and per agent (jobs.cpu_threads.thread_plan, engine.trainer.threads.agent_thread_share):
 hand-computed cases, pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.trainer.agents import agent_thread_share
+from engine.trainer.threads import agent_thread_share
 from jobs.cpu_threads import cgroup_cpu_limit, parse_thread_count, thread_plan
 
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from engine.models.tiny import build_tiny_model
-from engine.trainer.agents import (
+from engine.trainer.agents import map_agents
+from engine.trainer.threads import (
     AgentThreads,
     agent_threads,
     draws_while_training,
-    map_agents,
     runs_concurrently,
     split_cpu_threads,
 )
