@@ -139,6 +139,7 @@ class MADPOTrainer(CentralizedRoles, TrainerCore):
 
     def _unparsed_hint(self) -> str:
         """Why a centralized collection may have found no pair: completions the protocol could not split."""
+        assert self.collaboration is not None  # asked only of a centralized collection (collect_pairs)
         share = self.collaboration.take_unparsed_share()
         if not share:
             return ""

@@ -43,7 +43,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -70,6 +70,9 @@ from engine.sampling.vllm_python import (  # noqa: F401 (re-exported)
     resolve_vllm_python,
 )
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 KV_CACHE_GB = 1  # the KV cache of a CPU engine, in GB
 GPU_MEMORY_FRACTION = 0.3  # of a GPU the trainer shares with its engine
 _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
@@ -77,10 +80,10 @@ _DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: 
 
 def cpu_binding(cores: set[int] | None = None) -> str:
     """``VLLM_CPU_OMP_THREADS_BIND`` for a set of cores: ranges joined by commas ("0-3,6")."""
-    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    ordered = sorted(cores if cores is not None else os.sched_getaffinity(0))
     spans: list[str] = []
-    start = prev = cores[0]
-    for core in [*cores[1:], None]:
+    start = prev = ordered[0]
+    for core in [*ordered[1:], None]:
         if core is not None and core == prev + 1:
             prev = core
             continue
@@ -129,7 +132,7 @@ def weight_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 class VLLMRollout:
     """One vLLM engine serving one model object; see the module docstring."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, *, python: Path, device: torch.device,
+    def __init__(self, model: PreTrainedModel, tokenizer: Any, *, python: Path, device: torch.device,
                  seed: int) -> None:
         self.source = model
         self.tokenizer = tokenizer
@@ -194,6 +197,7 @@ class VLLMRollout:
             raise VLLMBackendError(f"the vLLM rollout server is not running; could not {what}.{self._log_tail()}")
         try:
             with self._lock:
+                assert proc.stdin is not None and proc.stdout is not None  # the server is started with pipes
                 write_message(proc.stdin, msg)
                 reply = read_message(proc.stdout)
         except (BrokenPipeError, EOFError, OSError) as exc:
@@ -289,6 +293,7 @@ def _fast_temp_root() -> str | None:
 def _shutdown(process: subprocess.Popen[bytes] | None, workdir: Path) -> None:
     if process is not None and process.poll() is None:
         try:
+            assert process.stdin is not None  # the server is started with pipes
             write_message(process.stdin, {"op": "close"})
             process.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired, ValueError):
@@ -300,7 +305,7 @@ def _shutdown(process: subprocess.Popen[bytes] | None, workdir: Path) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def rollout_engine_for(model: torch.nn.Module, tokenizer: Any, *, python_setting: str, device: torch.device,
+def rollout_engine_for(model: PreTrainedModel, tokenizer: Any, *, python_setting: str, device: torch.device,
                        seed: int, engines: dict[int, VLLMRollout]) -> VLLMRollout:
     """The engine serving ``model`` (one per model object, kept in ``engines``), started on first use."""
     from engine.lora.adapters import is_lora

@@ -33,6 +33,7 @@ import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from engine.sandbox.identity import dedicated_uid
 from engine.sandbox.seccomp import SeccompUnsupported, filter_program
@@ -194,7 +195,7 @@ def _probe(boundary: Boundary) -> str:
                 os.chown(Path(box, "bootstrap.py"), uid, uid)
             filter_fd = boundary.seccomp_fd()
             argv = boundary.argv(box, tmpfs_mb=1, network=False, config="{}", seccomp_fd=filter_fd)
-            kwargs = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+            kwargs: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
             try:
                 done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={},
                                       pass_fds=(filter_fd,), **kwargs)
