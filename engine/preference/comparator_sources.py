@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -36,17 +36,24 @@ from engine.rewards.team_reward import TeamReward
 from engine.trainer.agents import AgentRuntime
 from engine.trainer.rollout import TreeBuilder
 
+if TYPE_CHECKING:
+    from engine.preference.collect import PairCollector
+
 
 class ComparatorSources:
     """The comparators that write text (see the module docstring)."""
 
     external_comparator: TextComparator | None = None  # another model / an API: the same every iteration
+    if TYPE_CHECKING:  # set by the preference trainer it is mixed into (MADPOTrainer, MARLHFTrainer)
+        args: Any
+        agents: list[AgentRuntime]
+        collector: PairCollector
 
     def _init_sources(self) -> None:
         cfg = self.args
         self.comparator_candidates = int(cfg.comparator_num_candidates or cfg.preference_num_candidates)
         self._writer_index = int(cfg.comparator_centralized_agent_index)
-        self._collaboration = None
+        self._collaboration: CentralizedCollaboration | None = None
         self._api_client: ApiClient | None = None
         self._api_requests_reported = 0
         adapter = getattr(self, "comparator_adapter", None)
@@ -105,6 +112,7 @@ class ComparatorSources:
 
     def _centralized(self, agents: Sequence[AgentRuntime]) -> TextComparator:
         writer = agents[self._writer_index if len(agents) > 1 else 0]
+        assert self._collaboration is not None  # asked only when comparator_generation_mode is centralized
         return TextComparator(self.collector.tree, centralized_texts(writer, self._collaboration,
                                                                      self.comparator_candidates),
                               self.comparator_candidates, samplers=[writer])
@@ -123,7 +131,7 @@ class ComparatorSources:
         wanted = [self._writer_index] if self._collaboration is not None else list(range(n))
         devices = self.comparator_devices()
         loaded: dict[tuple[str, str], tuple[Any, Any]] = {}
-        runtimes = []
+        runtimes: list[AgentRuntime] = []
         for i in wanted:
             agent, source = self.agents[i], sources[i if len(sources) > 1 else 0]
             device = devices[i] or agent.device
