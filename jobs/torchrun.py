@@ -43,6 +43,8 @@ RANK_ENTRY = "cooplab.fsdp_rank"
 PARENT_ENV = "COOPLAB_TORCHRUN_PARENT"
 """The pid of the process that launched torchrun; torchrun exits at once when it is already gone."""
 _PR_SET_PDEATHSIG = 1
+OUTPUT_GRACE_S = 10.0
+"""How long a launch that ended waits for the ranks' last lines."""
 
 
 @dataclass(frozen=True)
@@ -289,30 +291,42 @@ def launch(nproc: int, args: Sequence[str], *, echo: Callable[[str], None] = pri
         shutil.rmtree(progress, ignore_errors=True)  # an earlier launch's marks into this folder
     tail: list[str] = []
     ranks: set[int] = set()
+    errors: list[BaseException] = []
     proc = subprocess.Popen(torchrun_command(nproc, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, cwd=cwd, bufsize=1)
+
+    def read() -> None:  # the ranks' lines, until every process holding the pipe closed it
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                line = line.rstrip("\n")
+                if len(ranks) < nproc:  # the ranks' pids, so that they can be killed once torchrun is gone
+                    with contextlib.suppress(psutil.Error):
+                        ranks.update(c.pid for c in psutil.Process(proc.pid).children())
+                echo(line)
+                tail.append(line)
+                del tail[:-400]
+        except BaseException as exc:  # echo failed: nobody reads the ranks any more
+            errors.append(exc)
+            _kill_tree(proc, ranks, wait=False)
+
+    reader = threading.Thread(target=read, name="torchrun-lines", daemon=True)
+    reader.start()
     watch = None
     if progress is not None and frozen_after_s is not None:
         watch = _Watch(progress, nproc, frozen_after_s, lambda: _kill_tree(proc, ranks, wait=False))
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            if len(ranks) < nproc:  # the ranks' pids, so that they can be killed once torchrun is gone
-                with contextlib.suppress(psutil.Error):
-                    ranks |= {c.pid for c in psutil.Process(proc.pid).children()}
-            echo(line)
-            tail.append(line)
-            del tail[:-400]
         code = proc.wait()
+        # the last lines; a process the ranks started that still holds the pipe is not waited for
+        reader.join(timeout=OUTPUT_GRACE_S)
     except BaseException:
         _kill_tree(proc, ranks)
         raise
     finally:
         if watch is not None:
             watch.close()
-        if proc.stdout is not None:
-            proc.stdout.close()
+    if errors:
+        raise errors[0]
     if watch is not None and watch.frozen:
         names = ", ".join(str(r) for r in watch.frozen)
         levels = ", ".join(f"rank {r} {watch.reached.get(r, 0)}" for r in range(nproc))
