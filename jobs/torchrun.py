@@ -35,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +69,16 @@ def ranks_of(fsdp_ranks: int | None) -> int:
     import torch
 
     return max(1, torch.cuda.device_count())
+
+
+def rank_threads(nproc: int, environ: Mapping[str, str]) -> str | None:
+    """Each rank's ``OMP_NUM_THREADS``: the launcher's (the worker and ``cooplab train`` set it from
+    ``COOPLAB_JOB_THREADS`` or the cores, docs/cpu_threads.md) split among the ranks of this machine, at
+    least 1; None when the launcher has none (torchrun then gives each rank 1)."""
+    value = environ.get("OMP_NUM_THREADS", "").strip()
+    if not value.isdigit() or int(value) < 1:
+        return None
+    return str(max(1, int(value) // nproc))
 
 
 def torchrun_command(nproc: int, args: Sequence[str]) -> list[str]:
@@ -281,10 +291,14 @@ def launch(nproc: int, args: Sequence[str], *, echo: Callable[[str], None] = pri
     to name a frozen rank when a collective timed out; with ``frozen_after_s`` too, a rank that stays
     behind the others that long is named frozen and the launch is killed without waiting for torchrun
     (which gives a frozen rank 30 s to answer its SIGTERM). Whatever ``echo`` raises kills every rank
-    first."""
+    first. The ranks split the launcher's OpenMP threads (:func:`rank_threads`) unless ``env`` sets them."""
     import psutil
 
-    env = {**os.environ, **(env or {}), PARENT_ENV: str(os.getpid())}
+    given = env or {}
+    env = {**os.environ, **given, PARENT_ENV: str(os.getpid())}
+    threads = rank_threads(nproc, env)
+    if threads is not None and "OMP_NUM_THREADS" not in given:  # the ranks share the launcher's cores
+        env["OMP_NUM_THREADS"] = threads
     env.setdefault("PYTHONUNBUFFERED", "1")
     if progress is not None:
         env["COOPLAB_FSDP_PROGRESS"] = str(progress)

@@ -102,3 +102,11 @@ def test_a_rank_killed_is_the_cause_though_its_peer_reported_first():
     rank, cause = failure_of(KILLED_REPORT.splitlines())
     assert rank == 1
     assert cause == "exit code -9 (Signal 9 (SIGKILL) received by PID 5210); then rank 0 exit code -15"
+
+
+def test_the_ranks_split_the_launchers_threads():
+    from jobs.torchrun import rank_threads
+
+    assert rank_threads(2, {"OMP_NUM_THREADS": "8"}) == "4"
+    assert rank_threads(3, {"OMP_NUM_THREADS": "2"}) == "1"  # at least one each
+    assert rank_threads(2, {}) is None and rank_threads(2, {"OMP_NUM_THREADS": "many"}) is None
