@@ -20,6 +20,7 @@ from engine.actor_critic.rollout import ACRollout, AgentRewards, Chain, ChainSet
 from engine.actor_critic.targets import discounted_returns, normalize, td_targets
 from engine.actor_critic.update import StepSettings, update_actor
 from engine.schema.actor_critic_configs import ActorCriticConfig
+from engine.schema.algorithms import TrainerConfig
 from engine.sinks.base import Episode, Sink, TurnRecord
 from engine.trainer.core import TrainerCore, step_timing
 from engine.trainer.setup import comlrl_agents
@@ -84,7 +85,7 @@ class ActorCriticTrainerBase(TrainerCore):
         # one update stream per agent, plus one for the critics
         self._schedule(cfg.num_generations * cfg.num_turns, update_streams=self.num_agents + 1)
 
-    def _default_config(self) -> ActorCriticConfig:
+    def _default_config(self) -> TrainerConfig:  # MARLHF's actor-critic stage returns a MARLHFConfig
         return self.config_class()
 
     # -- what subclasses provide -----------------------------------------------------------------

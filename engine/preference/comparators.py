@@ -37,7 +37,7 @@ from engine.trainer.rollout import (
     render_prompt,
 )
 
-Texts = list[list[list["Answer | str"]]]  # [root][agent][candidate]; a plain string is an ended answer
+Texts = Sequence[Sequence[Sequence["Answer | str"]]]  # [root][agent][candidate]; a plain string is an ended answer
 TextSource = Callable[[list[Node]], Texts]
 API_THREADS = 8  # concurrent API requests across the items and agents of a chunk
 

@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,7 +34,13 @@ from engine.trainer.rollout import TreeBuilder
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)  # every preference trainer takes MAGRPO's arguments
 
 
-class ComparatorIterations(ComparatorSources):
+if TYPE_CHECKING:  # what the iterations read of the trainer they are mixed into (MADPO, MARLHF)
+    from engine.trainer.core import TrainerCore as _TrainerHost
+else:
+    _TrainerHost = object
+
+
+class ComparatorIterations(ComparatorSources, _TrainerHost):
     """Iterations against ``comparator_policy`` (current, current_copy, model, history, api); the
     constructor is the trainer's (MAGRPO's arguments) with an iterative config. The comparators that
     write text (another model, a centralized writer, an API) come from
@@ -42,6 +48,9 @@ class ComparatorIterations(ComparatorSources):
     folders the config names for writing (:mod:`engine.permissions.write_paths`; the run-config build passes it);
     ``permissions`` are the operator's (:mod:`engine.permissions.operator`: the API comparator's hosts and keys;
     the run-config build passes them, a script leaves them at :data:`engine.permissions.operator.LIBRARY`)."""
+
+    if TYPE_CHECKING:  # set by the host trainer (MADPOTrainer, or CentralizedRoles for MARLHF)
+        collection_unparsed_share: float | None
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, centralized_comparator_adapter: Any = None,
                  write_area: WriteArea | None = None, permissions: OperatorPermissions = LIBRARY,
@@ -53,7 +62,8 @@ class ComparatorIterations(ComparatorSources):
         self.comparator_adapter = centralized_comparator_adapter  # CoMLRL's name: the centralized comparator's
         self.write_area = write_area  # where policy_checkpoint_dir / preference_replay_dir may be (None: anywhere)
         self.permissions = permissions  # the operator's API hosts and keys (LIBRARY: a script's own)
-        super().__init__(*args, centralized_adapter=centralized_adapter, **kwargs)
+        # the host trainer's constructor (MAGRPO's arguments); mypy sees the TrainerCore host, which takes none
+        super().__init__(*args, centralized_adapter=centralized_adapter, **kwargs)  # type: ignore[call-arg]
         self._init_iterations()
 
     def _init_iterations(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.preference.centralized import CentralizedCollaboration, TaggedCentralizedComparatorAdapter
 from engine.rewards.team_reward import TeamReward
@@ -100,6 +100,8 @@ class CentralizedRoles:
     collaboration: CentralizedCollaboration | None = None
     role_names: list[str]
     collection_unparsed_share: float | None = None  # the last pair collection's joint answers without sections
+    if TYPE_CHECKING:  # set by the trainer it is mixed into
+        num_agents: int
 
     def collect_counting(self, collect: Callable[[], Any]) -> Any:
         """Run a pair collection; for one joint model keep the share of its completions the protocol
@@ -116,6 +118,7 @@ class CentralizedRoles:
         """The roles inside a joint turn, numbered after the joint actor (``agent_index`` 1, 2, ...):
         each role's name, its own prompt and its part of the joint completion (what the task's reward
         scored), with the joint turn's reward, return and advantage."""
+        assert self.collaboration is not None  # role turns are a joint policy's (madpo.py asks only then)
         answers = self.collaboration.split(joint.completion, item)
         prompts = self.collaboration.role_prompts(item)
         return [dataclasses.replace(joint, agent_index=1 + r, agent_name=name, prompt=prompts[r], completion=answers[r])
@@ -123,7 +126,12 @@ class CentralizedRoles:
 
     def _role_check(self, check: Callable[[dict, list[str]], bool]) -> Callable[[dict, list[str]], bool]:
         """The task's pass@k check on the roles' answers of a joint completion."""
-        return lambda item, joint: check(item, self.collaboration.split(joint[0], item))
+
+        def joint_check(item: dict, joint: list[str]) -> bool:
+            assert self.collaboration is not None  # the check wraps a joint policy's (centralize sets it)
+            return check(item, self.collaboration.split(joint[0], item))
+
+        return joint_check
 
     def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
         """``[role][item][turn]`` for a joint policy (the agents' own texts otherwise)."""

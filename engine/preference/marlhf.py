@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.preference.collect import PairCollector
 from engine.preference.joint_policy import CentralizedRoles, centralize, unread_adapter_problem
@@ -28,18 +28,26 @@ from engine.trainer.core import TrainResult
 from engine.trainer.magrpo import MAGRPOTrainer
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 
+if TYPE_CHECKING:  # what the stage reads of the trainer it is mixed into (a MAGRPO-family or actor-critic one)
+    from engine.trainer.core import TrainerCore as _TrainerHost
+else:
+    _TrainerHost = object
+
 _CONSTRUCTOR = inspect.signature(MAGRPOTrainer.__init__)
 ACTOR_CRITIC_STAGES = {"iac": "engine.preference.marlhf_actor_critic:MARLHFIACTrainer",
                        "maac": "engine.preference.marlhf_actor_critic:MARLHFMAACTrainer"}
 
 
-class LearnedRewardStage:
+class LearnedRewardStage(_TrainerHost):
     """Pairs, a reward model fitted on them, then RL against it: MARLHF's stages over any RL trainer.
 
     The host trainer (MAGRPO family, or IAC/MAAC in :mod:`engine.preference.marlhf_actor_critic`)
     calls :meth:`_init_learned_reward` at the end of its constructor with the task's team reward and
     says through :meth:`_use_learned_reward` how its RL steps take another team reward.
     """
+
+    if TYPE_CHECKING:  # set by engine.preference.joint_policy.CentralizedRoles for a joint policy
+        collection_unparsed_share: float | None
 
     def _use_learned_reward(self, learned: TeamReward) -> None:
         raise TypeError(f"{type(self).__name__} must define _use_learned_reward")
@@ -103,8 +111,9 @@ class LearnedRewardStage:
         metrics, episodes = super().train_step()
         if self.step == 1:
             metrics.update({**self.collector.metrics(), **self.reward_model_metrics})
-            if getattr(self, "collection_unparsed_share", None) is not None:
-                metrics["centralized/unparsed_share"] = self.collection_unparsed_share
+            share = getattr(self, "collection_unparsed_share", None)  # an actor-critic host has none
+            if share is not None:
+                metrics["centralized/unparsed_share"] = share
         return metrics, episodes
 
     # -- checkpoints -------------------------------------------------------------------------------

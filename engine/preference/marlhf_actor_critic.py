@@ -13,7 +13,7 @@ agent's model; ``critic_learning_rate``, ``critic_devices``, ``use_separate_crit
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.actor_critic.base import ActorCriticTrainerBase
 from engine.actor_critic.iac import IACTrainer
@@ -29,7 +29,9 @@ _ACTOR_CRITIC = set(inspect.signature(ActorCriticTrainerBase.__init__).parameter
 
 
 class _ActorCriticStage(LearnedRewardStage):
-    rl_algorithm = "iac"
+    rl_algorithm: Literal["iac", "maac"] = "iac"
+    if TYPE_CHECKING:  # set by the actor-critic trainer it is mixed into
+        reward_func: Any
 
     def __init__(self, *args: Any, centralized_adapter: Any = None, **kwargs: Any) -> None:
         given = _MARLHF.bind(self, *args, **kwargs)

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from engine.rewards.team_reward import TeamReward
-from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS
+from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS, TrainerConfig
 from engine.schema.configs import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
 from engine.schema.rules import team_problems
 from engine.sinks.base import Episode, Sink
@@ -680,7 +680,7 @@ class MAGRPOTrainer(TrainerCore):
         self._schedule(nodes_per_item(cfg.joint_mode, self.num_agents, cfg.num_generations, cfg.num_turns),
                        update_streams=self.num_agents)
 
-    def _default_config(self) -> MAGRPOConfig:
+    def _default_config(self) -> TrainerConfig:  # the preference trainers built on this one return theirs
         return MAGRPOConfig()
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
