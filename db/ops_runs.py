@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Text, and_, cast, delete, func, literal, select, update
+from sqlalchemy import CursorResult, Executable, Text, and_, cast, delete, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from db import convert
@@ -48,6 +48,13 @@ def load(session: Session, run_id: int) -> RunRow:
     if row is None:
         raise NotFoundError(f"no run with id {run_id}")
     return row
+
+
+def _dml(session: Session, statement: Executable) -> CursorResult[Any]:
+    """Run an UPDATE or DELETE; its result says how many rows it changed (``rowcount``)."""
+    result = session.execute(statement)
+    assert isinstance(result, CursorResult)  # what SQLAlchemy returns for a data-changing statement
+    return result
 
 
 def ts(moment: datetime) -> Any:
@@ -154,7 +161,7 @@ class RunOps(StoreBase):
                 values["stop_requested_at"] = func.coalesce(RunRow.stop_requested_at, at)
             if to in TERMINAL_STATUSES:
                 values["finished_at"] = at
-            result = session.execute(
+            result = _dml(session,
                 update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(sources)).values(**values)
                 .execution_options(synchronize_session=False)
             )
@@ -170,7 +177,7 @@ class RunOps(StoreBase):
             now = db_now()  # the grace period counts on the server's clock, whoever enforces it
             row = load(session, run_id)
             if row.status == QUEUED:
-                changed = session.execute(
+                changed = _dml(session,
                     update(RunRow).where(RunRow.id == run_id, RunRow.status == QUEUED)
                     .values(status=CANCELLED, stop_requested=True, stop_requested_at=now, finished_at=now)
                     .execution_options(synchronize_session=False)).rowcount
@@ -193,7 +200,7 @@ class RunOps(StoreBase):
         ``stopping`` run's grace period counts from its stop request or this, whichever is later
         (:class:`jobs.maintenance.StopEnforcer`). False when the run is already settled."""
         with self._write() as session:
-            changed = session.execute(
+            changed = _dml(session,
                 update(RunRow).where(RunRow.id == run_id, RunRow.status.in_(LIVE_STATUSES)).values(storing_at=db_now())
                 .execution_options(synchronize_session=False)).rowcount
             return changed == 1
@@ -330,7 +337,7 @@ class RunOps(StoreBase):
                 if error is not None:
                     values["error"] = func.coalesce(RunRow.error, error)
                 # Compare-and-set on the state we saw and on staleness, so a run that just woke up is spared.
-                result = session.execute(
+                result = _dml(session,
                     update(RunRow).where(and_(RunRow.id == run_id, RunRow.status == status, stale)).values(**values)
                     .execution_options(synchronize_session=False))
                 if result.rowcount == 1:
@@ -361,7 +368,7 @@ class RunOps(StoreBase):
         call this at once, exactly one creates the attempt and the others get None, as does a call for a
         run that is not ``lost`` or was retried already. The new run is not sent to the broker here."""
         with self._write() as session:
-            claimed = session.execute(
+            claimed = _dml(session,
                 update(RunRow).where(RunRow.id == run_id, RunRow.status == LOST, RunRow.retried_as.is_(None))
                 .values(retried_as=0).execution_options(synchronize_session=False)).rowcount
             if claimed != 1:
@@ -394,9 +401,9 @@ class RunOps(StoreBase):
         with self._write() as session:
             if not str(url).strip():
                 raise ValueError("a checkpoint's artifact URL may not be empty")
-            result = session.execute(update(CheckpointRow)
-                                     .where(CheckpointRow.run_id == run_id, CheckpointRow.id == int(checkpoint_id))
-                                     .values(artifact_url=str(url)).execution_options(synchronize_session=False))
+            result = _dml(session, update(CheckpointRow)
+                          .where(CheckpointRow.run_id == run_id, CheckpointRow.id == int(checkpoint_id))
+                          .values(artifact_url=str(url)).execution_options(synchronize_session=False))
             return result.rowcount == 1
 
     def list_checkpoints(self, run_id: int) -> list[Checkpoint]:
@@ -420,5 +427,5 @@ class RunOps(StoreBase):
             ids = [int(i) for i in checkpoint_ids]
             if not ids:
                 return 0
-            return session.execute(delete(CheckpointRow).where(CheckpointRow.run_id == run_id, CheckpointRow.id.in_(ids))
-                                   .execution_options(synchronize_session=False)).rowcount
+            return _dml(session, delete(CheckpointRow).where(CheckpointRow.run_id == run_id, CheckpointRow.id.in_(ids))
+                        .execution_options(synchronize_session=False)).rowcount
