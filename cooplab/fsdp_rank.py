@@ -115,6 +115,9 @@ def main(argv: list[str]) -> int:
             print(f"{result.status}: step {result.step}, env_step {result.env_step}; outputs in {out} "
                   f"(last checkpoint: {result.last_checkpoint})")
             if run_id:
+                from jobs.fsdp_job import finish_rank_zero
+
+                finish_rank_zero(inner)  # type: ignore[arg-type]  # its checkpoints' uploads, then its heartbeat
                 ended = {"status": result.status, "step": result.step, "env_step": result.env_step}
                 (out / ".fsdp" / "result.json").write_text(json.dumps(ended), encoding="utf-8")
     finally:

@@ -10,7 +10,9 @@ saves its checkpoint and the run ends ``stopped``. The job process keeps its own
 beating meanwhile (the ranks spend their first seconds importing torch and building the team), streams
 every rank's lines into the run's log, waits for torchrun and then writes the run's end as any job does
 (:mod:`jobs.executor`): the state rank 0's trainer ended in (``OUTPUT/.fsdp/result.json``). No relay:
-the database is the one channel, as for every other job.
+the database is the one channel, as for every other job. With a shared artifact store, rank 0 uploads
+each checkpoint folder (every rank's shards) as it is written and waits for the uploads before it ends
+(:func:`finish_rank_zero`); the job stores the exports at the end as for any run.
 
 **Failures.** A rank that dies ends the launch at once (torchrun stops the others) and the run
 ``failed``, its error naming the rank and its exit code (:class:`RanksFailed`); a frozen rank ends the
@@ -34,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 from jobs.torchrun import launch, ranks_of
 
 if TYPE_CHECKING:
+    from db.store import Store
     from engine.schema.run_config import RunConfig
+    from jobs.artifacts.uploads import CheckpointUploads
     from jobs.db_sink import DbSink
     from jobs.settings import Settings
 
@@ -127,7 +131,35 @@ def rank_zero_sink(run_id: int, worker: str | None) -> DbSink:
     handler.setFormatter(logging.Formatter("%(message)s"))
     progress.addHandler(handler)
     return DbSink(store, run_id, worker=worker, heartbeat_interval_s=settings.heartbeat_interval_s,
-                  on_settled=_exit_rank, outage_s=settings.db_outage_s, database_file=database_file)
+                  on_settled=_exit_rank, outage_s=settings.db_outage_s, database_file=database_file,
+                  uploads=_checkpoint_uploads(settings, store, run_id))
+
+
+def _checkpoint_uploads(settings: Settings, store: Store, run_id: int) -> CheckpointUploads | None:
+    """Rank 0's upload thread of the run's checkpoints, as the job builds one (:mod:`jobs.executor`);
+    None with the embedded store."""
+    from jobs.artifacts import open_store
+
+    artifacts = open_store(settings)
+    if artifacts.in_data_dir:
+        return None
+    from jobs.artifacts.storing_marks import StoringMarks
+    from jobs.artifacts.uploads import CheckpointUploads
+
+    return CheckpointUploads(artifacts, run_id, progress=StoringMarks(lambda: store.note_storing(run_id)),
+                             outage_s=settings.store_outage_s,
+                             noted=lambda problem: store.note_store_outage(run_id, problem))
+
+
+def finish_rank_zero(sink: DbSink) -> None:
+    """After rank 0 trained: wait for its checkpoints' uploads (raising the failure, if any), then stop."""
+    try:
+        if sink.uploads is not None:
+            sink.uploads.finish()
+    finally:
+        if sink.uploads is not None:
+            sink.uploads.close()
+        sink.close()
 
 
 def _exit_rank(status: str) -> None:
