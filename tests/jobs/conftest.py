@@ -14,7 +14,7 @@ import pytest
 
 from db.store import Store
 from jobs.settings import Settings
-from tests.jobs.helpers import ROOT, WorkerProcess, flush_redis, jobs_environment, redis_test_url
+from tests.jobs.helpers import ROOT, WorkerProcess, flush_redis, jobs_environment, redis_test_url, wait_for
 
 
 @pytest.fixture
@@ -74,10 +74,8 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     (with its job processes) is killed when the test ends, pass or fail."""
     started: list[WorkerProcess] = []
 
-    def start(device: str = "cpu", *extra: str, env_changes: dict[str, str | None] | None = None,
-              wait: bool = True) -> WorkerProcess:
-        """``env_changes``: variables to set in the worker's environment (None removes one). ``wait=False``
-        returns at once (start several, then ``wait_ready()`` each: their preloads overlap)."""
+    def start(device: str = "cpu", *extra: str, env_changes: dict[str, str | None] | None = None) -> WorkerProcess:
+        """``env_changes``: variables to set in the worker's environment (None removes one)."""
         env = dict(os.environ)
         env["OMP_NUM_THREADS"] = "1"
         for key, value in (env_changes or {}).items():
@@ -92,7 +90,10 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
                                     env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         worker = WorkerProcess(proc, log_path)
         started.append(worker)
-        return worker.wait_ready() if wait else worker
+        wait_for(lambda: " ready." in worker.log() or proc.poll() is not None, 60, "the worker to be ready")
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited with {proc.returncode}:\n{worker.log()}")
+        return worker
 
     yield start
     for worker in started:

@@ -101,13 +101,6 @@ class WorkerProcess:
         except psutil.NoSuchProcess:
             return []
 
-    def wait_ready(self, timeout: float = 60) -> WorkerProcess:
-        """Wait for the worker's " ready." line; fail with its log if it exits first."""
-        wait_for(lambda: " ready." in self.log() or self.proc.poll() is not None, timeout, "the worker to be ready")
-        if self.proc.poll() is not None:
-            raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
-        return self
-
     def kill(self) -> None:
         """Kill the worker and its job processes at once (the whole process group)."""
         with contextlib.suppress(ProcessLookupError):

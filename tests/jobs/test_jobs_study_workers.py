@@ -29,9 +29,7 @@ REWARD = "train/reward_mean"
 
 def test_a_grid_study_on_two_workers_then_stop_all(redis_env, store, start_worker, tmp_path, allow_plugin_tasks):
     settings = Settings()  # with the plugin task module allowed
-    workers = [start_worker(wait=False), start_worker(wait=False)]  # both preload at once
-    for worker in workers:
-        worker.wait_ready()
+    workers = [start_worker(), start_worker()]
     fail_file = tmp_path / "fail-once"
     fail_file.touch()
     base = tiny_config(max_steps=2, checkpoint_interval=0, transcripts_per_step=0)
