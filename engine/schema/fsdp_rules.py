@@ -10,17 +10,21 @@ whole in its own model (no shared weights, no LoRA), sharded over every rank of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.schema.configs import MAGRPOConfig
+    from engine.schema.run_config_types import TrainerSpec
 
 FAMILY = ("magrpo", "grpo", "mareinforce", "maremax", "marloo")
 
 
-def fsdp_problems(cfg: Any, *, algorithm: str = "magrpo", lora: Sequence[bool] = (),
+def fsdp_problems(cfg: TrainerSpec | MAGRPOConfig, *, algorithm: str = "magrpo", lora: Sequence[bool] = (),
                   shared_models: bool = False, has_eval: bool = False, world: int | None = None) -> list[str]:
-    """Every ``field: message`` refusing ``cfg`` (a trainer config or spec with the catalog's names) under
+    """Every ``field: message`` refusing ``cfg`` (a run config's TrainerSpec, or a MAGRPO-family config) under
     ``parallel_training: fsdp``; empty when the FSDP trainer runs it. ``world``: the launch's ranks
     when known (the trainer's check), None at config time."""
-    if getattr(cfg, "parallel_training", None) != "fsdp":
+    if cfg.parallel_training != "fsdp":
         return []
     out: list[str] = []
 
@@ -36,34 +40,34 @@ def fsdp_problems(cfg: Any, *, algorithm: str = "magrpo", lora: Sequence[bool] =
     if shared_models:
         no("parallel_training", "parameter sharing (one model for several agents)",
            "give each agent its own model, or use parallel_training auto")
-    if getattr(cfg, "agent_devices", None) and len(set(cfg.agent_devices)) > 1:
+    if cfg.agent_devices and len(set(cfg.agent_devices)) > 1:
         no("agent_devices", "mp and fsdp together (a device per agent)", "leave agent_devices empty: each rank "
            "holds a shard of every agent on its own device")
-    if getattr(cfg, "num_turns", 1) != 1:
+    if cfg.num_turns != 1:
         no("num_turns", "more than one turn", "set num_turns: 1")
-    if getattr(cfg, "joint_mode", "aligned") != "aligned":
+    if cfg.joint_mode != "aligned":
         no("joint_mode", f"{cfg.joint_mode!r}", "set joint_mode: aligned")
-    if getattr(cfg, "turn_order", "simultaneous") not in ("simultaneous", None):
+    if cfg.turn_order not in ("simultaneous", None):
         no("turn_order", f"{cfg.turn_order!r}", "set turn_order: simultaneous")
-    if getattr(cfg, "credit_assignment", "group") not in ("group", None):
+    if cfg.credit_assignment not in ("group", None):
         no("credit_assignment", f"{cfg.credit_assignment!r}", "set credit_assignment: group")
-    if getattr(cfg, "clip_epsilon", None) is not None:
+    if cfg.clip_epsilon is not None:
         no("clip_epsilon", "ratio clipping", "leave clip_epsilon empty")
-    if getattr(cfg, "reference_kl_enabled", False):
+    if cfg.reference_kl_enabled:
         no("reference_kl_enabled", "a reference model", "set reference_kl_enabled: false")
-    if getattr(cfg, "num_inner_epochs", 1) != 1:
+    if cfg.num_inner_epochs != 1:
         no("num_inner_epochs", "more than one inner epoch", "set num_inner_epochs: 1")
-    if getattr(cfg, "micro_batch_size", None) is not None:
+    if cfg.micro_batch_size is not None:
         no("micro_batch_size", "micro-batches", "leave micro_batch_size empty")
-    if getattr(cfg, "rollout_backend", "hf") != "hf":
+    if cfg.rollout_backend != "hf":
         no("rollout_backend", f"{cfg.rollout_backend!r}", "set rollout_backend: hf")
-    if getattr(cfg, "rollout_dtype", None) not in (None, "auto"):
+    if cfg.rollout_dtype not in (None, "auto"):
         no("rollout_dtype", "a rollout copy", "leave rollout_dtype empty")
-    if getattr(cfg, "credit_samples", None):
+    if cfg.credit_samples:
         no("credit_samples", "credit probes", "set credit_samples: 0")
-    if has_eval and getattr(cfg, "eval_interval", None):
+    if has_eval and cfg.eval_interval:
         no("eval_interval", "evaluation during training", "set eval_interval: 0")
-    ranks = getattr(cfg, "fsdp_ranks", None)
+    ranks = cfg.fsdp_ranks
     if world is not None and ranks is not None and ranks != world:
         no("fsdp_ranks", f"sharding over {ranks} of the launch's {world} ranks",
            f"launch {ranks} ranks (torchrun --nproc_per_node={ranks}) or set fsdp_ranks: {world}")
