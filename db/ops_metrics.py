@@ -9,9 +9,9 @@ import json
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, insert, or_, select, text, update
+from sqlalchemy import Table, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -49,7 +49,8 @@ def metric_rows(run_id: int, step: int, env_step: int | None, metrics: Mapping[s
 
 def _insert(session: Session, run_id: int, rows: list[dict[str, Any]]) -> None:
     """Insert metric rows and fold them into the rollups, in the caller's transaction."""
-    session.connection().execute(insert(MetricRow.__table__), rows)  # Core executemany: no ORM per-row work
+    table = cast(Table, MetricRow.__table__)  # a declarative class's table (typed as any FROM clause)
+    session.connection().execute(insert(table), rows)  # Core executemany: no ORM per-row work
     rollups.write(session, run_id, ((r["key"], r["step"], r["value"]) for r in rows))
 
 
@@ -57,10 +58,17 @@ def _value(v: float | None) -> float:
     return math.nan if v is None else float(v)
 
 
+def _point(step: int, value: float | None) -> tuple[int, float]:
+    """A point read by a query whose WHERE clause has ``value IS NOT NULL`` (:func:`db.downsample.in_range`,
+    :func:`_raw_block`)."""
+    assert value is not None  # the query leaves out the NULLs NaN values are stored as
+    return int(step), float(value)
+
+
 def _end_point(session: Session, where: Any, *, last: bool) -> tuple[int, float] | None:
     order = (MetricRow.step.desc(), MetricRow.id.desc()) if last else (MetricRow.step.asc(), MetricRow.id.asc())
     row = session.execute(select(MetricRow.step, MetricRow.value).where(where).order_by(*order).limit(1)).first()
-    return None if row is None else (int(row[0]), float(row[1]))
+    return None if row is None else _point(row[0], row[1])
 
 
 def _raw_block(session: Session, run_id: int, key: str, start: int, stop: int) -> rollups.Extremes | None:
@@ -70,7 +78,7 @@ def _raw_block(session: Session, run_id: int, key: str, start: int, stop: int) -
         select(MetricRow.step, MetricRow.value)
         .where(MetricRow.run_id == run_id, MetricRow.key == key, MetricRow.value.is_not(None),
                MetricRow.step >= start, MetricRow.step < stop)).all()
-    return rollups.extremes_of((int(step), float(v)) for step, v in rows)
+    return rollups.extremes_of(_point(step, v) for step, v in rows)
 
 
 def _wide_step_series(session: Session, run_id: int, key: str, where: Any, *, n: int, max_points: int,
