@@ -54,7 +54,7 @@ def test_evaluate_a_run_from_its_page(shared_up, browser_page, artifacts: Path) 
     page.screenshot(path=str(artifacts / "eval-1-queued.png"), full_page=True)
 
     # the worker evaluates it; the page notices on its own and shows the stored evaluation
-    expect(page.get_by_text("Held-out evaluations")).to_be_visible(timeout=180_000)
+    expect(page.get_by_text("Held-out evaluations", exact=True)).to_be_visible(timeout=180_000)  # not the CSV link
     page.screenshot(path=str(artifacts / "eval-2-stored.png"), full_page=True)
     (request,) = EvalRequestStore(store).list_for_run(run_id)
     assert request.id == queued_id and request.status == "done", request.error
