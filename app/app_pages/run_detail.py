@@ -171,6 +171,8 @@ def charts_tab(store: Store, shown: Shown) -> None:
         keys, marker = _live_keys(store, shown)
         if {c.title for c in group_metrics(keys)} != set(charts):
             st.rerun()  # new metric keys appeared: rebuild the chart picker (and its defaults) with them
+        if joined and history_caption(store.lineage(run_id)) != history_caption(history):
+            st.rerun()  # an attempt began logging or ended: redraw the history line and the steps each owns
         credit_now = credit_curves(keys)
         if held is not None:
             held.refresh(store, [key for title in chosen for _, key in charts[title].curves] +
@@ -289,8 +291,7 @@ def files_tab(store: Store, run: Run) -> None:
     render_run_downloads(store, run)
 
 
-TAB_KEY = "tab"
-"""The run page's open tab: its session-state key and URL parameter (``?run=3&tab=Logs``)."""
+TAB_KEY = "tab"  # the run page's open tab: its session-state key and URL parameter (?run=3&tab=Logs)
 
 
 def run_detail_page() -> None:

@@ -149,3 +149,27 @@ def test_a_spec_figure_sends_what_a_plotly_figure_would() -> None:
     look = {"title": "k", "boundaries": [(2.0, "attempt 2")]}
     assert sent(SpecFigure(line_spec([("a", series)], **look))) == sent(line_figure([("a", series)], **look))
     assert sent(SpecFigure(line_spec([("a", series)])))["layout"]["template"] == pio.templates["streamlit"].to_plotly_json()
+
+
+def test_a_joined_history_follows_an_attempt_that_begins_logging(app, store: Store, experiment: int, seed,
+                                                                  figures, polls, tmp_path) -> None:
+    """The page of a resumed run opened before the new attempt's first step: a poll that finds the attempt
+    logging redraws the history line and one joined curve marked where attempt 2 begins."""
+    first = seed(experiment, status="stopped", steps=6)
+    store.add_checkpoint(first, 6, str(tmp_path / "ckpt-6"))
+    second = store.create_run(experiment, dict(store.get_run(first).config), "cpu", total_steps=12,
+                              resumed_from=first).id
+    store.transition(second, "starting")
+    store.transition(second, "running")
+    at = app("run_detail", run=second)
+    assert any("no steps of its own yet" in c.value for c in at.caption)
+    for step in (7, 8):
+        store.log_step(second, step, step * 4, {"train/reward_mean": 0.1 * step}, [], wall_time=1.9e9 + step)
+    drawn = polls.poll(at)  # the charts' poll finds attempt 2 logging: the whole page is drawn again
+    assert not drawn.exception
+    history = [c.value for c in drawn.caption if c.value.startswith("History:")]
+    assert history and "no steps of its own yet" not in history[0], history
+    reward = next(f for f in figures(drawn) if f["layout"]["title"]["text"].startswith("reward_mean"))
+    assert reward["data"][0]["x"][-2:] == [7, 8] and max(reward["data"][0]["x"]) == 8
+    notes = " ".join(str(a.get("text", "")) for a in reward["layout"].get("annotations", []))
+    assert "attempt 2" in notes, notes
