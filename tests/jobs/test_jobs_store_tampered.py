@@ -102,6 +102,7 @@ def test_a_tampered_marker_fails_resume_evaluation_and_the_run_page_and_touches_
     monkeypatch.setenv("COOPLAB_DATABASE_URL", settings.resolved_database_url)
     page = AppTest.from_file(MAIN, default_timeout=30)
     page.query_params["run"] = str(first.id)
+    page.query_params["tab"] = "Logs"  # the log's refusal shows on its tab (tabs are computed when open)
     page.switch_page("app_pages/run_detail.py")
     page.run()
     warnings = " ".join(w.value for w in page.warning)
