@@ -13,17 +13,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, Text, cast, func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
 from db import convert
 from db.engine import StoreBase
 from db.models import MetricRollupRow, MetricRow, RunRow
-from db.ops_experiments import tag_pattern
-from db.ops_runs import compute_rate, load
+from db.ops_runs import compute_rate, filter_runs, load
 from db.records import Run
 from db.rollups import LEVELS
-from db.states import check_status
 
 MAX_NAME_CHARS = 200
 COARSEST = LEVELS[-1]
@@ -52,15 +50,7 @@ class TableRun:
 def run_filter(experiment_id: int | None = None, statuses: Iterable[str] | None = None,
                tag: str | None = None) -> Select[Any]:
     """The ids of the runs of one experiment, in some states and carrying a tag (each optional)."""
-    query = select(RunRow.id)
-    if experiment_id is not None:
-        query = query.where(RunRow.experiment_id == experiment_id)
-    if statuses is not None:
-        wanted = [check_status(s) for s in ([statuses] if isinstance(statuses, str) else statuses)]
-        query = query.where(RunRow.status.in_(wanted))
-    if tag:
-        query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
-    return query
+    return filter_runs(select(RunRow.id), experiment_id, statuses, tag)
 
 
 def metric_extremes(session: Session, run_ids: Select[Any], keys: Sequence[str],

@@ -12,7 +12,19 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import CursorResult, Executable, Text, and_, cast, delete, func, literal, select, update
+from sqlalchemy import (
+    CursorResult,
+    Executable,
+    Select,
+    Text,
+    and_,
+    cast,
+    delete,
+    func,
+    literal,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from db import convert
@@ -41,6 +53,19 @@ from db.states import (
 )
 
 MAX_ERROR_CHARS = 20_000
+
+
+def filter_runs(query: Select[Any], experiment_id: int | None = None, statuses: Iterable[str] | None = None,
+                tag: str | None = None) -> Select[Any]:
+    """``query`` narrowed to the runs of one experiment, in some states and carrying a tag (each optional)."""
+    if experiment_id is not None:
+        query = query.where(RunRow.experiment_id == experiment_id)
+    if statuses is not None:
+        wanted = [check_status(s) for s in ([statuses] if isinstance(statuses, str) else statuses)]
+        query = query.where(RunRow.status.in_(wanted))
+    if tag:
+        query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
+    return query
 
 
 def load(session: Session, run_id: int) -> RunRow:
@@ -125,14 +150,7 @@ class RunOps(StoreBase):
         """Runs, newest first, optionally of one experiment, in some states, or carrying a tag."""
         with self._read() as session:
             query = select(RunRow).order_by(RunRow.id.desc()).limit(limit).offset(offset)
-            if experiment_id is not None:
-                query = query.where(RunRow.experiment_id == experiment_id)
-            if statuses is not None:
-                wanted = [check_status(s) for s in ([statuses] if isinstance(statuses, str) else statuses)]
-                query = query.where(RunRow.status.in_(wanted))
-            if tag:
-                query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
-            return [convert.run(row) for row in session.scalars(query)]
+            return [convert.run(row) for row in session.scalars(filter_runs(query, experiment_id, statuses, tag))]
 
     def transition(self, run_id: int, to: str, *, error: str | None = None,
                    expected_from: str | None = None, worker: str | None = None) -> Run:
