@@ -120,6 +120,10 @@ def main(argv: list[str]) -> int:
                 finish_rank_zero(inner)  # type: ignore[arg-type]  # its checkpoints' uploads, then its heartbeat
                 ended = {"status": result.status, "step": result.step, "env_step": result.env_step}
                 (out / ".fsdp" / "result.json").write_text(json.dumps(ended), encoding="utf-8")
+        # Every rank ends its work before any rank tears the group down: a rank destroying its group while
+        # a peer still talks to it was seen to abort in gloo's threads ("terminate called without an active
+        # exception") after a stop. Only on this path: a rank that raised must not wait for its peers.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0
