@@ -18,9 +18,12 @@ import copy
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from engine.schema.run_config import AgentSpec
 
 INSTALL_HINT = "install it with `pip install 'cooplab[lora]'` (or `pip install peft`)"
 # set with object.__setattr__ on an agent's model: not submodules, so never in parameters() or state_dict()
@@ -68,9 +71,9 @@ class LoraSettings:
                                target_modules=targets, task_type="CAUSAL_LM", bias="none")
 
 
-def lora_settings_of(agent: Any) -> LoraSettings | None:
+def lora_settings_of(agent: AgentSpec) -> LoraSettings | None:
     """The LoRA settings of a run-config agent (``AgentSpec``), None when it fine-tunes every weight."""
-    if getattr(agent, "lora_rank", None) is None:
+    if agent.lora_rank is None:
         return None
     targets = agent.lora_target_modules
     return LoraSettings(int(agent.lora_rank), float(agent.lora_alpha), float(agent.lora_dropout),

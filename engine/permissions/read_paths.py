@@ -27,9 +27,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.schema.errors import ConfigError
+
+if TYPE_CHECKING:
+    from engine.schema.run_config import TrainerSpec
 
 SETTING = "COOPLAB_DATA_ROOTS"
 BUNDLED_DATA = Path(__file__).resolve().parents[1] / "tasks" / "data"
@@ -109,10 +112,9 @@ def _sources(config: Any) -> Iterator[tuple[str, str, bool]]:
             yield from _trainer_sources(f"system.trainers.{g}.trainer", dict(group.trainer))
 
 
-def _trainer_values(trainer: Any) -> dict[str, Any]:
+def _trainer_values(trainer: TrainerSpec) -> dict[str, Any]:
     values = {name: getattr(trainer, name, None) for name in (*MODEL_SETTINGS, *FOLDER_SETTINGS, "comparator_agents")}
-    critic = getattr(getattr(trainer, "actor_critic", None), "critic_model_name", None)
-    return {**values, "actor_critic": {"critic_model_name": critic}}
+    return {**values, "actor_critic": {"critic_model_name": trainer.actor_critic.critic_model_name}}
 
 
 def _trainer_sources(prefix: str, values: Mapping[str, Any]) -> Iterator[tuple[str, str, bool]]:

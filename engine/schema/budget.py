@@ -204,7 +204,7 @@ def _strings(config: RunConfig) -> Iterator[tuple[str, str | None, str]]:
         yield f"trainer.comparator_agents.{i}", source, "source"
     if config.system is not None:
         for g, group in enumerate(config.system.trainers):
-            yield f"system.trainers.{g}.name", getattr(group, "name", None), "name"
+            yield f"system.trainers.{g}.name", group.name, "name"
 
 
 def length_problems(config: RunConfig, budget: Budget) -> list[tuple[str, str]]:
@@ -230,7 +230,7 @@ def device_fields(config: RunConfig) -> list[tuple[str, str]]:
     found += [(f"agents.{i}.device", a.device) for i, a in enumerate(config.agents)]
     lists = [("agent_devices", t.agent_devices), ("reference_devices", t.reference_devices),
              ("comparator_devices", t.comparator_devices),
-             ("actor_critic.critic_devices", getattr(t.actor_critic, "critic_devices", None))]
+             ("actor_critic.critic_devices", t.actor_critic.critic_devices)]
     found += [(f"trainer.{name}.{j}", d) for name, values in lists for j, d in enumerate(values or [])]
     return [(where, d) for where, d in found if d is not None]
 

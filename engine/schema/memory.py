@@ -31,10 +31,13 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.schema.collaboration import is_centralized
 from engine.schema.sources import cached_config_path, hub_cache_folder
+
+if TYPE_CHECKING:
+    from engine.schema.run_config import RunConfig
 
 STATE_BYTES_PER_PARAMETER = 16
 """float32 parameter (4) + float32 gradient (4) + AdamW's two float32 moments (8)."""
@@ -232,7 +235,7 @@ def source_shape(source: str, hub_cache_dirs: Iterable[str | os.PathLike[str]] |
 _DTYPE_BYTES = {"float32": 4, "auto": 4, "bfloat16": 2, "float16": 2}
 
 
-def memory_problems(config: Any, device_bytes: int, hub_cache_dirs: Iterable[str | os.PathLike[str]] | None = None,
+def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterable[str | os.PathLike[str]] | None = None,
                     shapes: Mapping[str, ModelShape] | None = None) -> list[tuple[str, str]]:
     """``(field, message)`` for every agent of a run config whose training cannot fit one device of
     ``device_bytes`` (a lower bound: states and gathered units, before activations). With
@@ -241,15 +244,15 @@ def memory_problems(config: Any, device_bytes: int, hub_cache_dirs: Iterable[str
     AdamW moments in ``torch_dtype`` (4 x its bytes per parameter). ``shapes`` (by agent name) replaces
     looking the sources up. LoRA agents and a centralized run's joint model are not accounted."""
     t = config.trainer
-    fsdp = getattr(t, "parallel_training", None) == "fsdp"
-    world = int(getattr(t, "fsdp_ranks", None) or 1) if fsdp else 1
-    offload = bool(getattr(t, "fsdp_cpu_offload", False)) if fsdp else False
-    dtype_bytes = _DTYPE_BYTES.get(str(getattr(t, "torch_dtype", "float32")), 4)
-    if is_centralized(t.algorithm, getattr(t, "collaboration_mode", None)):
+    fsdp = t.parallel_training == "fsdp"
+    world = (t.fsdp_ranks or 1) if fsdp else 1
+    offload = t.fsdp_cpu_offload if fsdp else False
+    dtype_bytes = _DTYPE_BYTES.get(t.torch_dtype, 4)
+    if is_centralized(t.algorithm, t.collaboration_mode):
         return []
     problems = []
     for i, agent in enumerate(config.agents):
-        if getattr(agent, "lora_rank", None) is not None:
+        if agent.lora_rank is not None:
             continue
         shape = (shapes or {}).get(agent.name) if shapes is not None else source_shape(agent.model, hub_cache_dirs)
         if shape is None:

@@ -76,9 +76,10 @@ def _credit_problems(get: Any, algorithm: Any) -> list[str]:
     return problems
 
 
-def team_problems(settings: Any, num_agents: int) -> list[str]:
-    """Problems of a combination of settings with a team of ``num_agents`` models."""
-    if getattr(settings, "credit_assignment", "group") == "counterfactual" and num_agents < 2:
+def team_problems(credit_assignment: str, num_agents: int) -> list[str]:
+    """Problems of the trainer's ``credit_assignment`` with a team of ``num_agents`` models (read from a run
+    config's ``TrainerSpec`` or from a MAGRPO-family config, which both declare it)."""
+    if credit_assignment == "counterfactual" and num_agents < 2:
         return ["credit_assignment: 'counterfactual' replaces one agent's sample with its partners held fixed; "
                 "a team of one agent has no partners. Use 'group' (GRPO)"]
     return []

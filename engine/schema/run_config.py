@@ -190,7 +190,7 @@ class RunConfig(_Strict):
         if self.system is not None:
             parse_system_spec(self, task_modules_of(info))
         else:
-            for problem in team_problems(self.trainer, len(self.agents)):
+            for problem in team_problems(self.trainer.credit_assignment, len(self.agents)):
                 raise ValueError(f"trainer.{problem}")
         return self
 

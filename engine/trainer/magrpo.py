@@ -654,7 +654,7 @@ class MAGRPOTrainer(TrainerCore):
                              tokenizer=tokenizer, formatters=formatters, agent_names=agent_names,
                              agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
                              system_prompts=system_prompts)
-        for problem in team_problems(cfg, len(team)):
+        for problem in team_problems(cfg.credit_assignment, len(team)):
             raise ValueError(problem)
         self._setup(cfg, team, train_dataset=train_dataset, eval_dataset=eval_dataset,
                     external_transition=external_transition, eval_logger=eval_logger,
