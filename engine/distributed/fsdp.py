@@ -17,6 +17,7 @@ per joint action on the rank that holds the group.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,7 @@ class Sample:
     prompt_ids: list[int]
     completion_ids: list[int]
     advantage: float
+    ref_logps: torch.Tensor | None = None  # (T,) the reference model's, for the KL as a loss term
 
 
 def completion_logprobs(model: Any, samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,23 +99,66 @@ def completion_logprobs(model: Any, samples: Sequence[Sample], pad_id: int) -> t
     return token_logprobs(logits, targets), mask[:, prompt_width:prompt_width + width]
 
 
+def grad_norm_clipped(model: Any, max_grad_norm: float | None) -> float:
+    """The norm of the whole gradient of ``model`` over every rank, after clipping it to ``max_grad_norm``
+    (None: measured, not clipped). Under FSDP2 each gradient is a DTensor sharded over the mesh, and
+    ``clip_grad_norm_`` reduces the shards' norms over the mesh (a collective: every rank calls it), so
+    the norm and the clipping factor are the whole gradient's, the same on every rank and equal to the
+    single-process ones (tested on two gloo ranks with the clip binding)."""
+    norm = torch.nn.utils.clip_grad_norm_(list(model.parameters()),
+                                          max_grad_norm if max_grad_norm is not None else float("inf"))
+    whole = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+    return float(whole)
+
+
+@torch.no_grad()
+def score_samples(model: Any, samples: Sequence[Sample], pad_id: int) -> list[torch.Tensor]:
+    """Each sample's completion log-probs under ``model`` (eval mode, no gradients), ``(T,)`` float32 on the
+    CPU. One forward of all of ``samples``: collective for a sharded model, so every rank calls it once per
+    model, whatever its number of samples; the model is resharded afterwards (FSDP2 keeps the root gathered
+    after a forward without a backward, :mod:`engine.distributed.rollouts`)."""
+    was_training = model.training
+    model.eval()
+    try:
+        logps, _ = completion_logprobs(model, samples, pad_id)
+    finally:
+        model.train(was_training)
+        if hasattr(model, "reshard"):
+            model.reshard()
+    rows = logps.float().cpu()
+    return [rows[i, :len(s.completion_ids)].clone() for i, s in enumerate(samples)]
+
+
 def update_step(model: Any, optimizer: torch.optim.Optimizer, samples: Sequence[Sample], *, total_rows: int,
-                world: int, pad_id: int, loss_type: str = "seq_sum", max_grad_norm: float | None = None) -> float:
+                world: int, pad_id: int, loss_type: str = "seq_sum", max_grad_norm: float | None = None,
+                kl_coef: float = 0.0) -> tuple[float, float]:
     """One optimizer step on this rank's ``samples`` of a batch of ``total_rows`` over ``world`` ranks;
-    returns this rank's scaled loss. Every rank must call it (the gathers and reductions are collective)."""
+    returns this rank's scaled loss and the whole gradient's norm before clipping (:func:`grad_norm_clipped`).
+    Every rank must call it (the gathers and reductions are collective). A non-finite norm raises on
+    every rank alike (the norm is the same on all) before the optimizer steps. ``kl_coef`` > 0 adds the
+    k3 KL to the samples' ``ref_logps`` as a loss term (``reference_kl_mode: loss``)."""
     if not samples:
         raise ValueError("every rank needs at least one group of samples per step; give at least as many "
                          "prompts per step as ranks")
     optimizer.zero_grad(set_to_none=True)
     logps, mask = completion_logprobs(model, samples, pad_id)
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=logps.device)
-    loss, _ = policy_loss(logps, mask, advantages, loss_type=loss_type)
+    ref = None
+    if kl_coef > 0:
+        ref = torch.zeros_like(logps)  # (B, T): the padding is masked out of the KL
+        for row, s in enumerate(samples):
+            if s.ref_logps is None:
+                raise ValueError("a KL loss term needs every sample's reference log-probs (score_samples)")
+            ref[row, :len(s.completion_ids)] = s.ref_logps.to(ref.device, ref.dtype)
+    loss, _ = policy_loss(logps, mask, advantages, loss_type=loss_type, ref_logps=ref, kl_coef=kl_coef)
     scaled = loss * loss_scale(len(samples), total_rows, world)
     scaled.backward()
-    if max_grad_norm is not None:
-        torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_grad_norm)
+    norm = grad_norm_clipped(model, max_grad_norm)
+    if not math.isfinite(norm):
+        raise FloatingPointError(f"the gradient norm is {norm} (non-finite); check the rewards' scale, lower "
+                                 "agent_learning_rate or set max_grad_norm")
     optimizer.step()
-    return float(scaled.detach())
+    return float(scaled.detach()), norm
 
 
 def local_bytes(model: Any, optimizer: torch.optim.Optimizer) -> tuple[int, int]:

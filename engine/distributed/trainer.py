@@ -11,7 +11,12 @@ every rank, each group from a generator seeded by the run's seed, the step and t
 the step: a group's samples do not depend on the ranks), computes the group advantages where the group
 is (one team reward per joint action, as in any run), and takes one optimizer step per agent
 (:func:`engine.distributed.fsdp.update_step`, the loss scaled so FSDP's mean of the ranks' gradients is
-the whole batch's). The scored trees are then gathered on every rank, so the metrics and the reported
+the whole batch's; ``max_grad_norm`` clips the whole gradient's norm over every rank, reported as
+``agent/<name>/grad_norm`` as the MAGRPO trainer reports it). With ``reference_kl_enabled`` each agent's
+frozen reference copy is sharded like the agent, each rank scores its samples' log-probs under the
+policy and the reference (one collective forward each), and the k3 KL enters the reward
+(``reference_kl_mode: reward``, through the trainer's own advantages) or the loss (``loss``); its
+step mean over every rank is ``agent/<name>/kl``. The scored trees are then gathered on every rank, so the metrics and the reported
 transcripts are the whole step's (the sink reports them on rank 0 only, :mod:`engine.distributed.sink`).
 
 Without a process group it runs the same step in one process, unsharded (``fsdp_ranks`` 1 or empty; more
@@ -35,7 +40,7 @@ import torch
 import torch.distributed as dist
 
 from engine.distributed.checkpoint import DCP_DIR, load_sharded, save_sharded, whole_weights
-from engine.distributed.fsdp import Sample, agent_mesh, full_state, shard_agent, update_step
+from engine.distributed.fsdp import Sample, agent_mesh, full_state, score_samples, shard_agent, update_step
 from engine.distributed.groups import rank_groups
 from engine.distributed.rollouts import sample_groups
 from engine.sampling.sampler import decode_completions
@@ -93,8 +98,11 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
         self._group_seeds: list[int] = []
         for agent in self.agents:
             if self.world > 1:  # gradient_checkpointing was turned on by the team's setup
-                shard_agent(agent.model, agent_mesh(None, agent.device.type),
-                            mixed_precision=agent.device.type == "cuda", cpu_offload=bool(cfg.fsdp_cpu_offload))
+                mesh = agent_mesh(None, agent.device.type)
+                options = {"mixed_precision": agent.device.type == "cuda", "cpu_offload": bool(cfg.fsdp_cpu_offload)}
+                shard_agent(agent.model, mesh, **options)
+                if agent.reference_model is not None:  # reference_kl_enabled: the frozen copy, sharded alike
+                    shard_agent(agent.reference_model, mesh, **options)
             agent.optimizer = make_adamw(agent.trainable_parameters(), lr=agent.learning_rate,
                                          weight_decay=cfg.weight_decay)
             agent.sample = self._sampler(agent)  # type: ignore[method-assign]
@@ -125,27 +133,45 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
         assign_returns(rollout, cfg.discount)
         updating = time.perf_counter()
         batches = [agent_batch(agent.index, [rollout]) for agent in agents]
+        if cfg.reference_kl_enabled:  # the policy's and the reference's log-probs: one forward each per rank
+            for agent, batch in zip(agents, batches, strict=True):
+                plain = [Sample(s.prompt_ids, s.completion_ids, 0.0) for s in batch.samples]
+                olds = score_samples(agent.model, plain, agent.pad_id)
+                refs = score_samples(agent.reference_model, plain, agent.pad_id)
+                for sample, old, ref in zip(batch.samples, olds, refs, strict=True):
+                    sample.old_logps, sample.ref_logps = old, ref
         for batch in batches:
-            fill_advantages(batch, [rollout], cfg)
+            fill_advantages(batch, [rollout], cfg)  # the KL penalty in the reward, when reference_kl_mode: reward
+        kl_coef = cfg.reference_kl_coef if cfg.reference_kl_enabled and cfg.reference_kl_mode == "loss" else 0.0
         factor = lr_factor(self.step, warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
                            schedule=cfg.lr_scheduler)
         set_learning_rates(agents, factor)
         total_rows = len(indices) * cfg.num_generations
-        losses = []
+        losses, norms = [], []
         for agent, batch in zip(agents, batches, strict=True):
             assert agent.optimizer is not None  # set in __init__
-            samples = [Sample(s.prompt_ids, s.completion_ids, s.advantage) for s in batch.samples]
-            losses.append(update_step(agent.model, agent.optimizer, samples, total_rows=total_rows, world=self.world,
-                                      pad_id=agent.pad_id, loss_type=cfg.loss_type, max_grad_norm=cfg.max_grad_norm))
+            samples = [Sample(s.prompt_ids, s.completion_ids, s.advantage, s.ref_logps) for s in batch.samples]
+            loss_value, norm = update_step(agent.model, agent.optimizer, samples, total_rows=total_rows,
+                                           world=self.world, pad_id=agent.pad_id, loss_type=cfg.loss_type,
+                                           max_grad_norm=cfg.max_grad_norm, kl_coef=kl_coef)
+            losses.append(loss_value)
+            norms.append(norm)  # the whole gradient's norm before clipping, the same on every rank
         self.step += 1
         ended = time.perf_counter()
         rollouts = self._gathered(rollout)
         loss = torch.tensor(losses, dtype=torch.float64)
+        # each agent's KL to its reference over the whole step: the ranks' sums and counts
+        kl = torch.tensor([[sum(b.kl or ()), len(b.kl or ())] for b in batches], dtype=torch.float64)
         if self.world > 1:
             dist.all_reduce(loss)  # each rank's loss is scaled: their sum / world is the whole batch's mean
+            if cfg.reference_kl_enabled:
+                dist.all_reduce(kl)
         metrics = rollout_metrics(rollouts, cfg.num_turns)
-        for agent, value in zip(agents, (loss / self.world).tolist(), strict=True):
+        for agent, value, norm in zip(agents, (loss / self.world).tolist(), norms, strict=True):
             metrics[f"agent/{agent.name}/loss"] = value
+            metrics[f"agent/{agent.name}/grad_norm"] = norm
+            if cfg.reference_kl_enabled:
+                metrics[f"agent/{agent.name}/kl"] = float(kl[agent.index, 0] / kl[agent.index, 1].clamp_min(1))
             metrics[f"agent/{agent.name}/lr"] = agent.learning_rate * factor
         metrics.update(step_timing(started, updating, ended, tokens=sum(r.num_tokens for r in rollouts),
                                    generate_s=max(r.timings["generate_s"] for r in rollouts),

@@ -3,8 +3,9 @@ Pure (torch-free): the run-config build (:mod:`engine.schema.configure`) lists t
 fields, and :class:`engine.distributed.trainer.FSDPMAGRPOTrainer` raises the first one.
 
 Built: the MAGRPO family (magrpo, grpo and its baselines) with one turn, aligned joint actions, group
-credit, one optimizer step per agent per step, no ratio clipping and no reference model, every agent
-whole in its own model (no shared weights, no LoRA), sharded over every rank of the launch.
+credit, one optimizer step per agent per step, no ratio clipping, gradient clipping by the whole
+gradient's norm and the reference KL (in the reward or the loss, the reference sharded like its agent),
+every agent whole in its own model (no shared weights, no LoRA), sharded over every rank of the launch.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def fsdp_problems(cfg: TrainerSpec | MAGRPOConfig, *, algorithm: str = "magrpo",
         no("credit_assignment", f"{cfg.credit_assignment!r}", "set credit_assignment: group")
     if cfg.clip_epsilon is not None:
         no("clip_epsilon", "ratio clipping", "leave clip_epsilon empty")
-    if cfg.reference_kl_enabled:
-        no("reference_kl_enabled", "a reference model", "set reference_kl_enabled: false")
+    if cfg.reference_kl_enabled and cfg.reference_devices:
+        no("reference_devices", "a reference model on devices of its own", "leave reference_devices empty: each "
+           "rank holds a shard of every agent's reference on its own device")
     if cfg.num_inner_epochs != 1:
         no("num_inner_epochs", "more than one inner epoch", "set num_inner_epochs: 1")
     if cfg.micro_batch_size is not None:

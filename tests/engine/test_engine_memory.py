@@ -143,6 +143,11 @@ def test_an_fsdp_run_is_parsed_and_what_it_does_not_train_yet_is_refused_naming_
     problems = trainer_problems(two_turns.trainer, two_turns.agents)
     assert [p.partition(":")[0] for p in problems] == ["trainer.num_turns", "trainer.clip_epsilon"]
     assert "set num_turns: 1" in problems[0] and "docs/gpu.md" in problems[0]
+    # the reference KL is trained (its reference sharded like the agent), not on devices of its own
+    kl = _config(tmp_path, parallel_training="fsdp", reference_kl_enabled=True, reference_kl_mode="loss")
+    assert trainer_problems(kl.trainer, kl.agents) == []
+    apart = _config(tmp_path, parallel_training="fsdp", reference_kl_enabled=True, reference_devices=["cpu"])
+    assert [p.partition(":")[0] for p in trainer_problems(apart.trainer, apart.agents)] == ["trainer.reference_devices"]
     lora = parse_run_config({**config.model_dump(exclude_defaults=True),
                              "agents": [{"name": "coder", "model": config.agents[0].model, "lora_rank": 8},
                                         {"name": "small"}]})

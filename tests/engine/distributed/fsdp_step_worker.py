@@ -24,17 +24,31 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from engine.distributed.fsdp import Sample, agent_mesh, full_state, local_bytes, shard_agent, update_step
+from engine.distributed.fsdp import (
+    Sample,
+    agent_mesh,
+    full_state,
+    local_bytes,
+    score_samples,
+    shard_agent,
+    update_step,
+)
 from engine.distributed.groups import group_advantages, rank_groups, rank_samples
 from engine.distributed.rollouts import sample_groups
 from engine.models.tiny import build_tiny_model
 
 PROMPTS, K = 3, 3
-TEAMS = {"magrpo": [("llama", 11), ("qwen2", 12)], "grpo": [("llama", 21)], "mixed": [("llama", 21)]}
+MAX_GRAD_NORM = 1.0
+"""Every update clips the whole gradient's norm to this (binding for the SGD teams, whose norm is about 14)."""
+TEAMS = {"magrpo": [("llama", 11), ("qwen2", 12)], "grpo": [("llama", 21)], "mixed": [("llama", 21)],
+         "kl": [("llama", 21)]}
+KL_COEF, REFERENCE_SEED = 0.5, 31
+"""``kl``: the GRPO Llama with the k3 KL to a reference (another tiny Llama, sharded alike) as a loss term."""
 SAMPLED = ("magrpo", "grpo")
 OPTIMIZERS = {"magrpo": lambda params: torch.optim.AdamW(params, lr=1e-2, weight_decay=0.01),
               "grpo": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9),
-              "mixed": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9)}
+              "mixed": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9),
+              "kl": lambda params: torch.optim.SGD(params, lr=0.5, momentum=0.9)}
 
 
 def batch(vocab: int, seed: int) -> list[tuple[list[int], list[int]]]:
@@ -75,8 +89,18 @@ def step(team: str, world: int, rank: int) -> dict:
         optimizer = OPTIMIZERS[team](model.parameters())
         data = batch(model.config.vocab_size, 100 + a)
         samples = [Sample(*data[i], advantage) for i, advantage in zip(rows, advantages, strict=True)]
-        update_step(model, optimizer, samples, total_rows=PROMPTS * K, world=world,
-                    pad_id=tokenizer.pad_token_id, max_grad_norm=1.0)
+        kl_coef = 0.0
+        if team == "kl":  # the reference's log-probs of the rank's samples, from its shards
+            reference = build_tiny_model("llama", "xs", seed=REFERENCE_SEED)[0].float().eval().requires_grad_(False)
+            if world > 1:
+                shard_agent(reference, agent_mesh())
+            for sample, ref in zip(samples, score_samples(reference, samples, tokenizer.pad_token_id), strict=True):
+                sample.ref_logps = ref
+            out["ref_logps"] = [r.tolist() for r in (s.ref_logps for s in samples) if r is not None]
+            kl_coef = KL_COEF
+        _, norm = update_step(model, optimizer, samples, total_rows=PROMPTS * K, world=world,
+                              pad_id=tokenizer.pad_token_id, max_grad_norm=MAX_GRAD_NORM, kl_coef=kl_coef)
+        out.setdefault("norms", []).append(norm)
         out["bytes"].append(local_bytes(model, optimizer))
         out["params"].append(full_state(model))
         out.setdefault("dtypes", []).append(sorted({str(p.dtype) for p in model.parameters()}))
@@ -118,8 +142,9 @@ def sampled_step(team: str, world: int, rank: int, split: int) -> dict:
         optimizer = OPTIMIZERS[team](model.parameters())
         samples = [Sample(prompts[g], completions[g][a][k], advantages[i * K + k])
                    for i, g in enumerate(groups) for k in range(K)]
-        update_step(model, optimizer, samples, total_rows=PROMPTS * K, world=world,
-                    pad_id=tokenizer.pad_token_id, max_grad_norm=1.0)
+        _, norm = update_step(model, optimizer, samples, total_rows=PROMPTS * K, world=world,
+                              pad_id=tokenizer.pad_token_id, max_grad_norm=MAX_GRAD_NORM)
+        out.setdefault("norms", []).append(norm)
         out["params"].append(full_state(model))
     return out
 

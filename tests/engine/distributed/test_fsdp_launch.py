@@ -1,13 +1,21 @@
 """``cooplab train`` of a ``parallel_training: fsdp`` run: torchrun starts two gloo ranks on this machine
-(:mod:`cooplab.fsdp_launch`), two heterogeneous tiny agents train two steps, and the final weights and
+(:mod:`cooplab.fsdp_launch`), two heterogeneous tiny agents train two steps (with the KL to each agent's
+reference, sharded alike, in the reward, and the gradient clipped at 1.0), and the final weights and
 metrics equal the same run in one process (:class:`engine.distributed.trainer.FSDPMAGRPOTrainer` without
 a process group), and the ranks' sharded checkpoint of step 1 resumes in one process and on three ranks
-to the same step 2; a rank killed mid-run ends the launch with a failure naming the rank."""
+to the same step 2; a rank killed mid-run ends the launch with a failure naming the rank. Two torchrun launches of one rank
+each, meeting at one c10d rendezvous on this machine (two "nodes", docs/gpu.md's several-node recipe),
+train the same weights and metrics as the one-node launch of two ranks."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -22,6 +30,7 @@ CONFIG = {
     "trainer": {"max_steps": 2, "num_generations": 2, "max_new_tokens": 4, "rollout_buffer_size": 4,
                 "train_batch_size": 4, "num_turns": 1, "eval_interval": 0, "logging_steps": 1, "seed": 3,
                 "agent_learning_rate": 1e-2, "checkpoint_interval": 1,
+                "reference_kl_enabled": True, "reference_kl_coef": 0.5,  # the KL to a sharded reference, in the reward
                 "parallel_training": "fsdp", "fsdp_ranks": 2},
 }
 
@@ -35,11 +44,26 @@ def run_yaml(tmp_path, monkeypatch):
     return path
 
 
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory):
+    """``cooplab train`` of :data:`CONFIG` on one node: torchrun --standalone with two gloo ranks.
+    Returns the output folder and the command's output."""
+    folder = tmp_path_factory.mktemp("one-node")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COOPLAB_HOME", str(folder / "home"))
+        mp.setenv("COOPLAB_COLLECTIVE_TIMEOUT_S", "60")
+        path = folder / "run.yaml"
+        path.write_text(yaml.safe_dump(CONFIG), encoding="utf-8")
+        result = CliRunner().invoke(_app(), ["train", str(path), "--output", str(folder / "two")])
+    assert result.exit_code == 0, result.output
+    return folder / "two", result.output
+
+
 def _metrics(folder) -> list[dict]:
     return [json.loads(line)["metrics"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_path):
+def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_path, one_node):
     from engine.build.run import run_training
     from engine.distributed.trainer import final_weights
     from engine.schema.run_config import load_run_config
@@ -51,11 +75,9 @@ def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_pat
     single = run_training(config, output_dir=one, sink=JsonlSink(one))
     assert (single.status, single.step) == ("completed", 2)
 
-    two = tmp_path / "two"
-    result = CliRunner().invoke(_app(), ["train", str(run_yaml), "--output", str(two)])
-    assert result.exit_code == 0, result.output
-    assert "torchrun --standalone --nproc_per_node=2" in result.output
-    assert "[rank 1] " in result.output and "[rank 0] completed: step 2" in result.output
+    two, output = one_node
+    assert "torchrun --standalone --nproc_per_node=2" in output
+    assert "[rank 1] " in output and "[rank 0] completed: step 2" in output
 
     before = final_weights(one / "checkpoints" / "checkpoint-1")
     for a, (got, want) in enumerate(zip(final_weights(two / "checkpoints" / "checkpoint-2"),
@@ -70,6 +92,12 @@ def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_pat
     for g, w in zip(got, want, strict=True):
         assert g["train/reward_mean"] == w["train/reward_mean"]
         assert abs(g["agent/first/loss"] - w["agent/first/loss"]) < 1e-5
+        for name in ("first", "second"):  # the whole gradient's norm over both ranks, before clipping at 1.0
+            for key in (f"agent/{name}/grad_norm", f"agent/{name}/kl"):  # and the step's mean KL, both ranks'
+                print(f"{key}: two ranks {g[key]:.6g}, one process {w[key]:.6g}")
+                assert g[key] == pytest.approx(w[key], rel=1e-4, abs=1e-9)
+    # the reference is the agent as it started: no KL at the first step, some once the agents moved
+    assert want[0]["agent/second/kl"] == 0.0 and want[1]["agent/second/kl"] > 1e-6
     assert (two / "transcripts.jsonl").read_text().strip()
     assert not (two / ".ranks" / "rank1" / "metrics.jsonl").exists()
     assert (two / "model" / "agent_1" / "model.safetensors").is_file()
@@ -103,6 +131,55 @@ def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_pat
         delta = max(float((got[n] - want[n]).abs().max()) for n in want)
         print(f"agent {a}: resumed at world size 3 from world size 2, max |delta| {delta:.2g} after step 2")
         assert delta < 1e-4, (a, delta)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_two_nodes_at_one_rendezvous_train_what_one_node_trains(run_yaml, tmp_path, one_node):
+    """docs/gpu.md's several-node recipe, run twice on this machine as two "nodes" of one rank each:
+    ``torch.distributed.run --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT
+    --rdzv_id=ID -m cooplab.fsdp_rank RUN.yaml OUT``, the same config file and output folder given to both."""
+    from engine.distributed.trainer import final_weights
+
+    out, port = tmp_path / "nodes", _free_port()
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+               "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=two-nodes",
+               "-m", "cooplab.fsdp_rank", str(run_yaml), str(out)]
+    nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ), cwd=Path(__file__).parents[3]) for _ in range(2)]
+    outputs = []
+    try:
+        for node in nodes:
+            outputs.append(node.communicate(timeout=240)[0])
+    finally:
+        for node in nodes:  # each rank dies with its torchrun (cooplab.fsdp_rank)
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    # the rendezvous made one world of two ranks, one on each "node"; rank 0 wrote the outputs
+    assert sorted(o.count("[rank 0] completed: step 2") for o in outputs) == [0, 1], outputs
+    assert all(("[rank 0] " in o) != ("[rank 1] " in o) for o in outputs)
+
+    one, _ = one_node
+    for step in (1, 2):
+        for a, (got, want) in enumerate(zip(final_weights(out / "checkpoints" / f"checkpoint-{step}"),
+                                             final_weights(one / "checkpoints" / f"checkpoint-{step}"), strict=True)):
+            delta = max(float((got[n] - want[n]).abs().max()) for n in want)
+            print(f"agent {a}, step {step}: two nodes against one node, max |delta| {delta:.2g}")
+            assert delta <= 1e-6, (a, step, delta)  # 0 seen: the same ranks, sums and order
+    for got, want in zip(_metrics(out), _metrics(one), strict=True):
+        assert got["perf/ranks"] == 2.0
+        for key, value in want.items():
+            if key.startswith("perf/") and key != "perf/ranks":
+                continue  # timings
+            assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
+    assert (out / "model" / "agent_1" / "model.safetensors").is_file()
 
 
 def test_a_killed_rank_fails_the_launch_naming_it(run_yaml, tmp_path, monkeypatch):

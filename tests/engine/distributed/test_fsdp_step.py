@@ -103,3 +103,47 @@ def test_bfloat16_compute_with_offload_keeps_float32_shards_and_nearly_the_float
         # bfloat16 forward and backward: the update is the float32 one within a few percent (0.8% seen), and
         # not equal to it (as the float32 FSDP step is, within 1e-8): the layers did compute in bfloat16
         assert 1e-4 < off / step < 0.05
+
+
+@pytest.mark.parametrize(("team", "agents"), [("magrpo", 2), ("grpo", 1)])
+def test_gradient_clipping_uses_the_whole_gradients_norm_over_the_ranks(results, team, agents):
+    """``max_grad_norm`` under FSDP2: each rank's gradients are shards, and the norm clipped to is the whole
+    gradient's (reduced over the mesh), the same on every rank and equal to the single process's. With SGD
+    (GRPO, lr 0.5) the first step's update is ``lr x`` the clipped gradient, so its norm is ``lr x
+    max_grad_norm`` only when each rank clipped with the whole norm (with its own shard's norm each, the
+    update's norm would be about sqrt(world) times that)."""
+    single, ranks = results[0][team], [rank[team] for rank in results[1]]
+    for a in range(agents):
+        want = single["norms"][a]
+        assert want > 2 * worker.MAX_GRAD_NORM  # the clip binds
+        for rank in ranks:
+            print(f"{team} agent {a}: gradient norm {want:.6g}, rank's {rank['norms'][a]:.6g}")
+            assert rank["norms"][a] == pytest.approx(want, rel=1e-5)
+    # also in the step with rollouts sampled on the ranks
+    for a in range(agents):
+        for rank in results[3]:
+            assert rank[team]["norms"][a] == pytest.approx(results[2][team]["norms"][a], rel=1e-5)
+    if team == "grpo":
+        before = worker.build(team)[0][0].state_dict()
+        for params in (single["params"][0], *(rank["params"][0] for rank in ranks)):
+            moved = sum(float((params[n] - before[n]).norm()) ** 2 for n in before) ** 0.5
+            print(f"grpo: the clipped SGD step moved the weights by {moved:.7g}")
+            assert moved == pytest.approx(0.5 * worker.MAX_GRAD_NORM, rel=1e-4)
+
+
+def test_the_kl_to_a_sharded_reference_as_a_loss_term_equals_the_single_process_step(results):
+    """``reference_kl_mode: loss`` under FSDP2: each rank scores its samples under the reference sharded over
+    the ranks (one collective forward), and the update with the k3 KL term equals the single process's."""
+    single, ranks = results[0]["kl"], [rank["kl"] for rank in results[1]]
+    # the reference's log-probs of each rank's rows are the single process's rows (groups 0-1, then 2)
+    merged = [row for rank in ranks for row in rank["ref_logps"]]
+    assert len(merged) == len(single["ref_logps"])
+    for got, want in zip(merged, single["ref_logps"], strict=True):
+        assert torch.allclose(torch.tensor(got), torch.tensor(want), atol=1e-5)
+    # the KL term changed the step: the same batch without it (the grpo team) moved elsewhere
+    without = results[0]["grpo"]["params"][0]
+    assert _max_delta(single["params"][0], without) > 1e-4
+    for rank in ranks:
+        delta = _max_delta(rank["params"][0], single["params"][0])
+        print(f"kl as a loss term: rank's step against the single process's, max |delta| {delta:.2g}")
+        assert delta < 1e-6
