@@ -45,7 +45,8 @@ def fsdp_problems(cfg: TrainerSpec | MAGRPOConfig, *, algorithm: str = "magrpo",
         no("agent_devices", "mp and fsdp together (a device per agent)", "leave agent_devices empty: each rank "
            "holds a shard of every agent on its own device")
     if cfg.num_turns != 1:
-        no("num_turns", "more than one turn", "set num_turns: 1")
+        no("num_turns", "more than one turn", "set num_turns: 1, or train the turns with parallel_training "
+           "auto/mp (each agent whole on one device)")
     if cfg.joint_mode != "aligned":
         no("joint_mode", f"{cfg.joint_mode!r}", "set joint_mode: aligned")
     if cfg.turn_order not in ("simultaneous", None):
@@ -53,7 +54,8 @@ def fsdp_problems(cfg: TrainerSpec | MAGRPOConfig, *, algorithm: str = "magrpo",
     if cfg.credit_assignment not in ("group", None):
         no("credit_assignment", f"{cfg.credit_assignment!r}", "set credit_assignment: group")
     if cfg.clip_epsilon is not None:
-        no("clip_epsilon", "ratio clipping", "leave clip_epsilon empty")
+        no("clip_epsilon", "ratio clipping", "leave clip_epsilon empty (gradient clipping, max_grad_norm, is "
+           "trained under fsdp)")
     if cfg.reference_kl_enabled and cfg.reference_devices:
         no("reference_devices", "a reference model on devices of its own", "leave reference_devices empty: each "
            "rank holds a shard of every agent's reference on its own device")
