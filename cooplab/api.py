@@ -72,10 +72,10 @@ def submit(configs: ConfigLike | Iterable[ConfigLike], *, experiment: str | None
     parsed = [_checked(config, device, settings) for config in many]  # nothing stored unless all pass
 
     from db.schema_version import ensure_schema
-    from jobs.client import get_store, submit_to_experiment
+    from jobs.client import get_run_writes, submit_to_experiment
 
     settings.ensure_dirs()
-    ensure_schema(get_store(settings).engine)
+    ensure_schema(get_run_writes(settings).engine)
     return [submit_to_experiment(config, experiment=experiment, device=device, settings=settings, checked=True)[0]
             for config in parsed]
 

@@ -104,10 +104,10 @@ def submit_configs(args: SubmitArgs, *, echo: Callable[[str], None],
         except ConfigError as exc:
             fail(f"invalid run config {path}:\n{exc}")
     from db.schema_version import ensure_schema
-    from jobs.client import get_store, submit_to_experiment
+    from jobs.client import get_run_writes, submit_to_experiment
 
     settings.ensure_dirs()
-    ensure_schema(get_store(settings).engine)
+    ensure_schema(get_run_writes(settings).engine)
     for config in configs:
         run_id, name = submit_to_experiment(config, experiment=args.experiment, device=device, settings=settings,
                                             checked=True)

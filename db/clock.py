@@ -14,14 +14,17 @@ each worker stores its own (``workers.clock_skew_s``), and the Workers page show
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.functions import FunctionElement
 
-from db.models import UTCDateTime, utcnow
+from db.tables import UTCDateTime, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+    from sqlalchemy.orm import Session
 
 
 class db_now(FunctionElement[datetime]):  # noqa: N801 - reads like the SQL function it renders
@@ -51,8 +54,9 @@ def _sqlite_now(element: db_now, compiler: Any, **kw: Any) -> str:
     return "(strftime('%Y-%m-%d %H:%M:%f', 'now') || '000')"
 
 
-def server_now(session: Session) -> datetime:
-    """The database server's current time (timezone-aware UTC)."""
+def server_now(session: Session | Connection) -> datetime:
+    """The database server's current time (timezone-aware UTC), read in ``session`` (an ORM session or
+    a Core connection)."""
     found = session.scalar(select(db_now()))
     if found is None:  # pragma: no cover - every backend answers
         raise RuntimeError("the database did not tell its current time")

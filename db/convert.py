@@ -1,15 +1,21 @@
-"""ORM rows → frozen records (the only place that knows both)."""
+"""ORM rows (and Core rows of :mod:`db.tables`) → frozen records (the only place that knows both)."""
 
 from __future__ import annotations
 
 import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from db.models import CheckpointRow, EpisodeRow, ExperimentRow, RunRow, TurnRow, WorkerRow
 from db.records import Checkpoint, EpisodeView, Experiment, Run, Worker
 from engine.transcripts import TurnRecord
+
+if TYPE_CHECKING:
+    from types import SimpleNamespace
+
+    from sqlalchemy import Row
+
+    from db.models import CheckpointRow, EpisodeRow, ExperimentRow, RunRow, TurnRow, WorkerRow
 
 
 def clean_tags(tags: Iterable[str] | None) -> list[str]:
@@ -29,12 +35,12 @@ def clean_tags(tags: Iterable[str] | None) -> list[str]:
     return list(seen)
 
 
-def experiment(row: ExperimentRow) -> Experiment:
+def experiment(row: ExperimentRow | Row[Any] | SimpleNamespace) -> Experiment:
     return Experiment(id=row.id, name=row.name, description=row.description or "", tags=tuple(row.tags or ()),
                       config=copy.deepcopy(row.config or {}), created_at=row.created_at, updated_at=row.updated_at)
 
 
-def run(row: RunRow) -> Run:
+def run(row: RunRow | Row[Any] | SimpleNamespace) -> Run:
     return Run(
         id=row.id, experiment_id=row.experiment_id, attempt=row.attempt, status=row.status,
         config=copy.deepcopy(row.config or {}), queue=row.queue, device=row.device, celery_task_id=row.celery_task_id,

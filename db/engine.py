@@ -31,16 +31,18 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from db.sqlite_locks import describe_write_lock_holders
 from db.urls import redact_url
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +202,19 @@ def writer(engine: Engine, *, lock_wait_s: float | None = None, bounded: bool = 
 def write_session(engine: Engine, *, lock_wait_s: float | None = None) -> Iterator[Session]:
     """One write transaction: commits when the block ends, rolls back if it raises. ``lock_wait_s``
     bounds its wait for a lock (see :func:`writer`)."""
+    # imported here: what only writes Core tables (cooplab submit, db.run_writes) never imports the ORM
+    from sqlalchemy.orm import Session
+
     with Session(writer(engine, lock_wait_s=lock_wait_s), expire_on_commit=False) as session, session.begin():
         yield session
+
+
+@contextmanager
+def write_connection(engine: Engine, *, lock_wait_s: float | None = None) -> Iterator[Connection]:
+    """One write transaction on a Core connection, begun, bounded and ended as :func:`write_session`'s
+    (what :mod:`db.run_writes` runs in outside a store)."""
+    with writer(engine, lock_wait_s=lock_wait_s).begin() as conn:
+        yield conn
 
 
 def reader(engine: Engine) -> Engine:
@@ -216,6 +229,8 @@ def reader(engine: Engine) -> Engine:
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
     """One read transaction (a consistent snapshot); anything written in it is rolled back."""
+    from sqlalchemy.orm import Session
+
     with Session(reader(engine), expire_on_commit=False) as session:
         try:
             yield session

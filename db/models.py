@@ -1,5 +1,9 @@
 """SQLAlchemy 2 ORM models: the tables. They never leave ``db/`` (see :mod:`db.records`).
 
+``experiments`` and ``runs`` are Core tables declared in :mod:`db.tables` (what a submit writes without
+the ORM, :mod:`db.run_writes`); their classes here are mapped onto them (``__table__``), with the same
+annotations. Every table is in :data:`db.tables.metadata`.
+
 Times are stored as naive UTC (``UTCDateTime``) so SQLite and PostgreSQL compare them the same way;
 they come back timezone-aware. Metric wall times are float epoch seconds so they can be an x-axis.
 An integer column is declared by its annotation alone (``step: Mapped[int]``); float columns name
@@ -8,108 +12,80 @@ An integer column is declared by its annotation alone (``step: Mapped[int]``); f
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-# SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets 64-bit ids for the big tables.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
-
-
-def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
-    return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Naive UTC in the database, aware UTC in Python (naive input is taken to be UTC)."""
-
-    impl = DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC)
-        return value.replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+from db.tables import BigId, UTCDateTime, experiments, metadata, runs, utcnow
 
 
 class Base(DeclarativeBase):
-    """Declarative base of every CoopLab table."""
+    """Declarative base of every CoopLab table, in :data:`db.tables.metadata`."""
+
+    metadata = metadata
 
 
 class ExperimentRow(Base):
-    __tablename__ = "experiments"
+    __table__ = experiments  # declared in db.tables (Core: what a submit writes without the ORM)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    description: Mapped[str] = mapped_column(Text, default="")
-    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
-    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    id: Mapped[int]
+    name: Mapped[str]
+    description: Mapped[str]
+    tags: Mapped[list[str]]
+    config: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
 
     runs: Mapped[list[RunRow]] = relationship(back_populates="experiment", cascade="all, delete-orphan",
                                               passive_deletes=True)
 
 
 class RunRow(Base):
-    __tablename__ = "runs"
+    __table__ = runs  # declared in db.tables
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
-    attempt: Mapped[int] = mapped_column(Integer, default=1)
-    status: Mapped[str] = mapped_column(String(20), index=True)
-    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    queue: Mapped[str] = mapped_column(String(100))
-    device: Mapped[str | None] = mapped_column(String(100))
-    celery_task_id: Mapped[str | None] = mapped_column(String(200))
-    worker: Mapped[str | None] = mapped_column(String(200))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    step: Mapped[int] = mapped_column(Integer, default=0)
-    env_step: Mapped[int] = mapped_column(BigInteger, default=0)
+    id: Mapped[int]
+    experiment_id: Mapped[int]
+    attempt: Mapped[int]
+    status: Mapped[str]
+    config: Mapped[dict[str, Any]]
+    queue: Mapped[str]
+    device: Mapped[str | None]
+    celery_task_id: Mapped[str | None]
+    worker: Mapped[str | None]
+    created_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+    step: Mapped[int]
+    env_step: Mapped[int]
     total_steps: Mapped[int | None]
     first_step: Mapped[int | None]
-    first_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_step_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    error: Mapped[str | None] = mapped_column(Text)
-    resumed_from: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
-    stop_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    stop_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # the last time the run's job finished storing a file of the run's artifacts (checkpoints, exports)
-    storing_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # the attempt the retry policy queued after this run was lost (jobs.retries; a plain id: no foreign key)
-    retried_as: Mapped[int | None] = mapped_column(Integer)
-    tags: Mapped[list[str]] = mapped_column(JSON, default=list)
-    notes: Mapped[str] = mapped_column(Text, default="")
-    # the readable name a researcher gave the run (None: shown by its experiment's name and id)
-    name: Mapped[str | None] = mapped_column(String(200))
-    log_path: Mapped[str | None] = mapped_column(Text)
-    output_dir: Mapped[str | None] = mapped_column(Text)
+    first_step_at: Mapped[datetime | None]
+    last_step_at: Mapped[datetime | None]
+    error: Mapped[str | None]
+    resumed_from: Mapped[int | None]
+    stop_requested: Mapped[bool]
+    stop_requested_at: Mapped[datetime | None]
+    storing_at: Mapped[datetime | None]
+    retried_as: Mapped[int | None]
+    tags: Mapped[list[str]]
+    notes: Mapped[str]
+    name: Mapped[str | None]
+    log_path: Mapped[str | None]
+    output_dir: Mapped[str | None]
 
     experiment: Mapped[ExperimentRow] = relationship(back_populates="runs")
 

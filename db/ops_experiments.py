@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db import convert
@@ -16,6 +15,7 @@ from db.engine import StoreBase
 from db.errors import DuplicateNameError, NotFoundError, RunActiveError, StaleEditError
 from db.models import ExperimentRow, RunRow, utcnow
 from db.records import Experiment
+from db.run_writes import check_experiment_name
 from db.states import ACTIVE_STATUSES
 
 
@@ -33,13 +33,7 @@ def tag_pattern(tag: str) -> str:
     return f"%{escaped}%"
 
 
-def _check_name(name: str) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("an experiment needs a non-empty name")
-    name = name.strip()
-    if len(name) > 200:
-        raise ValueError(f"experiment name is {len(name)} characters long; keep it within 200")
-    return name
+_check_name = check_experiment_name
 
 
 def _ensure_unique(session: Session, name: str, exclude_id: int | None = None) -> None:
@@ -71,28 +65,7 @@ class ExperimentOps(StoreBase):
             session.flush()
             return convert.experiment(row)
 
-    def get_or_create_experiment(self, name: str, *, description: str = "", tags: Iterable[str] = (),
-                                 config: Mapping[str, Any] | None = None) -> Experiment:
-        """The experiment named ``name``, created with the given fields when there is none yet (the
-        fields of an existing one are left as they are). Parallel callers all get the same experiment,
-        never :class:`DuplicateNameError`: SQLite's write transactions run one at a time; on PostgreSQL a
-        concurrent insert that wins the unique name makes this one read the winner's row."""
-        with self._write() as session:
-            name = _check_name(name)
-            row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
-            if row is not None:
-                return convert.experiment(row)
-            now = utcnow()
-            try:
-                with session.begin_nested():
-                    row = ExperimentRow(name=name, description=description or "", tags=convert.clean_tags(tags),
-                                        config=convert.json_config(config), created_at=now, updated_at=now)
-                    session.add(row)
-            except IntegrityError:
-                row = session.scalar(select(ExperimentRow).where(ExperimentRow.name == name))
-                if row is None:
-                    raise
-            return convert.experiment(row)
+    # get_or_create_experiment: db.run_writes.RunWrites (on Core; cooplab submit runs it without the ORM)
 
     def get_experiment(self, experiment_id: int) -> Experiment:
         """The experiment with this id (else :class:`NotFoundError`)."""

@@ -8,7 +8,7 @@ State changes are compare-and-set: ``UPDATE runs SET status=:to WHERE id=:id AND
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,12 +29,11 @@ from sqlalchemy.orm import Session
 
 from db import convert
 from db.clock import db_now, server_now
-from db.engine import StoreBase
 from db.errors import NotFoundError, RunActiveError, RunSettledError
 from db.models import CheckpointRow, RunRow, UTCDateTime, WorkerRow, utcnow
-from db.ops_experiments import load as load_experiment
 from db.ops_experiments import tag_pattern
 from db.records import Checkpoint, Run, RunRate
+from db.run_writes import RunWrites
 from db.states import (
     ACTIVE_STATUSES,
     ALL_STATUSES,
@@ -110,35 +109,12 @@ def compute_rate(step: int, total_steps: int | None, first_step: int | None, fir
     return rate, eta
 
 
-class RunOps(StoreBase):
+class RunOps(RunWrites):
     """Runs, their states and checkpoints: the operations of :class:`db.store.Store` on them, each one
     transaction."""
 
-    def create_run(self, experiment_id: int, config: Mapping[str, Any], queue: str,
-                   total_steps: int | None = None, resumed_from: int | None = None, *,
-                   device: str | None = None, tags: Iterable[str] = (), notes: str = "") -> Run:
-        """Store a new ``queued`` run with a snapshot of ``config``. ``attempt`` is 1, or one more than
-        the run it resumes (``resumed_from``, which must belong to the same experiment)."""
-        with self._write() as session:
-            load_experiment(session, experiment_id)
-            if not isinstance(queue, str) or not queue.strip():
-                raise ValueError("a run needs a queue name (the device it runs on, e.g. 'cpu' or 'cuda:0')")
-            if total_steps is not None and total_steps < 0:
-                raise ValueError(f"total_steps must be >= 0, got {total_steps}")
-            attempt = 1
-            if resumed_from is not None:
-                previous = load(session, resumed_from)
-                if previous.experiment_id != experiment_id:
-                    raise ValueError(f"run {resumed_from} belongs to experiment {previous.experiment_id}, not "
-                                     f"{experiment_id}; resume it within its own experiment")
-                attempt = previous.attempt + 1
-            row = RunRow(experiment_id=experiment_id, attempt=attempt, status=QUEUED, config=convert.json_config(config),
-                         queue=queue.strip(), device=device, total_steps=total_steps, resumed_from=resumed_from,
-                         stop_requested=False, tags=convert.clean_tags(tags), notes=notes or "", created_at=server_now(session),
-                         step=0, env_step=0)
-            session.add(row)
-            session.flush()
-            return convert.run(row)
+    # create_run and update_run: inherited from db.run_writes.RunWrites (on Core; cooplab submit runs them
+    # without the ORM)
 
     def get_run(self, run_id: int) -> Run:
         """The run with this id (else :class:`NotFoundError`)."""
@@ -256,22 +232,6 @@ class RunOps(StoreBase):
                 session.execute(update(WorkerRow).where(WorkerRow.name == worker).values(last_seen=at, online=True)
                                 .execution_options(synchronize_session=False))
             return bool(stop)
-
-    def update_run(self, run_id: int, *, celery_task_id: str | None = None, worker: str | None = None,
-                   log_path: str | None = None, output_dir: str | None = None,
-                   total_steps: int | None = None, device: str | None = None) -> Run:
-        """Record execution details (None leaves a field as it is)."""
-        with self._write() as session:
-            row = load(session, run_id)
-            if total_steps is not None and total_steps < 0:
-                raise ValueError(f"total_steps must be >= 0, got {total_steps}")
-            fields: dict[str, Any] = {"celery_task_id": celery_task_id, "worker": worker, "log_path": log_path,
-                                      "output_dir": output_dir, "total_steps": total_steps, "device": device}
-            for name, value in fields.items():
-                if value is not None:
-                    setattr(row, name, value)
-            session.flush()
-            return convert.run(row)
 
     def set_run_notes(self, run_id: int, *, tags: Iterable[str] | None = None, notes: str | None = None) -> Run:
         """Replace the run's tags and/or notes (None leaves one as it is)."""

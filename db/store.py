@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
@@ -48,7 +48,8 @@ class Store(ExperimentOps, RunOps, RunTableOps, LineageOps, MetricOps, Transcrip
 
     Each operation is declared once, in the part of the store that holds its table's rows:
     :class:`~db.ops_experiments.ExperimentOps`, :class:`~db.ops_runs.RunOps` (runs, states,
-    checkpoints), :class:`~db.ops_run_table.RunTableOps` (the runs table, display names), :class:`~db.ops_lineage.LineageOps`, :class:`~db.ops_metrics.MetricOps`,
+    checkpoints; it extends :class:`~db.run_writes.RunWrites`, what a submit writes, on Core: getting or
+    creating an experiment, creating a run, recording its execution details), :class:`~db.ops_run_table.RunTableOps` (the runs table, display names), :class:`~db.ops_lineage.LineageOps`, :class:`~db.ops_metrics.MetricOps`,
     :class:`~db.ops_transcripts.TranscriptOps`, :class:`~db.ops_workers.WorkerOps`,
     :class:`~db.ops_store_outages.StoreOutageOps` and :class:`~db.ops_environments.EnvironmentOps`. Each method
     opens its own transaction (:class:`db.engine.StoreBase`).
@@ -57,10 +58,11 @@ class Store(ExperimentOps, RunOps, RunTableOps, LineageOps, MetricOps, Transcrip
     each process should create its own ``Store``.
     """
 
-    def __init__(self, url: str, *, migrate: bool = False, echo: bool = False) -> None:
-        """Connect to ``url``; with ``migrate=True`` also bring the schema up to date first."""
+    def __init__(self, url: str, *, migrate: bool = False, echo: bool = False, engine: Engine | None = None) -> None:
+        """Connect to ``url`` (through ``engine`` when given: one made by :func:`db.engine.make_engine` for
+        that URL); with ``migrate=True`` also bring the schema up to date first."""
         self.url = url
-        self.engine = make_engine(url, echo=echo)
+        self.engine = engine if engine is not None else make_engine(url, echo=echo)
         if migrate:
             from db.migrate import upgrade_engine
 

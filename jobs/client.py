@@ -20,23 +20,28 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from db import states
 from db.records import Run
+from db.run_writes import RunWrites
 from db.states import InvalidTransition
-from db.store import Store
+from db.urls import redact_url
 from engine.schema.run_config import RunConfig
 from jobs.celery_app import TASK_NAME, device_queue, get_app, get_sender_app, validate_device
-from jobs.datadir import redact_url
 from jobs.faults import first_line, resource_reason
 from jobs.lineage import resume_checkpoint
 from jobs.preflight import check_run_config
 from jobs.settings import Settings, get_settings
 
+if TYPE_CHECKING:
+    from db.store import Store
+
 log = logging.getLogger(__name__)
 
-_STORES: dict[str, Store] = {}
+_STORES: dict[str, Store | RunWrites] = {}
+"""Per database URL, this process's store, or only a submit's writes until a store is asked for (one
+engine per URL either way)."""
 _STORES_LOCK = threading.Lock()
 
 
@@ -77,11 +82,27 @@ broker that is down fails a send within about 5 s."""
 
 def get_store(settings: Settings | None = None) -> Store:
     """A store for the settings' database, shared by the client calls of this process."""
+    from db.store import Store  # the ORM: not imported by a submit (get_run_writes)
+
     url = (settings or get_settings()).resolved_database_url
     with _STORES_LOCK:
-        if url not in _STORES:
-            _STORES[url] = Store(url)
-        return _STORES[url]
+        held = _STORES.get(url)
+        if not isinstance(held, Store):  # none yet, or a submit's writes: a store on the same engine
+            _STORES[url] = held = Store(url, engine=held.engine if held is not None else None)
+        return held
+
+
+def get_run_writes(settings: Settings | None = None) -> Store | RunWrites:
+    """What a submit writes with (:mod:`db.run_writes`): the settings' database's shared store when this
+    process has one, else its Core writes, which import no ORM (``cooplab submit``, :mod:`cooplab.api`)."""
+    url = (settings or get_settings()).resolved_database_url
+    with _STORES_LOCK:
+        held = _STORES.get(url)
+        if held is None:
+            from db.engine import make_engine
+
+            _STORES[url] = held = RunWrites(make_engine(url))
+        return held
 
 
 def _total_steps(config: dict[str, Any]) -> int | None:
@@ -118,7 +139,7 @@ def _send(run: Run, task_id: str, settings: Settings) -> None:
             unsent=f"the broker {broker} is unreachable ({said}): it will be sent when it answers") from exc
 
 
-def _enqueue(store: Store, run: Run, settings: Settings) -> QueuedRun:
+def _enqueue(store: Store | RunWrites, run: Run, settings: Settings) -> QueuedRun:
     """Record a fresh task id on the run, then send the task. A broker that does not take it leaves the
     run ``queued`` (the reconciler sends it when the broker is back: the task id is one the broker does
     not hold); the returned id's ``unsent`` says why."""
@@ -192,7 +213,7 @@ def submit_to_experiment(config: RunConfig | Mapping[str, Any], *, experiment: s
         parsed = config
     else:
         parsed = check_run_config(config, settings=settings, device=device)
-    found = get_store(settings).get_or_create_experiment(
+    found = get_run_writes(settings).get_or_create_experiment(
         experiment or parsed.name, description=parsed.description, tags=parsed.tags,
         config=parsed.model_dump(mode="json"))
     return _store_and_enqueue(parsed, found.id, device, settings), found.name
@@ -200,7 +221,7 @@ def submit_to_experiment(config: RunConfig | Mapping[str, Any], *, experiment: s
 
 def _store_and_enqueue(config: RunConfig, experiment_id: int, device: str, settings: Settings) -> QueuedRun:
     """Store a checked config as a ``queued`` run of ``experiment_id`` and send it to ``device``'s queue."""
-    store = get_store(settings)
+    store = get_run_writes(settings)
     run = store.create_run(experiment_id, config.model_dump(mode="json"), device,
                            total_steps=config.trainer.max_steps)
     queued = _enqueue(store, run, settings)
@@ -266,5 +287,5 @@ def _revoke(run: Run, settings: Settings, *, terminate: bool) -> None:
 
 
 __all__ = ["check_run_config", "submit_run", "submit_to_experiment", "enqueue_run", "resend_run", "stop_run",
-           "resume_run", "cancel_queued", "get_store", "QueuedRun", "ResumeError", "BrokerUnavailable",
+           "resume_run", "cancel_queued", "get_store", "get_run_writes", "QueuedRun", "ResumeError", "BrokerUnavailable",
            "InvalidTransition"]

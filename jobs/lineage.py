@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from db.records import Checkpoint, Run
-from db.store import Store
+
+if TYPE_CHECKING:
+    from db.store import Store
 
 
 def newest_checkpoint(store: Store, run: Run, *, include_self: bool = False) -> Checkpoint | None:

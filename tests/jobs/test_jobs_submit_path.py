@@ -1,6 +1,7 @@
-"""The submit path stays cheap: `cooplab submit` imports no alembic (when the schema is current), torch,
-transformers, streamlit, pydantic-settings, CLI framework (typer, rich), other algorithms' config classes or
-PostgreSQL dialect, and a refused config is refused before the store or the broker client is imported;
+"""The submit path stays cheap: `cooplab submit` and `api.submit` import no alembic (when the schema is
+current), torch, transformers, streamlit, pandas, numpy, plotly, pydantic-settings, CLI framework (typer,
+rich), other algorithms' config classes, PostgreSQL dialect, SQLAlchemy ORM or store (they write through
+``db.run_writes`` on Core), and a refused config is refused before the store or the broker client is imported;
 the schema check reads one row instead of loading alembic; and the Python API for scripted sweeps
 (:mod:`cooplab.api`) queues, lists and waits for runs. No worker: cheap."""
 
@@ -19,13 +20,13 @@ from db.schema_version import at_head, ensure_schema, head_revisions
 from engine.schema.run_config import ConfigError
 from tests.jobs.helpers import ROOT, tiny_config
 
-HEAVY = ("alembic", "torch", "transformers", "streamlit")
+HEAVY = ("alembic", "torch", "transformers", "streamlit", "pandas", "numpy", "plotly")
 # what a plain submit of a MAGRPO config has no use for (cooplab.submit_path, engine.schema.config_class,
-# db.rollups, jobs.env_settings): the CLI framework, pydantic-settings, the other algorithms' config classes,
-# the PostgreSQL dialect
+# db.rollups, jobs.env_settings, db.run_writes): the CLI framework, pydantic-settings, the other algorithms'
+# config classes, the PostgreSQL dialect, the ORM and the store's other operations
 NOT_FOR_SUBMIT = (*HEAVY, "typer", "rich", "pydantic_settings", "engine.schema.algorithms",
                   "engine.schema.preference_configs", "engine.schema.actor_critic_configs",
-                  "sqlalchemy.dialects.postgresql")
+                  "sqlalchemy.dialects.postgresql", "sqlalchemy.orm", "db.models", "db.store")
 STORE_AND_BROKER = ("sqlalchemy", "celery", "kombu", "db.store", "jobs.client")
 
 _SUBMIT_AND_LIST_IMPORTS = """
@@ -92,6 +93,21 @@ def test_anything_but_a_plain_submit_goes_through_typer(argv):
     from cooplab.submit_path import plain_submit
 
     assert plain_submit(argv) is None
+
+
+def test_the_api_submits_without_the_orm(jobs_env, store, tmp_path):
+    """A script's ``api.submit`` writes through the same Core operations as ``cooplab submit``."""
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(tiny_config()))
+    code = (f"import sys; from cooplab import api; ids = api.submit([{str(path)!r}] * 2, experiment='api'); "
+            f"print(ids, sorted(m for m in {NOT_FOR_SUBMIT!r} if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    second, first = store.list_runs()
+    assert result.stdout.strip() == f"[{first.id}, {second.id}] []"
+    assert {first.status, second.status} == {states.QUEUED} and first.celery_task_id and second.celery_task_id
 
 
 def test_importing_the_api_loads_nothing_heavy():
