@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.cpu_profile"]  # COOPLAB_TEST_CPU_PROFILE=FILE: CPU seconds per test
+
 PHASE_ENV = "COOPLAB_TEST_PHASE"
 THREADS_ENV = "OMP_NUM_THREADS"
 
