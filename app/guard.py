@@ -135,13 +135,15 @@ class HostGuard:
             return
         secure = guard_rules.secure_request(scope.get("scheme"), self.rules.tls,
                                             self.rules.server_trusts_configured_proxies)
+        own_frame = guard_rules.own_frame(scope.get("path", "/"), self.rules.base_url)
         added = [] if browser else [(b"set-cookie", (f"{BROWSER_COOKIE}={secrets.token_urlsafe(32)}; Path=/; "
                                                      "HttpOnly; SameSite=Strict").encode("latin-1"))]
 
         async def send_guarded(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
-                headers = guard_rules.with_framing_headers([*message.get("headers", []), *added])
+                headers = guard_rules.with_framing_headers([*message.get("headers", []), *added],
+                                                           own_frame=own_frame)
                 if secure:
                     headers = [(k, guard_rules.secure_cookie(v) if k.lower() == b"set-cookie" else v)
                                for k, v in headers]
@@ -157,12 +159,18 @@ class HostGuard:
         problem = self.rules.problem or refusal(host, origin, self.rules.names)
         if problem is not None:
             return problem
-        if scope["type"] == "http" and guard_rules.framed(headers.get(b"sec-fetch-dest", b"").decode("latin-1")):
+        if (scope["type"] == "http" and guard_rules.framed(headers.get(b"sec-fetch-dest", b"").decode("latin-1"))
+                and not self._own_frame(scope, headers)):
             return guard_rules.FRAMED_REFUSAL
         if (self.rules.signin_required and guard_rules.needs_signin(scope.get("path", "/"), self.rules.base_url)
                 and not _signed_in(browser)):
             return guard_rules.SIGNIN_REFUSAL
         return None
+
+    def _own_frame(self, scope: dict[str, Any], headers: dict[bytes, bytes]) -> bool:
+        """A frame load of the dashboard's own component files, from one of its pages."""
+        return guard_rules.own_frame(scope.get("path", "/"), self.rules.base_url,
+                                     headers.get(b"sec-fetch-site", b"").decode("latin-1"))
 
     @staticmethod
     async def _refuse(scope: dict[str, Any], receive: Any, send: Any, problem: str) -> None:

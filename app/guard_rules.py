@@ -7,6 +7,12 @@
   page cannot forge) is refused outright. The websocket cannot be judged that way: its
   ``Sec-Fetch-Site`` names the page that opened it (the framed dashboard itself: ``same-origin``) and
   its ``Sec-Fetch-Dest`` is ``websocket``, framed or not; since no framed page loads, none opens it.
+- **The dashboard's own chart frames.** The one exception: the files of the dashboard's own live chart
+  component (``component/app.components.live_chart.live_chart/``, static HTML and JS that draw a chart
+  from what the page posts them) are shown by the dashboard's pages in a frame, so a frame load of them
+  from the same origin (``Sec-Fetch-Site: same-origin``) is served, with ``X-Frame-Options:
+  SAMEORIGIN`` and ``frame-ancestors 'self'``: only a dashboard page may frame them, and no page
+  may frame the dashboard, so no other site reaches them.
 - **Endpoints for signed-in browsers.** When the dashboard requires sign-in, the Streamlit endpoints
   that tell or serve something beyond the sign-in form answer only a browser whose
   ``cooplab_browser`` cookie has a valid sign-in (``app/signins.py``): everything under
@@ -23,6 +29,9 @@ from __future__ import annotations
 import posixpath
 
 FRAMING_HEADERS = ((b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"))
+OWN_FRAME_HEADERS = ((b"x-frame-options", b"SAMEORIGIN"), (b"content-security-policy", b"frame-ancestors 'self'"))
+OWN_FRAMES = ("component/app.components.live_chart.live_chart/",)
+"""Paths (after the base URL, lower case) of the dashboard's own components, which its pages frame."""
 FRAME_DESTINATIONS = frozenset({"iframe", "frame", "embed", "object", "fencedframe"})
 OPEN_CORE = frozenset({"health", "host-config", "stream"})
 SIGNED_IN_PREFIXES = ("media/", "component/", "app/static/", "api/download/")
@@ -38,11 +47,28 @@ def framed(sec_fetch_dest: str | None) -> bool:
     return (sec_fetch_dest or "").strip().lower() in FRAME_DESTINATIONS
 
 
-def with_framing_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """A response's headers with :data:`FRAMING_HEADERS`; an ``X-Frame-Options`` of its own is replaced
-    (two different ones would void both), a policy of its own is kept (the browser applies both)."""
+def with_framing_headers(headers: list[tuple[bytes, bytes]], *, own_frame: bool = False) -> list[tuple[bytes, bytes]]:
+    """A response's headers with :data:`FRAMING_HEADERS` (:data:`OWN_FRAME_HEADERS` for one of
+    :func:`own_frame`'s files); an ``X-Frame-Options`` of its own is replaced (two different ones would
+    void both), a policy of its own is kept (the browser applies both)."""
     kept = [(k, v) for k, v in headers if k.lower() != b"x-frame-options"]
-    return [*kept, *FRAMING_HEADERS]
+    return [*kept, *(OWN_FRAME_HEADERS if own_frame else FRAMING_HEADERS)]
+
+
+def _relative(path: str, base_url: str | None) -> str:
+    normal = posixpath.normpath("/" + path).lstrip("/").lower()
+    base = (base_url or "").strip("/").lower()
+    if base and (normal == base or normal.startswith(base + "/")):
+        normal = normal[len(base):].lstrip("/")
+    return normal
+
+
+def own_frame(path: str, base_url: str | None = "", sec_fetch_site: str | None = None) -> bool:
+    """Whether ``path`` is a file of one of the dashboard's own framed components (:data:`OWN_FRAMES`),
+    requested from the same origin when ``sec_fetch_site`` is given."""
+    if sec_fetch_site is not None and sec_fetch_site.strip().lower() != "same-origin":
+        return False
+    return _relative(path, base_url).startswith(OWN_FRAMES)
 
 
 def needs_signin(path: str, base_url: str | None = "") -> bool:
@@ -50,10 +76,7 @@ def needs_signin(path: str, base_url: str | None = "") -> bool:
     sign-in (see the module docstring). ``base_url`` is Streamlit's ``server.baseUrlPath``. The path is
     normalised (``//``, ``.``, ``..``, letter case) so a spelling the router might still match is judged
     the same way."""
-    normal = posixpath.normpath("/" + path).lstrip("/").lower()
-    base = (base_url or "").strip("/").lower()
-    if base and (normal == base or normal.startswith(base + "/")):
-        normal = normal[len(base):].lstrip("/")
+    normal = _relative(path, base_url)
     head, _, rest = normal.partition("/")
     if head == "_stcore":
         return rest not in OPEN_CORE

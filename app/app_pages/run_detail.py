@@ -21,6 +21,7 @@ from app.components.credit_chart import (
 )
 from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_best_models, render_evaluations
+from app.components.live_chart import live_chart
 from app.components.run_controls import choose_run, notes_editor, run_header
 from app.components.run_downloads import render_run_downloads
 from app.components.run_system import render_run_system
@@ -162,6 +163,11 @@ def charts_tab(store: Store, shown: Shown) -> None:
     charted = sum(len(charts[title].curves) for title in chosen) + len(credit)
     held = (live_metrics(st.session_state, run_id)
             if not joined and x_range is None and shown.run.step * charted <= CACHE_POINTS else None)
+    # A live run's charts append (app.components.live_chart): each poll sends the browser only the new points.
+    # Each full run of the page sends the figures whole once (their frames may have been mounted anew).
+    generation = st.session_state[f"detail_generation_{run_id}"] = \
+        st.session_state.get(f"detail_generation_{run_id}", 0) + 1
+    ui_files = context.settings().data_dir / "ui"
 
     @st.fragment(run_every=context.refresh_every() if active else None)
     def live_charts() -> None:
@@ -203,7 +209,10 @@ def charts_tab(store: Store, shown: Shown) -> None:
             if spec is None:
                 st.caption(f"{md_text(title)}: no points yet")
                 continue
-            st.plotly_chart(SpecFigure(spec), key=f"chart.{run_id}.{title}", config={"displaylogo": False})
+            if active:
+                live_chart(spec, key=f"live.{run_id}.{title}", generation=generation, root=ui_files)
+            else:
+                st.plotly_chart(SpecFigure(spec), key=f"chart.{run_id}.{title}", config={"displaylogo": False})
 
         def contribution() -> CreditView:
             look = ("credit", max_points, method, amount, joined)

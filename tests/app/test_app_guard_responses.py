@@ -1,5 +1,6 @@
 """What the server's guard (``app/guard.py``) adds to and refuses around Streamlit, driven as an ASGI app:
-every response forbids framing (clickjacking), a page load into a frame is refused, the Streamlit
+every response forbids framing (clickjacking), a page load into a frame is refused (but for the
+dashboard's own live chart component, framed by its own pages), the Streamlit
 endpoints that tell something (metrics, media, uploads, ...) serve signed-in browsers only when the
 dashboard requires sign-in, and cookies get ``Secure`` when the request came over https."""
 
@@ -104,6 +105,30 @@ def test_a_page_loaded_into_a_frame_is_refused(dest: str, site: str) -> None:
     sent = through_guard("/", [(b"sec-fetch-dest", dest.encode()), (b"sec-fetch-site", site.encode())])
     assert start_of(sent)["status"] == 403
     assert b"frame" in sent[-1]["body"]
+
+
+LIVE_CHART = "/component/app.components.live_chart.live_chart/index.html"
+
+
+@pytest.mark.parametrize("path", [LIVE_CHART, "/component/app.components.live_chart.live_chart/plotly.min.js"])
+def test_the_dashboards_own_chart_frame_is_served_to_its_own_pages_only(path: str) -> None:
+    """The live chart component is framed by the run page: a same-origin frame load is served, frameable
+    by the dashboard's own pages only; from another site, or for any other component, it is refused."""
+    own = start_of(through_guard(path, [(b"sec-fetch-dest", b"iframe"), (b"sec-fetch-site", b"same-origin")]))
+    assert own["status"] == 200
+    assert header_values(own, b"x-frame-options") == [b"SAMEORIGIN"], own["headers"]
+    assert header_values(own, b"content-security-policy") == [b"frame-ancestors 'self'"], own["headers"]
+    for site in (b"cross-site", b"same-site", b"none"):
+        assert start_of(through_guard(path, [(b"sec-fetch-dest", b"iframe"), (b"sec-fetch-site", site)]))["status"] == 403
+    other = "/component/some.other.component/index.html"
+    assert start_of(through_guard(other, [(b"sec-fetch-dest", b"iframe"), (b"sec-fetch-site", b"same-origin")])
+                    )["status"] == 403
+    assert_not_frameable(start_of(through_guard(other)))
+
+
+def test_the_chart_frame_still_needs_a_signed_in_browser(wide) -> None:
+    sent = through_guard(LIVE_CHART, [(b"sec-fetch-dest", b"iframe"), (b"sec-fetch-site", b"same-origin")])
+    assert start_of(sent)["status"] == 403 and b"Sign in" in sent[-1]["body"]
 
 
 def test_a_page_loaded_as_a_document_or_without_fetch_metadata_is_served() -> None:

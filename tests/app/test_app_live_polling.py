@@ -55,7 +55,7 @@ def test_a_live_page_reads_only_new_points(app, store: Store, experiment: int, s
     queries, rows = held.queries, held.rows
     at.run()
     assert held.rows == rows and held.queries == queries + 1  # nothing new: one query, no rows
-    assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"][-1] == 8
+    assert figures(at)[0]["data"][0]["x"][-1] == 8
 
 
 def test_held_points_downsample_like_the_store(store: Store, experiment: int, seed) -> None:
@@ -111,6 +111,70 @@ def test_a_poll_reads_only_the_new_points_and_rebuilds_only_their_figures(app, s
     assert held.rows - rows == 3 * len(held.points)
     assert len([s for s in sent if "metrics.value" in s]) == 1
     assert all(drawn[look][1] is spec for look, spec in specs.items())  # the same figures, not rebuilt
+
+
+def _live_messages(tree) -> dict[str, dict]:
+    """The live charts' messages a page run or poll sent its frames, by chart."""
+    sent = [json.loads(c.proto.json_args) for c in tree.get("component_instance")
+            if c.proto.component_name.endswith(".live_chart")]
+    return {m["chart"]: m for m in sent}
+
+
+def test_a_poll_sends_a_live_chart_only_its_new_points(app, store: Store, experiment: int, seed, polls) -> None:
+    """A live run's charts are the appending component: the page sends each whole once, a poll only the
+    points logged since (``extend``), a poll with nothing new nothing (``same``); an ended run's are
+    ``st.plotly_chart``."""
+    run_id = seed(experiment, status="running", steps=0)
+    _log(store, run_id, range(1, 21))
+    at = app("run_detail", run=run_id)
+    first = _live_messages(at)
+    assert first and all(m["kind"] == "full" for m in first.values())
+    assert not [c for c in at.get("plotly_chart") if "reward_mean per turn" in c.proto.spec]
+    _log(store, run_id, range(21, 24))
+    polled = _live_messages(polls.poll(at))
+    reward = next(m for chart, m in polled.items() if "reward_mean per turn" in chart)
+    assert reward["kind"] == "extend" and reward["base"] == first[next(iter(
+        c for c in first if "reward_mean per turn" in c))]["seq"]
+    added = json.loads(reward["payload"])
+    assert added["x"] and all(xs == [21, 22, 23] for xs in added["x"])  # each line: the three new steps only
+    assert len(reward["payload"]) < len(first[reward["chart"]]["payload"]) / 4
+    again = _live_messages(polls.poll(at))
+    assert all(m["kind"] == "same" and "payload" not in m for m in again.values())  # nothing new: nothing sent
+    store.transition(run_id, "succeeded")
+    ended = app("run_detail", run=run_id)
+    assert not _live_messages(ended) and ended.get("plotly_chart")
+
+
+def test_only_a_figure_that_grows_is_sent_as_its_new_points() -> None:
+    """What the server sends a live chart's frame (``app.components.live_chart.message``): the new points
+    of a figure that only grew; the whole figure when anything else changed, after a full page run, and
+    when the frame asks; nothing when nothing is new."""
+    from app.components.charts import line_spec
+    from app.components.live_chart import extension, message
+    from db.records import Series
+
+    def spec(n: int, **look) -> dict:
+        ys = [float("nan") if i == 15 else 0.1 * i for i in range(1, n + 1)]
+        series = Series(run_id=1, key="k", x="step", xs=tuple(float(i) for i in range(1, n + 1)), ys=tuple(ys),
+                        total_points=n, downsampled=False)
+        return line_spec([("a", series)], title="t", **look)
+
+    first, sent = message(None, spec(20), generation=1, asked=0)
+    assert first["kind"] == "full" and first["seq"] == 1
+    grown, sent = message(sent, spec(23), generation=1, asked=0)
+    added = json.loads(grown["payload"])
+    assert grown["kind"] == "extend" and grown["base"] == 1 and grown["seq"] == 2
+    assert added["traces"] == [0, 1] and added["x"] == [[21, 22, 23]] * 2  # raw and smoothed (NaN kept equal)
+    same, sent = message(sent, spec(23), generation=1, asked=0)
+    assert same == {"chart": "", "seq": 2, "kind": "same"}
+    assert extension(spec(23), spec(24, amount=0.3)) is None  # another smoothing: earlier points moved
+    assert extension(spec(12), spec(13)) is None  # the markers go at 13 points: a style change
+    assert extension(spec(23, height=300), spec(24, height=400)) is None  # another layout
+    assert extension(spec(24), spec(23)) is None  # fewer points (a shorter attempt, a zoom)
+    assert message(sent, spec(24), generation=2, asked=0)[0]["kind"] == "full"  # a full page run
+    asked, sent = message(sent, spec(24), generation=1, asked=1)
+    assert asked["kind"] == "full" and sent.asked == 1  # the frame asked, once
+    assert message(sent, spec(25), generation=1, asked=1)[0]["kind"] == "extend"
 
 
 def test_a_poll_of_the_log_reads_only_the_new_lines(app, store: Store, experiment: int, seed, polls, tmp_path) -> None:

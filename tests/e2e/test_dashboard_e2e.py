@@ -22,12 +22,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 APP = '[data-testid="stApp"]'
 TEAM_REWARD = "reward_mean per turn"
 
-# Per chart: its title (without the markup the theme wraps it in), per trace its x values, and the
-# text of its annotations.
+# Per chart: its title (without the markup the theme wraps it in), per trace its x values, the text
+# of its annotations, and how far down its frame it is.
 CHARTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(c => ({
   title: (((c.layout || {}).title || {}).text || '').replace(/<[^>]*>/g, ''),
   xs: (c.data || []).map(t => [...(t.x || [])]),
   notes: ((c.layout || {}).annotations || []).map(a => a.text),
+  top: c.getBoundingClientRect().top,
 }))"""
 
 
@@ -56,7 +57,18 @@ def _click_when_steady(locator, timeout: float) -> None:
 
 
 def _charts(page) -> list[dict]:
-    return page.evaluate(CHARTS_JS)
+    """The charts of the page in the order they are shown: Streamlit's, and those of a live run, each
+    in its own frame (``app.components.live_chart``)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    charts = []
+    for frame in page.frames:
+        try:
+            offset = 0.0 if frame == page.main_frame else (frame.frame_element().bounding_box() or {"y": 1e9})["y"]
+            charts += [{**chart, "top": chart["top"] + offset} for chart in frame.evaluate(CHARTS_JS)]
+        except PlaywrightError:  # a frame detached meanwhile (a poll redrew the page)
+            continue
+    return sorted(charts, key=lambda chart: chart["top"])
 
 
 def _team_reward_points(page) -> int:
