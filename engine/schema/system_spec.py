@@ -214,8 +214,9 @@ def schedule_problems(order: Sequence[str] | None, every: Mapping[str, int] | No
 
 def _schedule_problems(spec: SystemSpec, names: list[str], task_modules: tuple[str, ...]) -> list[str]:
     schedule = spec.schedule
-    rules = schedule_problems(getattr(schedule, "order", None), getattr(schedule, "every", None), names,
-                              alternating=isinstance(schedule, AlternatingSpec))
+    order = schedule.order if isinstance(schedule, (AlternatingSpec, RoundRobinSpec)) else None
+    every = schedule.every if isinstance(schedule, EveryKSpec) else None
+    rules = schedule_problems(order, every, names, alternating=isinstance(schedule, AlternatingSpec))
     problems = [f"system.schedule.{field}: {message}" for field, message in rules]
     if isinstance(schedule, CustomSpec):
         from engine.permissions.task_modules import schedule_function_problem  # torch-free

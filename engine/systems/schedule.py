@@ -87,9 +87,9 @@ Schedule = AllTogether | RoundRobin | Alternating | EveryK | Custom
 def check_schedule(schedule: Schedule, names: Sequence[str]) -> None:
     """Raise :class:`ScheduleError` when the schedule does not fit the trainers ``names`` (the rules of
     :func:`engine.schema.system_spec.schedule_problems`, which checks a run config's schedule too)."""
-    order = getattr(schedule, "order", None) or None
-    problems = schedule_problems(order, getattr(schedule, "every", None), names,
-                                 alternating=isinstance(schedule, Alternating))
+    order = (schedule.order or None) if isinstance(schedule, RoundRobin) else None  # Alternating is a RoundRobin
+    every = schedule.every if isinstance(schedule, EveryK) else None
+    problems = schedule_problems(order, every, names, alternating=isinstance(schedule, Alternating))
     if problems:
         field_name, message = problems[0]
         raise ScheduleError(f"schedule {field_name}: {message}")
