@@ -50,15 +50,25 @@ def dashboard_script() -> Path:
                             "source tree or install the cooplab package")
 
 
+SERVED_OPTIONS: dict[str, bool | str] = {
+    "browser.gatherUsageStats": False,
+    "server.fileWatcherType": "none",
+    "runner.postScriptGC": False,
+    "client.toolbarMode": "minimal",
+}
+"""Streamlit options the dashboard is served with (the dashboard tests run their pages with them too):
+no telemetry, no file watcher, and no full garbage collection after every script run: Streamlit's
+default ``runner.postScriptGC`` walks the whole heap after each run, a live region's refresh included,
+which was about half of a live run page's server CPU; Python's own collector still runs as the heap
+grows."""
+
+
 def dashboard_command(port: int = 8501, address: str = "127.0.0.1") -> list[str]:
-    """The Streamlit command line for the dashboard (headless, no telemetry, no file watcher, and no
-    full garbage collection after every script run: Streamlit's default ``runner.postScriptGC``
-    walks the whole heap after each run, a live region's refresh included, which was about half of
-    a live run page's server CPU; Python's own collector still runs as the heap grows)."""
+    """The Streamlit command line for the dashboard: headless, with :data:`SERVED_OPTIONS`."""
+    options = [part for name, value in SERVED_OPTIONS.items()
+               for part in (f"--{name}", str(value).lower() if isinstance(value, bool) else value)]
     return [sys.executable, "-m", "streamlit", "run", str(dashboard_script()),
-            "--server.headless", "true", "--server.address", address, "--server.port", str(port),
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-            "--runner.postScriptGC", "false", "--client.toolbarMode", "minimal"]
+            "--server.headless", "true", "--server.address", address, "--server.port", str(port), *options]
 
 
 def worker_command(device: str = "cpu", name: str | None = None) -> list[str]:

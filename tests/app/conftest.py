@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,44 @@ def _components_discovered_once() -> Iterator[None]:
     manifest_scanner.scan_component_manifests = functools.cache(scan)
     yield
     manifest_scanner.scan_component_manifests = scan
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _served_options() -> Iterator[None]:
+    """The pages run with the options the dashboard is served with (``jobs.supervisor.SERVED_OPTIONS``).
+    Streamlit's defaults differ in cost, not in what a page shows: ``runner.postScriptGC`` collects the
+    whole heap after every run (0.1-0.25 s of CPU in a test process that has torch loaded), and usage
+    statistics describe every element call."""
+    from jobs.supervisor import SERVED_OPTIONS
+
+    previous = {name: config.get_option(name) for name in SERVED_OPTIONS}
+    for name, value in SERVED_OPTIONS.items():
+        config.set_option(name, value)
+    yield
+    for name, value in previous.items():
+        config.set_option(name, value)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _scripts_compiled_once() -> Iterator[None]:
+    """Each ``AppTest`` has a script cache of its own, so every test compiled ``app/main.py`` and its page
+    again (with Streamlit's magic rewrite of the syntax tree); a server compiles each once. This process
+    keeps the bytecode of each script by its path, size and modification time."""
+    from streamlit.runtime.scriptrunner import script_cache
+
+    compiled: dict[tuple[str, int, int], Any] = {}
+    get_bytecode = script_cache.ScriptCache.get_bytecode
+
+    def cached(self: Any, script_path: str) -> Any:
+        stat = os.stat(script_path)
+        key = (os.path.abspath(script_path), stat.st_size, stat.st_mtime_ns)
+        if key not in compiled:
+            compiled[key] = get_bytecode(self, script_path)
+        return compiled[key]
+
+    script_cache.ScriptCache.get_bytecode = cached
+    yield
+    script_cache.ScriptCache.get_bytecode = get_bytecode
 
 
 @pytest.fixture(autouse=True)
