@@ -9,10 +9,12 @@ with the trainer's own tree builder (each agent samples through
 :func:`engine.distributed.rollouts.sample_groups`, which runs the same number of collective forwards on
 every rank, each group from a generator seeded by the run's seed, the step and the group's place in
 the step: a group's samples do not depend on the ranks), computes the group advantages where the group
-is (one team reward per joint action, as in any run), and takes one optimizer step per agent
+is (one team reward per joint action, as in any run), and takes one optimizer step per agent per turn
 (:func:`engine.distributed.fsdp.update_step`, the loss scaled so FSDP's mean of the ranks' gradients is
 the whole batch's; ``max_grad_norm`` clips the whole gradient's norm over every rank, reported as
-``agent/<name>/grad_norm`` as the MAGRPO trainer reports it). With ``reference_kl_enabled`` each agent's
+``agent/<name>/grad_norm`` as the MAGRPO trainer reports it). With ``num_turns`` > 1 the trees grow
+through every turn on the rank that holds their items, each later node seeded by its item, turn and
+place (:meth:`FSDPMAGRPOTrainer._level_seeds`). With ``reference_kl_enabled`` each agent's
 frozen reference copy is sharded like the agent, each rank scores its samples' log-probs under the
 policy and the reference (one collective forward each), and the k3 KL enters the reward
 (``reference_kl_mode: reward``, through the trainer's own advantages) or the loss (``loss``); its
@@ -52,7 +54,7 @@ from engine.trainer.core import step_timing
 from engine.trainer.losses import lr_factor
 from engine.trainer.magrpo import MAGRPOTrainer, agent_batch, fill_advantages, set_learning_rates
 from engine.trainer.reporting import branch_episodes, choose_branches, rollout_metrics
-from engine.trainer.rollout import Rollout, assign_returns
+from engine.trainer.rollout import Rollout, assign_returns, joint_action_indices
 from engine.trainer.setup import make_adamw
 
 STATE_FILE = "training_state.pt"
@@ -85,7 +87,9 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
                                  lora=[hasattr(m, "peft_config") for m in models],
                                  has_eval=self.eval_dataset is not None,
                                  world=self.world if dist.is_available() and dist.is_initialized() else None)
-        problem = one_update_problem(self.items_per_update, cfg.effective_train_batch_size, self.world)
+        widest = len(joint_action_indices(cfg.joint_mode, len(self.agents), cfg.num_generations)) ** (cfg.num_turns - 1)
+        problem = one_update_problem(self.items_per_update, cfg.effective_train_batch_size, self.world,
+                                     nodes_per_item=widest)
         if problems:
             raise ValueError(problems[0])
         if not (dist.is_available() and dist.is_initialized()) and (cfg.fsdp_ranks or 1) > 1:
@@ -96,6 +100,7 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
         if problem:
             raise ValueError(problem)
         self._group_seeds: list[int] = []
+        self._levels = [0] * len(self.agents)  # each agent's sampling calls in this step: its turn
         for agent in self.agents:
             if self.world > 1:  # gradient_checkpointing was turned on by the team's setup
                 mesh = agent_mesh(None, agent.device.type)
@@ -114,13 +119,27 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
             tok = agent.tokenizer
             ids = [list(p) for p in tok(list(prompts), add_special_tokens=True)["input_ids"]]
             g = agent.generation
+            turn = self._levels[agent.index]
+            self._levels[agent.index] += 1
             groups = sample_groups(agent.model, ids, num_generations, max_new_tokens=g.max_new_tokens,
-                                   seeds=[s + agent.index for s in self._group_seeds], eos_id=int(tok.eos_token_id),
+                                   seeds=[s + agent.index for s in self._level_seeds(turn, len(ids))],
+                                   eos_id=int(tok.eos_token_id),
                                    pad_id=agent.pad_id, temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
             out = [SampledPrompt(p, c, decode_completions(tok, c)) for p, c in zip(ids, groups, strict=True)]
             return out, sum(len(c) for group in groups for c in group)
 
         return sample
+
+    def _level_seeds(self, turn: int, prompts: int) -> list[int]:
+        """The seeds of a turn's prompts (the nodes of that level, item after item, each item's nodes in
+        the tree's order): turn 0 has one node per item, seeded by :func:`group_seed`; a later turn's node
+        adds its turn and its place among its item's nodes, so no seed depends on the ranks."""
+        items = len(self._group_seeds)
+        if not items or prompts % items:
+            raise ValueError(f"turn {turn}: {prompts} prompts for {items} items; under parallel_training: fsdp every "
+                             "item has as many nodes per turn (no early termination)")
+        per = prompts // items
+        return [(self._group_seeds[p // per] + 1_000_033 * turn + 7_919 * (p % per)) % (2**62) for p in range(prompts)]
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
         cfg, agents = self.args, self.agents
@@ -129,6 +148,7 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
         mine = rank_groups(len(indices), self.world, self.rank)
         local = [indices[i] for i in mine]
         self._group_seeds = [group_seed(cfg.seed, self.step, i, 0) for i in mine]
+        self._levels = [0] * len(agents)
         rollout = self.tree.build([dict(self.train_dataset[i]) for i in local], local)
         assign_returns(rollout, cfg.discount)
         updating = time.perf_counter()
@@ -146,16 +166,28 @@ class FSDPMAGRPOTrainer(MAGRPOTrainer):
         factor = lr_factor(self.step, warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
                            schedule=cfg.lr_scheduler)
         set_learning_rates(agents, factor)
-        total_rows = len(indices) * cfg.num_generations
+        # one optimizer step per agent per turn, as the MAGRPO trainer's mini-batches never mix turns; each
+        # over the turn's samples of every rank (their count summed over the ranks)
+        turns = cfg.num_turns
+        rows = torch.tensor([[sum(1 for s in b.samples if s.turn == t) for t in range(turns)] for b in batches],
+                            dtype=torch.float64)
+        if self.world > 1:
+            dist.all_reduce(rows)
         losses, norms = [], []
         for agent, batch in zip(agents, batches, strict=True):
             assert agent.optimizer is not None  # set in __init__
-            samples = [Sample(s.prompt_ids, s.completion_ids, s.advantage, s.ref_logps) for s in batch.samples]
-            loss_value, norm = update_step(agent.model, agent.optimizer, samples, total_rows=total_rows,
-                                           world=self.world, pad_id=agent.pad_id, loss_type=cfg.loss_type,
-                                           max_grad_norm=cfg.max_grad_norm, kl_coef=kl_coef)
-            losses.append(loss_value)
-            norms.append(norm)  # the whole gradient's norm before clipping, the same on every rank
+            agent_losses, agent_norms = [], []
+            for t in range(turns):
+                samples = [Sample(s.prompt_ids, s.completion_ids, s.advantage, s.ref_logps)
+                           for s in batch.samples if s.turn == t]
+                loss_value, norm = update_step(agent.model, agent.optimizer, samples,
+                                               total_rows=int(rows[agent.index, t]), world=self.world,
+                                               pad_id=agent.pad_id, loss_type=cfg.loss_type,
+                                               max_grad_norm=cfg.max_grad_norm, kl_coef=kl_coef)
+                agent_losses.append(loss_value)
+                agent_norms.append(norm)  # the whole gradient's norm before clipping, the same on every rank
+            losses.append(sum(agent_losses) / turns)
+            norms.append(sum(agent_norms) / turns)
         self.step += 1
         ended = time.perf_counter()
         rollouts = self._gathered(rollout)

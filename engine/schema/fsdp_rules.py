@@ -2,10 +2,11 @@
 Pure (torch-free): the run-config build (:mod:`engine.schema.configure`) lists these refusals at their
 fields, and :class:`engine.distributed.trainer.FSDPMAGRPOTrainer` raises the first one.
 
-Built: the MAGRPO family (magrpo, grpo and its baselines) with one turn, aligned joint actions, group
-credit, one optimizer step per agent per step, no ratio clipping, gradient clipping by the whole
-gradient's norm and the reference KL (in the reward or the loss, the reference sharded like its agent),
-every agent whole in its own model (no shared weights, no LoRA), sharded over every rank of the launch.
+Built: the MAGRPO family (magrpo, grpo and its baselines) with one turn or several (no early
+termination), aligned joint actions, group credit, one optimizer step per agent per turn, no ratio
+clipping, gradient clipping by the whole gradient's norm and the reference KL (in the reward or the
+loss, the reference sharded like its agent), every agent whole in its own model (no shared weights, no
+LoRA), sharded over every rank of the launch.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def fsdp_problems(cfg: TrainerSpec | MAGRPOConfig, *, algorithm: str = "magrpo",
     if cfg.agent_devices and len(set(cfg.agent_devices)) > 1:
         no("agent_devices", "mp and fsdp together (a device per agent)", "leave agent_devices empty: each rank "
            "holds a shard of every agent on its own device")
-    if cfg.num_turns != 1:
-        no("num_turns", "more than one turn", "set num_turns: 1, or train the turns with parallel_training "
-           "auto/mp (each agent whole on one device)")
+    if cfg.num_turns != 1 and cfg.early_termination_threshold is not None:
+        no("early_termination_threshold", "early termination of a tree (every rank samples every turn: its "
+           "forwards are collective)", "leave early_termination_threshold empty, or set num_turns: 1")
     if cfg.joint_mode != "aligned":
         no("joint_mode", f"{cfg.joint_mode!r}", "set joint_mode: aligned")
     if cfg.turn_order not in ("simultaneous", None):
@@ -78,14 +79,17 @@ def fsdp_problems(cfg: TrainerSpec | MAGRPOConfig, *, algorithm: str = "magrpo",
     return out
 
 
-def one_update_problem(items_per_update: int, train_batch_size: int, world: int) -> str | None:
-    """The refusal of a step the FSDP trainer cannot take in one optimizer step per agent on every rank:
-    fewer items than ranks (a rank with no group), or more items than one mini-batch holds."""
+def one_update_problem(items_per_update: int, train_batch_size: int, world: int, *,
+                       nodes_per_item: int = 1) -> str | None:
+    """The refusal of a step the FSDP trainer cannot take in one optimizer step per agent per turn on every
+    rank: fewer items than ranks (a rank with no group), or more nodes in a turn than one mini-batch holds
+    (``nodes_per_item``: an item's nodes in its widest turn, the last)."""
     if items_per_update < world:
         return (f"trainer.rollout_buffer_size: a step of {items_per_update} items cannot give each of {world} ranks "
                 f"a group; give at least {world} items per step (rollout_buffer_size / items_per_step)")
-    if train_batch_size < items_per_update:
-        return (f"trainer.train_batch_size: {train_batch_size} nodes per mini-batch split a step of {items_per_update} "
-                f"items into several optimizer steps, not built under parallel_training: fsdp yet; set train_batch_size "
-                f">= {items_per_update}")
+    nodes = items_per_update * nodes_per_item
+    if train_batch_size < nodes:
+        return (f"trainer.train_batch_size: {train_batch_size} nodes per mini-batch split a turn of {nodes} nodes "
+                f"({items_per_update} items) into several optimizer steps, not built under parallel_training: fsdp "
+                f"yet; set train_batch_size >= {nodes}")
     return None

@@ -139,10 +139,13 @@ def test_an_fsdp_run_is_parsed_and_what_it_does_not_train_yet_is_refused_naming_
     config = _config(tmp_path, parallel_training="FSDP", fsdp_ranks=2, num_turns=1)
     assert (config.trainer.parallel_training, config.trainer.fsdp_ranks) == ("fsdp", 2)
     assert trainer_problems(config.trainer, config.agents) == []
-    two_turns = _config(tmp_path, parallel_training="fsdp", num_turns=2, clip_epsilon=0.2)
+    turns = _config(tmp_path, parallel_training="fsdp", num_turns=2)
+    assert trainer_problems(turns.trainer, turns.agents) == []  # several turns are trained
+    two_turns = _config(tmp_path, parallel_training="fsdp", num_turns=2, clip_epsilon=0.2,
+                        early_termination_threshold=-0.2)
     problems = trainer_problems(two_turns.trainer, two_turns.agents)
-    assert [p.partition(":")[0] for p in problems] == ["trainer.num_turns", "trainer.clip_epsilon"]
-    assert "set num_turns: 1" in problems[0] and "docs/gpu.md" in problems[0]
+    assert [p.partition(":")[0] for p in problems] == ["trainer.early_termination_threshold", "trainer.clip_epsilon"]
+    assert "leave early_termination_threshold empty" in problems[0] and "docs/gpu.md" in problems[0]
     # the reference KL is trained (its reference sharded like the agent), not on devices of its own
     kl = _config(tmp_path, parallel_training="fsdp", reference_kl_enabled=True, reference_kl_mode="loss")
     assert trainer_problems(kl.trainer, kl.agents) == []

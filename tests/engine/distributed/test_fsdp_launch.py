@@ -182,6 +182,53 @@ def test_two_nodes_at_one_rendezvous_train_what_one_node_trains(run_yaml, tmp_pa
     assert (out / "model" / "agent_1" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
+def test_two_turns_on_two_ranks_equal_the_single_process_run(tmp_path, monkeypatch):
+    """``num_turns: 2`` under fsdp: every rank grows its items' trees through both turns (each node of the
+    second turn seeded by its item, turn and place, not by the rank) and takes one optimizer step per
+    agent per turn, as the MAGRPO trainer's mini-batches never mix turns; the weights and metrics equal
+    the same run in one process. The task is the quickstart with a revise-your-answer transition
+    (:mod:`tests.engine.distributed.turn_tasks`, allowed as an operator allows a task module)."""
+    import safetensors.torch
+
+    from engine.build.run import run_training
+    from engine.schema.run_config import load_run_config
+    from engine.sinks import JsonlSink
+    from jobs.settings import get_settings, operator_permissions
+
+    module = "tests.engine.distributed.turn_tasks"
+    monkeypatch.setenv("COOPLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COOPLAB_COLLECTIVE_TIMEOUT_S", "60")
+    monkeypatch.setenv("COOPLAB_TASK_MODULES", module)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parents[3]),
+                                                      *filter(None, [os.environ.get("PYTHONPATH")])]))
+    turns = {**CONFIG, "task": {"name": f"{module}:quickstart_turns", "params": {"num_items": 4}},
+             "trainer": {**CONFIG["trainer"], "num_turns": 2, "external_prompt_passthrough": True,
+                         "rollout_buffer_size": 12, "train_batch_size": 8, "checkpoint_interval": 0,
+                         "reference_kl_enabled": False}}
+    path = tmp_path / "turns.yaml"
+    path.write_text(yaml.safe_dump(turns), encoding="utf-8")
+    permissions = operator_permissions(get_settings(), os.environ)
+    config = load_run_config(path, task_modules=permissions.task_modules)
+    config = config.model_copy(update={"trainer": config.trainer.model_copy(update={"fsdp_ranks": 1})})
+    one = tmp_path / "one"
+    assert run_training(config, output_dir=one, sink=JsonlSink(one), permissions=permissions).step == 2
+    two = tmp_path / "two"
+    result = CliRunner().invoke(_app(), ["train", str(path), "--output", str(two)])
+    assert result.exit_code == 0, result.output[-3000:]
+    for a in range(2):
+        got, want = (safetensors.torch.load_file(folder / "model" / f"agent_{a}" / "model.safetensors")
+                     for folder in (two, one))
+        delta = max(float((got[n] - want[n]).abs().max()) for n in want)
+        print(f"agent {a}: two turns on two ranks against one process, max |delta| {delta:.2g}")
+        assert delta < 1e-4, (a, delta)  # 3.4e-6 and 9.0e-6 seen; AdamW steps of 1e-2, two per step
+    for g, w in zip(_metrics(two), _metrics(one), strict=True):
+        assert g["turn_2/reward_mean"] == w["turn_2/reward_mean"] and g["train/return_mean"] == w["train/return_mean"]
+        for name in ("first", "second"):
+            assert g[f"agent/{name}/grad_norm"] == pytest.approx(w[f"agent/{name}/grad_norm"], rel=1e-4)
+            assert g[f"agent/{name}/loss"] == pytest.approx(w[f"agent/{name}/loss"], abs=1e-5)
+
+
 def test_a_killed_rank_fails_the_launch_naming_it(run_yaml, tmp_path, monkeypatch):
     monkeypatch.setenv("COOPLAB_FSDP_FAULT", "1:1:kill")  # rank 1 kills itself before its second step
     started = time.monotonic()
