@@ -144,6 +144,9 @@ class HostGuard:
                 message = dict(message)
                 headers = guard_rules.with_framing_headers([*message.get("headers", []), *added],
                                                            own_frame=own_frame)
+                if own_frame:
+                    headers = guard_rules.own_frame_caching(headers, scope.get("path", "/"),
+                                                            scope.get("query_string", b"").decode("latin-1"))
                 if secure:
                     headers = [(k, guard_rules.secure_cookie(v) if k.lower() == b"set-cookie" else v)
                                for k, v in headers]

@@ -55,6 +55,17 @@ def with_framing_headers(headers: list[tuple[bytes, bytes]], *, own_frame: bool 
     return [*kept, *(OWN_FRAME_HEADERS if own_frame else FRAMING_HEADERS)]
 
 
+IMMUTABLE = b"public, max-age=31536000, immutable"
+
+
+def own_frame_caching(headers: list[tuple[bytes, bytes]], path: str, query: str) -> list[tuple[bytes, bytes]]:
+    """A response's headers for a file of :data:`OWN_FRAMES`: a script asked for by its contents'
+    version (``?v=``, as the component's page names them) may be kept by the browser for good."""
+    if path.lower().endswith(".js") and query.startswith("v="):
+        return [*[(k, v) for k, v in headers if k.lower() != b"cache-control"], (b"cache-control", IMMUTABLE)]
+    return headers
+
+
 def _relative(path: str, base_url: str | None) -> str:
     normal = posixpath.normpath("/" + path).lstrip("/").lower()
     base = (base_url or "").strip("/").lower()

@@ -36,6 +36,8 @@ from app.components.charts import _default_template
 
 FRONTEND = Path(__file__).with_name("live_chart_frontend")
 FILES = ("index.html", "live_chart.js")
+LAYOUT = 2
+"""How :func:`component_dir` writes the folder (part of its name: a new way gets a new folder)."""
 COMPONENT = "live_chart"
 """Its name; Streamlit serves it under ``/component/app.components.live_chart.live_chart/``."""
 
@@ -47,7 +49,7 @@ def _plotly_js() -> Path:
 def component_dir(root: Path) -> Path:
     """The component's folder under ``root``: its files and ``plotly.min.js``, written once per contents
     (a folder named after their digest, filled beside it and renamed into place)."""
-    digest = hashlib.sha256(plotly.__version__.encode())
+    digest = hashlib.sha256(f"{plotly.__version__} {LAYOUT}".encode())
     for name in FILES:
         digest.update((FRONTEND / name).read_bytes())
     target = root / f"live_chart-{digest.hexdigest()[:16]}"
@@ -58,6 +60,12 @@ def component_dir(root: Path) -> Path:
     for name in FILES:
         shutil.copyfile(FRONTEND / name, staging / name)
     shutil.copyfile(_plotly_js(), staging / "plotly.min.js")
+    # the scripts' addresses name their contents, so the browser may keep them (the guard marks them
+    # immutable): one download and compile for every chart frame of every page
+    page = (staging / "index.html").read_text()
+    page = page.replace('src="plotly.min.js"', f'src="plotly.min.js?v={digest.hexdigest()[:16]}"')
+    page = page.replace('src="live_chart.js"', f'src="live_chart.js?v={digest.hexdigest()[:16]}"')
+    (staging / "index.html").write_text(page)
     os.chmod(staging, 0o755)
     try:
         staging.rename(target)

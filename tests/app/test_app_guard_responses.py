@@ -126,6 +126,32 @@ def test_the_dashboards_own_chart_frame_is_served_to_its_own_pages_only(path: st
     assert_not_frameable(start_of(through_guard(other)))
 
 
+def test_the_chart_frames_scripts_are_kept_by_the_browser_when_named_by_version() -> None:
+    """The component's page names its scripts with their contents' version (``?v=``): the browser keeps
+    them (one 4.8 MB plotly.min.js download for every chart frame); the page itself is asked again."""
+    script = "/component/app.components.live_chart.live_chart/plotly.min.js"
+    public = answer(200, [(b"cache-control", b"public")])
+
+    def cache(path: str, query: bytes) -> list[bytes]:
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b""}
+
+        scope = {"type": "http", "path": path, "query_string": query, "scheme": "http", "headers": [HOST],
+                 "client": ("127.0.0.1", 50000)}
+        asyncio.run(HostGuard(public)(scope, receive, send))
+        return header_values(start_of(sent), b"cache-control")
+
+    assert cache(script, b"v=0123abcd") == [b"public, max-age=31536000, immutable"]
+    assert cache(script, b"") == [b"public"]  # not named by version: as Streamlit serves it
+    assert cache(LIVE_CHART, b"v=0123abcd") == [b"public"]
+    assert cache("/static/js/main.js", b"v=1") == [b"public"]  # only the dashboard's own component
+
+
 def test_the_chart_frame_still_needs_a_signed_in_browser(wide) -> None:
     sent = through_guard(LIVE_CHART, [(b"sec-fetch-dest", b"iframe"), (b"sec-fetch-site", b"same-origin")])
     assert start_of(sent)["status"] == 403 and b"Sign in" in sent[-1]["body"]
