@@ -19,6 +19,23 @@ from pathlib import Path
 import pytest
 
 PROFILE_ENV = "COOPLAB_TEST_CPU_PROFILE"
+OWNER_ENV = "COOPLAB_TEST_CPU_PROFILE_OWNER"
+"""The pid of the pytest the profile was asked of; its xdist processes record too, a pytest that a test
+starts (tests/test_suite_threads.py does) does not."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(PROFILE_ENV) and not os.environ.get(OWNER_ENV):
+        os.environ[OWNER_ENV] = str(os.getpid())
+
+
+def records_here() -> bool:
+    """Whether this process is the profiled pytest or one of its own xdist processes."""
+    owner = os.environ.get(OWNER_ENV)
+    if not os.environ.get(PROFILE_ENV) or not owner:
+        return False
+    own_worker = bool(os.environ.get("PYTEST_XDIST_WORKER")) and str(os.getppid()) == owner
+    return str(os.getpid()) == owner or own_worker
 
 
 def cpu_seconds() -> float:
@@ -29,10 +46,10 @@ def cpu_seconds() -> float:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    target = os.environ.get(PROFILE_ENV)
-    if not target:
+    if not records_here():
         yield
         return
+    target = os.environ[PROFILE_ENV]
     cpu, wall = cpu_seconds(), time.monotonic()
     yield
     line = {"test": item.nodeid, "file": item.nodeid.split("::")[0],
