@@ -1,5 +1,5 @@
 """What watching costs, in a real browser: ``python -m bench.dashboard_live [--steps N] [--ab-steps N]
-[--pairs N] [--window S] [--save FILE] [--baseline FILE] [--keep DIR | --reuse DIR]``.
+[--pairs N] [--window S] [--steady S] [--save FILE] [--baseline FILE] [--keep DIR | --reuse DIR]``.
 
 Starts the dashboard (``cooplab ui``) and a CPU worker (``cooplab worker``) in a fresh data directory,
 and a headless Chromium driven over CDP by Playwright. Then, with ``psutil`` on the Streamlit process
@@ -15,7 +15,11 @@ and a headless Chromium driven over CDP by Playwright. Then, with ``psutil`` on 
    seconds until it is usable (script done, status and every chart drawn), server and browser CPU of
    that load;
 3. leaves that page open ``--window`` seconds: server and browser CPU share of a core; the same for
-   the Runs page.
+   the Runs page;
+4. (``--steady S``, before the rest) what a live page costs per poll with nothing else going on: a
+   running run written through the store (100 steps, then one more a second, with heartbeats; nothing
+   trains), its page opened and settled, then ``S`` seconds measured: server and browser CPU per poll,
+   and the browser's split between its processes (the page's renderer, the GPU process, the rest).
 
 ``--save`` writes the numbers as JSON; ``--baseline`` prints a saved file's numbers beside the new ones
 with their ratio (new / baseline). The budget (issue 45): training with the page open within 10 % of
@@ -58,6 +62,8 @@ USABLE_JS = """() => {
 ROWS = [
     ("steps_s_closed", "steps/s", False), ("steps_s_open", "steps/s", False), ("open_vs_closed", "ratio", False),
     ("live_server_cpu_per_poll_s", "s", True), ("live_browser_cpu_per_poll_s", "s", True),
+    ("steady_server_cpu_per_poll_s", "s", True), ("steady_browser_cpu_per_poll_s", "s", True),
+    ("steady_renderer_cpu_per_poll_s", "s", True),
     ("usable_s", "s", True), ("load_server_cpu_s", "s", True), ("load_browser_cpu_s", "s", True),
     ("finished_server_share", "core", True), ("finished_browser_share", "core", True),
     ("runs_server_share", "core", True), ("runs_browser_share", "core", True),
@@ -163,12 +169,74 @@ def tiled_run(store, source: int, steps: int) -> int:
     return tiled.id
 
 
+STEADY_KEYS = ("train/reward_mean", "turn_1/reward_mean", "turn_2/reward_mean", "turn_1/expected_return",
+               "agent/writer/loss", "agent/editor/loss")
+
+
+def _by_kind(browser: psutil.Process) -> dict[str, float]:
+    """CPU seconds of the browser's processes by kind (``renderer``, ``gpu-process``, ``browser``, ...)."""
+    out: dict[str, float] = {}
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for p in [browser, *browser.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                kind = next((a.split("=", 1)[1] for a in p.cmdline() if a.startswith("--type=")), "browser")
+                times = p.cpu_times()
+                out[kind] = out.get(kind, 0.0) + times.user + times.system
+    return out
+
+
+def steady(store, page, meter: Meter, url: str, window: float) -> dict[str, float]:
+    """Server and browser CPU per poll of a live run's open page, the run written through the store (a
+    step a second), nothing training: what watching costs by itself."""
+    from app.commands import create_experiment
+    from engine.schema.presets import preset_config
+
+    experiment = create_experiment(store, {**preset_config("quickstart"), "name": f"bench-steady-{time.time():.0f}"}).id
+    run_id = store.create_run(experiment, dict(store.get_experiment(experiment).config), "cpu", total_steps=100_000).id
+    store.transition(run_id, "starting")
+    store.transition(run_id, "running")
+    step = 0
+
+    def log() -> None:
+        nonlocal step
+        step += 1
+        store.log_step(run_id, step, 4 * step, {k: 0.01 * step + 0.001 * i for i, k in enumerate(STEADY_KEYS)},
+                       wall_time=time.time())
+        store.heartbeat(run_id)
+
+    for _ in range(100):
+        log()
+    page.goto(f"{url}/run_detail?run={run_id}")
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+    settle = time.monotonic() + 15  # first draws, the charts' scripts loaded
+    while time.monotonic() < settle:
+        log()
+        time.sleep(1)
+    kinds = _by_kind(meter.browser)
+    with meter.measure() as cost:
+        end = time.monotonic() + window
+        while time.monotonic() < end:
+            log()
+            time.sleep(1)
+    after = _by_kind(meter.browser)
+    polls = cost["wall"] / REFRESH_S
+    split = {k: (after[k] - kinds.get(k, 0.0)) / polls for k in after}
+    page.goto("about:blank")
+    store.transition(run_id, "succeeded")
+    print(f"steady live page: per poll server {cost['server'] / polls:.3f} s, browser {cost['browser'] / polls:.3f} s "
+          f"CPU ({', '.join(f'{k} {v:.3f}' for k, v in sorted(split.items()) if v >= 0.001)}); "
+          f"load average {_load()}", flush=True)
+    return {"steady_server_cpu_per_poll_s": cost["server"] / polls,
+            "steady_browser_cpu_per_poll_s": cost["browser"] / polls,
+            "steady_renderer_cpu_per_poll_s": split.get("renderer", 0.0)}
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def measure(*, steps: int, ab_steps: int, window: float, home: Path, reuse: bool = False,
-            pairs: int = 1) -> dict[str, float]:
+            pairs: int = 1, steady_s: float = 0.0) -> dict[str, float]:
     from playwright.sync_api import sync_playwright
 
     from db.store import Store
@@ -207,6 +275,8 @@ def measure(*, steps: int, ab_steps: int, window: float, home: Path, reuse: bool
 
             page.goto(f"{url}/runs")  # warm up: the server's one-off imports, the browser's caches
             page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]')
+            if steady_s > 0:
+                out.update(steady(store, page, meter, url, steady_s))
 
             def train(max_steps: int, watch: bool) -> tuple[int, dict[str, float]]:
                 config = preset_config("quickstart")
@@ -301,6 +371,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--ab-steps", type=int, default=150, help="steps of each run trained with the page open/closed")
     parser.add_argument("--pairs", type=int, default=1, help="open/closed training pairs, interleaved")
     parser.add_argument("--window", type=float, default=30.0, help="seconds an open page is watched idle")
+    parser.add_argument("--steady", type=float, default=40.0,
+                        help="seconds a live page is measured with nothing training (0: skip)")
     parser.add_argument("--save", type=Path, default=None, help="write the numbers to this JSON file")
     parser.add_argument("--baseline", type=Path, default=None, help="a JSON file --save wrote, to compare with")
     parser.add_argument("--keep", type=Path, default=None, help="keep the data directory here")
@@ -311,7 +383,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         home = args.reuse or args.keep or Path(tmp) / "home"
         home.mkdir(parents=True, exist_ok=True)
         numbers = measure(steps=args.steps, ab_steps=args.ab_steps, window=args.window, home=home,
-                          reuse=args.reuse is not None, pairs=args.pairs)
+                          reuse=args.reuse is not None, pairs=args.pairs, steady_s=args.steady)
     if args.save:
         args.save.write_text(json.dumps(numbers, indent=1))
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
