@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -85,6 +87,37 @@ def small_filesystem(folder: Path, size: str = "5m") -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def sqlite_write_locked(database: Path) -> bool:
+    """Whether some connection holds the write lock of the SQLite file ``database`` now."""
+    conn = sqlite3.connect(database, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            return True
+        raise
+    else:
+        conn.execute("ROLLBACK")
+        return False
+    finally:
+        conn.close()
+
+
+def freeze_between_writes(pid: int, database: Path, *, group: bool = False, tries: int = 200) -> None:
+    """SIGSTOP the process ``pid`` (its process group with ``group``) at a moment it holds no write lock on
+    the SQLite file ``database``. A process frozen inside a write transaction keeps every other writer of
+    the file out until it dies (the frozen-writer fault is tested apart); a test of what a frozen
+    machine's heartbeat loss does must not depend on where its writes were when it froze."""
+    send = os.killpg if group else os.kill
+    for _ in range(tries):
+        send(pid, signal.SIGSTOP)
+        if not sqlite_write_locked(database):
+            return
+        send(pid, signal.SIGCONT)
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} held the write lock of {database} at each of {tries} tries")
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], float]:

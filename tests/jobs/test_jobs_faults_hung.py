@@ -21,7 +21,7 @@ from db.store import Store
 from jobs.client import submit_run
 from jobs.liveness import alive_here, look
 from jobs.settings import Settings
-from tests.jobs.fault_helpers import assert_each_step_once
+from tests.jobs.fault_helpers import assert_each_step_once, freeze_between_writes
 from tests.jobs.helpers import (
     ROOT,
     START_TIMEOUT_S,
@@ -80,7 +80,7 @@ def test_a_live_job_whose_heartbeat_was_held_up_keeps_its_run_and_a_frozen_one_i
                             settings=settings)
         wait_until_step(store, frozen, 2)
         (job_pid,) = worker.job_pids()
-        os.kill(job_pid, signal.SIGSTOP)
+        freeze_between_writes(job_pid, settings.data_dir / "cooplab.db")
         try:
             t0 = time.monotonic()
             def lost() -> bool:  # by this look, or by the worker's own maintenance pass

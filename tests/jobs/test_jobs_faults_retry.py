@@ -4,8 +4,6 @@ for longer than the heartbeat timeout, then killed (the machine never came back)
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 import pytest
@@ -14,7 +12,7 @@ from db import states
 from jobs.client import submit_run
 from jobs.liveness import look
 from jobs.settings import Settings
-from tests.jobs.fault_helpers import assert_each_step_once
+from tests.jobs.fault_helpers import assert_each_step_once, freeze_between_writes
 from tests.jobs.helpers import START_TIMEOUT_S, tiny_config, wait_for, wait_until_final
 
 HEARTBEAT_TIMEOUT_S = 10.0  # the new attempt builds its models under the load of a whole test suite
@@ -33,7 +31,8 @@ def test_a_run_lost_to_a_frozen_worker_is_resumed_from_its_checkpoint_and_succee
     config = {**tiny_config(max_steps=STEPS, checkpoint_interval=2), "retry": {"max_attempts": 2}}
     first = submit_run(config, experiment_id=experiment_id, settings=settings)
     wait_for(lambda: store.latest_checkpoint(first) is not None, START_TIMEOUT_S, f"run {first} to save a checkpoint")
-    os.killpg(frozen.pid, signal.SIGSTOP)  # the worker and its job stop, like a frozen machine
+    # the worker and its job stop, like a frozen machine (between two of their writes to the SQLite file)
+    freeze_between_writes(frozen.pid, settings.data_dir / "cooplab.db", group=True)
     t0 = time.monotonic()
     try:
         healthy = start_worker()  # another machine's worker, started while the heartbeat ages (the queue is empty)
