@@ -71,11 +71,12 @@ free_port() {
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export COOPLAB_TEST_ARTIFACTS="${COOPLAB_TEST_ARTIFACTS:-$PWD/test-artifacts}"
 mkdir -p "$COOPLAB_TEST_ARTIFACTS"
-# Compiled bytecode is kept under test-artifacts/pycache (outside the source folders), also where
+# Compiled bytecode is written (next to the sources, in the __pycache__ folders git ignores), also where
 # PYTHONDONTWRITEBYTECODE is set: otherwise every pytest process compiles and assertion-rewrites each test
 # module again (collecting tests/engine, app, db and jobs took 22 s of CPU time instead of 12 s), and every
-# worker, job and CLI process the tests start compiles the project's modules it imports.
-export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$COOPLAB_TEST_ARTIFACTS/pycache}"
+# worker, job and CLI process the tests start compiles the project's modules it imports. Not a
+# PYTHONPYCACHEPREFIX: Python then ignores the bytecode pip compiled for the installed packages, and a
+# fresh clone's first processes compiled torch, transformers and the rest again (+13 s of CPU each).
 unset PYTHONDONTWRITEBYTECODE
 
 # --- the unit tier (--fast): no Redis, Chromium or PostgreSQL ------------------------------------
