@@ -60,7 +60,9 @@ def test_the_record_runs_end_to_end_on_the_cpu(tmp_path: Path, one_thread: None,
     assert team["logprob_pass"]["tokens"] == 2 * 2 * 6
     # the same batch through the engine's sampler, generate and in float32
     assert decode["batch"] == 4 and decode["lean_tokens"] == decode["hf_tokens"] == 4 * 6
-    assert _positive(decode["lean_step_s"]) and _positive(decode["rollout_vs_hf"])
+    # a decode step is (full call - one-token call) / 5 tokens: on this tiny model the two calls' difference
+    # can fall under a loaded machine's noise and is then clamped to 0 (seen with four test processes)
+    assert decode["lean_step_s"] is not None and decode["lean_step_s"] >= 0.0 and _positive(decode["rollout_vs_hf"])
     assert decode["roofline_fraction"] is None  # no HBM bandwidth for a CPU
     # both token loops on the batch: the static path (eager on a CPU) samples the lean loop's tokens
     assert decode["lean_path"] == "loop" and decode["static"]["used"] and decode["same_tokens_static_loop"]
