@@ -9,13 +9,14 @@
 # `--fast` first (`make test-fast`, the inner loop): the unit tier only, with no servers to prepare
 # (COOPLAB_TEST_PHASE=fast: no test marked slow, integration, browser or serial, and none of the folders
 # and files tests/suite_tiers.py lists: browsers, servers, training runs, process-heavy tests), in
-# COOPLAB_TEST_PROCESSES pytest-xdist processes (default 2). 1,921 tests took 1 min 46 s on 2 cores
-# that other work shared (2 min 41 s of CPU time); make test's first phase alone takes 6 min 40 s.
+# COOPLAB_TEST_PROCESSES pytest-xdist processes (default 2). On clean clones of 2026-12-07, 2,059 tests
+# took 1 min 42 s and 1 min 55 s on 2 cores (2 min 42 s and 3 min 21 s of CPU time).
 # The suite runs in two phases. First every test but the `serial` ones, in COOPLAB_TEST_PROCESSES
 # pytest processes (pytest-xdist, default 3). Most integration tests wait on workers, browsers,
 # heartbeats and timeouts rather than compute: with two processes on two cores the phase used 52% of
 # the CPU time it had (user + system 9 min 45 s over 9 min 25 s of wall time), and three processes took
-# it from 8 min 17 s to 6 min 40 s; four were no faster (6 min 48 s). The processes take a test file at
+# it from 8 min 17 s to 6 min 40 s; four were no faster (6 min 48 s). Again on clean clones of 2026-12-07
+# (3,220 tests): three processes 14 min 02 s, four 14 min 13 s. The processes take a test file at
 # a time, heaviest first, and the browser test files (xdist_group "e2e") together, so one process starts
 # Chromium and a shared `cooplab up` once for all of them (`--dist loadgroup --no-loadscope-reorder`;
 # tests/suite_schedule.py). pytest-xdist's loadfile sent the files with the most tests first, so the
