@@ -52,7 +52,8 @@ def component_dir(root: Path) -> Path:
     digest = hashlib.sha256(f"{plotly.__version__} {LAYOUT}".encode())
     for name in FILES:
         digest.update((FRONTEND / name).read_bytes())
-    target = root / f"live_chart-{digest.hexdigest()[:16]}"
+    version = digest.hexdigest()[:16]
+    target = root / f"live_chart-{version}"
     if (target / "plotly.min.js").exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
@@ -63,8 +64,8 @@ def component_dir(root: Path) -> Path:
     # the scripts' addresses name their contents, so the browser may keep them (the guard marks them
     # immutable): one download and compile for every chart frame of every page
     page = (staging / "index.html").read_text()
-    page = page.replace('src="plotly.min.js"', f'src="plotly.min.js?v={digest.hexdigest()[:16]}"')
-    page = page.replace('src="live_chart.js"', f'src="live_chart.js?v={digest.hexdigest()[:16]}"')
+    page = page.replace('src="plotly.min.js"', f'src="plotly.min.js?v={version}"')
+    page = page.replace('src="live_chart.js"', f'src="live_chart.js?v={version}"')
     (staging / "index.html").write_text(page)
     os.chmod(staging, 0o755)
     try:
