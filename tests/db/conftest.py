@@ -3,7 +3,8 @@
 
 SQLite: each test gets a copy of the suite's migrated template (``migrated_sqlite``, made once per pytest
 process by the real migrations), in its own ``tmp_path``.
-PostgreSQL: one schema per session (migrated once), every table truncated before each test.
+PostgreSQL: one schema per session (migrated once), every table emptied and every id sequence restarted
+before each test, so ids start at 1 as in a fresh SQLite copy (a test may name an id no row has).
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path, migrated_sqlite: C
     with engine.begin() as conn:  # DELETE is much faster than TRUNCATE on tables this small
         for table in reversed(Base.metadata.sorted_tables):
             conn.execute(table.delete())
+        sequences = conn.execute(text(
+            "SELECT sequencename FROM pg_sequences WHERE schemaname = current_schema()")).scalars().all()
+        for sequence in sequences:
+            conn.execute(text(f'ALTER SEQUENCE "{sequence}" RESTART WITH 1'))
     return url
 
 

@@ -21,7 +21,7 @@ def test_create_and_read_back(store: Store) -> None:
 
 
 def test_names_are_unique_and_validated(store: Store) -> None:
-    store.create_experiment("a")
+    assert store.create_experiment("a").id == 1  # every test's ids start at 1, so id 42 names no row
     with pytest.raises(DuplicateNameError, match="named 'a' already exists"):
         store.create_experiment("a")
     with pytest.raises(ValueError, match="non-empty name"):
