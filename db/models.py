@@ -292,3 +292,17 @@ class RunEnvironmentRow(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     captured_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SavedViewRow(Base):
+    """What a dashboard user chose to see, kept across sessions and browsers (``db.ops_saved_views``):
+    per ``owner`` (who chose it), ``view`` (``runs_columns``, ...) and ``scope`` (which experiment's
+    table, ``all``, ...), one JSON ``choice``."""
+
+    __tablename__ = "saved_views"
+
+    owner: Mapped[str] = mapped_column(String(100), primary_key=True)
+    view: Mapped[str] = mapped_column(String(40), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(100), primary_key=True)
+    choice: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

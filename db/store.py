@@ -31,6 +31,7 @@ from db.ops_lineage import LineageOps
 from db.ops_metrics import MetricOps
 from db.ops_run_table import RunTableOps
 from db.ops_runs import RunOps
+from db.ops_saved_views import SavedViewOps
 from db.ops_store_outages import StoreOutageOps
 from db.ops_transcripts import TranscriptOps
 from db.ops_workers import WorkerOps
@@ -43,7 +44,7 @@ __all__ = ["Store", "InvalidTransition", "NotFoundError", "DuplicateNameError", 
 
 
 class Store(ExperimentOps, RunOps, RunTableOps, LineageOps, MetricOps, TranscriptOps, WorkerOps, StoreOutageOps,
-            EnvironmentOps):
+            EnvironmentOps, SavedViewOps):
     """Experiments, runs, metrics, transcripts, checkpoints and workers in one database.
 
     Each operation is declared once, in the part of the store that holds its table's rows:
@@ -51,7 +52,8 @@ class Store(ExperimentOps, RunOps, RunTableOps, LineageOps, MetricOps, Transcrip
     checkpoints; it extends :class:`~db.run_writes.RunWrites`, what a submit writes, on Core: getting or
     creating an experiment, creating a run, recording its execution details), :class:`~db.ops_run_table.RunTableOps` (the runs table, display names), :class:`~db.ops_lineage.LineageOps`, :class:`~db.ops_metrics.MetricOps`,
     :class:`~db.ops_transcripts.TranscriptOps`, :class:`~db.ops_workers.WorkerOps`,
-    :class:`~db.ops_store_outages.StoreOutageOps` and :class:`~db.ops_environments.EnvironmentOps`. Each method
+    :class:`~db.ops_store_outages.StoreOutageOps`, :class:`~db.ops_environments.EnvironmentOps` and
+    :class:`~db.ops_saved_views.SavedViewOps` (what a dashboard user chose to see). Each method
     opens its own transaction (:class:`db.engine.StoreBase`).
 
     Safe to share between threads of one process (each call takes its own connection from the pool);

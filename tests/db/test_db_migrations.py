@@ -17,7 +17,7 @@ from db.store import Store
 
 TABLES = {"experiments", "runs", "metrics", "metric_rollups", "episodes", "turns", "checkpoints", "workers", "cooplab_meta",
           "studies", "study_trials",
-          "evaluations", "eval_requests", "run_environments", "alembic_version"}
+          "evaluations", "eval_requests", "run_environments", "saved_views", "alembic_version"}
 
 
 def test_upgrade_from_empty_then_downgrade(tmp_path: Path) -> None:
@@ -33,6 +33,22 @@ def test_upgrade_from_empty_then_downgrade(tmp_path: Path) -> None:
     engine = make_engine(url)
     assert set(inspect(engine).get_table_names()) == {"alembic_version"}
     engine.dispose()
+
+
+def test_saved_views_migration_downgrades_and_upgrades_alone(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'views.db'}"
+    upgrade(url)
+    with Store(url) as store:
+        store.save_view("owner", "runs_columns", "all", {"config": ["seed"]})
+        store.create_experiment("kept")
+    downgrade(url, "0014")
+    engine = make_engine(url)
+    assert set(inspect(engine).get_table_names()) == TABLES - {"saved_views"}
+    engine.dispose()
+    upgrade(url)
+    with Store(url) as store:
+        assert store.saved_view("owner", "runs_columns", "all") is None  # the table came back empty
+        assert [e.name for e in store.list_experiments()] == ["kept"]  # nothing else was touched
 
 
 def test_migrations_match_the_models(store_url: str) -> None:
