@@ -21,7 +21,8 @@ from cooplab.cmd_access import announce_signin
 
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
 
-DEVICE_HELP = "Device whose queue to use: cpu or cuda:N (e.g. cuda:0)."
+DEVICE_HELP = ("Device whose queue to use: cpu, cuda:N (e.g. cuda:0), or a set of GPUs one worker owns, "
+               "cuda:N,M,... (e.g. cuda:0,1,2,3: an fsdp run there has up to one rank per GPU).")
 HOST_HELP = ("Address the dashboard listens on: 127.0.0.1 (this machine only) or 0.0.0.0 (all interfaces; "
              "requires sign-in, see `cooplab hash-password`).")
 
@@ -118,7 +119,7 @@ def worker(
     slots: int = typer.Option(1, "--slots", help="Jobs at once on the device (1-8): more than 1 packs small runs "
                                                  "onto one GPU; each job still gets a fresh process."),
 ) -> None:
-    """Run a worker that trains the runs queued for one device, one at a time (or --slots at once)."""
+    """Run a worker that trains the runs queued for one device (or a GPU set), one at a time (or --slots at once)."""
     from jobs.worker import check_slots, start_worker, worker_name
 
     device = _check_device(device)

@@ -29,10 +29,12 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.devices import rank_gpus
 from jobs.torchrun import launch, ranks_of
 
 if TYPE_CHECKING:
@@ -82,7 +84,7 @@ def train_under_torchrun(config: RunConfig, *, output_dir: Path, run_id: int, wo
     config_path = folder / "run.yaml"
     config_path.write_text(dump_run_config(config), encoding="utf-8")
     env = {"COOPLAB_FSDP_RUN_ID": str(run_id), "COOPLAB_FSDP_WORKER": worker or "",
-           "COOPLAB_COLLECTIVE_TIMEOUT_S": f"{collective_timeout_s:g}"}
+           "COOPLAB_COLLECTIVE_TIMEOUT_S": f"{collective_timeout_s:g}", **rank_gpu_env(config, nproc)}
     log.info("run %s: launching %d ranks with torchrun --standalone --nproc_per_node=%d", run_id, nproc, nproc)
     args = [str(config_path), str(output_dir), *([str(resume_from)] if resume_from is not None else [])]
     result = launch(nproc, args, echo=progress.info, env=env,
@@ -99,14 +101,38 @@ def train_under_torchrun(config: RunConfig, *, output_dir: Path, run_id: int, wo
 
 
 def _check_devices(config: RunConfig, nproc: int) -> None:
-    """A GPU job gives each rank a GPU of its own: refuse more ranks than the job sees."""
+    """A GPU job gives each rank a GPU of its own: refuse more ranks than the job sees (pre-flight refused
+    them at submit already when the queue was known: :func:`engine.schema.budget.rank_problems`)."""
     import torch
 
-    device = str(getattr(config.trainer, "device", "") or "")
-    if device.startswith("cuda") and nproc > torch.cuda.device_count():
-        raise ValueError(f"trainer.fsdp_ranks: {nproc} ranks, but this job sees {torch.cuda.device_count()} GPU(s) "
-                         "(a worker pins one GPU); set fsdp_ranks to at most that, or run the config with cooplab "
-                         "train on a machine with that many GPUs (docs/gpu.md)")
+    if _on_gpu(config) and nproc > torch.cuda.device_count():
+        raise ValueError(too_many_ranks(nproc, torch.cuda.device_count()))
+
+
+def too_many_ranks(nproc: int, gpus: int) -> str:
+    """The refusal of ``nproc`` ranks in a job that sees ``gpus`` GPUs, naming the fixes."""
+    listed = ",".join(str(i) for i in range(nproc))
+    return (f"trainer.fsdp_ranks: {nproc} ranks, one GPU each, but this job sees {gpus} GPU(s) (its worker owns "
+            f"{gpus}); submit it to the queue of a worker that owns at least {nproc} GPUs (cooplab worker --device "
+            f"cuda:{listed}; cooplab submit --device cuda:{listed}), set fsdp_ranks to at most {gpus}, or run the "
+            "config with cooplab train on a machine with that many GPUs (docs/gpu.md)")
+
+
+def _on_gpu(config: RunConfig) -> bool:
+    return str(getattr(config.trainer, "device", "") or "").startswith("cuda")
+
+
+def rank_gpu_env(config: RunConfig, nproc: int, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The GPUs a GPU job's ``nproc`` ranks see: the first ``nproc`` of the job's own (the worker's
+    ``CUDA_VISIBLE_DEVICES``, :func:`jobs.devices.rank_gpus`), so torchrun's rank ``LOCAL_RANK`` trains on
+    ``cuda:<LOCAL_RANK>`` (:mod:`cooplab.fsdp_rank`), the worker's GPU number ``LOCAL_RANK``, and GPUs
+    beyond the run's ranks stay free. Nothing for a CPU job (gloo ranks), nor where no worker pinned the
+    GPUs (every visible GPU is the job's)."""
+    environ = os.environ if environ is None else environ
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if not _on_gpu(config) or visible is None:
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": rank_gpus(visible, nproc)}
 
 
 # ------------------------------------------------------------------------------------------- rank 0

@@ -13,7 +13,9 @@ must lie in the data directory, the bundled data, the Hugging Face cache or ``CO
 ``COOPLAB_ALLOW_REMOTE_CODE``, :mod:`engine.permissions.run_permissions`). Torch-free and Celery-free.
 
 Whether a CUDA device exists is known here only when the run's queue is: a job on a ``cuda:N`` queue
-sees that one GPU as ``cuda:0`` (the worker pins it), a job on ``cpu`` sees none. Without a queue
+sees that one GPU as ``cuda:0`` (the worker pins it), a job on a GPU set's queue ``cuda:0,1,2,3`` sees
+its 4 GPUs as ``cuda:0`` to ``cuda:3`` (an fsdp run there may have up to 4 ranks, and one rank per GPU
+when ``fsdp_ranks`` is empty, which the memory check accounts), a job on ``cpu`` sees none. Without a queue
 (``cooplab train``, a config checked before its device is chosen) pre-flight checks only the device
 names, and the worker checks existence when the run starts.
 """
@@ -28,6 +30,7 @@ from engine.permissions.write_paths import WriteArea
 from engine.schema.budget import Budget, RunLimits
 from engine.schema.preflight import Problem, preflight_problems
 from engine.schema.run_config import ConfigError, RunConfig, parse_run_config
+from jobs.devices import device_gpus
 from jobs.settings import Settings, get_settings, operator_permissions
 
 
@@ -38,12 +41,13 @@ def run_budget(settings: Settings) -> Budget:
 
 def run_limits(settings: Settings, device: str | None = None) -> RunLimits:
     """Budget, write area (a new run's folder ``<data dir>/runs/run-N`` and the data directory) and,
-    when the run's queue ``device`` is known, the CUDA devices its job will see and, on a GPU queue, the
-    memory of one (``COOPLAB_DEVICE_MEMORY_GIB``, when set)."""
-    cuda = None if device is None else (0 if device == "cpu" else 1)
+    when the run's queue ``device`` is known, the CUDA devices its job will see (one per GPU its worker
+    owns) and, on a GPU queue, the memory of one (``COOPLAB_DEVICE_MEMORY_GIB``, when set)."""
+    cuda = None if device is None else len(device_gpus(device))
     place = "in the job" if device is None else (
-        "in a job on the cpu queue" if device == "cpu" else f"in a job on the {device} queue (the worker pins "
-                                                           f"that GPU as cuda:0)")
+        "in a job on the cpu queue" if device == "cpu" else
+        f"in a job on the {device} queue (the worker pins that GPU as cuda:0)" if cuda == 1 else
+        f"in a job on the {device} queue (the worker shows its {cuda} GPUs as cuda:0 to cuda:{(cuda or 1) - 1})")
     memory = None if settings.device_memory_gib is None or not cuda else int(settings.device_memory_gib * 1024**3)
     return RunLimits(run_budget(settings), WriteArea.of(settings.runs_dir / "run-N", [settings.data_dir]), cuda,
                      place, queue_sets_device=True, device_memory_bytes=memory)

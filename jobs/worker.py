@@ -1,10 +1,16 @@
-"""Starting a worker for one device: ``cooplab worker --device cuda:0``.
+"""Starting a worker for one device: ``cooplab worker --device cuda:0``, or for a set of GPUs it owns
+together: ``cooplab worker --device cuda:0,1,2,3``.
 
 One worker process per device consumes that device's queue with one prefork child at a time, a fresh
-child per run. Before it forks any, the worker imports torch, transformers and the trainer
+child per run. A worker that owns a GPU set consumes the set's queue (``cuda:0,1,2,3``): its jobs see
+the set's GPUs as ``cuda:0`` to ``cuda:3``, and a ``parallel_training: fsdp`` run there launches up to
+one rank per GPU (:mod:`jobs.fsdp_job`); a single-device run there trains on ``cuda:0`` and may place
+agents on the others (``agent_devices``).
+
+Before it forks any child, the worker imports torch, transformers and the trainer
 (``COOPLAB_WORKER_PRELOAD``, on by default): every child starts with them loaded, copy-on-write,
 instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its
-GPU with ``CUDA_VISIBLE_DEVICES=N`` before anything can initialise CUDA (the job then sees it as
+GPU (or GPUs) with ``CUDA_VISIBLE_DEVICES=N`` before anything can initialise CUDA (the job then sees it as
 ``cuda:0``); a ``cpu`` worker hides the GPUs. Before torch loads, the worker sets its job processes'
 OpenMP threads to wait passively and gives each job its share of the worker's cores
 (:mod:`jobs.cpu_threads`). On start the worker upgrades the database schema; on
@@ -33,6 +39,7 @@ from celery.signals import worker_ready, worker_shutting_down
 from jobs import warm_shutdown
 from jobs.celery_app import create_app, validate_device
 from jobs.cpu_threads import configure_threads
+from jobs.devices import device_gpus
 from jobs.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -40,8 +47,9 @@ log = logging.getLogger(__name__)
 
 def node_name(device: str, host: str | None = None, pid: int | None = None) -> str:
     """The worker's Celery node name, unique per process: device, pid and host, ``cooplab-cuda0-4242@myhost``
-    (two workers on one host are two workers, in the registry and for ``cooplab up``)."""
-    return (f"cooplab-{validate_device(device).replace(':', '')}-{pid or os.getpid()}"
+    (``cooplab-cuda0_1_2_3-4242@myhost`` for a GPU set; two workers on one host are two workers, in the
+    registry and for ``cooplab up``)."""
+    return (f"cooplab-{validate_device(device).replace(':', '').replace(',', '_')}-{pid or os.getpid()}"
             f"@{host or socket.gethostname()}")
 
 
@@ -115,10 +123,10 @@ def check_artifact_store(settings: Settings) -> None:
 
 
 def pin_device(device: str, environ: dict[str, str] | None = None) -> None:
-    """Set ``CUDA_VISIBLE_DEVICES`` for ``device`` (``cuda:3`` → ``3``; ``cpu`` → no GPU visible)."""
+    """Set ``CUDA_VISIBLE_DEVICES`` for ``device`` (``cuda:3`` → ``3``; a set ``cuda:4,5,6,7`` → ``4,5,6,7``,
+    which its jobs see as ``cuda:0`` to ``cuda:3``; ``cpu`` → no GPU visible)."""
     environ = os.environ if environ is None else environ
-    device = validate_device(device)
-    environ["CUDA_VISIBLE_DEVICES"] = "" if device == "cpu" else device.split(":", 1)[1]
+    environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in device_gpus(device))
 
 
 MAX_SLOTS = 8

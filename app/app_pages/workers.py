@@ -22,7 +22,8 @@ def live_workers(store: Store) -> None:
     now = store.server_now()  # sightings are stamped with the database server's clock
     if not workers:
         st.info("No worker has connected yet. `cooplab up` starts the dashboard with one CPU worker; "
-                "`cooplab worker --device cuda:0` adds a GPU worker (one per GPU).")
+                "`cooplab worker --device cuda:0` adds a GPU worker (one per GPU; `--device cuda:0,1,2,3` one that "
+                "owns four, for fsdp runs of several ranks).")
     else:
         st.dataframe(
             [

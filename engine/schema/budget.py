@@ -258,6 +258,21 @@ def device_problems(config: RunConfig, cuda_devices: int | None, place: str = "i
     return problems
 
 
+def rank_problems(config: RunConfig, cuda_devices: int | None, place: str = "in the job") -> list[tuple[str, str]]:
+    """A ``parallel_training: fsdp`` run on a GPU queue launches one rank per GPU: ``fsdp_ranks`` may not
+    exceed the ``cuda_devices`` its job will see (None or 0: not a GPU queue, nothing to check; gloo ranks
+    on the CPU take any number)."""
+    ranks = config.trainer.fsdp_ranks
+    if config.trainer.parallel_training != "fsdp" or not cuda_devices or not ranks or ranks <= cuda_devices:
+        return []
+    gpus = ",".join(str(i) for i in range(ranks))
+    return [("trainer.fsdp_ranks", f"{ranks} ranks, one GPU each, but a job {place.removeprefix('in a job ')} has "
+                                   f"{cuda_devices} GPU{'s' if cuda_devices > 1 else ''}; submit it to the queue of a "
+                                   f"worker that owns at least {ranks} GPUs (`cooplab worker --device cuda:{gpus}`, "
+                                   f"`cooplab submit --device cuda:{gpus}`), or set fsdp_ranks to at most "
+                                   f"{cuda_devices} (empty: one rank per GPU of the queue)")]
+
+
 def budget_problems(config: RunConfig, budget: Budget) -> list[tuple[str, str]]:
     """Every budget problem of ``config`` as ``(field, message)``: sizes, counts, lengths, device names."""
     return [*length_problems(config, budget), *sampling_problems(config, budget), *count_problems(config, budget),
@@ -269,7 +284,8 @@ def limit_problems(config: RunConfig, limits: RunLimits) -> list[tuple[str, str]
     problems = [*length_problems(config, limits.budget), *sampling_problems(config, limits.budget),
                 *count_problems(config, limits.budget),
                 *device_problems(config, limits.cuda_devices, limits.device_place,
-                                 queue_sets_device=limits.queue_sets_device)]
+                                 queue_sets_device=limits.queue_sets_device),
+                *(rank_problems(config, limits.cuda_devices, limits.device_place) if limits.queue_sets_device else [])]
     if limits.write_area is not None:
         problems += write_path_problems(config.trainer, limits.write_area)
     return problems

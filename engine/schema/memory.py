@@ -191,10 +191,11 @@ def shape_from_config(config: Mapping[str, Any]) -> ModelShape | None:
 
 
 def fit_problem(agent: str, shape: ModelShape, world: int, device_bytes: int, *, offload: bool = False,
-                mixed_precision: bool = True) -> str | None:
+                mixed_precision: bool = True, queue_gpus: int | None = None) -> str | None:
     """Why an agent of ``shape`` on ``world`` ranks of ``device_bytes`` each cannot train, or None when its
     states and gathered units fit (activations come on top: this is a lower bound, so it never refuses a
-    run that would fit). The message names the agent, the bytes needed and the options."""
+    run that would fit). The message names the agent, the bytes needed and the options; ``queue_gpus``
+    (the GPUs of the run's queue, when known): more ranks than that need a queue with more GPUs."""
     need = rank_memory(shape, world, offload=offload, mixed_precision=mixed_precision)
     if need.gpu <= device_bytes:
         return None
@@ -202,7 +203,9 @@ def fit_problem(agent: str, shape: ModelShape, world: int, device_bytes: int, *,
     fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and rank_memory(
         shape, w, offload=offload, mixed_precision=mixed_precision).gpu <= device_bytes), None)
     if fits is not None:
-        options.append(f"shard it over {fits} ranks (parallel_training: fsdp, fsdp_ranks: {fits})")
+        more = (f" on a worker that owns {fits} GPUs (cooplab worker --device cuda:{','.join(map(str, range(fits)))})"
+                if queue_gpus is not None and fits > queue_gpus else "")
+        options.append(f"shard it over {fits} ranks (parallel_training: fsdp, fsdp_ranks: {fits}{more})")
     options.append("train a LoRA adapter (lora_rank) instead of every weight")
     if not offload:
         options.append(f"offload its states to the host (fsdp_cpu_offload: true; GPU {gib(need.gathered)} GiB, "
@@ -236,16 +239,17 @@ _DTYPE_BYTES = {"float32": 4, "auto": 4, "bfloat16": 2, "float16": 2}
 
 
 def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterable[str | os.PathLike[str]] | None = None,
-                    shapes: Mapping[str, ModelShape] | None = None) -> list[tuple[str, str]]:
+                    shapes: Mapping[str, ModelShape] | None = None, *,
+                    ranks: int | None = None) -> list[tuple[str, str]]:
     """``(field, message)`` for every agent of a run config whose training cannot fit one device of
     ``device_bytes`` (a lower bound: states and gathered units, before activations). With
-    ``parallel_training: fsdp`` the FSDP2 accounting over ``fsdp_ranks`` ranks (and
-    ``fsdp_cpu_offload``); otherwise the agent is whole on one device with its parameters, gradients and
+    ``parallel_training: fsdp`` the FSDP2 accounting over ``fsdp_ranks`` ranks (empty: ``ranks``, the GPUs
+    of the queue's job, one rank each; 1 when unknown) and ``fsdp_cpu_offload``; otherwise the agent is whole on one device with its parameters, gradients and
     AdamW moments in ``torch_dtype`` (4 x its bytes per parameter). ``shapes`` (by agent name) replaces
     looking the sources up. LoRA agents and a centralized run's joint model are not accounted."""
     t = config.trainer
     fsdp = t.parallel_training == "fsdp"
-    world = (t.fsdp_ranks or 1) if fsdp else 1
+    world = (t.fsdp_ranks or ranks or 1) if fsdp else 1
     offload = t.fsdp_cpu_offload if fsdp else False
     dtype_bytes = _DTYPE_BYTES.get(t.torch_dtype, 4)
     if is_centralized(t.algorithm, t.collaboration_mode):
@@ -259,7 +263,7 @@ def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterab
             continue
         if fsdp:
             problem = fit_problem(agent.name, shape, world, device_bytes, offload=offload,
-                                  mixed_precision=dtype_bytes == 2)
+                                  mixed_precision=dtype_bytes == 2, queue_gpus=ranks)
         else:
             need = 4 * dtype_bytes * shape.parameters()
             problem = None if need <= device_bytes else (

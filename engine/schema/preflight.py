@@ -86,7 +86,8 @@ def preflight_problems(config: RunConfig, *,
     """
     problems = [Problem(f, m) for f, m in limit_problems(config, limits or RunLimits())]
     if limits is not None and limits.device_memory_bytes is not None:
-        problems += [Problem(f, m) for f, m in memory_problems(config, limits.device_memory_bytes, hub_cache_dirs)]
+        problems += [Problem(f, m) for f, m in memory_problems(config, limits.device_memory_bytes, hub_cache_dirs,
+                                                                   ranks=limits.cuda_devices or None)]
     if read_area is not None:
         problems += [Problem(f, m) for f, m in read_path_problems(config, read_area, existing_only=True)]
     models = _agent_models(config, hub_cache_dirs, problems)
