@@ -247,7 +247,8 @@ def runs_page() -> None:
                                                                            limit=MAX_RUNS))
     p1, p2 = st.columns([1, 5], vertical_alignment="bottom")
     with p1:
-        columns = pick_columns(shown.scope, paths, varying, store.table_metric_keys(shown.experiment, tag=shown.tag))
+        columns = pick_columns(store, shown.scope, paths, varying,
+                               store.table_metric_keys(shown.experiment, tag=shown.tag))
     with p2:
         view = view_controls(columns)
     runs_section(store, names, shown, columns, view)

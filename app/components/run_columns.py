@@ -1,17 +1,23 @@
 """The runs table's column picker: run columns, config columns (any flattened config path) and metric
 columns (the last, smallest or largest value of any logged metric). The choice is kept per experiment
-filter for the session (``st.session_state["runs_columns"]``): picking an experiment brings back the
-columns last chosen for it."""
+filter in the store (``app.saved_views``, view ``runs_columns``, scope the experiment's id or ``all``): a
+reload or another browser finds it again. It is read once per session and filter, checked against the
+columns that exist now (a saved config path or metric no run has any more is dropped), and written only
+when the user changes it; *Default columns* drops it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import streamlit as st
 
+from app import saved_views
 from app.run_table import AGGREGATES, RUN_COLUMNS, Columns
+from db.store import Store
 
 SAVED = "runs_columns"
+"""``st.session_state[SAVED]``: per scope, the columns this session shows (and the saved view's name)."""
 
 # Widths (px): the default columns fit a 1400 px window beside the sidebar with the row checkboxes.
 RUN_COLUMN_CONFIG = {
@@ -45,10 +51,39 @@ def column_config(columns: Columns) -> dict[str, object]:
     return config
 
 
-def pick_columns(scope: str, config_paths: Sequence[str], varying: set[str], metric_keys: Sequence[str]) -> Columns:
-    """The column picker (a popover) for the experiment filter ``scope``; returns the columns chosen."""
+def _names(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def columns_of(choice: Mapping[str, Any] | None, config_paths: Sequence[str], metric_keys: Sequence[str]) -> Columns:
+    """The columns a saved choice names that exist now: run columns and aggregates this version knows,
+    config paths of the runs listed, metrics they logged (anything else is dropped); no choice, or one
+    that is not a mapping: the default columns."""
+    if not isinstance(choice, Mapping):
+        return Columns()
+    run = set(_names(choice.get("run", list(Columns().run))))
+    aggregates = set(_names(choice.get("aggregates")))
+    paths, keys = set(config_paths), set(metric_keys)
+    return Columns(run=tuple(c for c in RUN_COLUMNS if c in run),
+                   config=tuple(dict.fromkeys(p for p in _names(choice.get("config")) if p in paths)),
+                   metrics=tuple(dict.fromkeys(k for k in _names(choice.get("metrics")) if k in keys)),
+                   aggregates=tuple(a for a in AGGREGATES if a in aggregates) or ("last",))
+
+
+def choice_of(columns: Columns) -> dict[str, list[str]]:
+    """``columns`` as the JSON object the store keeps."""
+    return {"run": list(columns.run), "config": list(columns.config), "metrics": list(columns.metrics),
+            "aggregates": list(columns.aggregates)}
+
+
+def pick_columns(store: Store, scope: str, config_paths: Sequence[str], varying: set[str],
+                 metric_keys: Sequence[str]) -> Columns:
+    """The column picker (a popover) for the experiment filter ``scope``; returns the columns chosen.
+    The first time a session shows ``scope`` its saved choice is loaded; a change is saved."""
     saved: dict[str, Columns] = st.session_state.setdefault(SAVED, {})
-    choice = saved.get(scope, Columns())
+    if scope not in saved:
+        saved[scope] = columns_of(saved_views.load(store, SAVED, scope), config_paths, metric_keys)
+    choice = saved[scope]
     paths = sorted(config_paths, key=lambda p: (p not in varying, p))  # the settings that differ first
     with st.popover("Columns", icon=":material/view_column:"):
         run = st.multiselect("run columns", list(RUN_COLUMNS), default=list(choice.run),
@@ -67,11 +102,14 @@ def pick_columns(scope: str, config_paths: Sequence[str], varying: set[str], met
                                          "(the best of a reward is its max, of a loss its min).")
         if st.button("Default columns", key=f"runs_cols_reset.{scope}"):
             saved[scope] = Columns()
+            saved_views.forget(store, SAVED, scope)
             for prefix in ("runs_cols_run", "runs_cols_config", "runs_cols_metrics", "runs_cols_aggs"):
                 st.session_state.pop(f"{prefix}.{scope}", None)
             st.rerun()
     chosen = Columns(run=tuple(c for c in RUN_COLUMNS if c in run), config=tuple(config), metrics=tuple(metrics),
                      aggregates=tuple(a for a in AGGREGATES if a in aggregates) or ("last",))
+    if chosen != columns_of(choice_of(choice), config_paths, metric_keys):  # the user changed it: keep it
+        saved_views.keep(store, SAVED, scope, choice_of(chosen))
     saved[scope] = chosen
     return chosen
 
