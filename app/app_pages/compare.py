@@ -2,15 +2,18 @@
 mean with a min–max or standard-error band), their held-out metrics side by side (each run's newest
 evaluation of record; seed groups as mean ± spread), and a config diff of only what differs (defaults
 filled in first). A resumed run is one history: its attempts are never taken for seeds, and its curves
-join them (each step once, the later attempt winning)."""
+join them (each step once, the later attempt winning). The curves' metrics, x axis and smoothing are kept
+in the store (the saved view ``compare_charts``, ``app/saved_views.py``): a reload or another browser
+shows the charts last chosen, with the metrics the runs compared share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
-from app import context
+from app import context, saved_views
 from app.components.charts import band_figure, line_figure
 from app.configdiff import diff_configs
 from app.editor_state import effective_config
@@ -24,6 +27,10 @@ from db.records import Lineage, Run
 from db.store import Store
 
 MAX_RUNS = 8
+CHARTS = "compare_charts"
+"""The saved view of the curves' choices (``{"metrics": [...], "x": "step", "ema": 0.6}``, scope ``all``)."""
+X_AXES = ("step", "env_step", "wall_time")
+DEFAULT_EMA = 0.6
 
 
 @dataclass(frozen=True)
@@ -109,15 +116,33 @@ def select_runs(store: Store, names: dict[int, str]) -> Selection:
     return Selection(runs, legend, picked, lineages, groups)
 
 
+def saved_charts(choice: Any, keys: list[str], preferred: list[str]) -> dict[str, Any]:
+    """The saved curves' choice as the widgets take it, checked against what exists now: the saved
+    metrics these runs share (none left: ``preferred``), a known x axis, an EMA weight in the slider's
+    range (anything else: its default)."""
+    choice = choice if isinstance(choice, dict) else {}
+    names = choice.get("metrics")
+    names = names if isinstance(names, list) else []
+    metrics = [k for k in dict.fromkeys(k for k in names if isinstance(k, str)) if k in keys]
+    x_axis = choice.get("x") if choice.get("x") in X_AXES else "step"
+    weight = choice.get("ema")
+    ok = isinstance(weight, int | float) and not isinstance(weight, bool) and 0.0 <= weight <= 0.99
+    return {"metrics": metrics or preferred, "x": x_axis, "ema": round(float(weight), 2) if ok else DEFAULT_EMA}
+
+
 def curves_tab(store: Store, chosen: Selection) -> bool:
     """Overlaid curves per metric, or seed groups' means with bands; returns whether seeds are grouped."""
     picked, seeded, groups = chosen.picked, chosen.seeded, chosen.groups
     keys = shared_metric_keys(store, picked)
     preferred = [k for k in ("train/reward_mean",) if k in keys] or keys[:1]
+    saved = saved_charts(saved_views.load(store, CHARTS, "all"), keys, preferred)
     c1, c2, c3 = st.columns([3, 1, 1])
-    metrics = c1.multiselect("metrics", keys, default=preferred, key="cmp_metrics")
-    x_axis = c2.radio("x axis", ["step", "env_step", "wall_time"], horizontal=True, key="cmp_x")
-    weight = c3.slider("smoothing (EMA)", 0.0, 0.99, 0.6, 0.01, key="cmp_ema")
+    metrics = c1.multiselect("metrics", keys, default=saved["metrics"], key="cmp_metrics")
+    x_axis = c2.radio("x axis", list(X_AXES), index=X_AXES.index(saved["x"]), horizontal=True, key="cmp_x")
+    weight = c3.slider("smoothing (EMA)", 0.0, 0.99, saved["ema"], 0.01, key="cmp_ema")
+    shown = {"metrics": list(metrics), "x": x_axis, "ema": float(weight)}
+    if shown != saved:  # the user changed it: kept for the next session
+        saved_views.keep(store, CHARTS, "all", shown)
     g1, g2 = st.columns([1, 3])
     by_seed = g1.toggle("group seeds", value=bool(seeded),
                         key="cmp_by_seed", disabled=not seeded,

@@ -1,5 +1,5 @@
 """Compare: the config diff fills in defaults before comparing; a resumed attempt is part of its run's
-history, not another seed, and its curve is the whole history."""
+history, not another seed, and its curve is the whole history; the curves' choices outlive a session."""
 
 from __future__ import annotations
 
@@ -64,3 +64,27 @@ def test_two_attempts_of_one_run_are_one_history(app, store: Store, experiment: 
     [mean] = [t for t in figure["data"] if t.get("showlegend") is not False]
     assert mean["name"] == f"demo (2 seeds: #{c}, #{a})"  # two seeds: 9 and 5, never #{c} and #{b}
     assert mean["x"] == list(range(1, 11))  # #c's history from step 1, not from its resume at step 5
+
+
+def test_chosen_curves_survive_a_new_session(app, store: Store, experiment: int, seed, make_config) -> None:
+    a = seed(experiment, status="succeeded", steps=2, config=make_config(seed=1))
+    b = seed(experiment, status="succeeded", steps=2, config=make_config(seed=2, agent_learning_rate=1e-4))
+    at = app("compare", runs=f"{a},{b}")
+    assert store.saved_view("owner", "compare_charts", "all") is None  # the defaults shown save nothing
+    at.multiselect(key="cmp_metrics").set_value(["agent/writer/loss", "train/reward_mean"]).run()
+    at.slider(key="cmp_ema").set_value(0.0).run()
+    at.radio(key="cmp_x").set_value("env_step").run()
+    assert store.saved_view("owner", "compare_charts", "all") == {
+        "metrics": ["agent/writer/loss", "train/reward_mean"], "x": "env_step", "ema": 0.0}
+    again = app("compare", runs=f"{a},{b}")  # a new session: the saved choice
+    assert not again.exception
+    assert again.multiselect(key="cmp_metrics").value == ["agent/writer/loss", "train/reward_mean"]
+    assert again.radio(key="cmp_x").value == "env_step" and again.slider(key="cmp_ema").value == 0.0
+    # saved elsewhere with a metric these runs do not have, an axis and a weight out of range: dropped
+    store.save_view("owner", "compare_charts", "all", {"metrics": ["gone/metric", "agent/editor/loss"],
+                                                       "x": "epoch", "ema": 7})
+    stale = app("compare", runs=f"{a},{b}")
+    assert not stale.exception
+    assert stale.multiselect(key="cmp_metrics").value == ["agent/editor/loss"]
+    assert stale.radio(key="cmp_x").value == "step" and stale.slider(key="cmp_ema").value == 0.6
+    assert store.saved_view("owner", "compare_charts", "all")["x"] == "epoch"  # showing it wrote nothing
