@@ -20,8 +20,14 @@ parameter (2 for bfloat16 under mixed precision, 4 without) and ``r`` bytes per 
   time; the logits add ``seq x batch x V x (p + 4)`` (the compute-dtype logits and their float32
   log-softmax).
 
-Peak per rank = states (0 on the GPU with offload) + gathered + activations. The estimate leaves out
-the CUDA context, allocator fragmentation, a reference model, and the KV cache of sampling.
+- **reference** (sharded, with ``reference_kl_enabled``): each agent's frozen reference copy is sharded
+  like the agent (:mod:`engine.distributed.trainer`), so one rank holds ``b P / W`` bytes of its weights,
+  ``b`` the bytes of a loaded weight (4 in float32, 2 in bfloat16), on the host with CPU offload. Its
+  forward gathers units as the policy's does, but with no gradients and never at the same time as the
+  policy's backward, so it adds nothing to the gathered peak.
+
+Peak per rank = states and reference (0 on the GPU with offload) + gathered + activations. The estimate
+leaves out the CUDA context, allocator fragmentation and the KV cache of sampling.
 """
 
 from __future__ import annotations
@@ -97,21 +103,23 @@ class Activations:
 
 @dataclass(frozen=True)
 class RankMemory:
-    """Bytes per rank: the sharded states (on the GPU or the host), the gathered transient and the
-    activations. ``gpu`` is the peak on the GPU, ``host`` what offload keeps in host memory."""
+    """Bytes per rank: the sharded states and reference weights (on the GPU or the host), the gathered
+    transient and the activations. ``gpu`` is the peak on the GPU, ``host`` what offload keeps in host
+    memory."""
 
     states: int
     gathered: int
     activations: int
     offload: bool
+    reference: int = 0
 
     @property
     def gpu(self) -> int:
-        return (0 if self.offload else self.states) + self.gathered + self.activations
+        return (0 if self.offload else self.states + self.reference) + self.gathered + self.activations
 
     @property
     def host(self) -> int:
-        return self.states if self.offload else 0
+        return self.states + self.reference if self.offload else 0
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -143,10 +151,21 @@ def activation_bytes(shape: ModelShape, activations: Activations, *, mixed_preci
     return kept + logits
 
 
+def reference_bytes(parameters: int, world: int, weight_bytes: int) -> int:
+    """A frozen reference of ``parameters`` weights of ``weight_bytes`` each, sharded over ``world`` ranks:
+    one rank's (the larger) shard."""
+    if parameters < 0 or world < 1 or weight_bytes < 0:
+        raise ValueError(f"parameters, weight bytes must be >= 0 and world >= 1 (got {parameters}, {weight_bytes}, "
+                         f"{world})")
+    return weight_bytes * _ceil_div(parameters, world)
+
+
 def rank_memory(shape: ModelShape, world: int, *, offload: bool = False, mixed_precision: bool = True,
-                activations: Activations | None = None) -> RankMemory:
-    """Bytes per rank of ``shape`` trained on ``world`` ranks (activations 0 when ``activations`` is None)."""
+                activations: Activations | None = None, reference_weight_bytes: int = 0) -> RankMemory:
+    """Bytes per rank of ``shape`` trained on ``world`` ranks (activations 0 when ``activations`` is None),
+    with a reference copy of weights of ``reference_weight_bytes`` each sharded alike (0: no reference)."""
     return RankMemory(states=state_bytes(shape.parameters(), world),
+                      reference=reference_bytes(shape.parameters(), world, reference_weight_bytes),
                       gathered=gathered_bytes(shape, mixed_precision=mixed_precision),
                       activations=0 if activations is None else activation_bytes(shape, activations,
                                                                                  mixed_precision=mixed_precision),
@@ -160,16 +179,19 @@ def gib(n: int) -> str:
 def memory_table(shapes: Mapping[str, ModelShape] = SHAPES, worlds: Iterable[int] = (1, 2, 4, 8), *,
                  activations: Activations = Activations(batch=8, seq=1024)) -> str:
     """A markdown table: per shape and world size, the GiB per rank without offload (states + gathered +
-    activations) and with CPU offload (GPU, and host)."""
+    activations), with CPU offload (GPU, and host), and what a float32 reference (``reference_kl_enabled``)
+    adds per rank at each world size."""
     worlds = list(worlds)
-    head = "| model | parameters | " + " | ".join(f"W={w}" for w in worlds) + " | W=1 offload: GPU / host |"
-    rule = "|---|---:|" + "---:|" * len(worlds) + "---:|"
+    head = ("| model | parameters | " + " | ".join(f"W={w}" for w in worlds) + " | W=1 offload: GPU / host | "
+            f"reference KL adds, W={' / '.join(str(w) for w in worlds)} |")
+    rule = "|---|---:|" + "---:|" * len(worlds) + "---:|---:|"
     rows = [head, rule]
     for name, shape in shapes.items():
         cells = [gib(rank_memory(shape, w, activations=activations).gpu) for w in worlds]
         off = rank_memory(shape, 1, offload=True, activations=activations)
+        adds = " / ".join(gib(reference_bytes(shape.parameters(), w, 4)) for w in worlds)
         rows.append(f"| {name} | {shape.parameters() / 1e9:.2f} B | " + " | ".join(cells)
-                    + f" | {gib(off.gpu)} / {gib(off.host)} |")
+                    + f" | {gib(off.gpu)} / {gib(off.host)} | {adds} |")
     return "\n".join(rows)
 
 
@@ -191,30 +213,37 @@ def shape_from_config(config: Mapping[str, Any]) -> ModelShape | None:
 
 
 def fit_problem(agent: str, shape: ModelShape, world: int, device_bytes: int, *, offload: bool = False,
-                mixed_precision: bool = True, queue_gpus: int | None = None) -> str | None:
+                mixed_precision: bool = True, queue_gpus: int | None = None,
+                reference_weight_bytes: int = 0) -> str | None:
     """Why an agent of ``shape`` on ``world`` ranks of ``device_bytes`` each cannot train, or None when its
     states and gathered units fit (activations come on top: this is a lower bound, so it never refuses a
     run that would fit). The message names the agent, the bytes needed and the options; ``queue_gpus``
-    (the GPUs of the run's queue, when known): more ranks than that need a queue with more GPUs."""
-    need = rank_memory(shape, world, offload=offload, mixed_precision=mixed_precision)
+    (the GPUs of the run's queue, when known): more ranks than that need a queue with more GPUs;
+    ``reference_weight_bytes``: the agent's reference copy, sharded alike (``reference_kl_enabled``)."""
+    def need_at(w: int, offloaded: bool) -> RankMemory:
+        return rank_memory(shape, w, offload=offloaded, mixed_precision=mixed_precision,
+                           reference_weight_bytes=reference_weight_bytes)
+
+    need = need_at(world, offload)
     if need.gpu <= device_bytes:
         return None
     options = []
-    fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and rank_memory(
-        shape, w, offload=offload, mixed_precision=mixed_precision).gpu <= device_bytes), None)
+    fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and need_at(w, offload).gpu <= device_bytes), None)
     if fits is not None:
         more = (f" on a worker that owns {fits} GPUs (cooplab worker --device cuda:{','.join(map(str, range(fits)))})"
                 if queue_gpus is not None and fits > queue_gpus else "")
         options.append(f"shard it over {fits} ranks (parallel_training: fsdp, fsdp_ranks: {fits}{more})")
     options.append("train a LoRA adapter (lora_rank) instead of every weight")
     if not offload:
+        host = need_at(world, True).host
         options.append(f"offload its states to the host (fsdp_cpu_offload: true; GPU {gib(need.gathered)} GiB, "
-                       f"host {gib(need.states)} GiB per rank)")
+                       f"host {gib(host)} GiB per rank)")
+    reference = f" + reference {gib(need.reference if not offload else 0)} GiB" if need.reference else ""
     return (f"agent {agent} ({shape.parameters():,} parameters) needs at least {need.gpu:,} bytes "
             f"({gib(need.gpu)} GiB) per rank on {world} rank{'s' if world > 1 else ''} for full fine-tuning "
-            f"with AdamW (states {gib(need.states if not offload else 0)} GiB + gathered {gib(need.gathered)} "
-            f"GiB, before activations), over the {device_bytes:,} bytes ({gib(device_bytes)} GiB) of a device; "
-            + "; or ".join(options))
+            f"with AdamW (states {gib(need.states if not offload else 0)} GiB{reference} + gathered "
+            f"{gib(need.gathered)} GiB, before activations), over the {device_bytes:,} bytes ({gib(device_bytes)} "
+            f"GiB) of a device; " + "; or ".join(options))
 
 
 def source_shape(source: str, hub_cache_dirs: Iterable[str | os.PathLike[str]] | None = None) -> ModelShape | None:
@@ -245,13 +274,17 @@ def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterab
     ``device_bytes`` (a lower bound: states and gathered units, before activations). With
     ``parallel_training: fsdp`` the FSDP2 accounting over ``fsdp_ranks`` ranks (empty: ``ranks``, the GPUs
     of the queue's job, one rank each; 1 when unknown) and ``fsdp_cpu_offload``; otherwise the agent is whole on one device with its parameters, gradients and
-    AdamW moments in ``torch_dtype`` (4 x its bytes per parameter). ``shapes`` (by agent name) replaces
-    looking the sources up. LoRA agents and a centralized run's joint model are not accounted."""
+    AdamW moments in ``torch_dtype`` (4 x its bytes per parameter). With ``reference_kl_enabled`` each
+    agent's frozen reference copy (its weights in ``torch_dtype``) is counted too: sharded like the agent
+    under fsdp, whole on the agent's device otherwise unless ``reference_devices`` puts it elsewhere.
+    ``shapes`` (by agent name) replaces looking the sources up. LoRA agents (whose reference is their
+    own frozen base) and a centralized run's joint model are not accounted."""
     t = config.trainer
     fsdp = t.parallel_training == "fsdp"
     world = (t.fsdp_ranks or ranks or 1) if fsdp else 1
     offload = t.fsdp_cpu_offload if fsdp else False
     dtype_bytes = _DTYPE_BYTES.get(t.torch_dtype, 4)
+    reference = dtype_bytes if t.reference_kl_enabled and not t.reference_devices else 0
     if is_centralized(t.algorithm, t.collaboration_mode):
         return []
     problems = []
@@ -263,13 +296,14 @@ def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterab
             continue
         if fsdp:
             problem = fit_problem(agent.name, shape, world, device_bytes, offload=offload,
-                                  mixed_precision=dtype_bytes == 2, queue_gpus=ranks)
+                                  mixed_precision=dtype_bytes == 2, queue_gpus=ranks, reference_weight_bytes=reference)
         else:
-            need = 4 * dtype_bytes * shape.parameters()
+            need = (4 * dtype_bytes + reference) * shape.parameters()
             problem = None if need <= device_bytes else (
                 f"agent {agent.name} ({shape.parameters():,} parameters) needs at least {need:,} bytes "
                 f"({gib(need)} GiB) on one device for full fine-tuning with AdamW in {t.torch_dtype} (parameters, "
-                f"gradients and two moments, before activations), over the {device_bytes:,} bytes "
+                f"gradients and two moments{', and its reference copy' if reference else ''}, before activations), "
+                f"over the {device_bytes:,} bytes "
                 f"({gib(device_bytes)} GiB) of a device; shard it over several ranks (parallel_training: fsdp), "
                 f"or train a LoRA adapter (lora_rank) instead of every weight")
         if problem is not None:

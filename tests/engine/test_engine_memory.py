@@ -18,6 +18,7 @@ from engine.schema.memory import (
     memory_problems,
     memory_table,
     rank_memory,
+    reference_bytes,
     shape_from_config,
     state_bytes,
 )
@@ -75,9 +76,38 @@ def test_offload_moves_the_states_to_the_host():
     assert off.gpu == 1480 and off.host == 16 * 174
 
 
+def test_a_reference_sharded_like_its_agent_is_counted_per_rank_by_hand(tmp_path):
+    # P = 348: a float32 reference on 2 ranks holds 4 x 174 bytes per rank, on 3 ranks 4 x 116
+    assert (reference_bytes(348, 2, 4), reference_bytes(348, 3, 4), reference_bytes(349, 2, 2)) == (696, 464, 350)
+    on = rank_memory(SMALL, 2, reference_weight_bytes=4)
+    assert (on.reference, on.gpu, on.host) == (696, 2784 + 696 + 1480, 0)
+    off = rank_memory(SMALL, 2, offload=True, reference_weight_bytes=4)  # offloaded with the agent's states
+    assert (off.gpu, off.host) == (1480, 2784 + 696)
+    # pre-flight, float32 (no mixed precision): gathered = root 44 x (4 + 4) + 2 layers 2 x 152 x 4 + 152 x 4
+    # = 2176; states 16 x 174 = 2784; reference 4 x 174 = 696: 4960 bytes without the reference, 5656 with
+    small = {"coder": SMALL}
+    plain = _config(tmp_path, parallel_training="fsdp", fsdp_ranks=2)
+    kl = _config(tmp_path, parallel_training="fsdp", fsdp_ranks=2, reference_kl_enabled=True)
+    assert memory_problems(plain, 4960, shapes=small) == [] and memory_problems(kl, 5655, shapes=small) != []
+    [(field, message)] = memory_problems(kl, 5000, shapes=small)
+    assert field == "agents.0.model" and "needs at least 5,656 bytes" in message and "on 2 ranks" in message
+    assert "+ reference 0.0 GiB" in message and "fsdp_ranks: 4" in message  # 4 ranks: 1392 + 348 + 2176 fits
+    assert memory_problems(kl, 5656, shapes=small) == []
+    # bfloat16 weights: the reference 2 x 174 = 348, gathered under mixed precision 1480: 2784 + 348 + 1480
+    half = _config(tmp_path, parallel_training="fsdp", fsdp_ranks=2, reference_kl_enabled=True, torch_dtype="bfloat16")
+    assert "needs at least 4,612 bytes" in memory_problems(half, 4611, shapes=small)[0][1]
+    # without fsdp the reference is whole on the agent's device: (4 x 4 + 4) x 348 = 6960 bytes
+    whole = _config(tmp_path, reference_kl_enabled=True)
+    assert "needs at least 6,960 bytes" in memory_problems(whole, 6959, shapes=small)[0][1]
+    assert memory_problems(whole, 6960, shapes=small) == []
+    apart = _config(tmp_path, reference_kl_enabled=True, reference_devices=["cpu"])  # on a device of its own
+    assert memory_problems(apart, 16 * 348, shapes=small) == []
+
+
 def test_the_table_in_docs_is_the_codes():
     table = memory_table()
     assert "| qwen2.5-7b | 7.62 B |" in table
+    assert "| 28.4 / 14.2 / 7.1 / 3.5 |" in table  # the 7B's float32 reference: 4 x 7.62e9 / W bytes per rank
     docs = (Path(__file__).resolve().parents[2] / "docs" / "gpu.md").read_text(encoding="utf-8")
     assert table in docs, "docs/gpu.md's memory table is stale: paste engine.schema.memory.memory_table()"
 
