@@ -71,11 +71,10 @@ def submit(configs: ConfigLike | Iterable[ConfigLike], *, experiment: str | None
     many: list[ConfigLike] = [configs] if single else list(configs)  # type: ignore[list-item,arg-type]
     parsed = [_checked(config, device, settings) for config in many]  # nothing stored unless all pass
 
-    from db.schema_version import ensure_schema
     from jobs.client import get_run_writes, submit_to_experiment
 
     settings.ensure_dirs()
-    ensure_schema(get_run_writes(settings).engine)
+    get_run_writes(settings).ensure_schema()
     return [submit_to_experiment(config, experiment=experiment, device=device, settings=settings, checked=True)[0]
             for config in parsed]
 

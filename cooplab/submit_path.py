@@ -103,11 +103,10 @@ def submit_configs(args: SubmitArgs, *, echo: Callable[[str], None],
                                             device=device))
         except ConfigError as exc:
             fail(f"invalid run config {path}:\n{exc}")
-    from db.schema_version import ensure_schema
     from jobs.client import get_run_writes, submit_to_experiment
 
     settings.ensure_dirs()
-    ensure_schema(get_run_writes(settings).engine)
+    get_run_writes(settings).ensure_schema()
     for config in configs:
         run_id, name = submit_to_experiment(config, experiment=args.experiment, device=device, settings=settings,
                                             checked=True)
@@ -129,7 +128,7 @@ def one_line(exc: BaseException) -> str:
     if reason:
         return reason
     module = type(exc).__module__ or ""
-    if module.startswith("sqlalchemy"):
+    if module.startswith(("sqlalchemy", "sqlite3")):  # a Store's / the submit's own SQLite writes
         from jobs.datadir import redact_url
 
         url = redact_url(get_settings().resolved_database_url)

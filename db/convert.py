@@ -18,6 +18,16 @@ if TYPE_CHECKING:
     from db.models import CheckpointRow, EpisodeRow, ExperimentRow, RunRow, TurnRow, WorkerRow
 
 
+def check_experiment_name(name: str) -> str:
+    """The name stripped; refuses an empty one and one over 200 characters (``ValueError``)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("an experiment needs a non-empty name")
+    name = name.strip()
+    if len(name) > 200:
+        raise ValueError(f"experiment name is {len(name)} characters long; keep it within 200")
+    return name
+
+
 def clean_tags(tags: Iterable[str] | None) -> list[str]:
     """Tags stripped, without empties or duplicates, in first-seen order; a lone string is refused
     (it would otherwise become one tag per character)."""

@@ -26,10 +26,8 @@ from __future__ import annotations
 import copy
 import importlib.util
 import logging
-import os
-import stat
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -38,6 +36,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
+from db.sqlite_files import private_sqlite_files as _private_sqlite_files
 from db.sqlite_locks import describe_write_lock_holders
 from db.urls import redact_url
 
@@ -114,28 +113,6 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_ms: int = SQLITE_B
     if not in_memory:
         _name_lock_holders(engine, Path(database).expanduser())
     return engine
-
-
-def _private_sqlite_files(path: Path) -> None:
-    """Create ``path``'s folder (0700) and the empty database file (0600) when missing, so SQLite, which
-    gives its ``-wal`` and ``-shm`` the database file's mode, never makes any of them readable by other
-    users; take group and other access from those that exist, with one warning."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with suppress(FileExistsError, PermissionError):  # SQLite names an unwritable folder itself
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    tightened = []
-    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        try:
-            mode = stat.S_IMODE(file.stat().st_mode)
-            if mode & 0o077:
-                file.chmod(mode & ~0o077)
-                tightened.append(f"{file} ({mode:04o})")
-        except FileNotFoundError:
-            continue
-        except PermissionError as exc:  # another user's file: say so, SQLite decides whether it opens
-            log.warning("%s is readable by other users and cannot be made owner-only: %s", file, exc)
-    if tightened:
-        log.warning("SQLite files were readable by other users: %s; now owner-only (0600)", ", ".join(tightened))
 
 
 def _name_lock_holders(engine: Engine, path: Path) -> None:

@@ -5,7 +5,8 @@ run's execution details.
 :meth:`~db.engine.StoreBase.within` they run in the caller's transaction, after its pending ORM
 changes are flushed), and ``RunWrites(engine)`` alone runs them each in a Core write transaction of
 its own (:func:`db.engine.write_connection`: begun, bounded and committed as a store's). That is what
-``cooplab submit`` and :func:`cooplab.api.submit` use: they import the two tables they write
+``cooplab submit`` and :func:`cooplab.api.submit` use on PostgreSQL (on a SQLite file they use
+:mod:`db.sqlite_writes`, the same writes without SQLAlchemy): they import the two tables they write
 (:mod:`db.tables`) and never ``sqlalchemy.orm``, the ORM models or the store's other operations (about
 a tenth of a CPU-second of a submit's start-up).
 
@@ -26,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from db import convert
 from db.clock import server_now
+from db.convert import check_experiment_name
 from db.engine import StoreBase, write_connection
 from db.errors import NotFoundError
 from db.records import Experiment, Run
@@ -34,16 +36,6 @@ from db.tables import experiments, runs, utcnow
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, CursorResult, Engine
-
-
-def check_experiment_name(name: str) -> str:
-    """The name stripped; refuses an empty one and one over 200 characters (``ValueError``)."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("an experiment needs a non-empty name")
-    name = name.strip()
-    if len(name) > 200:
-        raise ValueError(f"experiment name is {len(name)} characters long; keep it within 200")
-    return name
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:
@@ -150,6 +142,13 @@ class RunWrites(StoreBase):
             if changed:  # as the ORM's flush: no UPDATE when nothing changes
                 conn.execute(update(runs).where(runs.c.id == run_id).values(changed))
             return convert.run(SimpleNamespace(**{**row._mapping, **changed}))
+
+    def ensure_schema(self) -> bool:
+        """Migrate the database to the head revision unless it is there already
+        (:func:`db.schema_version.ensure_schema`); True when alembic ran."""
+        from db.schema_version import ensure_schema
+
+        return ensure_schema(self.engine)
 
 
 __all__ = ["RunWrites", "check_experiment_name"]

@@ -5,7 +5,8 @@ there is nothing to run. :func:`ensure_schema` reads the revision the database i
 of ``alembic_version``) and the head revision from the packaged scripts' ``revision`` /
 ``down_revision`` lines (text, not imported), and hands over to alembic only when they differ (an
 empty database, a database an upgrade behind, a revision this code does not know: alembic then says
-what is wrong).
+what is wrong). :func:`head_revisions` imports no SQLAlchemy (the SQLite writes of a submit,
+:mod:`db.sqlite_writes`, read the database's revision with ``sqlite3``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 VERSIONS_DIR = Path(__file__).resolve().parent / "migrations" / "versions"
 _REVISION = re.compile(r"^revision\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
@@ -42,6 +44,9 @@ def head_revisions() -> frozenset[str]:
 
 def current_revisions(engine: Engine) -> frozenset[str]:
     """The revisions the database is at (empty for a database without CoopLab's tables)."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
     try:
         with engine.connect() as conn:
             return frozenset(row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version")))

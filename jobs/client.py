@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from db import states
 from db.records import Run
-from db.run_writes import RunWrites
 from db.states import InvalidTransition
 from db.urls import redact_url
 from engine.schema.run_config import RunConfig
@@ -35,11 +34,15 @@ from jobs.preflight import check_run_config
 from jobs.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from db.run_writes import RunWrites
+    from db.sqlite_writes import SqliteRunWrites
     from db.store import Store
+
+    SubmitWrites = Store | RunWrites | SqliteRunWrites
 
 log = logging.getLogger(__name__)
 
-_STORES: dict[str, Store | RunWrites] = {}
+_STORES: dict[str, SubmitWrites] = {}
 """Per database URL, this process's store, or only a submit's writes until a store is asked for (one
 engine per URL either way)."""
 _STORES_LOCK = threading.Lock()
@@ -87,21 +90,32 @@ def get_store(settings: Settings | None = None) -> Store:
     url = (settings or get_settings()).resolved_database_url
     with _STORES_LOCK:
         held = _STORES.get(url)
-        if not isinstance(held, Store):  # none yet, or a submit's writes: a store on the same engine
-            _STORES[url] = held = Store(url, engine=held.engine if held is not None else None)
+        if not isinstance(held, Store):  # none yet, or a submit's writes: a store (on their engine, if any)
+            if held is not None and not hasattr(held, "engine"):
+                held.close()  # a submit's sqlite3 connection: the store has its own
+            _STORES[url] = held = Store(url, engine=getattr(held, "engine", None))
         return held
 
 
-def get_run_writes(settings: Settings | None = None) -> Store | RunWrites:
-    """What a submit writes with (:mod:`db.run_writes`): the settings' database's shared store when this
-    process has one, else its Core writes, which import no ORM (``cooplab submit``, :mod:`cooplab.api`)."""
+def get_run_writes(settings: Settings | None = None) -> SubmitWrites:
+    """What a submit writes with: the settings' database's shared store when this process has one, else,
+    for a SQLite file, its writes with ``sqlite3`` (:mod:`db.sqlite_writes`, no SQLAlchemy), for another
+    database its Core writes (:mod:`db.run_writes`, no ORM) (``cooplab submit``, :mod:`cooplab.api`). Each
+    has ``ensure_schema()``, the migration check a submit makes first."""
     url = (settings or get_settings()).resolved_database_url
     with _STORES_LOCK:
         held = _STORES.get(url)
         if held is None:
-            from db.engine import make_engine
+            from db.sqlite_writes import SqliteRunWrites, plain_sqlite_file
 
-            _STORES[url] = held = RunWrites(make_engine(url))
+            path = plain_sqlite_file(url)
+            if path is not None:
+                _STORES[url] = held = SqliteRunWrites(url, path)
+            else:
+                from db.engine import make_engine
+                from db.run_writes import RunWrites
+
+                _STORES[url] = held = RunWrites(make_engine(url))
         return held
 
 
@@ -139,7 +153,7 @@ def _send(run: Run, task_id: str, settings: Settings) -> None:
             unsent=f"the broker {broker} is unreachable ({said}): it will be sent when it answers") from exc
 
 
-def _enqueue(store: Store | RunWrites, run: Run, settings: Settings) -> QueuedRun:
+def _enqueue(store: SubmitWrites, run: Run, settings: Settings) -> QueuedRun:
     """Record a fresh task id on the run, then send the task. A broker that does not take it leaves the
     run ``queued`` (the reconciler sends it when the broker is back: the task id is one the broker does
     not hold); the returned id's ``unsent`` says why."""

@@ -1,6 +1,8 @@
 """A submit's writes without the ORM (``db.run_writes.RunWrites`` on an engine alone, what ``cooplab
-submit`` uses) write what the store writes, return what is stored, refuse what the store refuses, and
-import no ``sqlalchemy.orm``; the ORM classes of the two tables are mapped onto the same Core tables."""
+submit`` uses on PostgreSQL) and without SQLAlchemy (``db.sqlite_writes.SqliteRunWrites``, what it uses
+on a SQLite file) write what the store writes, return what is stored, refuse what the store refuses,
+and import no ``sqlalchemy.orm`` (respectively no ``sqlalchemy``); the ORM classes of the two tables are
+mapped onto the same Core tables."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from sqlalchemy import select
 from db.errors import NotFoundError
 from db.models import Base, ExperimentRow, RunRow
 from db.run_writes import RunWrites
+from db.sqlite_writes import SqliteRunWrites, plain_sqlite_file
 from db.store import Store
 from db.tables import experiments, metadata, runs
 
@@ -31,8 +34,26 @@ def test_the_orm_classes_are_mapped_onto_the_core_tables() -> None:
     assert ExperimentRow.__table__ is experiments and RunRow.__table__ is runs
 
 
+def _sqlite3_writes(store: Store) -> SqliteRunWrites:
+    url = store.engine.url.render_as_string(hide_password=False)
+    path = plain_sqlite_file(url)
+    assert path is not None, url
+    return SqliteRunWrites(url, path)
+
+
 def test_core_writes_store_and_return_what_the_store_does(store: Store) -> None:
-    writes = RunWrites(store.engine)
+    _writes_store_and_return_what_the_store_does(store, RunWrites(store.engine))
+
+
+def test_sqlite3_writes_store_and_return_what_the_store_does(sqlite_store: Store) -> None:
+    writes = _sqlite3_writes(sqlite_store)
+    try:
+        _writes_store_and_return_what_the_store_does(sqlite_store, writes)
+    finally:
+        writes.close()
+
+
+def _writes_store_and_return_what_the_store_does(store: Store, writes: RunWrites | SqliteRunWrites) -> None:
     config = {"name": "x", "trainer": {"max_steps": 5}, "nested": [1, {"a": None}]}
     by_core = writes.get_or_create_experiment("core", description="d", tags=["a", " a", "b"], config=config)
     by_store = store.get_or_create_experiment("orm", description="d", tags=["a", " a", "b"], config=config)
@@ -66,7 +87,10 @@ def test_core_writes_store_and_return_what_the_store_does(store: Store) -> None:
 def test_core_writes_refuse_what_the_store_refuses(store: Store, experiment_id: int, run_id: int, call, error,
                                                     message) -> None:  # type: ignore[no-untyped-def]
     before = (store.list_experiments(), store.list_runs())
-    for writer in (RunWrites(store.engine), store):
+    writers: list = [RunWrites(store.engine), store]
+    if store.engine.dialect.name == "sqlite":
+        writers.append(_sqlite3_writes(store))
+    for writer in writers:
         with pytest.raises(error, match=message):
             call(writer, experiment_id, run_id)
     assert (store.list_experiments(), store.list_runs()) == before
@@ -77,3 +101,45 @@ def test_core_writes_import_no_orm() -> None:
             "print(sorted(m for m in ('sqlalchemy.orm', 'db.models', 'db.store') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_sqlite3_writes_import_no_sqlalchemy_and_wait_as_the_engine_does() -> None:
+    code = ("import sys; from db.sqlite_writes import SqliteRunWrites; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    from db import engine, sqlite_writes
+
+    assert sqlite_writes.SQLITE_BUSY_TIMEOUT_MS == engine.SQLITE_BUSY_TIMEOUT_MS
+
+
+@pytest.mark.parametrize(("url", "path"), [
+    ("sqlite:///data/cooplab.db", Path("data/cooplab.db")), ("sqlite:////abs/x.db", Path("/abs/x.db")),
+    ("sqlite:///~/x.db", Path("~/x.db").expanduser()), ("sqlite://", None), ("sqlite:///:memory:", None),
+    ("sqlite:///x.db?timeout=3", None), ("sqlite:///a%20b.db", None), ("sqlite:///file:x?mode=ro&uri=true", None),
+    ("postgresql+psycopg2://u@h/db", None)])
+def test_only_a_plain_sqlite_file_url_is_written_with_sqlite3(url: str, path: Path | None) -> None:
+    assert plain_sqlite_file(url) == path
+
+
+def test_sqlite3_writes_wait_for_the_write_lock_and_then_name_its_holder(sqlite_store: Store, caplog) -> None:  # type: ignore[no-untyped-def]
+    """A write that waits out its busy timeout fails with SQLite's "database is locked" (the message the
+    Core writes give) and logs who holds the lock; nothing is written."""
+    import logging
+    import sqlite3
+
+    writes = _sqlite3_writes(sqlite_store)
+    slow = SqliteRunWrites(writes.url, writes.path, busy_timeout_ms=200)
+    holder = sqlite3.connect(writes.path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with caplog.at_level(logging.WARNING, logger="db.engine"), \
+                pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            slow.get_or_create_experiment("waits")
+        assert f"{writes.path}: database is locked" in caplog.text
+        holder.execute("ROLLBACK")
+        assert slow.get_or_create_experiment("waits").name == "waits"
+    finally:
+        holder.close()
+        slow.close()
+        writes.close()

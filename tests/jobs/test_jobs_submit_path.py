@@ -1,9 +1,10 @@
 """The submit path stays cheap: `cooplab submit` and `api.submit` import no alembic (when the schema is
 current), torch, transformers, streamlit, pandas, numpy, plotly, pydantic-settings, CLI framework (typer,
-rich), other algorithms' config classes, PostgreSQL dialect, SQLAlchemy ORM or store (they write through
-``db.run_writes`` on Core), and a refused config is refused before the store or the broker client is imported;
-the schema check reads one row instead of loading alembic; and the Python API for scripted sweeps
-(:mod:`cooplab.api`) queues, lists and waits for runs. No worker: cheap."""
+rich), other algorithms' config classes, or SQLAlchemy at all on a SQLite file (they write through
+``db.sqlite_writes`` with ``sqlite3``; on PostgreSQL through ``db.run_writes`` on Core, without the ORM),
+and a refused config is refused before the store or the broker client is imported; the schema check
+reads one row instead of loading alembic; and the Python API for scripted sweeps (:mod:`cooplab.api`)
+queues, lists and waits for runs. No worker: cheap."""
 
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ from tests.jobs.helpers import ROOT, tiny_config
 
 HEAVY = ("alembic", "torch", "transformers", "streamlit", "pandas", "numpy", "plotly")
 # what a plain submit of a MAGRPO config has no use for (cooplab.submit_path, engine.schema.config_class,
-# db.rollups, jobs.env_settings, db.run_writes): the CLI framework, pydantic-settings, the other algorithms'
-# config classes, the PostgreSQL dialect, the ORM and the store's other operations
+# db.rollups, jobs.env_settings, db.run_writes, SQLAlchemy on a SQLite file): the CLI framework,
+# pydantic-settings, the other algorithms' config classes, the ORM and the store's other operations
 NOT_FOR_SUBMIT = (*HEAVY, "typer", "rich", "pydantic_settings", "engine.schema.algorithms",
                   "engine.schema.preference_configs", "engine.schema.actor_critic_configs",
-                  "sqlalchemy.dialects.postgresql", "sqlalchemy.orm", "db.models", "db.store")
+                  "sqlalchemy", "db.run_writes", "db.models", "db.store")
 STORE_AND_BROKER = ("sqlalchemy", "celery", "kombu", "db.store", "jobs.client")
 
 _SUBMIT_AND_LIST_IMPORTS = """
@@ -132,6 +133,43 @@ def test_the_schema_check_agrees_with_alembic_and_needs_no_migration_at_head(job
         assert not at_head(empty)
     finally:
         empty.dispose()
+
+
+def test_the_sqlite3_schema_check_agrees_with_the_engine_one_and_hands_the_rest_to_alembic(jobs_env, tmp_path):
+    """At the head revision nothing runs; at a revision this code does not know, alembic says so, as it
+    did through the engine; an empty file is migrated (the submit then writes to it)."""
+    import sqlite3
+
+    from alembic.util import CommandError
+
+    from db.sqlite_writes import SqliteRunWrites, plain_sqlite_file
+
+    url = jobs_env.resolved_database_url
+    writes = SqliteRunWrites(url, plain_sqlite_file(url))
+    try:
+        assert writes.current_revisions() == head_revisions() and writes.ensure_schema() is False
+        with sqlite3.connect(writes.path) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = 'ffffffff'")
+        engine = make_engine(url)
+        try:
+            with pytest.raises(CommandError, match="Can't locate revision identified by 'ffffffff'") as by_engine:
+                ensure_schema(engine)
+        finally:
+            engine.dispose()
+        with pytest.raises(CommandError) as by_sqlite3:
+            writes.ensure_schema()
+        assert str(by_sqlite3.value) == str(by_engine.value)
+    finally:
+        writes.close()
+    empty_url = f"sqlite:///{tmp_path / 'new' / 'cooplab.db'}"
+    empty = SqliteRunWrites(empty_url, plain_sqlite_file(empty_url))
+    try:
+        assert empty.current_revisions() == frozenset() and empty.ensure_schema() is True
+        assert empty.current_revisions() == head_revisions()
+        assert empty.get_or_create_experiment("first").id == 1
+        assert oct(empty.path.stat().st_mode & 0o777) == oct(0o600)
+    finally:
+        empty.close()
 
 
 def test_the_api_submits_lists_and_waits_and_stores_nothing_when_one_config_is_refused(jobs_env, store, tmp_path):
