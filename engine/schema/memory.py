@@ -273,8 +273,9 @@ def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterab
     """``(field, message)`` for every agent of a run config whose training cannot fit one device of
     ``device_bytes`` (a lower bound: states and gathered units, before activations). With
     ``parallel_training: fsdp`` the FSDP2 accounting over ``fsdp_ranks`` ranks (empty: ``ranks``, the GPUs
-    of the queue's job, one rank each; 1 when unknown) and ``fsdp_cpu_offload``; otherwise the agent is whole on one device with its parameters, gradients and
-    AdamW moments in ``torch_dtype`` (4 x its bytes per parameter). With ``reference_kl_enabled`` each
+    of the queue's job, one rank each; 1 when unknown) and ``fsdp_cpu_offload``, and then the team's
+    (:func:`team_problem`: every rank holds a shard of every agent); otherwise the agent is whole on one
+    device with its parameters, gradients and AdamW moments in ``torch_dtype`` (4 x its bytes per parameter). With ``reference_kl_enabled`` each
     agent's frozen reference copy (its weights in ``torch_dtype``) is counted too: sharded like the agent
     under fsdp, whole on the agent's device otherwise unless ``reference_devices`` puts it elsewhere.
     ``shapes`` (by agent name) replaces looking the sources up. LoRA agents (whose reference is their
@@ -288,12 +289,14 @@ def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterab
     if is_centralized(t.algorithm, t.collaboration_mode):
         return []
     problems = []
+    accounted: dict[str, ModelShape] = {}
     for i, agent in enumerate(config.agents):
         if agent.lora_rank is not None:
             continue
         shape = (shapes or {}).get(agent.name) if shapes is not None else source_shape(agent.model, hub_cache_dirs)
         if shape is None:
             continue
+        accounted[agent.name] = shape
         if fsdp:
             problem = fit_problem(agent.name, shape, world, device_bytes, offload=offload,
                                   mixed_precision=dtype_bytes == 2, queue_gpus=ranks, reference_weight_bytes=reference)
@@ -308,4 +311,50 @@ def memory_problems(config: RunConfig, device_bytes: int, hub_cache_dirs: Iterab
                 f"or train a LoRA adapter (lora_rank) instead of every weight")
         if problem is not None:
             problems.append((f"agents.{i}.model", problem))
+    if fsdp and not problems and len(accounted) > 1:
+        team = team_problem(accounted, world, device_bytes, offload=offload, mixed_precision=dtype_bytes == 2,
+                            queue_gpus=ranks, reference_weight_bytes=reference)
+        if team is not None:
+            problems.append(("agents", team))
     return problems
+
+
+def team_bytes(shapes: Mapping[str, ModelShape], world: int, *, offload: bool = False, mixed_precision: bool = True,
+               reference_weight_bytes: int = 0) -> int:
+    """GPU bytes per rank of a team under fsdp, before activations: every rank holds a shard of every agent
+    (its states and reference, on the host with offload), and the agents take their updates one at a
+    time, so the gathered transient is the largest agent's."""
+    needs = [rank_memory(shape, world, offload=offload, mixed_precision=mixed_precision,
+                         reference_weight_bytes=reference_weight_bytes) for shape in shapes.values()]
+    return sum(n.gpu - n.gathered for n in needs) + max((n.gathered for n in needs), default=0)
+
+
+def team_problem(shapes: Mapping[str, ModelShape], world: int, device_bytes: int, *, offload: bool = False,
+                 mixed_precision: bool = True, queue_gpus: int | None = None,
+                 reference_weight_bytes: int = 0) -> str | None:
+    """Why a team whose agents each fit a rank alone cannot fit it together (:func:`team_bytes`), or None;
+    the message names each agent's share and the options."""
+    def team_at(w: int) -> int:
+        return team_bytes(shapes, w, offload=offload, mixed_precision=mixed_precision,
+                          reference_weight_bytes=reference_weight_bytes)
+
+    need = team_at(world)
+    if need <= device_bytes:
+        return None
+    held = {name: rank_memory(shape, world, offload=offload, mixed_precision=mixed_precision,
+                              reference_weight_bytes=reference_weight_bytes) for name, shape in shapes.items()}
+    shares = " + ".join(f"{name} {gib(n.gpu - n.gathered)}" for name, n in held.items())
+    fixes = []
+    fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and team_at(w) <= device_bytes), None)
+    if fits is not None:
+        more = (f" on a worker that owns {fits} GPUs (cooplab worker --device cuda:{','.join(map(str, range(fits)))})"
+                if queue_gpus is not None and fits > queue_gpus else "")
+        fixes.append(f"shard the team over {fits} ranks (fsdp_ranks: {fits}{more})")
+    fixes.append("train LoRA adapters (lora_rank) instead of every weight")
+    if not offload:
+        fixes.append("offload the states to the host (fsdp_cpu_offload: true)")
+    return (f"the team needs at least {need:,} bytes ({gib(need)} GiB) per rank on {world} rank"
+            f"{'s' if world > 1 else ''}: every rank holds a shard of every agent (states"
+            f"{' and references' if reference_weight_bytes else ''}, GiB: {shares}) plus the largest agent's "
+            f"gathered units, before activations, over the {device_bytes:,} bytes ({gib(device_bytes)} GiB) of a "
+            f"device; " + "; or ".join(fixes))

@@ -104,6 +104,24 @@ def test_a_reference_sharded_like_its_agent_is_counted_per_rank_by_hand(tmp_path
     assert memory_problems(apart, 16 * 348, shapes=small) == []
 
 
+def test_a_team_shares_every_rank_so_its_agents_states_add_up_by_hand(tmp_path):
+    # two agents of P = 348 on 2 ranks, float32: each 2784 states + 2176 gathered = 4960 alone; together
+    # 2 x 2784 + the larger gathered 2176 = 7744 (with float32 references: 2 x (2784 + 696) + 2176 = 9136)
+    two = {"coder": SMALL, "small": SMALL}
+    config = _config(tmp_path, parallel_training="fsdp", fsdp_ranks=2)
+    assert memory_problems(config, 5000, shapes={"coder": SMALL}) == []  # one accounted agent fits alone
+    [(field, message)] = memory_problems(config, 5000, shapes=two)
+    assert field == "agents" and message.startswith("the team needs at least 7,744 bytes") and "on 2 ranks" in message
+    assert "fsdp_ranks: 4)" in message  # 4 ranks: 2 x 16 x 87 + 2176 = 4960
+    assert memory_problems(config, 7744, shapes=two) == []
+    kl = _config(tmp_path, parallel_training="fsdp", fsdp_ranks=2, reference_kl_enabled=True)
+    assert "at least 9,136 bytes" in memory_problems(kl, 9135, shapes=two)[0][1]
+    queue = _config(tmp_path, parallel_training="fsdp")  # fsdp_ranks empty: the queue's 2 GPUs, one rank each
+    assert "fsdp_ranks: 4 on a worker that owns 4 GPUs" in memory_problems(queue, 5000, shapes=two, ranks=2)[0][1]
+    offloaded = _config(tmp_path, parallel_training="fsdp", fsdp_ranks=2, fsdp_cpu_offload=True)
+    assert memory_problems(offloaded, 2176, shapes=two) == []  # the states on the host: the gathered peak only
+
+
 def test_the_table_in_docs_is_the_codes():
     table = memory_table()
     assert "| qwen2.5-7b | 7.62 B |" in table
