@@ -11,7 +11,7 @@ import json
 import pytest
 
 from engine.schema.run_config import parse_run_config
-from jobs.celery_app import device_queue
+from jobs.celery_app import EXCHANGE, create_app, device_queue
 from jobs.devices import device_gpus, job_device, rank_gpus, validate_device
 from jobs.fsdp_job import rank_gpu_env, too_many_ranks
 from jobs.preflight import run_config_problems, run_limits
@@ -36,6 +36,20 @@ def test_a_gpu_set_is_one_queue_with_a_canonical_name():
     pin_device("cuda:4,5,6,7", env)
     assert env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
     assert job_device("cuda:4,5,6,7") == "cuda:0" and job_device("cpu") == "cpu"
+
+
+def test_a_gpu_sets_queue_carries_its_messages_through_the_filesystem_broker(tmp_path):
+    """The real broker (kombu's filesystem transport, as the workers use it): a message routed to the set's
+    queue is a file named by the set, which the set's queue gives and a single GPU's queue does not."""
+    app = create_app(Settings(home=tmp_path), devices=("cuda:0,1", "cuda:0"))
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        for device in ("cuda:0,1", "cuda:0"):
+            device_queue(device)(channel).declare()
+        connection.Producer(channel).publish({"run": 7}, exchange=EXCHANGE, routing_key="cuda:0,1")
+        assert [p.name.split(".", 1)[1] for p in (tmp_path / "broker" / "in").iterdir()] == ["cuda:0,1.msg"]
+        assert channel.basic_get("cuda:0", no_ack=True) is None
+        assert channel.basic_get("cuda:0,1", no_ack=True).payload == {"run": 7}
 
 
 def _fsdp(ranks: int | None, model: str | None = None) -> dict:
