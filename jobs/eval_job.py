@@ -43,6 +43,7 @@ from db.errors import NotFoundError
 from db.eval_request_store import EvalRequestStore
 from db.evaluation_records import REQUEST_DONE, REQUEST_FAILED, REQUEST_QUEUED, REQUEST_RUNNING
 from db.store import Store
+from jobs.devices import job_device
 from jobs.eval_queue import (
     EVAL_TASK_NAME,
     EvalOptions,
@@ -83,7 +84,7 @@ class _Heartbeat:
 
 def _device(queue: str) -> str:
     """The torch device of a job on ``queue`` (a ``cuda:N`` worker sees its GPU as ``cuda:0``)."""
-    return "cpu" if queue == "cpu" else "cuda:0"
+    return job_device(queue)
 
 
 def _config_and_checkpoint(store: Store, run: Any, which: str, settings: Settings) -> tuple[Any, Path]:

@@ -63,6 +63,7 @@ from db.store import Store
 from jobs import jobfile
 from jobs.datadir import DataDirOwnedError, claim_data_dir
 from jobs.db_identity import DatabaseFile, DatabaseFileGone
+from jobs.devices import job_device
 from jobs.faults import describe_failure, first_line, resource_reason
 from jobs.liveness import cleanup_partial_writes, finish_run
 from jobs.resource_metrics import ResourceSampler
@@ -90,9 +91,9 @@ def local_device(queue: str) -> str:
     """The torch device a job on ``queue`` uses inside its worker.
 
     A ``cuda:N`` worker pins its GPU with ``CUDA_VISIBLE_DEVICES=N``, so inside the job that GPU is
-    ``cuda:0``; the ``cpu`` queue trains on the CPU.
+    ``cuda:0`` (a GPU set's first GPU for a ``cuda:0,1,2,3`` worker); the ``cpu`` queue trains on the CPU.
     """
-    return "cpu" if queue == "cpu" else "cuda:0"
+    return job_device(queue)
 
 
 def run_output_dir(settings: Settings, run_id: int) -> Path:
