@@ -1,6 +1,6 @@
 """A dashboard user's view choices kept in the store (``Store.save_view``), so a reload or another browser
-finds them again: the runs table's columns per experiment filter (``app/components/run_columns.py``) and
-Compare's charts (``app/app_pages/compare.py``).
+finds them again: the runs table's columns per experiment filter (``app/components/run_columns.py``),
+Compare's charts (``app/app_pages/compare.py``) and the run page's x axis and smoothing (:func:`run_charts`).
 
 Each choice is read from the database once per session (the first time its page draws it), and written
 only when the user changes it: a rerun that changes nothing writes nothing. The page checks what it
@@ -69,4 +69,47 @@ def forget(store: Store, view: str, scope: str) -> None:
     _loaded()[f"{view}:{scope}"] = None
 
 
-__all__ = ["LOADED", "OWNER", "forget", "keep", "load", "owner"]
+RUN_CHARTS = "run_charts"
+"""The saved view of the run page's charts: x axis and smoothing (scope ``all``: every run's page)."""
+X_AXES = ("step", "env_step", "wall_time")
+SMOOTHINGS = ("ema", "window", "none")
+RUN_CHART_DEFAULTS: dict[str, Any] = {"x": "step", "smoothing": "ema", "ema": 0.6, "window": 10}
+"""The run page's x axis and smoothing until the user picks others; the EMA weight (0 to 0.99) and the
+window (1 to 200 points) are its sliders' ranges."""
+
+
+def _in_range(value: Any, low: float, high: float) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and low <= value <= high
+
+
+def run_charts(store: Store) -> dict[str, Any]:
+    """The run page's saved x axis and smoothing (``{"x", "smoothing", "ema", "window"}``), each checked:
+    an unknown axis or method, or an amount out of its slider's range, is its default."""
+    saved = load(store, RUN_CHARTS, "all")
+    saved = saved if isinstance(saved, dict) else {}
+    choice = dict(RUN_CHART_DEFAULTS)
+    if saved.get("x") in X_AXES:
+        choice["x"] = saved["x"]
+    if saved.get("smoothing") in SMOOTHINGS:
+        choice["smoothing"] = saved["smoothing"]
+    if _in_range(saved.get("ema"), 0.0, 0.99):
+        choice["ema"] = round(float(saved["ema"]), 2)
+    if _in_range(saved.get("window"), 1, 200):
+        choice["window"] = int(saved["window"])
+    return choice
+
+
+def keep_run_charts(store: Store, shown: Mapping[str, Any], x_axis: str, method: str, amount: float) -> None:
+    """Save the run page's x axis and smoothing when they differ from ``shown`` (what :func:`run_charts`
+    gave the widgets): only the amount of the method in use changes."""
+    choice = dict(shown, x=x_axis, smoothing=method)
+    if method == "ema":
+        choice["ema"] = float(amount)
+    elif method == "window":
+        choice["window"] = int(amount)
+    if choice != dict(shown):
+        keep(store, RUN_CHARTS, "all", choice)
+
+
+__all__ = ["LOADED", "OWNER", "RUN_CHARTS", "RUN_CHART_DEFAULTS", "SMOOTHINGS", "X_AXES", "forget", "keep",
+           "keep_run_charts", "load", "owner", "run_charts"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 import yaml
 
-from app import context
+from app import context, saved_views
 from app.components.charts import SpecFigure, line_spec
 from app.components.credit_chart import (
     TAIL_POINTS,
@@ -137,15 +137,19 @@ def charts_tab(store: Store, shown: Shown) -> None:
         st.session_state[user_choice] = list(st.session_state[picker_key])
 
     chosen = c1.multiselect("charts", list(charts), key=picker_key, on_change=_picked)
+    saved = saved_views.run_charts(store)  # x axis and smoothing kept across sessions
     x_axis = c2.radio("x axis", ["step", "env_step", "wall_time"], horizontal=True, key="detail_x",
+                      index=saved_views.X_AXES.index(saved["x"]),
                       format_func=lambda x: {"step": "step", "env_step": "env step", "wall_time": "wall time"}[x])
-    method = c3.selectbox("smoothing", ["ema", "window", "none"], key="detail_smoothing")
+    method = c3.selectbox("smoothing", ["ema", "window", "none"], key="detail_smoothing",
+                          index=saved_views.SMOOTHINGS.index(saved["smoothing"]))
     if method == "ema":
-        amount = c4.slider("weight", 0.0, 0.99, 0.6, 0.01, key="detail_ema")
+        amount = c4.slider("weight", 0.0, 0.99, saved["ema"], 0.01, key="detail_ema")
     elif method == "window":
-        amount = float(c4.slider("points", 1, 200, 10, key="detail_window"))
+        amount = float(c4.slider("points", 1, 200, saved["window"], key="detail_window"))
     else:
         amount = 0.0
+    saved_views.keep_run_charts(store, saved, x_axis, method, amount)
     z1, z2, z3 = st.columns([1, 3, 1])
     max_points = z3.select_slider("points per curve", [250, 500, 1000, 2000, 4000], value=1000, key="detail_pts")
     x_range = None
