@@ -23,7 +23,7 @@ def validate_device(device: str) -> str:
     """Return ``device`` if it names a queue a worker can serve, else raise ``ValueError`` saying what
     is accepted: ``cpu``, ``cuda:N``, or a set of GPUs ``cuda:N,M,...`` in ascending order."""
     if not isinstance(device, str) or not _DEVICE_RE.match(device) or len(device) > MAX_DEVICE_NAME:
-        raise ValueError(f"device must be 'cpu', 'cuda:N' (e.g. 'cuda:0') or a set of GPUs 'cuda:N,M,...' "
+        raise ValueError(f"device must be 'cpu' or 'cuda:N' (e.g. 'cuda:0'), or a set of GPUs 'cuda:N,M,...' "
                          f"(e.g. 'cuda:0,1,2,3', at most {MAX_DEVICE_NAME} characters), got {device!r}")
     gpus = [int(i) for i in device.partition(":")[2].split(",")] if device != "cpu" else []
     if gpus != sorted(set(gpus)):
