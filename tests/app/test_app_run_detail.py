@@ -29,39 +29,33 @@ def test_charts_show_raw_and_smoothed_lines(app, store: Store, experiment: int, 
     assert [t["name"] for t in loss["data"] if "raw" not in t["name"]] == ["editor", "writer"]
 
 
-def test_smoothing_off_and_env_step_axis(app, store: Store, experiment: int, seed, figures) -> None:
+def test_smoothing_off_and_env_step_axis_kept_for_a_new_session(app, store: Store, experiment: int, seed,
+                                                                figures) -> None:
     run_id = seed(experiment, status="succeeded", steps=3)
     at = app("run_detail", run=run_id)
+    assert store.saved_view("owner", "run_charts", "all") is None  # the defaults shown save nothing
     at.selectbox(key="detail_smoothing").set_value("none")
     at.radio(key="detail_x").set_value("env_step").run()
     reward = _figure(figures(at), "reward_mean per turn")
     assert [t["name"] for t in reward["data"]] == ["all turns"]
     assert reward["data"][0]["x"] == [4, 8, 12]
     assert reward["layout"]["xaxis"]["title"]["text"] == "env step"
-
-
-def test_axis_and_smoothing_survive_a_new_session(app, store: Store, experiment: int, seed, figures) -> None:
-    first = seed(experiment, status="succeeded", steps=3)
-    other = seed(experiment, status="succeeded", steps=3)
-    at = app("run_detail", run=first)
-    assert store.saved_view("owner", "run_charts", "all") is None  # the defaults shown save nothing
+    assert store.saved_view("owner", "run_charts", "all") == {"x": "env_step", "smoothing": "none", "ema": 0.6,
+                                                              "window": 10}
     at.selectbox(key="detail_smoothing").set_value("window").run()
-    at.slider(key="detail_window").set_value(2)
-    at.radio(key="detail_x").set_value("env_step").run()
+    at.slider(key="detail_window").set_value(2).run()
+    assert _figure(figures(at), "reward_mean per turn")["data"][1]["y"] == pytest.approx([0.1, 0.15, 0.25])
     assert store.saved_view("owner", "run_charts", "all") == {"x": "env_step", "smoothing": "window", "ema": 0.6,
                                                               "window": 2}
-    again = app("run_detail", run=other)  # a new session, any run's page: the saved axis and smoothing
+    # another browser saves later, with a weight out of the slider's range; this session's reruns change
+    # nothing, so they write nothing over it
+    store.save_view("owner", "run_charts", "all", {"x": "env_step", "smoothing": "ema", "ema": 1.5, "window": 2})
+    at.run()
+    assert store.saved_view("owner", "run_charts", "all")["ema"] == 1.5
+    again = app("run_detail", run=run_id)  # a new session: the saved axis and method, the weight's default
     assert not again.exception
-    assert again.selectbox(key="detail_smoothing").value == "window" and again.slider(key="detail_window").value == 2
-    reward = _figure(figures(again), "reward_mean per turn")
-    assert reward["data"][0]["x"] == [4, 8, 12] and reward["data"][1]["y"] == pytest.approx([0.1, 0.15, 0.25])
-    # saved elsewhere with a method and an amount this page does not offer: the defaults, nothing written
-    store.save_view("owner", "run_charts", "all", {"x": "epoch", "smoothing": "spline", "ema": 1.5, "window": 0})
-    stale = app("run_detail", run=other)
-    assert not stale.exception
-    assert stale.radio(key="detail_x").value == "step" and stale.selectbox(key="detail_smoothing").value == "ema"
-    assert stale.slider(key="detail_ema").value == 0.6
-    assert store.saved_view("owner", "run_charts", "all")["smoothing"] == "spline"
+    assert again.radio(key="detail_x").value == "env_step" and again.selectbox(key="detail_smoothing").value == "ema"
+    assert again.slider(key="detail_ema").value == 0.6
 
 
 def test_charts_can_be_chosen(app, store: Store, experiment: int, seed, figures) -> None:

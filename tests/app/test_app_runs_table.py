@@ -20,8 +20,9 @@ def _lr_runs(store: Store, experiment: int, seed, make_config, rates: list[float
     return ids
 
 
-def test_picked_config_and_metric_columns_are_kept_per_experiment(app, store: Store, experiment: int, seed,
-                                                                  make_config) -> None:
+def test_picked_config_and_metric_columns_are_kept_per_experiment_for_new_sessions(app, store: Store,
+                                                                                   experiment: int, seed,
+                                                                                   make_config) -> None:
     first, second = _lr_runs(store, experiment, seed, make_config, [0.01, 0.001])
     other = store.create_experiment("other", config=make_config("other")).id
     at = app("runs")
@@ -43,32 +44,24 @@ def test_picked_config_and_metric_columns_are_kept_per_experiment(app, store: St
     assert path not in list(at.dataframe[0].value.columns) if at.dataframe else True
     at.selectbox(key="runs_filter_exp").set_value(experiment).run()  # back: its columns come back
     assert list(at.dataframe[0].value.columns)[-3:] == [path, "agent/writer/loss (last)", "agent/writer/loss (max)"]
-
-
-def test_picked_columns_survive_a_new_session_until_default_columns(app, store: Store, experiment: int, seed,
-                                                                    make_config) -> None:
-    _lr_runs(store, experiment, seed, make_config, [0.01, 0.001])
-    path, metric = "trainer.agent_learning_rate", "agent/writer/loss"
-    at = app("runs")
-    assert store.saved_view("owner", "runs_columns", "all") is None  # showing the defaults saves nothing
-    at.multiselect(key="runs_cols_config.all").set_value([path]).run()
-    at.multiselect(key="runs_cols_metrics.all").set_value([metric]).run()
-    assert store.saved_view("owner", "runs_columns", "all") == {
+    assert store.saved_view("owner", "runs_columns", "all") is None  # showing the defaults saved nothing
+    assert store.saved_view("owner", "runs_columns", str(experiment)) == {
         "run": ["name", "status", "step", "team reward", "trend", "duration", "tags", "notes"],
-        "config": [path], "metrics": [metric], "aggregates": ["last"]}
+        "config": [path], "metrics": ["agent/writer/loss"], "aggregates": ["last", "max"]}
     # another browser saves later, naming a setting and a metric no run has (any more) and a column this
     # version does not know; this session's reruns change nothing, so they write nothing over it
-    store.save_view("owner", "runs_columns", "all", {"run": ["status", "no such column"], "config": [path, "gone.lr"],
-                                                     "metrics": ["gone/metric", metric], "aggregates": ["max"]})
+    store.save_view("owner", "runs_columns", str(experiment), {
+        "run": ["status", "no such column"], "config": [path, "gone.lr"],
+        "metrics": ["gone/metric", "agent/writer/loss"], "aggregates": ["max"]})
     at.run()
-    assert store.saved_view("owner", "runs_columns", "all")["config"] == [path, "gone.lr"]
+    assert store.saved_view("owner", "runs_columns", str(experiment))["config"] == [path, "gone.lr"]
     again = app("runs")  # a new session (a reload, another browser): the saved columns, stale ones dropped
+    again.selectbox(key="runs_filter_exp").set_value(experiment).run()
     assert not again.exception
-    assert list(again.dataframe[0].value.columns) == ["run", "status", path, f"{metric} (max)"]
-    again.button(key="runs_cols_reset.all").click().run()
-    assert store.saved_view("owner", "runs_columns", "all") is None
+    assert list(again.dataframe[0].value.columns) == ["run", "status", path, "agent/writer/loss (max)"]
+    again.button(key=f"runs_cols_reset.{experiment}").click().run()
+    assert store.saved_view("owner", "runs_columns", str(experiment)) is None
     assert list(again.dataframe[0].value.columns)[-1] == "notes"  # the default columns
-    assert path not in list(app("runs").dataframe[0].value.columns)
 
 
 def test_sort_orders_every_run_not_only_the_page(app, store: Store, experiment: int, seed) -> None:
