@@ -1,13 +1,20 @@
 """Liveness times come from the database server's clock, never from the clock of the process that
 writes or reads them: a process whose wall clock is shifted (``tests/jobs/skewed_clock``; the system
 clock, and so the database's, stay as they are) writes heartbeats, stop requests, worker sightings and
-run creations, and this process, on the true clock, judges them."""
+run creations, and this process, on the true clock, judges them.
+
+The skewed writer is one Python process per test module (:func:`skewed`), started once (importing the
+store costs about 0.8 s of CPU time, and 14 such starts made most of this file's time); for each write it
+is told its shift, checks that its "now" reads that far off, and opens a store of its own on the test's
+database."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -18,36 +25,81 @@ from tests.jobs.helpers import ROOT
 
 TIMEOUT_S = 3.0
 
+# The writer: a shift given on start-up makes tests/jobs/skewed_clock/sitecustomize.py replace the
+# project's utcnow; each request then sets the shift that replacement adds (sitecustomize's ``_SHIFT``),
+# refuses to write unless its utcnow reads that far from the system clock, and runs the request's code
+# with a store of its own (closed after it).
+_WRITER = """
+import contextlib, io, json, sys
+from datetime import UTC, datetime, timedelta
+
+import db.tables
+import sitecustomize
+from db.store import Store
+
+assert db.tables.utcnow is not sitecustomize._true_utcnow, "the skewed clock is not installed"
+for line in sys.stdin:
+    request = json.loads(line)
+    sitecustomize._SHIFT = timedelta(seconds=request["shift_s"])
+    seen = (db.tables.utcnow() - datetime.now(UTC)).total_seconds()
+    assert abs(seen - request["shift_s"]) < 1, f"the writer's clock reads {seen} s off"
+    out = io.StringIO()
+    store = Store(request["url"])
+    with contextlib.redirect_stdout(out):
+        exec(request["code"], {"store": store})
+    store.close()
+    print(json.dumps(out.getvalue()), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def skewed() -> Iterator[Callable[[str, float, str], str]]:
+    """``skewed(url, shift_s, code)``: run ``code`` (with ``store``, a Store on ``url``) in the writer
+    process, its clock reading ``shift_s`` seconds off; returns what it printed."""
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER], cwd=ROOT, env=skewed_clock_env(1.0),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def run(url: str, shift_s: float, code: str) -> str:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"url": url, "shift_s": shift_s, "code": code}) + "\n")
+        proc.stdin.flush()
+        answer = proc.stdout.readline()
+        if not answer:  # it died: its traceback says why
+            proc.wait(timeout=30)
+            raise AssertionError(proc.stderr.read() if proc.stderr else "the skewed writer died")
+        return json.loads(answer)
+
+    try:
+        yield run
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
 
 def _running(store: Store, run_id: int) -> None:
     store.transition(run_id, states.STARTING)
     store.transition(run_id, states.RUNNING)
 
 
-def _as_skewed_process(url: str, shift_s: float, code: str) -> str:
-    """Run ``code`` (with ``store``, a Store on ``url``) in a Python process whose clock reads ``shift_s``
-    seconds off; returns what it printed."""
-    script = f"from db.store import Store\nstore = Store({url!r})\n{code}\nstore.close()\n"
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=skewed_clock_env(shift_s),
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def test_a_heartbeat_from_a_clock_120_s_behind_is_fresh(store: Store, run_id: int):
+def test_a_heartbeat_from_a_clock_120_s_behind_is_fresh(skewed, store: Store, run_id: int):
     """Before: ``heartbeat_at`` was the writer's clock, 120 s in the past, and the first reaper on a true
     clock marked the healthy run ``lost`` at once."""
     _running(store, run_id)
-    _as_skewed_process(store.url, -120, f"store.heartbeat({run_id}, live_only=True)")
+    skewed(store.url, -120, f"store.heartbeat({run_id}, live_only=True)")
     assert store.reap_lost(TIMEOUT_S) == []
     assert store.get_run(run_id).status == states.RUNNING
 
 
-def test_a_killed_writer_60_s_ahead_is_lost_after_the_timeout_not_60_s_later(store: Store, run_id: int):
+def test_a_killed_writer_60_s_ahead_is_lost_after_the_timeout_not_60_s_later(skewed, store: Store, run_id: int):
     """Before: its last heartbeat was stamped 60 s in the future, so the run was reaped only after
     timeout + 60 s."""
     _running(store, run_id)
-    _as_skewed_process(store.url, +60, f"store.heartbeat({run_id}, live_only=True)")
+    skewed(store.url, +60, f"store.heartbeat({run_id}, live_only=True)")
     t0 = time.monotonic()
     while not store.reap_lost(TIMEOUT_S):
         assert time.monotonic() - t0 < TIMEOUT_S + 5, "not reaped within the heartbeat timeout"
@@ -55,21 +107,21 @@ def test_a_killed_writer_60_s_ahead_is_lost_after_the_timeout_not_60_s_later(sto
     assert store.get_run(run_id).status == states.LOST
 
 
-def test_a_stop_asked_from_a_clock_60_s_behind_still_gets_its_grace(store: Store, run_id: int):
+def test_a_stop_asked_from_a_clock_60_s_behind_still_gets_its_grace(skewed, store: Store, run_id: int):
     """Before: ``stop_requested_at`` was 60 s in the past, so an enforcer with a 30 s grace terminated
     the run at once."""
     from jobs.maintenance import StopEnforcer
 
     _running(store, run_id)
-    _as_skewed_process(store.url, -60, f"store.request_stop({run_id})")
+    skewed(store.url, -60, f"store.request_stop({run_id})")
     assert store.get_run(run_id).status == states.STOPPING
     assert StopEnforcer().enforce(store, None, grace_s=30) == []
     assert store.get_run(run_id).status == states.STOPPING
 
 
-def test_a_worker_60_s_ahead_goes_offline_after_the_timeout(store: Store):
+def test_a_worker_60_s_ahead_goes_offline_after_the_timeout(skewed, store: Store):
     """Before: its ``last_seen`` was 60 s in the future, so it stayed online 60 s after it died."""
-    _as_skewed_process(store.url, +60, "store.upsert_worker('w@far', host='far', queues=['cpu'])")
+    skewed(store.url, +60, "store.upsert_worker('w@far', host='far', queues=['cpu'])")
     t0 = time.monotonic()
     while not store.mark_stale_workers_offline(TIMEOUT_S):
         assert time.monotonic() - t0 < TIMEOUT_S + 5, "the dead worker is still online"
@@ -78,18 +130,18 @@ def test_a_worker_60_s_ahead_goes_offline_after_the_timeout(store: Store):
 
 
 @pytest.mark.parametrize("shift_s", [-90.0, 45.0])
-def test_a_worker_s_clock_skew_is_measured_and_stored(store: Store, shift_s: float):
-    _as_skewed_process(store.url, shift_s, "store.upsert_worker('w@skewed', host='skewed', queues=['cpu'])")
+def test_a_worker_s_clock_skew_is_measured_and_stored(skewed, store: Store, shift_s: float):
+    skewed(store.url, shift_s, "store.upsert_worker('w@skewed', host='skewed', queues=['cpu'])")
     worker = store.list_workers()[0]
     assert worker.clock_skew_s == pytest.approx(shift_s, abs=2.0)
 
 
-def test_a_run_created_by_a_clock_120_s_behind_is_not_old_for_the_reconciler(store: Store, experiment_id: int):
+def test_a_run_created_by_a_clock_120_s_behind_is_not_old_for_the_reconciler(skewed, store: Store, experiment_id: int):
     """Before: ``created_at`` was 120 s in the past, so the reconciler took a run just submitted for one
     whose message the broker lost (it waits ``min_age_s`` before re-sending)."""
     from jobs.reconcile import Reconciler
 
-    out = _as_skewed_process(store.url, -120, f"print(store.create_run({experiment_id}, {{}}, 'cpu').id)")
+    out = skewed(store.url, -120, f"print(store.create_run({experiment_id}, {{}}, 'cpu').id)")
     run_id = int(out.strip())
     assert [r.id for r in store.list_runs(statuses=[states.QUEUED])] == [run_id]
     assert Reconciler().queued_old_enough(store, min_age_s=10) == []
