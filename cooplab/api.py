@@ -13,7 +13,8 @@ It talks to the database and the broker of the environment's settings (``COOPLAB
 ``COOPLAB_DATABASE_URL``, ``COOPLAB_BROKER_URL``; or pass ``settings=``), like ``cooplab submit``: the
 workers that train the runs are started separately (``cooplab worker`` or ``cooplab up``). One process
 submitting many runs pays the imports once (about 0.1 s per run after that). Importing this module
-imports no torch, Celery or alembic.
+imports no torch, Celery or alembic; a submit on a SQLite file and the filesystem broker (the defaults)
+imports no SQLAlchemy, Celery or kombu either.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def submit(configs: ConfigLike | Iterable[ConfigLike], *, experiment: str | None
     behind. Returns the new runs' ids, in order (:class:`jobs.client.QueuedRun`, plain ``int``s whose
     ``unsent`` says why the broker has not got a run yet when it is down: the run stays queued and is
     sent when the broker answers)."""
-    from jobs.celery_app import validate_device
+    from jobs.devices import validate_device
 
     settings = _settings(settings)
     validate_device(device)

@@ -23,10 +23,8 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 from queue import Empty
-from time import monotonic
 from typing import Any
 
 from kombu.exceptions import ChannelError
@@ -34,10 +32,11 @@ from kombu.transport import filesystem
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
+from jobs.broker_fs_write import PARTIAL_SUFFIX, MessageNotWritten, write_message_file  # noqa: F401 - PARTIAL_SUFFIX: re-exported
+
 log = logging.getLogger(__name__)
 
 QUARANTINE = "quarantine"
-PARTIAL_SUFFIX = ".part"
 """The folder, beside ``in``, that unreadable message files are moved to."""
 
 
@@ -105,19 +104,10 @@ class Channel(filesystem.Channel):
         raise Empty()
 
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
-        name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
-        path = os.path.join(self.data_folder_out, name)
-        partial = path + PARTIAL_SUFFIX  # no reader takes it: its name does not end in .<queue>.msg
-        data = str_to_bytes(dumps(payload))
-        try:
-            with open(partial, "wb", buffering=0) as f:
-                f.write(data)
-                os.fsync(f.fileno())
-            os.replace(partial, path)  # whole or not at all: a reader never sees a file being written
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(partial)
-            raise ChannelError(f"cannot write the message {path}: {exc}") from exc
+        try:  # the same file a submit writes without kombu (jobs.broker_fs_write)
+            write_message_file(self.data_folder_out, queue, str_to_bytes(dumps(payload)))
+        except MessageNotWritten as exc:
+            raise ChannelError(str(exc)) from exc.__cause__
 
     def _size(self, queue: str) -> int:
         return sum(1 for name in self._inbox() if name.partition(".")[2] == f"{queue}.msg")

@@ -10,7 +10,8 @@ folder's disk is full) stays ``queued``: the reconciler of every worker and of `
 Importing this module never imports torch or the task module: configs are validated with the
 torch-free :mod:`engine.schema.run_config` and pre-flight checked (:mod:`jobs.preflight`) before anything is
 stored, and the task is sent by name (``jobs.run_training``) to the queue of
-the chosen device. Calls return as soon as the database and the broker have the request; stopping
+the chosen device: on the filesystem broker as the message file Celery would write, without loading
+Celery (:mod:`jobs.broker_fs_write`), on Redis through Celery's sending app. Calls return as soon as the database and the broker have the request; stopping
 a run that ignores its stop flag is finished later by the stop enforcer (see :mod:`jobs.maintenance`).
 """
 
@@ -27,7 +28,7 @@ from db.records import Run
 from db.states import InvalidTransition
 from db.urls import redact_url
 from engine.schema.run_config import RunConfig
-from jobs.celery_app import TASK_NAME, device_queue, get_app, get_sender_app, validate_device
+from jobs.devices import validate_device
 from jobs.faults import first_line, resource_reason
 from jobs.lineage import resume_checkpoint
 from jobs.preflight import check_run_config
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     SubmitWrites = Store | RunWrites | SqliteRunWrites
 
 log = logging.getLogger(__name__)
+
+TASK_NAME = "jobs.run_training"
+"""As :data:`jobs.celery_app.TASK_NAME` (a test holds the two equal): sent by name."""
 
 _STORES: dict[str, SubmitWrites] = {}
 """Per database URL, this process's store, or only a submit's writes until a store is asked for (one
@@ -132,10 +136,17 @@ def _disk_words(reason: str) -> str:
 def _send(run: Run, task_id: str, settings: Settings) -> None:
     """Send the run's task to its queue (bounded; see :data:`SEND_RETRY_POLICY`), or raise
     :class:`BrokerUnavailable` naming the broker."""
-    app = get_sender_app(settings)
     try:
-        app.send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue), ignore_result=True,
-                      retry=True, retry_policy=SEND_RETRY_POLICY)
+        if settings.resolved_broker_url.startswith("filesystem://"):  # the file Celery would write, without it
+            from jobs.broker_fs_write import send_task_file
+
+            send_task_file(settings, TASK_NAME, [run.id], task_id, queue=validate_device(run.queue))
+        else:
+            from jobs.celery_app import device_queue, get_sender_app
+
+            get_sender_app(settings).send_task(TASK_NAME, args=[run.id], task_id=task_id,
+                                               queue=device_queue(run.queue), ignore_result=True, retry=True,
+                                               retry_policy=SEND_RETRY_POLICY)
     except Exception as exc:
         broker = redact_url(settings.resolved_broker_url)
         disk = resource_reason(exc)
@@ -295,6 +306,8 @@ def _revoke(run: Run, settings: Settings, *, terminate: bool) -> None:
     if not run.celery_task_id:
         return
     try:
+        from jobs.celery_app import get_app
+
         get_app(settings).control.revoke(run.celery_task_id, terminate=terminate)
     except Exception:  # the run's state already says cancelled; the executor will not start it
         log.warning("could not revoke task %s of run %s", run.celery_task_id, run.id, exc_info=True)

@@ -157,7 +157,7 @@ def test_a_message_being_written_is_never_taken_by_a_reader(jobs_env, monkeypatc
     whole afterwards; nothing is quarantined."""
     from queue import Empty
 
-    from jobs import broker_fs
+    from jobs import broker_fs_write
 
     conn, channel = _channel(jobs_env)
     real_open = open
@@ -172,7 +172,7 @@ def test_a_message_being_written_is_never_taken_by_a_reader(jobs_env, monkeypatc
                 seen["read"] = None
         return f
 
-    monkeypatch.setattr(broker_fs, "open", open_then_look, raising=False)
+    monkeypatch.setattr(broker_fs_write, "open", open_then_look, raising=False)  # what broker_fs writes with
     try:
         channel._put("cpu", {"body": "whole"})
         monkeypatch.undo()

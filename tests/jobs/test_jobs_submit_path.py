@@ -1,10 +1,11 @@
 """The submit path stays cheap: `cooplab submit` and `api.submit` import no alembic (when the schema is
 current), torch, transformers, streamlit, pandas, numpy, plotly, pydantic-settings, CLI framework (typer,
 rich), other algorithms' config classes, or SQLAlchemy at all on a SQLite file (they write through
-``db.sqlite_writes`` with ``sqlite3``; on PostgreSQL through ``db.run_writes`` on Core, without the ORM),
-and a refused config is refused before the store or the broker client is imported; the schema check
-reads one row instead of loading alembic; and the Python API for scripted sweeps (:mod:`cooplab.api`)
-queues, lists and waits for runs. No worker: cheap."""
+``db.sqlite_writes`` with ``sqlite3``; on PostgreSQL through ``db.run_writes`` on Core, without the ORM)
+or Celery and kombu on the filesystem broker (``jobs.broker_fs_write`` writes the message); a refused
+config is refused before the store or the broker client is imported; the schema check reads one row
+instead of loading alembic; and the Python API for scripted sweeps (:mod:`cooplab.api`) queues, lists
+and waits for runs. No worker: cheap."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ from tests.jobs.helpers import ROOT, tiny_config
 
 HEAVY = ("alembic", "torch", "transformers", "streamlit", "pandas", "numpy", "plotly")
 # what a plain submit of a MAGRPO config has no use for (cooplab.submit_path, engine.schema.config_class,
-# db.rollups, jobs.env_settings, db.run_writes, SQLAlchemy on a SQLite file): the CLI framework,
+# db.rollups, jobs.env_settings, db.run_writes, SQLAlchemy on a SQLite file, Celery and kombu on the filesystem
+# broker): the CLI framework,
 # pydantic-settings, the other algorithms' config classes, the ORM and the store's other operations
 NOT_FOR_SUBMIT = (*HEAVY, "typer", "rich", "pydantic_settings", "engine.schema.algorithms",
                   "engine.schema.preference_configs", "engine.schema.actor_critic_configs",
-                  "sqlalchemy", "db.run_writes", "db.models", "db.store")
+                  "sqlalchemy", "db.run_writes", "db.models", "db.store", "celery", "kombu")
 STORE_AND_BROKER = ("sqlalchemy", "celery", "kombu", "db.store", "jobs.client")
 
 _SUBMIT_AND_LIST_IMPORTS = """
