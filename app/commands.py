@@ -1,4 +1,4 @@
-"""Every change the dashboard makes to experiments, runs' notes, studies and evaluations, as plain
+"""Every change the dashboard makes to experiments, runs' notes, studies, evaluations and saved views, as plain
 functions (no Streamlit) over a :class:`Store` and the settings.
 
 Pages and components describe the UI, read through :mod:`app.queries`, and change state only through
@@ -96,6 +96,19 @@ def rename_run(store: Store, run_id: int, name: str) -> Run:
 def delete_run(store: Store, run_id: int) -> None:
     """Delete a run with its metrics and transcripts (files on disk stay; refused while it is active)."""
     store.delete_run(run_id)
+
+
+# ---- saved views (what a user chose to see; ``app.saved_views`` decides when)
+
+
+def save_view(store: Store, owner: str, view: str, scope: str, choice: Mapping[str, Any]) -> None:
+    """Keep ``owner``'s ``choice`` for ``view`` in ``scope``; ValueError when the store refuses it (too long)."""
+    store.save_view(owner, view, scope, choice)
+
+
+def forget_view(store: Store, owner: str, view: str, scope: str) -> None:
+    """Drop ``owner``'s saved ``view`` in ``scope``: the page's defaults again."""
+    store.forget_view(owner, view, scope)
 
 
 def queue_evaluation(run_id: int, *, checkpoint: str, options: EvalOptions, settings: Settings) -> EvalRequest:

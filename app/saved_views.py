@@ -21,6 +21,7 @@ from typing import Any
 
 import streamlit as st
 
+from app import commands
 from db.store import Store
 
 OWNER = "owner"
@@ -57,7 +58,7 @@ def keep(store: Store, view: str, scope: str, choice: Mapping[str, Any]) -> None
     if key in loaded and loaded[key] == value:
         return
     try:
-        store.save_view(owner(), view, scope, value)
+        commands.save_view(store, owner(), view, scope, value)
     except ValueError as exc:
         st.warning(f"This choice is kept for this session only: {exc}.")
     loaded[key] = copy.deepcopy(value)  # refused or not: not tried again until it changes
@@ -65,7 +66,7 @@ def keep(store: Store, view: str, scope: str, choice: Mapping[str, Any]) -> None
 
 def forget(store: Store, view: str, scope: str) -> None:
     """Drop the saved ``view`` in ``scope``: the page's defaults again, in every session that loads it."""
-    store.forget_view(owner(), view, scope)
+    commands.forget_view(store, owner(), view, scope)
     _loaded()[f"{view}:{scope}"] = None
 
 

@@ -27,8 +27,7 @@ from db.records import Lineage, Run
 from db.store import Store
 
 MAX_RUNS = 8
-CHARTS = "compare_charts"
-"""The saved view of the curves' choices (``{"metrics": [...], "x": "step", "ema": 0.6}``, scope ``all``)."""
+CHARTS = "compare_charts"  # the saved view of the curves: {"metrics": [...], "x": "step", "ema": 0.6}, scope all
 X_AXES = ("step", "env_step", "wall_time")
 DEFAULT_EMA = 0.6
 

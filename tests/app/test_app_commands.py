@@ -21,7 +21,7 @@ from tests.app.conftest import add_run
 APP = Path(__file__).resolve().parents[2] / "app"
 WRITE_PREFIXES = ("add_", "claim_", "clone_", "create_", "delete_", "get_or_create_", "heartbeat", "import_",
                   "log_", "mark_", "reap_", "release_", "request_", "set_", "stop_early", "transition", "update_",
-                  "upsert_")
+                  "upsert_", "save_", "forget_")
 JOB_ACTIONS = {"create_study", "schedule_study", "stop_study", "resume_study", "queue_evaluation", "submit_run",
                "stop_run", "resume_run", "cancel_queued"}
 HELPERS = {"commands", "control"}
@@ -53,7 +53,7 @@ def _direct_writes(path: Path, writes: set[str]) -> list[str]:
 def test_pages_and_components_write_only_through_the_command_helpers() -> None:
     writes = _store_writes()
     assert {"create_experiment", "update_experiment", "delete_run", "set_run_notes", "create_study",
-            "reap_stale"} <= writes
+            "reap_stale", "save_view", "forget_view"} <= writes
     files = sorted([*(APP / "app_pages").glob("*.py"), *(APP / "components").glob("*.py")])
     assert len(files) > 15
     assert [hit for path in files for hit in _direct_writes(path, writes)] == []
