@@ -1,11 +1,13 @@
-"""``cooplab train`` of a ``parallel_training: fsdp`` run: torchrun starts two gloo ranks on this machine
-(:mod:`cooplab.fsdp_launch`), two heterogeneous tiny agents train two steps (with the KL to each agent's
-reference, sharded alike, in the reward, and the gradient clipped at 1.0), and the final weights and
-metrics equal the same run in one process (:class:`engine.distributed.trainer.FSDPMAGRPOTrainer` without
-a process group), and the ranks' sharded checkpoint of step 1 resumes in one process and on three ranks
-to the same step 2; a rank killed mid-run ends the launch with a failure naming the rank. Two torchrun launches of one rank
-each, meeting at one c10d rendezvous on this machine (two "nodes", docs/gpu.md's several-node recipe),
-train the same weights and metrics as the one-node launch of two ranks."""
+"""An fsdp run on gloo ranks, launched as docs/gpu.md describes. Two torchrun launches of one rank each,
+meeting at one c10d rendezvous on this machine (two "nodes", the several-node recipe), train two
+heterogeneous tiny agents two steps (with the KL to each agent's reference, sharded alike, in the reward,
+and the gradient clipped at 1.0); the final weights and metrics equal the same run in one process
+(:class:`engine.distributed.trainer.FSDPMAGRPOTrainer` without a process group), and the ranks' sharded
+checkpoint of step 1 resumes in one process and, under ``cooplab train --resume`` (torchrun --standalone,
+:mod:`cooplab.fsdp_launch`), on three ranks to the same step 2. ``cooplab train`` of two turns on two ranks
+equals the one-process run too; a rank killed mid-run ends the launch with a failure naming the rank.
+Every launch pays for its ranks importing torch and building the team, so the tests share them: one
+launch serves every check that its outputs can answer."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -44,46 +47,75 @@ def run_yaml(tmp_path, monkeypatch):
     return path
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.fixture(scope="module")
-def one_node(tmp_path_factory):
-    """``cooplab train`` of :data:`CONFIG` on one node: torchrun --standalone with two gloo ranks.
-    Returns the output folder and the command's output."""
-    folder = tmp_path_factory.mktemp("one-node")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("COOPLAB_HOME", str(folder / "home"))
-        mp.setenv("COOPLAB_COLLECTIVE_TIMEOUT_S", "60")
-        path = folder / "run.yaml"
-        path.write_text(yaml.safe_dump(CONFIG), encoding="utf-8")
-        result = CliRunner().invoke(_app(), ["train", str(path), "--output", str(folder / "two")])
-    assert result.exit_code == 0, result.output
-    return folder / "two", result.output
+def two_nodes(tmp_path_factory):
+    """docs/gpu.md's several-node recipe, run twice at once on this machine as two "nodes" of one gloo rank
+    each: ``torch.distributed.run --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d
+    --rdzv_endpoint=HOST:PORT --rdzv_id=ID -m cooplab.fsdp_rank RUN.yaml OUT``, the same config file and
+    output folder given to both. Returns the output folder and each launch's output; both exited 0."""
+    folder = tmp_path_factory.mktemp("two-nodes")
+    out, port = folder / "out", _free_port()
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump(CONFIG), encoding="utf-8")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+               "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=two-nodes",
+               "-m", "cooplab.fsdp_rank", str(path), str(out)]
+    env = {**os.environ, "COOPLAB_HOME": str(folder / "home"), "COOPLAB_COLLECTIVE_TIMEOUT_S": "60"}
+    nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env, cwd=Path(__file__).parents[3]) for _ in range(2)]
+    outputs = []
+    try:
+        for node in nodes:
+            outputs.append(node.communicate(timeout=240)[0])
+    finally:
+        for node in nodes:  # each rank dies with its torchrun (cooplab.fsdp_rank)
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    return out, outputs
 
 
 def _metrics(folder) -> list[dict]:
     return [json.loads(line)["metrics"] for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_path, one_node):
+def _max_delta(got: dict, want: dict) -> float:
+    return max(float((got[n] - want[n]).abs().max()) for n in want)
+
+
+def _single_process(config, folder, resume_from=None):
+    """:data:`CONFIG` trained in this process, with no process group: one rank, unsharded."""
     from engine.build.run import run_training
-    from engine.distributed.trainer import final_weights
-    from engine.schema.run_config import load_run_config
     from engine.sinks import JsonlSink
 
-    one = tmp_path / "one"
-    config = load_run_config(run_yaml)  # in this process, with no process group: one rank, unsharded
     config = config.model_copy(update={"trainer": config.trainer.model_copy(update={"fsdp_ranks": 1})})
-    single = run_training(config, output_dir=one, sink=JsonlSink(one))
-    assert (single.status, single.step) == ("completed", 2)
+    result = run_training(config, output_dir=folder, sink=JsonlSink(folder), resume_from=resume_from)
+    assert (result.status, result.step) == ("completed", 2)
 
-    two, output = one_node
-    assert "torchrun --standalone --nproc_per_node=2" in output
-    assert "[rank 1] " in output and "[rank 0] completed: step 2" in output
 
+def test_two_ranks_at_one_rendezvous_equal_the_single_process_run(run_yaml, tmp_path, two_nodes):
+    from engine.distributed.trainer import final_weights
+    from engine.schema.run_config import load_run_config
+
+    two, outputs = two_nodes
+    # the rendezvous made one world of two ranks, one on each "node"; rank 0 wrote the outputs
+    assert sorted(o.count("[rank 0] completed: step 2") for o in outputs) == [0, 1], outputs
+    assert all(("[rank 0] " in o) != ("[rank 1] " in o) for o in outputs)
+
+    one = tmp_path / "one"
+    _single_process(load_run_config(run_yaml), one)
     before = final_weights(one / "checkpoints" / "checkpoint-1")
     for a, (got, want) in enumerate(zip(final_weights(two / "checkpoints" / "checkpoint-2"),
                                          final_weights(one / "checkpoints" / "checkpoint-2"), strict=True)):
-        moved = max(float((want[n] - before[a][n]).abs().max()) for n in want)  # by the second step
-        delta = max(float((got[n] - want[n]).abs().max()) for n in want)
+        moved = _max_delta(want, before[a])  # by the second step
+        delta = _max_delta(got, want)
         print(f"agent {a}: max |delta| {delta:.2g} after the second step moved it by {moved:.2g}")
         assert moved > 1e-3 and delta < 1e-4, (a, moved, delta)  # 2.2e-6 and 3.8e-6 seen; AdamW steps of 1e-2
     # rank 0 reported the whole step (both ranks' joint actions), once; the other rank wrote no reports
@@ -108,78 +140,36 @@ def test_two_ranks_under_torchrun_equal_the_single_process_run(run_yaml, tmp_pat
     sizes = [p.stat().st_size for p in shards]
     print(f"shard bytes per rank: {sizes}")
     assert max(sizes) < 0.6 * sum(sizes)
-    # the two ranks' checkpoint of step 1 resumes in one process, and its step 2 equals the ranks' step 2
-    # (the AdamW moments came along: a fresh optimizer's second step would differ by about the learning rate)
-    three = tmp_path / "resumed"
-    resumed = run_training(config, output_dir=three, sink=JsonlSink(three),
-                           resume_from=two / "checkpoints" / "checkpoint-1")
-    assert (resumed.status, resumed.step) == ("completed", 2)
-    for a, (got, want) in enumerate(zip(final_weights(three / "checkpoints" / "checkpoint-2"),
-                                         final_weights(two / "checkpoints" / "checkpoint-2"), strict=True)):
-        delta = max(float((got[n] - want[n]).abs().max()) for n in want)
+
+
+def test_the_ranks_checkpoint_resumes_in_one_process_and_on_three_ranks(run_yaml, tmp_path, two_nodes):
+    """The two ranks' checkpoint of step 1 resumes in one process, and its step 2 equals the ranks' step 2
+    (the AdamW moments came along: a fresh optimizer's second step would differ by about the learning
+    rate); and on three ranks under ``cooplab train --resume`` (torchrun --standalone on this machine), where
+    DCP reshards the two ranks' shards into thirds."""
+    from engine.distributed.trainer import final_weights
+    from engine.schema.run_config import load_run_config
+
+    two, _ = two_nodes
+    ranks = final_weights(two / "checkpoints" / "checkpoint-2")
+    one = tmp_path / "resumed"
+    _single_process(load_run_config(run_yaml), one, resume_from=two / "checkpoints" / "checkpoint-1")
+    for a, (got, want) in enumerate(zip(final_weights(one / "checkpoints" / "checkpoint-2"), ranks, strict=True)):
+        delta = _max_delta(got, want)
         print(f"agent {a}: resumed at world size 1 from world size 2, max |delta| {delta:.2g} after step 2")
         assert delta < 1e-4, (a, delta)
-    # and on three ranks (cooplab train --resume): DCP reshards the two ranks' shards into thirds
     three_yaml = tmp_path / "three.yaml"
     three_yaml.write_text(yaml.safe_dump({**CONFIG, "trainer": {**CONFIG["trainer"], "fsdp_ranks": 3}}))
     result = CliRunner().invoke(_app(), ["train", str(three_yaml), "--output", str(tmp_path / "three"),
                                          "--resume", str(two / "checkpoints" / "checkpoint-1")])
     assert result.exit_code == 0, result.output[-3000:]
+    assert "torchrun --standalone --nproc_per_node=3" in result.output
     assert "[rank 2] " in result.output and "[rank 0] completed: step 2" in result.output
-    for a, (got, want) in enumerate(zip(final_weights(tmp_path / "three" / "checkpoints" / "checkpoint-2"),
-                                         final_weights(two / "checkpoints" / "checkpoint-2"), strict=True)):
-        delta = max(float((got[n] - want[n]).abs().max()) for n in want)
+    for a, (got, want) in enumerate(zip(final_weights(tmp_path / "three" / "checkpoints" / "checkpoint-2"), ranks,
+                                        strict=True)):
+        delta = _max_delta(got, want)
         print(f"agent {a}: resumed at world size 3 from world size 2, max |delta| {delta:.2g} after step 2")
         assert delta < 1e-4, (a, delta)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.mark.slow
-def test_two_nodes_at_one_rendezvous_train_what_one_node_trains(run_yaml, tmp_path, one_node):
-    """docs/gpu.md's several-node recipe, run twice on this machine as two "nodes" of one rank each:
-    ``torch.distributed.run --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT
-    --rdzv_id=ID -m cooplab.fsdp_rank RUN.yaml OUT``, the same config file and output folder given to both."""
-    from engine.distributed.trainer import final_weights
-
-    out, port = tmp_path / "nodes", _free_port()
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
-               "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=two-nodes",
-               "-m", "cooplab.fsdp_rank", str(run_yaml), str(out)]
-    nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=dict(os.environ), cwd=Path(__file__).parents[3]) for _ in range(2)]
-    outputs = []
-    try:
-        for node in nodes:
-            outputs.append(node.communicate(timeout=240)[0])
-    finally:
-        for node in nodes:  # each rank dies with its torchrun (cooplab.fsdp_rank)
-            if node.poll() is None:
-                node.kill()
-                node.wait()
-    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
-    # the rendezvous made one world of two ranks, one on each "node"; rank 0 wrote the outputs
-    assert sorted(o.count("[rank 0] completed: step 2") for o in outputs) == [0, 1], outputs
-    assert all(("[rank 0] " in o) != ("[rank 1] " in o) for o in outputs)
-
-    one, _ = one_node
-    for step in (1, 2):
-        for a, (got, want) in enumerate(zip(final_weights(out / "checkpoints" / f"checkpoint-{step}"),
-                                             final_weights(one / "checkpoints" / f"checkpoint-{step}"), strict=True)):
-            delta = max(float((got[n] - want[n]).abs().max()) for n in want)
-            print(f"agent {a}, step {step}: two nodes against one node, max |delta| {delta:.2g}")
-            assert delta <= 1e-6, (a, step, delta)  # 0 seen: the same ranks, sums and order
-    for got, want in zip(_metrics(out), _metrics(one), strict=True):
-        assert got["perf/ranks"] == 2.0
-        for key, value in want.items():
-            if key.startswith("perf/") and key != "perf/ranks":
-                continue  # timings
-            assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
-    assert (out / "model" / "agent_1" / "model.safetensors").is_file()
 
 
 @pytest.mark.slow
@@ -188,7 +178,9 @@ def test_two_turns_on_two_ranks_equal_the_single_process_run(tmp_path, monkeypat
     second turn seeded by its item, turn and place, not by the rank) and takes one optimizer step per
     agent per turn, as the MAGRPO trainer's mini-batches never mix turns; the weights and metrics equal
     the same run in one process. The task is the quickstart with a revise-your-answer transition
-    (:mod:`tests.engine.distributed.turn_tasks`, allowed as an operator allows a task module)."""
+    (:mod:`tests.engine.distributed.turn_tasks`, allowed as an operator allows a task module). The launch is
+    ``cooplab train``'s of one node (torchrun --standalone, two ranks): every rank's lines come prefixed and
+    only rank 0 reports."""
     import safetensors.torch
 
     from engine.build.run import run_training
@@ -216,6 +208,9 @@ def test_two_turns_on_two_ranks_equal_the_single_process_run(tmp_path, monkeypat
     two = tmp_path / "two"
     result = CliRunner().invoke(_app(), ["train", str(path), "--output", str(two)])
     assert result.exit_code == 0, result.output[-3000:]
+    assert "torchrun --standalone --nproc_per_node=2" in result.output
+    assert "[rank 1] " in result.output and "[rank 0] completed: step 2" in result.output
+    assert not (two / ".ranks" / "rank1" / "metrics.jsonl").exists()
     for a in range(2):
         got, want = (safetensors.torch.load_file(folder / "model" / f"agent_{a}" / "model.safetensors")
                      for folder in (two, one))
@@ -230,7 +225,7 @@ def test_two_turns_on_two_ranks_equal_the_single_process_run(tmp_path, monkeypat
 
 
 def test_a_killed_rank_fails_the_launch_naming_it(run_yaml, tmp_path, monkeypatch):
-    monkeypatch.setenv("COOPLAB_FSDP_FAULT", "1:1:kill")  # rank 1 kills itself before its second step
+    monkeypatch.setenv("COOPLAB_FSDP_FAULT", "1:0:kill")  # rank 1 kills itself before its first step
     started = time.monotonic()
     result = CliRunner().invoke(_app(), ["train", str(run_yaml), "--output", str(tmp_path / "out")])
     elapsed = time.monotonic() - started
@@ -238,6 +233,16 @@ def test_a_killed_rank_fails_the_launch_naming_it(run_yaml, tmp_path, monkeypatc
     assert "failed: rank 1 failed: exit code -9" in result.output, result.output[-3000:]
     assert elapsed < 240
     print(f"killed rank: the launch failed after {elapsed:.1f} s")
+    out = str(tmp_path / "out")
+    left = [p.pid for p in psutil.process_iter() if _cmdline_has(p, out)]
+    assert not left, f"processes of the launch left behind: {left}"  # torchrun stopped rank 0, then exited
+
+
+def _cmdline_has(proc, text: str) -> bool:
+    try:
+        return any(text in arg for arg in proc.cmdline())
+    except psutil.Error:
+        return False
 
 
 FROZEN_REPORT = """\
