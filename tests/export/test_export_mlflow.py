@@ -1,5 +1,9 @@
 """``cooplab export mlflow``: a run made in a real SQLite CoopLab database, exported by the CLI to a
-real ``mlflow server``, and read back with the MLflow client."""
+real ``mlflow server``, and read back with the MLflow client.
+
+The first export runs ``python -m cooplab`` as a process of its own (the command as a user types it);
+the other invocations call the same Typer app in this process (:func:`_cli_here`): each process of its
+own imports MLflow anew, and three of them made most of this file's CPU time."""
 
 from __future__ import annotations
 
@@ -120,8 +124,28 @@ def _cli(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
+def _cli_here(monkeypatch: pytest.MonkeyPatch, *args: str,
+              env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI's Typer app called in this process, with the environment :func:`_cli` gives its process
+    (the command's own settings of ``MLFLOW_*`` variables are undone after the test)."""
+    from typer.testing import CliRunner
+
+    from cooplab.cmd_export import _MLFLOW_DEFAULTS, _MLFLOW_FORCED
+    from cooplab.typer_app import app
+
+    for name in (*_MLFLOW_DEFAULTS, *_MLFLOW_FORCED):  # restored after the test, whatever the command sets
+        value = os.environ.get(name)
+        monkeypatch.setenv(name, value or "")
+        if value is None:
+            monkeypatch.delenv(name)
+    for name, value in {**QUIET_MLFLOW, **(env_extra or {})}.items():
+        monkeypatch.setenv(name, value)
+    done = CliRunner().invoke(app, list(args))
+    return subprocess.CompletedProcess(["cooplab", *args], done.exit_code, done.stdout, done.stderr)
+
+
 @pytest.mark.slow
-def test_a_run_exported_to_a_real_mlflow_server_reads_back_whole(mlflow_server, study_run, tmp_path):
+def test_a_run_exported_to_a_real_mlflow_server_reads_back_whole(mlflow_server, study_run, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     settings, first, second = study_run
@@ -179,7 +203,8 @@ def test_a_run_exported_to_a_real_mlflow_server_reads_back_whole(mlflow_server, 
     [record] = [json.loads(line) for line in (local / "evaluations.jsonl").read_text().splitlines()]
     assert record["metrics"] == {"eval/reward_mean": 0.75} and record["checkpoint_step"] == 4
 
-    again = _cli(
+    again = _cli_here(
+        monkeypatch,
         "export",
         "mlflow",
         str(second),
@@ -198,14 +223,15 @@ def test_a_run_exported_to_a_real_mlflow_server_reads_back_whole(mlflow_server, 
     assert stopped.info.status == "KILLED" and stopped.data.tags["cooplab.lineage"] == f"{first},{second}"
 
 
-def test_a_missing_run_and_a_server_that_is_down_are_named(study_run):
+def test_a_missing_run_and_a_server_that_is_down_are_named(study_run, monkeypatch):
     closed = "http://127.0.0.1:9"
-    missing = _cli("export", "mlflow", "999", "--tracking-uri", closed)
+    missing = _cli_here(monkeypatch, "export", "mlflow", "999", "--tracking-uri", closed)
     assert missing.returncode == 2
     assert (
         missing.stderr == "cooplab export mlflow: no run 999 in the database; `cooplab runs` lists the runs\n"
     )
-    down = _cli(
+    down = _cli_here(
+        monkeypatch,
         "export",
         "mlflow",
         str(study_run[2]),
