@@ -1,9 +1,15 @@
 """A ``parallel_training: fsdp`` run executed by a real ``cooplab worker``: its job launches two gloo ranks
 under torchrun (:mod:`jobs.fsdp_job`), rank 0 writes the steps to the real SQLite store, and the run ends
-truthfully: ``succeeded`` with its metrics; ``stopped`` (with a sharded checkpoint) when a stop is asked
-mid-run, and a new attempt resumes from it; ``failed`` naming the rank when one is killed, or when one
-freezes (SIGSTOP) for the collective timeout; a job process killed takes its ranks with it (``lost``).
-One worker runs the runs one after the other (each run pays for two ranks importing torch)."""
+truthfully: ``stopped`` (with a sharded checkpoint) when a stop is asked mid-run, and a new attempt
+resumes from it; ``failed`` naming the rank when one freezes (SIGSTOP) for the collective timeout; a job
+process killed takes its ranks with it (``lost``). One worker runs the runs one after the other.
+
+Each launch pays for two ranks importing torch and building the team, so every launch ends in a way no
+other test's launch does: a run that succeeds, with its metrics, transcripts and checkpoints, is
+tests/jobs/test_jobs_fsdp_store.py's (the same job, executed in the test's process), and a rank killed
+(SIGKILL) ending the launch with the rank and its exit code named is
+tests/engine/distributed/test_fsdp_launch.py's (the same :func:`jobs.torchrun.launch`); here the run of
+a frozen rank shows how a launch's failure becomes the run's error."""
 
 from __future__ import annotations
 
@@ -18,7 +24,6 @@ import pytest
 from db import states
 from jobs.client import resume_run, stop_run, submit_run
 from tests.jobs.helpers import (
-    START_TIMEOUT_S,
     WorkerProcess,
     tiny_config,
     wait_for,
@@ -53,63 +58,35 @@ def ranks_of_job(worker: WorkerProcess) -> dict[int, psutil.Process]:
     return out
 
 
-def test_an_fsdp_run_through_a_worker_succeeds_stops_and_fails_naming_a_killed_or_frozen_rank(jobs_env, store, experiment_id,
-                                                                             start_worker):
+def test_an_fsdp_run_through_a_worker_stops_resumes_fails_naming_a_frozen_rank_and_dies_with_its_job(
+        jobs_env, store, experiment_id, start_worker):
     worker = start_worker(env_changes={"COOPLAB_COLLECTIVE_TIMEOUT_S": str(COLLECTIVE_TIMEOUT_S)})
 
-    # 1. two steps on two ranks: succeeded, rank 0's metrics (the whole step's), transcripts, checkpoints
-    t0 = time.monotonic()
-    done = submit_run(fsdp_config(2), experiment_id=experiment_id, settings=jobs_env)
-    wait_until_final(store, done, START_TIMEOUT_S, worker)
-    run = store.get_run(done)
-    assert run.status == states.SUCCEEDED, run.error
-    assert run.step == 2
-    assert list(store.series(done, "train/reward_mean").xs) == [1, 2]
-    assert list(store.series(done, "perf/ranks").ys) == [2.0, 2.0]
-    assert store.episodes(done, split="train"), "no transcripts stored"
-    assert [c.step for c in store.list_checkpoints(done)] == [1, 2]
-    log_text = Path(run.log_path).read_text(encoding="utf-8")
-    assert "[rank 1] " in log_text and "[rank 0] completed: step 2" in log_text
-    print(f"\nfsdp run, 2 steps on 2 ranks: succeeded {time.monotonic() - t0:.1f} s after the submit")
-
-    # 2. a stop mid-run reaches both ranks: a checkpoint at the step boundary, then stopped
+    # 1. a stop mid-run reaches both ranks: a checkpoint at the step boundary, then stopped
     stopped = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
     wait_until_step(store, stopped, 1)
     ranks = ranks_of_job(worker)
     assert sorted(ranks) == [0, 1]
+    assert list(store.series(stopped, "perf/ranks").ys)[:1] == [2.0]  # rank 0 reports the whole step
     t0 = time.monotonic()
     stop_run(stopped, settings=jobs_env)
     wait_until_final(store, stopped, 60, worker)
     run = store.get_run(stopped)
-    print(f"fsdp stop latency: {time.monotonic() - t0:.1f} s")
+    print(f"\nfsdp stop latency: {time.monotonic() - t0:.1f} s")
     assert run.status == states.STOPPED and run.error is None, run.error
     checkpoint = store.latest_checkpoint(stopped)
     assert checkpoint is not None and checkpoint.step == run.step
     for proc in ranks.values():  # every rank ended (not killed: the stop reached them)
         wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
+    log_text = Path(run.log_path).read_text(encoding="utf-8")
+    assert "[rank 1] " in log_text and "[rank 0] stopped: step" in log_text
 
-    # 3. resume: a new attempt's ranks load the sharded checkpoint and go on after its step; then rank 1
-    #    is killed mid-run: failed at once, naming the rank and its exit code; no rank left behind
-    killed = resume_run(stopped, settings=jobs_env)
-    wait_until_step(store, killed, checkpoint.step + 1)
-    assert store.series(killed, "train/reward_mean").xs[0] == checkpoint.step + 1
-    ranks = ranks_of_job(worker)
-    t0 = time.monotonic()
-    os.kill(ranks[1].pid, signal.SIGKILL)
-    wait_until_final(store, killed, 60, worker)
-    print(f"fsdp killed rank: failed after {time.monotonic() - t0:.1f} s")
-    run = store.get_run(killed)
-    assert run.status == states.FAILED
-    first = run.error.splitlines()[0]
-    assert first.startswith("RanksFailed: rank 1 failed: exit code -9"), first
-    for proc in ranks.values():
-        wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
-    assert worker.proc.poll() is None
-
-    # 4. rank 1 frozen (SIGSTOP) mid-run: its pulse stops; after the collective timeout the job names it,
+    # 2. resume: a new attempt's ranks load the sharded checkpoint and go on after its step; then rank 1
+    #    is frozen (SIGSTOP) mid-run: its pulse stops; after the collective timeout the job names it,
     #    kills every rank and the run fails (not lost, not hung)
-    frozen = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
-    wait_until_step(store, frozen, 1)
+    frozen = resume_run(stopped, settings=jobs_env)
+    wait_until_step(store, frozen, checkpoint.step + 1)
+    assert store.series(frozen, "train/reward_mean").xs[0] == checkpoint.step + 1
     ranks = ranks_of_job(worker)
     t0 = time.monotonic()
     os.kill(ranks[1].pid, signal.SIGSTOP)
@@ -126,11 +103,12 @@ def test_an_fsdp_run_through_a_worker_succeeds_stops_and_fails_naming_a_killed_o
         wait_for(lambda p=proc: not p.is_running() or p.status() == psutil.STATUS_ZOMBIE, 10, "the ranks to end")
     assert worker.proc.poll() is None
 
-    # 5. the job process killed (as the stop enforcer does after the grace period): torchrun and both
+    # 3. the job process killed (as the stop enforcer does after the grace period): torchrun and both
     #    ranks die with it (parent-death signals), and the run is settled like any dead job
     orphaned = submit_run(fsdp_config(500), experiment_id=experiment_id, settings=jobs_env)
-    wait_until_step(store, orphaned, 1)
+    wait_until_step(store, orphaned, 0)  # running: every rank built the team (a step is not needed)
     ranks = ranks_of_job(worker)
+    assert sorted(ranks) == [0, 1]
     (job_pid,) = worker.job_pids()
     t0 = time.monotonic()
     os.kill(job_pid, signal.SIGKILL)

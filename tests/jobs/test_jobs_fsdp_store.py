@@ -1,8 +1,10 @@
-"""An fsdp run's sharded checkpoints in a shared artifact store (``file://``): rank 0 uploads each
-checkpoint folder (every rank's shards) as it is written and the row gets its ``artifact_url`` once the
-copy is complete and checked; a resumed attempt on another data directory downloads the newest one and
-its two ranks go on from it. The job runs in this process (:func:`jobs.executor.execute_run`), its ranks
-under torchrun as in a worker."""
+"""An fsdp run's job (:func:`jobs.executor.execute_run`, in this process; its two gloo ranks under torchrun
+as in a worker, rank 0 writing the steps to the real SQLite store) succeeds with rank 0's metrics (the
+whole step's), transcripts and checkpoints; the checkpoints go to a shared artifact store (``file://``):
+rank 0 uploads each checkpoint folder (every rank's shards) as it is written and the row gets its
+``artifact_url`` once the copy is complete and checked; a resumed attempt on another data directory
+downloads the newest one and its two ranks go on from it. (A worker's fsdp runs that stop, freeze or
+lose their job: tests/jobs/test_jobs_fsdp.py.)"""
 
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ from tests.jobs.test_jobs_fsdp import fsdp_config
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_sharded_checkpoints_are_stored_and_resume_on_another_data_directory(jobs_env, store, experiment_id,
-                                                                             tmp_path, monkeypatch):
+def test_an_fsdp_job_succeeds_and_its_sharded_checkpoints_resume_from_the_store_elsewhere(
+        jobs_env, store, experiment_id, tmp_path, monkeypatch):
     folder = tmp_path / "shared-store"
     folder.mkdir()
     monkeypatch.setenv("COOPLAB_ARTIFACTS_URL", f"file://{folder}")  # the ranks read it too
@@ -30,6 +32,12 @@ def test_sharded_checkpoints_are_stored_and_resume_on_another_data_directory(job
     shared = Settings()
     run = store.create_run(experiment_id, fsdp_config(2), "cpu")
     assert execute_run(run.id, settings=shared, store=store) == states.SUCCEEDED, store.get_run(run.id).error
+    assert store.get_run(run.id).step == 2
+    assert list(store.series(run.id, "train/reward_mean").xs) == [1, 2]
+    assert list(store.series(run.id, "perf/ranks").ys) == [2.0, 2.0]
+    assert store.episodes(run.id, split="train"), "no transcripts stored"
+    log = Path(store.get_run(run.id).log_path).read_text(encoding="utf-8")
+    assert "[rank 1] " in log and "[rank 0] completed: step 2" in log
 
     artifacts = open_store(shared)
     rows = store.list_checkpoints(run.id)
