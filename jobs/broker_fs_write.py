@@ -80,14 +80,19 @@ def task_message(task_name: str, args: list[Any], task_id: str, *, routing_key: 
             "content-type": "application/json", "headers": headers, "properties": properties}
 
 
-def send_task_file(settings: Settings, task_name: str, args: list[Any], task_id: str, *, queue: str) -> Path:
-    """Write ``task_name``'s message for ``args`` into the filesystem broker of ``settings``, to
-    ``queue`` (a device name), as Celery's sending app would; returns the file. The broker's folders
-    are made first, as the sending app makes them."""
+def make_folders(settings: Settings) -> None:
+    """Make the filesystem broker's folders, as making Celery's sending app does
+    (:func:`jobs.celery_app.broker_options`)."""
     settings.ensure_dirs()
     (settings.broker_dir / "control").mkdir(parents=True, exist_ok=True)
+
+
+def send_task_file(settings: Settings, task_name: str, args: list[Any], task_id: str, *, queue: str) -> Path:
+    """Write ``task_name``'s message for ``args`` into the filesystem broker of ``settings`` (its folders
+    made: :func:`make_folders`), to ``queue`` (a device name), as Celery's sending app would; returns
+    the file."""
     data = json.dumps(task_message(task_name, args, task_id, routing_key=queue)).encode("utf-8")
     return write_message_file(settings.broker_dir / "in", queue, data)
 
 
-__all__ = ["MessageNotWritten", "message_file_name", "send_task_file", "task_message", "write_message_file"]
+__all__ = ["MessageNotWritten", "make_folders", "message_file_name", "send_task_file", "task_message", "write_message_file"]

@@ -136,17 +136,23 @@ def _disk_words(reason: str) -> str:
 def _send(run: Run, task_id: str, settings: Settings) -> None:
     """Send the run's task to its queue (bounded; see :data:`SEND_RETRY_POLICY`), or raise
     :class:`BrokerUnavailable` naming the broker."""
-    try:
-        if settings.resolved_broker_url.startswith("filesystem://"):  # the file Celery would write, without it
-            from jobs.broker_fs_write import send_task_file
+    if settings.resolved_broker_url.startswith("filesystem://"):  # the file Celery would write, without it
+        from jobs.broker_fs_write import make_folders, send_task_file
 
+        make_folders(settings)  # outside the try, as making Celery's sending app was
+
+        def send() -> None:
             send_task_file(settings, TASK_NAME, [run.id], task_id, queue=validate_device(run.queue))
-        else:
-            from jobs.celery_app import device_queue, get_sender_app
+    else:
+        from jobs.celery_app import device_queue, get_sender_app
 
-            get_sender_app(settings).send_task(TASK_NAME, args=[run.id], task_id=task_id,
-                                               queue=device_queue(run.queue), ignore_result=True, retry=True,
-                                               retry_policy=SEND_RETRY_POLICY)
+        app = get_sender_app(settings)  # a broker URL it refuses (no broadcast) is an error, not a broker down
+
+        def send() -> None:
+            app.send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue),
+                          ignore_result=True, retry=True, retry_policy=SEND_RETRY_POLICY)
+    try:
+        send()
     except Exception as exc:
         broker = redact_url(settings.resolved_broker_url)
         disk = resource_reason(exc)

@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from jobs import broker_fs_write, celery_app, client
-from jobs.broker_fs_write import send_task_file
+from jobs.broker_fs_write import make_folders, send_task_file
 from tests.jobs.helpers import ROOT
 
 _NAME = re.compile(r"^\d+_[0-9a-f-]{36}\.(?P<queue>[^.]+(?:\.[^.]+)*)\.msg$")
@@ -37,6 +37,7 @@ def test_the_file_is_the_one_celery_writes(jobs_env, device) -> None:  # type: i
         retry=True, retry_policy=client.SEND_RETRY_POLICY)
     ((celery_name, by_celery),) = _messages(inbox).items()
     (inbox / celery_name).unlink()
+    make_folders(jobs_env)
     written = send_task_file(jobs_env, client.TASK_NAME, [7], task_id, queue=device)
     ((name, by_hand),) = _messages(inbox).items()
     assert written.name == name and _NAME.match(name)["queue"] == _NAME.match(celery_name)["queue"] == device
@@ -56,6 +57,7 @@ def test_a_worker_consumer_takes_it_and_reads_the_task(jobs_env) -> None:  # typ
     """Celery's own consumer machinery (kombu's filesystem channel, as ``jobs.broker_fs`` configures it
     for a worker) takes the message and decodes the task name, id and arguments from it."""
     task_id = str(uuid.uuid4())
+    make_folders(jobs_env)
     send_task_file(jobs_env, client.TASK_NAME, [11], task_id, queue="cpu")
     app = celery_app.create_app(jobs_env)
     with app.connection_for_read() as conn:
