@@ -144,6 +144,9 @@ def test_the_worker_refuses_a_store_it_cannot_use_in_one_line_or_creates_the_buc
     assert "COOPLAB_ARTIFACTS_CREATE_BUCKET" in line
 
     monkeypatch.setenv("COOPLAB_ARTIFACTS_CREATE_BUCKET", "true")
+    # it runs no job: without the engine's preload (torch, transformers: about 9 s of CPU) it is ready sooner;
+    # the store is checked before the preload either way
+    monkeypatch.setenv("COOPLAB_WORKER_PRELOAD", "false")
     proc = _worker(tmp_path, "creates")
     try:
         deadline = time.monotonic() + 120
