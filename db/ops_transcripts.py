@@ -21,7 +21,7 @@ from db import convert
 from db.engine import StoreBase
 from db.models import EpisodeRow, TurnRow
 from db.ops_experiments import like_pattern
-from db.records import EpisodeView
+from db.records import EpisodesSince, EpisodeView
 from db.text_cap import cap_text
 from engine.transcripts import Episode
 
@@ -71,6 +71,28 @@ def _with_turns(session: Session, rows: Sequence[EpisodeRow]) -> list[EpisodeVie
     for t in session.scalars(turn_query):
         turns[t.episode_id].append(t)
     return [convert.episode(r, turns[r.id]) for r in rows]
+
+
+def episode_filters(split: str | None, min_reward: float | None, max_reward: float | None,
+                    text: str | None) -> list[Any]:
+    """The conditions on episodes of :meth:`TranscriptOps.episodes`' filters: the split, the total reward's
+    range, and some prompt or completion containing ``text`` (case-insensitive)."""
+    conditions: list[Any] = []
+    if split is not None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        conditions.append(EpisodeRow.split == split)
+    if min_reward is not None:
+        conditions.append(EpisodeRow.reward >= min_reward)
+    if max_reward is not None:
+        conditions.append(EpisodeRow.reward <= max_reward)
+    if text:
+        pattern = like_pattern(text)
+        conditions.append(exists().where(
+            TurnRow.episode_id == EpisodeRow.id,
+            or_(func.lower(TurnRow.prompt).like(pattern, escape="\\"),
+                func.lower(TurnRow.completion).like(pattern, escape="\\"))))
+    return conditions
 
 
 def jsonl_batch(session: Session, run_id: int, *, after_id: int, batch_size: int,
@@ -131,26 +153,40 @@ class TranscriptOps(StoreBase):
         episodes where some prompt or completion contains it (case-insensitive); rewards filter on
         the episode's total reward."""
         with self._read() as session:
-            query = select(EpisodeRow).where(EpisodeRow.run_id == run_id)
+            query = select(EpisodeRow).where(EpisodeRow.run_id == run_id,
+                                             *episode_filters(split, min_reward, max_reward, text))
             if step is not None:
                 query = query.where(EpisodeRow.step == step)
-            if split is not None:
-                if split not in SPLITS:
-                    raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-                query = query.where(EpisodeRow.split == split)
-            if min_reward is not None:
-                query = query.where(EpisodeRow.reward >= min_reward)
-            if max_reward is not None:
-                query = query.where(EpisodeRow.reward <= max_reward)
-            if text:
-                pattern = like_pattern(text)
-                query = query.where(exists().where(
-                    TurnRow.episode_id == EpisodeRow.id,
-                    or_(func.lower(TurnRow.prompt).like(pattern, escape="\\"),
-                        func.lower(TurnRow.completion).like(pattern, escape="\\"))))
             query = query.order_by(EpisodeRow.step.desc(), EpisodeRow.split, EpisodeRow.sample_index, EpisodeRow.id)
             rows = session.scalars(query.limit(limit).offset(offset)).all()
             return _with_turns(session, rows)
+
+    def episodes_since(self, run_id: int, *, after_id: int = 0, step_from: int = 0, limit: int = 50,
+                       split: str | None = None, min_reward: float | None = None, max_reward: float | None = None,
+                       text: str | None = None) -> EpisodesSince:
+        """What a live view of a run's newest step has not seen yet: among the episodes whose id is above
+        ``after_id`` at steps ``>= step_from``, how many match the filters (as :meth:`episodes`), the
+        newest step among those, its matching episodes (at most ``limit``, by split and sample index)
+        with their turns, and the highest episode id now (``after_id`` when none is newer: the next
+        call's cursor). A run's training episodes are written by its one job in step order, a step's all
+        at once, so ``(newest step seen, highest id seen)`` marks exactly the episodes still to fetch;
+        the step bound keeps the read on the ``(run_id, step)`` index. Nothing new: one read."""
+        matching = episode_filters(split, min_reward, max_reward, text)
+        newer = (EpisodeRow.run_id == run_id, EpisodeRow.step >= int(step_from), EpisodeRow.id > int(after_id))
+        with self._read() as session:
+            top = session.execute(select(func.max(EpisodeRow.id), func.max(EpisodeRow.step)).where(*newer)).one()
+            if top[0] is None:
+                return EpisodesSince((), 0, None, int(after_id), int(step_from))
+            matching = [*newer, *matching]
+            count, newest = session.execute(select(func.count(EpisodeRow.id), func.max(EpisodeRow.step))
+                                            .where(*matching)).one()
+            rows: Sequence[EpisodeRow] = ()
+            if count:
+                rows = session.scalars(select(EpisodeRow).where(*matching, EpisodeRow.step == newest)
+                                       .order_by(EpisodeRow.split, EpisodeRow.sample_index, EpisodeRow.id)
+                                       .limit(int(limit))).all()
+            return EpisodesSince(tuple(_with_turns(session, rows)), int(count), None if newest is None else int(newest),
+                                 int(top[0]), int(top[1]))
 
     def episode_steps(self, run_id: int, split: str | None = None) -> list[int]:
         """The steps that have stored episodes, ascending."""

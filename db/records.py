@@ -130,6 +130,20 @@ class EpisodeView:
 
 
 @dataclass(frozen=True)
+class EpisodesSince:
+    """What :meth:`db.ops_transcripts.TranscriptOps.episodes_since` found past a live view's cursor:
+    the matching episodes of the newest step among the new ones (``step``; None when none matches),
+    how many new episodes match in all (``count``), and the cursor of the next read (``top_id``, the
+    highest episode id, and ``top_step``, the newest step of any new episode)."""
+
+    episodes: tuple[EpisodeView, ...]
+    count: int
+    step: int | None
+    top_id: int
+    top_step: int
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     """A saved training state on disk; ``artifact_url`` is the artifact store URL of its checked copy
     (None while only the local folder exists, and always with the embedded local store)."""

@@ -12,10 +12,12 @@ from app import context
 from app.components.run_controls import choose_run
 from app.components.study_seeds import study_point_seeds
 from app.components.transcript_view import render_episode, render_episodes
+from app.live_transcripts import follow_latest, live_episodes
 from app.pairs import stores_pairs
 from app.queries import episodes_by_item, history_caption
 from app.reply_text import is_code_task
 from db.records import EpisodeView, Lineage
+from db.states import TERMINAL_STATUSES
 from db.store import Store
 
 GAP_SCAN = 5000  # with a reward-gap range, a step's episodes are read up to this many, then `limit` are shown
@@ -41,9 +43,13 @@ class Reading:
             return dict(store.lineage_episode_steps(self.history, split=self.split))
         return dict.fromkeys(store.episode_steps(self.run_id, split=self.split), self.run_id)
 
+    @property
+    def scan(self) -> int:
+        """How many episodes of a step are read: with a reward-gap range, enough to find pairs in it."""
+        return GAP_SCAN if self.gap != (None, None) else self.limit
+
     def episodes_at(self, store: Store, step: int, owners: dict[int, int]) -> list[EpisodeView]:
-        scan = GAP_SCAN if self.gap != (None, None) else self.limit
-        return store.episodes(owners.get(step, self.run_id), step=step, limit=scan, **self.filters)
+        return store.episodes(owners.get(step, self.run_id), step=step, limit=self.scan, **self.filters)
 
     def show(self, episodes: list[EpisodeView]) -> None:
         render_episodes(episodes, key="tr", show_prompts=self.show_prompts, code=self.code, as_pairs=self.as_pairs,
@@ -86,18 +92,20 @@ def one_step(store: Store, read: Reading, steps: list[int], owners: dict[int, in
     s1, s2 = st.columns([1, 4])
     latest = s1.toggle("latest step", value=True, key="tr_latest", help="Follow the newest step while the run trains.")
     if latest:
-        @st.fragment(run_every=context.refresh_every())
-        def live_latest() -> None:
-            now = read.step_owners(store)
-            newest = max(now)
-            attempt = f" (run #{now[newest]})" if read.history.joined else ""
+        newest = max(steps)
+        if read.history.attempts[-1].status in TERMINAL_STATUSES:  # ended: read once, never polled
+            attempt = f" (run #{owners[newest]})" if read.history.joined else ""
             st.caption(f"latest step: {newest}{attempt}")
-            episodes = read.episodes_at(store, newest, now)
+            episodes = read.episodes_at(store, newest, owners)
             if not episodes:
                 st.info("No episode at this step matches the filters.")
             read.show(episodes)
-
-        live_latest()
+            return
+        # a live run: each poll reads only the episodes stored since the last (app.live_transcripts)
+        follow_latest(store, live_episodes(st.session_state, f"live_transcripts.{read.run_id}", read.history.latest),
+                      every=context.refresh_every(), filters=read.filters, limit=read.scan, show=read.show,
+                      before=lambda: (newest, owners[newest], read.episodes_at(store, newest, owners)),
+                      name_run=read.history.joined)
         return
     step = s2.select_slider("step", steps, value=steps[-1], key=f"tr_step_{read.run_id}")
     episodes = read.episodes_at(store, step, owners)

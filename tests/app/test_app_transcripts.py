@@ -75,3 +75,47 @@ def test_an_unknown_run_says_not_found(app, store: Store, experiment: int, seed)
     seed(experiment, status="running", steps=1, episodes_per_step=1)
     at = app("transcripts", run=999)
     assert [e.value for e in at.error] == ["run 999 not found"] and not at.chat_message
+
+
+def _step(store: Store, run_id: int, step: int, samples: int = 2) -> None:
+    from engine.transcripts import Episode, TurnRecord
+
+    store.log_step(run_id, step, step * 4, {"train/reward_mean": 1.0}, [
+        Episode(sample_index=k, item_index=k, turns=tuple(
+            TurnRecord(1, i, agent, "p", f"{agent} {k} at step {step}", 1.0, 1.0, 0.0)
+            for i, agent in enumerate(("writer", "editor"))))
+        for k in range(samples)])
+
+
+def test_a_live_runs_transcripts_poll_only_new_episodes(app, store: Store, experiment: int, seed,
+                                                        monkeypatch) -> None:
+    """Issue 45: a running run's latest step is polled, each poll reads only the episodes stored since
+    the last (one read when nothing is new), and says how many arrived; an ended run is read once and
+    never polled."""
+    from app.live_transcripts import LiveEpisodes
+    from tests.app.polls import statements, watch_polls
+
+    polls = watch_polls(monkeypatch)
+    run_id = seed(experiment, status="running", steps=3, episodes_per_step=2)
+    at = app("transcripts", run=run_id)
+    assert not at.exception and len(polls.asked) == 1  # the latest step's dialogues
+    held = at.session_state[f"live_transcripts.{run_id}"]
+    assert isinstance(held, LiveEpisodes) and (held.step, held.rows) == (3, 2)
+    _step(store, run_id, 4)
+    _step(store, run_id, 5, samples=3)
+    polled = polls.poll(at)
+    assert not polled.exception and (held.step, held.rows) == (5, 2 + 3)  # the newest step only, once
+    assert [c.text[0].value for c in polled.chat_message][:2] == ["writer 0 at step 5", "editor 0 at step 5"]
+    assert any("5 new episode(s) at the last update" in c.value for c in polled.caption)
+    with statements() as sent:
+        polled = polls.poll(at)  # nothing new: one read of the episodes, none of their turns
+    assert held.rows == 5 and len(polled.chat_message) == 6  # the held dialogues, drawn again
+    assert len([s for s in sent if "FROM episodes" in s]) == 1 and not [s for s in sent if "FROM turns" in s]
+    store.transition(run_id, "succeeded")
+    queries = held.queries
+    polled = polls.poll(at)  # the run ended while watched: the page is drawn again, the dialogues read once
+    assert not polled.exception and held.queries == queries
+    assert [c.text[0].value for c in polled.chat_message][:1] == ["writer 0 at step 5"]
+    ended = app("transcripts", run=run_id)
+    assert not ended.exception and polls.asked == {}  # nothing on the page reruns by itself
+    assert [c.text[0].value for c in ended.chat_message][:1] == ["writer 0 at step 5"]

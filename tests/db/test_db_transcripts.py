@@ -82,3 +82,21 @@ def test_export_jsonl(store: Store, run_id: int) -> None:
     assert row["turns"][1] == {"turn": 1, "agent_index": 1, "agent_name": "writer", "prompt": "prompt t1 writer",
                                "completion": "writer says x at 1", "reward": 1.0, "return": 1.0,
                                "advantage": 0.1, "credit": None}
+
+
+def test_episodes_since_brings_only_the_newest_steps_new_episodes(store: Store, run_id: int) -> None:
+    """A live view's read: nothing new is an empty answer with the cursor unchanged; after two steps,
+    the newer step's matching episodes (by sample), the count of all new matching ones, the new cursor."""
+    store.log_step(run_id, 1, 4, {}, [_two_agent_episode(s, (0.5, 0.5)) for s in (1, 0)])
+    first = store.episodes_since(run_id)
+    assert (first.step, first.count, [e.sample_index for e in first.episodes]) == (1, 2, [0, 1])
+    again = store.episodes_since(run_id, after_id=first.top_id, step_from=first.top_step)
+    assert (again.episodes, again.count, again.step, again.top_id, again.top_step) == ((), 0, None, first.top_id, 1)
+    store.log_step(run_id, 2, 8, {}, [_two_agent_episode(0, (0.1, 0.1), text="low")])
+    store.log_step(run_id, 3, 12, {}, [_two_agent_episode(s, (1.0, 1.0), text="high") for s in range(3)])
+    new = store.episodes_since(run_id, after_id=first.top_id, step_from=first.top_step, limit=2)
+    assert (new.step, new.count, [e.sample_index for e in new.episodes]) == (3, 4, [0, 1])  # at most `limit`
+    assert new.episodes[0].turns[0].completion == "reader says high at 1" and new.top_step == 3
+    low = store.episodes_since(run_id, after_id=first.top_id, step_from=first.top_step, max_reward=1.0)
+    assert (low.step, low.count, low.top_id) == (2, 1, new.top_id)  # the filters pick; the cursor passes all
+    assert store.episodes_since(run_id, after_id=new.top_id, step_from=3, text="high").count == 0
