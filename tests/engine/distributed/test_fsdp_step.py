@@ -1,8 +1,8 @@
 """One FSDP2 step on two gloo ranks equals the single-process step on the same batch, for MAGRPO with two
 heterogeneous agents (tiny Llama + tiny Qwen2) and for GRPO; each rank holds about half of the
 parameter and optimizer bytes; a step with rollouts sampled on the ranks (whole groups per rank, each
-joint action scored once) equals the single-process one. The ranks are spawned processes
-(:mod:`fsdp_step_worker`)."""
+joint action scored once) equals the single-process one. The ranks are processes forked from this one
+(:mod:`fsdp_step_worker`; forked, they start with torch and the engine imported)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def results(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fsdp")
     threads = torch.get_num_threads()
     try:
-        worker.main(str(folder), WORLD, _free_port())
+        worker.main(str(folder), WORLD, _free_port(), start_method="fork")
     finally:
         torch.set_num_threads(threads)
     load = torch.load
