@@ -164,8 +164,8 @@ def _rank(rank: int, world: int, folder: str, port: str) -> None:
 def main(folder: str, world: int, port: str, start_method: str = "spawn") -> None:
     """``start_method`` "fork" (the test's): the ranks start from this process with torch, transformers
     and the engine already imported, where spawned ranks import them anew (the test file took 28.7 s of
-    CPU time with spawned ranks, 14.1 s with forked ones). This process computes on one torch thread, so
-    no OpenMP thread pool is forked."""
+    CPU time with spawned ranks, 14.1 s with forked ones). Each rank computes on one torch thread, set
+    before anything else, so none uses an OpenMP thread pool its parent may have had."""
     torch.set_num_threads(1)
     torch.save({team: step(team, 1, 0) for team in TEAMS}, Path(folder) / "single.pt")
     torch.save({team: sampled_step(team, 1, 0, world) for team in SAMPLED}, Path(folder) / "sampled.pt")
