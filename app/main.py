@@ -19,11 +19,17 @@ import streamlit as st  # noqa: E402
 from app import context, db_outage, signin  # noqa: E402
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
+STILL_PLACEHOLDERS = '<style>[data-testid="stSkeleton"] { animation: none !important; }</style>'
 
 # A local SVG (sent inline as a data URL): a ":material/...:" page icon makes the browser fetch it from
 # fonts.gstatic.com, and the dashboard must make no request beyond its own server.
 ICON = Path(__file__).resolve().parent / "icon.svg"
 st.set_page_config(page_title="CoopLab", page_icon=str(ICON), layout="wide")
+# Streamlit draws a pulsing placeholder for each element whose code is still loading (a chart, a
+# widget); the pulse makes the browser composite a new frame 60 times a second until the last one is
+# drawn, which on a machine without GPU compositing was most of a page load's browser CPU (docs/dashboard.md,
+# "Opening a page"). The placeholders stay, still.
+st.html(STILL_PLACEHOLDERS)
 access = signin.current()
 signed_in = signin.granted(access)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from db.store import Store
 
+STILL_PLACEHOLDERS = '<style>[data-testid="stSkeleton"] { animation: none !important; }</style>'
 TITLES = {"experiments": "Experiments", "runs": "Runs", "run_detail": "Run detail", "transcripts": "Transcripts",
           "compare": "Compare runs", "workers": "Workers"}
 
@@ -16,6 +17,9 @@ def test_every_page_renders_from_the_entry_point(app, store: Store, experiment: 
         at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception, page
         assert at.title[0].value == title
+        # Streamlit's loading placeholders are kept still on every page: their pulse, composited 60 times a
+        # second in software, was most of a page load's browser CPU (docs/dashboard.md, "Opening a page")
+        assert STILL_PLACEHOLDERS in [el.proto.body for el in at.get("html")], page
     assert at.sidebar.toggle(key="live_refresh").value is True
 
 

@@ -21,6 +21,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 
 APP = '[data-testid="stApp"]'
 TEAM_REWARD = "reward_mean per turn"
+# the animation a loading placeholder (Streamlit's stSkeleton) gets on this page ("none": kept still)
+STILL_PLACEHOLDER_JS = """() => { const d = document.createElement('div'); d.setAttribute('data-testid', 'stSkeleton');
+  d.style.animation = 'pulse 1s infinite'; document.body.appendChild(d);
+  const name = getComputedStyle(d).animationName; d.remove(); return name; }"""
 
 # Per chart: its title (without the markup the theme wraps it in), per trace its x values, the text
 # of its annotations, and how far down its frame it is.
@@ -182,6 +186,9 @@ def test_the_researchers_loop_in_a_browser(cooplab_up: str, browser_page, artifa
     # second one with 404)
     page.goto(f"{url}/run_detail?run={run_id}")
     _settle(page)
+    # Streamlit's loading placeholders are kept still: a pulse composited in software 60 times a second was
+    # most of a page load's browser CPU (docs/dashboard.md, "Opening a page")
+    assert page.evaluate(STILL_PLACEHOLDER_JS) == "none"
     page.get_by_role("tab", name="Checkpoints & downloads").click()
     csv_link = page.get_by_role("link", name="metrics CSV")
     jsonl_link = page.get_by_role("link", name="metrics JSONL")
