@@ -28,7 +28,10 @@ def results(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fsdp")
     threads = torch.get_num_threads()
     try:
-        worker.main(str(folder), WORLD, _free_port(), start_method="fork")
+        # forked ranks start with torch and the engine imported; a process that has initialised CUDA
+        # cannot be forked safely (its ranks would not use it, but torch refuses it in a forked child)
+        worker.main(str(folder), WORLD, _free_port(),
+                    start_method="spawn" if torch.cuda.is_initialized() else "fork")
     finally:
         torch.set_num_threads(threads)
     load = torch.load
