@@ -90,6 +90,15 @@ def _slow_heartbeat(monkeypatch: pytest.MonkeyPatch) -> Settings:
     return Settings()
 
 
+def _busy_config(plugin: str) -> dict:
+    """A run that keeps its worker busy for as long as a test needs without computing all the while: the
+    quick start whose reward sleeps 0.5 s a step (``tests.jobs.plugin_tasks:slow_quickstart``). A run of
+    plain tiny steps kept a core busy until the test stopped it."""
+    config = tiny_config(max_steps=500)
+    config["task"] = {"name": f"{plugin}:slow_quickstart", "params": {"sleep_s": 0.5}}
+    return config
+
+
 def _runs_line(output: str, run_id: int) -> str:
     for line in output.splitlines():
         if line.split() and line.split()[0] == str(run_id):
@@ -280,13 +289,14 @@ def test_a_failed_run_leaves_no_partial_writes_and_names_a_full_disk(jobs_env, s
 @pytest.mark.slow
 @pytest.mark.serial  # a job ending while the worker reconnects must be replaced in time; see scripts/test.sh
 def test_queued_runs_lost_by_a_redis_restart_are_sent_again_and_run_once(jobs_env, store, experiment_id, spawn,
-                                                                          private_redis, monkeypatch, tmp_path):
+                                                                          private_redis, monkeypatch, tmp_path,
+                                                                          allow_plugin_tasks):
     """Runs queued before Redis restarted without persistence, and a run submitted (`cooplab submit`)
     while it was down: all stay queued, are sent again by the reconciler and run once."""
     monkeypatch.setenv("COOPLAB_BROKER_URL", private_redis.url)
-    settings = Settings()
+    settings = Settings()  # with the plugin task module allowed
     worker = spawn()
-    busy = submit_run(tiny_config(max_steps=500), experiment_id=experiment_id, settings=settings)
+    busy = submit_run(_busy_config(allow_plugin_tasks), experiment_id=experiment_id, settings=settings)
     waiting = [submit_run(tiny_config(max_steps=1), experiment_id=experiment_id, settings=settings)
                for _ in range(2)]
     wait_until_step(store, busy, 1)
@@ -357,7 +367,9 @@ def test_cooplab_requeue_sends_again_the_queued_runs_missing_from_the_broker(job
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_two_workers_on_one_host_are_two_and_up_stops_only_its_own(jobs_env, store, experiment_id, spawn):
+def test_two_workers_on_one_host_are_two_and_up_stops_only_its_own(jobs_env, store, experiment_id, spawn,
+                                                                   allow_plugin_tasks):
+    settings = Settings()  # with the plugin task module allowed
     plain = spawn()
     up = spawn("-c", "from jobs.supervisor import Supervisor; raise SystemExit(Supervisor(with_ui=False).run())",
                module=False, ready=" ready.")
@@ -366,7 +378,7 @@ def test_two_workers_on_one_host_are_two_and_up_stops_only_its_own(jobs_env, sto
     assert len(names) == 2 and any(n.startswith("cooplab-up-cpu-") for n in names), names
     assert {w.pid for w in store.list_workers()} == {plain.pid, *up.job_pids()}  # the supervisor's child
 
-    runs = [submit_run(tiny_config(max_steps=500), experiment_id=experiment_id, settings=jobs_env)
+    runs = [submit_run(_busy_config(allow_plugin_tasks), experiment_id=experiment_id, settings=settings)
             for _ in range(2)]
     for run_id in runs:
         wait_until_step(store, run_id, 1)
@@ -382,7 +394,7 @@ def test_two_workers_on_one_host_are_two_and_up_stops_only_its_own(jobs_env, sto
     step = store.get_run(other).step
     wait_for(lambda: store.get_run(other).step > step, 60, "the other worker's run to go on")
     assert store.get_run(other).status == states.RUNNING and plain.proc.poll() is None
-    stop_run(other, settings=jobs_env)
+    stop_run(other, settings=settings)
     wait_until_final(store, other, 60)
     for run_id in runs:
         assert_each_step_once(store, run_id)
