@@ -3,7 +3,8 @@ as in a worker, rank 0 writing the steps to the real SQLite store) succeeds with
 whole step's), transcripts and checkpoints; the checkpoints go to a shared artifact store (``file://``):
 rank 0 uploads each checkpoint folder (every rank's shards) as it is written and the row gets its
 ``artifact_url`` once the copy is complete and checked; a resumed attempt on another data directory
-downloads the newest one and its two ranks go on from it. (A worker's fsdp runs that stop, freeze or
+downloads the newest one and goes on from it on one rank (as a GPU worker's fsdp runs have: DCP
+reads the two ranks' shards whole). (A worker's fsdp runs that stop, freeze or
 lose their job: tests/jobs/test_jobs_fsdp.py.)"""
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ def test_an_fsdp_job_succeeds_and_its_sharded_checkpoints_resume_from_the_store_
     monkeypatch.setenv("COOPLAB_DATABASE_URL", shared.resolved_database_url)
     machine_b = Settings()
     machine_b.ensure_dirs()
-    resumed = store.create_run(experiment_id, fsdp_config(3), "cpu", resumed_from=run.id)
+    one_rank = fsdp_config(3)
+    one_rank["trainer"]["fsdp_ranks"] = 1  # a launch of one rank: the shards of two read whole
+    resumed = store.create_run(experiment_id, one_rank, "cpu", resumed_from=run.id)
     assert execute_run(resumed.id, settings=machine_b, store=store) == states.SUCCEEDED, store.get_run(resumed.id).error
     assert list(store.series(resumed.id, "train/reward_mean").xs) == [3]
+    assert list(store.series(resumed.id, "perf/ranks").ys) == [1.0]
     log = Path(store.get_run(resumed.id).log_path).read_text(encoding="utf-8")
     assert str(machine_b.artifacts_cache_dir / checkpoint_key(run.id, 2)) in log  # the ranks' argument
