@@ -11,7 +11,7 @@ write nothing there (their scratch folder is ``OUTPUT/.ranks/rank<R>``).
 Under a worker's job (:mod:`jobs.fsdp_job`, ``COOPLAB_FSDP_RUN_ID`` set), rank 0 reports to the run's
 database instead, through the job's own sink (:func:`jobs.fsdp_job.rank_zero_sink`: metrics, transcripts,
 checkpoints, heartbeat and the stop flag), and writes how training ended to ``OUTPUT/.fsdp/result.json``
-for the job. Each rank dies with torchrun (:func:`jobs.torchrun.die_with_parent`) and, with
+for the job. Each rank dies with torchrun (:func:`jobs.torchrun.rank_dies_with_torchrun`) and, with
 ``COOPLAB_FSDP_PROGRESS`` set, records its step boundaries and a pulse there (:func:`jobs.torchrun.write_progress`,
 :func:`jobs.torchrun.start_pulse`).
 
@@ -60,9 +60,9 @@ def _fault(rank: int) -> tuple[int, str] | None:
 
 
 def main(argv: list[str]) -> int:
-    from jobs.torchrun import die_with_parent
+    from jobs.torchrun import rank_dies_with_torchrun
 
-    die_with_parent(signal.SIGKILL, os.getppid())  # torchrun gone (killed with its job): no rank is left behind
+    rank_dies_with_torchrun()  # torchrun gone (killed with its job): no rank is left behind
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", "0"))
     sys.stdout = _Prefixed(sys.stdout, f"[rank {rank}] ")

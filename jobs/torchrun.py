@@ -41,6 +41,9 @@ from pathlib import Path
 
 RANK_ENTRY = "cooplab.fsdp_rank"
 PARENT_ENV = "COOPLAB_TORCHRUN_PARENT"
+AGENT_ENV = "COOPLAB_TORCHRUN_AGENT"
+"""The pid of the torchrun that :func:`main` runs, set for its ranks: a rank whose parent is no longer it
+(torchrun died before the rank asked to die with it) exits at once (:func:`rank_dies_with_torchrun`)."""
 """The pid of the process that launched torchrun; torchrun exits at once when it is already gone."""
 _PR_SET_PDEATHSIG = 1
 OUTPUT_GRACE_S = 10.0
@@ -361,10 +364,18 @@ def launch(nproc: int, args: Sequence[str], *, echo: Callable[[str], None] = pri
     return LaunchResult(code, rank, cause)
 
 
+def rank_dies_with_torchrun() -> None:
+    """Called first by a rank: it dies with its torchrun, and exits at once when the torchrun that started it
+    (:data:`AGENT_ENV`; a bare ``torchrun`` names none, and then only the death request is made) is gone."""
+    agent = os.environ.get(AGENT_ENV)
+    die_with_parent(signal.SIGKILL, int(agent) if agent else None)
+
+
 def main() -> int:
     """torchrun itself, dying with the process that launched it (:data:`PARENT_ENV`)."""
     parent = os.environ.get(PARENT_ENV)
     die_with_parent(signal.SIGKILL, int(parent) if parent else None)
+    os.environ[AGENT_ENV] = str(os.getpid())  # torchrun's agent runs in this process and starts the ranks
     from torch.distributed.run import main as torchrun
 
     torchrun()

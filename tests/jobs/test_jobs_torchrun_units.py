@@ -110,3 +110,22 @@ def test_the_ranks_split_the_launchers_threads():
     assert rank_threads(2, {"OMP_NUM_THREADS": "8"}) == "4"
     assert rank_threads(3, {"OMP_NUM_THREADS": "2"}) == "1"  # at least one each
     assert rank_threads(2, {}) is None and rank_threads(2, {"OMP_NUM_THREADS": "many"}) is None
+
+
+def test_a_rank_whose_torchrun_is_already_gone_exits_before_anything_else(tmp_path):
+    """A rank checks that its parent is still the torchrun that started it (COOPLAB_TORCHRUN_AGENT): one
+    whose torchrun died before it asked to die with it exits at once, without reading its environment."""
+    import subprocess
+    import sys
+
+    from jobs.torchrun import AGENT_ENV
+
+    def rank(agent: int) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+        return subprocess.run([sys.executable, "-m", "cooplab.fsdp_rank", "run.yaml", str(tmp_path)],
+                              env={**env, AGENT_ENV: str(agent)}, capture_output=True, text=True, timeout=60)
+
+    orphan = rank(agent=2 ** 22 + 1)  # no process is this rank's parent under that pid
+    assert orphan.returncode == 1 and orphan.stderr == ""
+    adopted = rank(agent=os.getpid())  # its parent is the named one: it goes on, to the missing RANK
+    assert adopted.returncode == 1 and "KeyError: 'RANK'" in adopted.stderr
