@@ -22,7 +22,7 @@ def scored() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     done = subprocess.run([sys.executable, "-m", "tests.engine.tasks.humaneval_scores"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=540)  # under pytest-timeout's 600 s
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout)
 
