@@ -96,3 +96,13 @@ def experiment_id(store: Store) -> int:
 @pytest.fixture
 def run_id(store: Store, experiment_id: int) -> int:
     return store.create_run(experiment_id, {"seed": 1}, "cpu", total_steps=10).id
+
+
+@pytest.fixture(scope="module")
+def skewed() -> Iterator[Callable[[str, float, str], str]]:
+    """``skewed(url, shift_s, code)``: run ``code`` (with ``store``, a Store on ``url``) in this module's
+    skewed-clock writer process, its clock reading ``shift_s`` seconds off; returns what it printed."""
+    from tests.db.skewed_writer import skewed_writer
+
+    with skewed_writer() as run:
+        yield run

@@ -3,82 +3,21 @@ writes or reads them: a process whose wall clock is shifted (``tests/jobs/skewed
 clock, and so the database's, stay as they are) writes heartbeats, stop requests, worker sightings and
 run creations, and this process, on the true clock, judges them.
 
-The skewed writer is one Python process per test module (:func:`skewed`), started once (importing the
-store costs about 0.8 s of CPU time, and 14 such starts made most of this file's time); for each write it
-is told its shift, checks that its "now" reads that far off, and opens a store of its own on the test's
-database."""
+The skewed writer is one Python process per test module (the ``skewed`` fixture,
+``tests/db/skewed_writer.py``), started once (importing the store costs about 0.8 s of CPU time, and 14
+such starts made most of this file's time); for each write it is told its shift, checks that its "now"
+reads that far off, and opens a store of its own on the test's database."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
 
 import pytest
 
 from db import states
 from db.store import Store
-from tests.jobs.fault_helpers import skewed_clock_env
-from tests.jobs.helpers import ROOT
 
 TIMEOUT_S = 3.0
-
-# The writer: a shift given on start-up makes tests/jobs/skewed_clock/sitecustomize.py replace the
-# project's utcnow; each request then sets the shift that replacement adds (sitecustomize's ``_SHIFT``),
-# refuses to write unless its utcnow reads that far from the system clock, and runs the request's code
-# with a store of its own (closed after it).
-_WRITER = """
-import contextlib, io, json, sys
-from datetime import UTC, datetime, timedelta
-
-import db.tables
-import sitecustomize
-from db.store import Store
-
-assert db.tables.utcnow is not sitecustomize._true_utcnow, "the skewed clock is not installed"
-for line in sys.stdin:
-    request = json.loads(line)
-    sitecustomize._SHIFT = timedelta(seconds=request["shift_s"])
-    seen = (db.tables.utcnow() - datetime.now(UTC)).total_seconds()
-    assert abs(seen - request["shift_s"]) < 1, f"the writer's clock reads {seen} s off"
-    out = io.StringIO()
-    store = Store(request["url"])
-    with contextlib.redirect_stdout(out):
-        exec(request["code"], {"store": store})
-    store.close()
-    print(json.dumps(out.getvalue()), flush=True)
-"""
-
-
-@pytest.fixture(scope="module")
-def skewed() -> Iterator[Callable[[str, float, str], str]]:
-    """``skewed(url, shift_s, code)``: run ``code`` (with ``store``, a Store on ``url``) in the writer
-    process, its clock reading ``shift_s`` seconds off; returns what it printed."""
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER], cwd=ROOT, env=skewed_clock_env(1.0),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def run(url: str, shift_s: float, code: str) -> str:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"url": url, "shift_s": shift_s, "code": code}) + "\n")
-        proc.stdin.flush()
-        answer = proc.stdout.readline()
-        if not answer:  # it died: its traceback says why
-            proc.wait(timeout=30)
-            raise AssertionError(proc.stderr.read() if proc.stderr else "the skewed writer died")
-        return json.loads(answer)
-
-    try:
-        yield run
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def _running(store: Store, run_id: int) -> None:

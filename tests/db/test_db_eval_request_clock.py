@@ -8,7 +8,6 @@ import time
 
 from db.eval_request_store import EvalRequestStore
 from db.store import Store
-from tests.db.test_db_clock import _as_skewed_process
 
 TIMEOUT_S = 3.0
 OPTIONS = {"split": "eval", "items": 2, "samples": None, "greedy": True, "seed": None, "team_analysis": False,
@@ -16,23 +15,23 @@ OPTIONS = {"split": "eval", "items": 2, "samples": None, "greedy": True, "seed":
 IN_PROCESS = "from db.eval_request_store import EvalRequestStore\nrequests = EvalRequestStore(store)\n"
 
 
-def test_a_request_beating_from_a_clock_120_s_behind_is_not_reaped(store: Store, run_id: int):
+def test_a_request_beating_from_a_clock_120_s_behind_is_not_reaped(skewed, store: Store, run_id: int):
     """Before: ``heartbeat_at`` was the job's clock, 120 s in the past, and the first reader on a true
     clock failed the healthy request at once ("no heartbeat for more than 3 s")."""
     requests = EvalRequestStore(store)
     request = requests.create(run_id, checkpoint="last", options=OPTIONS, queue="cpu")
-    _as_skewed_process(store.url, -120, IN_PROCESS + f"assert requests.claim({request.id}, worker='w@slow')\n"
+    skewed(store.url, -120, IN_PROCESS + f"assert requests.claim({request.id}, worker='w@slow')\n"
                                                      f"assert requests.heartbeat({request.id})")
     assert requests.reap_stale(TIMEOUT_S) == []
     assert requests.get(request.id).status == "running"
 
 
-def test_a_dead_job_60_s_ahead_is_reaped_after_the_timeout_not_60_s_later(store: Store, run_id: int):
+def test_a_dead_job_60_s_ahead_is_reaped_after_the_timeout_not_60_s_later(skewed, store: Store, run_id: int):
     """Before: its last heartbeat was stamped 60 s in the future, so its request stayed ``running`` for
     timeout + 60 s after the job died."""
     requests = EvalRequestStore(store)
     request = requests.create(run_id, checkpoint="last", options=OPTIONS, queue="cpu")
-    _as_skewed_process(store.url, +60, IN_PROCESS + f"assert requests.claim({request.id}, worker='w@fast')\n"
+    skewed(store.url, +60, IN_PROCESS + f"assert requests.claim({request.id}, worker='w@fast')\n"
                                                     f"assert requests.heartbeat({request.id})")
     t0 = time.monotonic()
     while not requests.reap_stale(TIMEOUT_S):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from engine.sandbox import SandboxLimits, run_python
+from engine.sandbox import SandboxLimits, process, run_python
 from engine.sandbox.identity import slot_uid, uid_pids
 
 LIMITS = SandboxLimits(timeout_s=2.0, memory_mb=256, max_processes=8, max_file_mb=1)
@@ -122,18 +122,24 @@ def test_writing_outside_the_working_directory_is_blocked(tmp_path):
         assert result.status == "error" and "Read-only file system" in result.reason, (folder, result)
 
 
-def _sandbox_folders() -> set[str]:
-    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("cooplab-sandbox-")}
+def _sandbox_folders(prefix: str) -> set[str]:
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith(prefix)}
 
 
-def test_writing_inside_the_working_directory_is_allowed_and_removed_afterwards():
-    before = _sandbox_folders()
+def test_writing_inside_the_working_directory_is_allowed_and_removed_afterwards(monkeypatch):
+    # A prefix of this test's own: other tests' sandboxes come and go in the same temp folder meanwhile.
+    prefix = f"{process.TEMP_PREFIX}containment-{os.getpid()}-"
+    monkeypatch.setattr(process, "TEMP_PREFIX", prefix)
+    made: list[str] = []
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(real_mkdtemp(*a, **k)) or made[-1])
     code = "import os\nopen('notes.txt', 'w').write('hello')\nprint(os.getcwd())\nprint(open('notes.txt').read())"
     result = run_python(code, limits=LIMITS, files={"data/input.txt": "given"})
     assert result.ok, result
     workdir, text = result.stdout.split()
     assert (workdir, text) == ("/tmp", "hello")  # the private /tmp inside the sandbox
-    assert _sandbox_folders() == before  # the run's folders on the host are gone
+    assert [m for m in made if os.path.basename(m).startswith(prefix)]  # the run's host folder was made ...
+    assert _sandbox_folders(prefix) == set()  # ... and is gone
     result = run_python("print(open('data/input.txt').read())", limits=LIMITS, files={"data/input.txt": "given"})
     assert result.stdout.strip() == "given"
 
