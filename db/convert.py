@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from db.records import Checkpoint, EpisodeView, Experiment, Run, Worker
+from db.states import QUEUED
 from engine.transcripts import TurnRecord
 
 if TYPE_CHECKING:
@@ -99,3 +100,25 @@ def json_config(config: Any) -> dict[str, Any]:
     except (TypeError, ValueError) as err:
         raise ValueError(f"config is not JSON-serialisable ({err}); dump it with engine.schema.run_config.dump_run_config "
                          f"or keep to dicts, lists, strings, finite numbers, booleans and None") from err
+
+
+def new_run_values(experiment_id: int, config: Mapping[str, Any], queue: str, total_steps: int | None, *,
+                   resumed: Any | None, device: str | None, tags: Iterable[str], notes: str,
+                   created_at: Any) -> dict[str, Any]:
+    """The row of a new ``queued`` run, checked: a queue name, ``total_steps`` >= 0, and ``resumed`` (the
+    row of the run it resumes, or None) of the same experiment; its ``attempt`` is one more than that
+    run's, else 1. Both run writers (:mod:`db.run_writes`, :mod:`db.sqlite_writes`) store this."""
+    if not isinstance(queue, str) or not queue.strip():
+        raise ValueError("a run needs a queue name (the device it runs on, e.g. 'cpu' or 'cuda:0')")
+    if total_steps is not None and total_steps < 0:
+        raise ValueError(f"total_steps must be >= 0, got {total_steps}")
+    attempt = 1
+    if resumed is not None:
+        if resumed.experiment_id != experiment_id:
+            raise ValueError(f"run {resumed.id} belongs to experiment {resumed.experiment_id}, not "
+                             f"{experiment_id}; resume it within its own experiment")
+        attempt = resumed.attempt + 1
+    return {"experiment_id": experiment_id, "attempt": attempt, "status": QUEUED, "config": json_config(config),
+            "queue": queue.strip(), "device": device, "total_steps": total_steps,
+            "resumed_from": None if resumed is None else resumed.id, "stop_requested": False,
+            "tags": clean_tags(tags), "notes": notes or "", "created_at": created_at, "step": 0, "env_step": 0}

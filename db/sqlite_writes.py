@@ -36,7 +36,6 @@ from db import convert
 from db.convert import check_experiment_name
 from db.errors import NotFoundError
 from db.records import Experiment, Run
-from db.states import QUEUED
 from db.urls import redact_url
 
 log = logging.getLogger("db.engine")
@@ -207,22 +206,9 @@ class SqliteRunWrites:
         with self._write() as conn:
             if conn.execute("SELECT id FROM experiments WHERE id = ?", (experiment_id,)).fetchone() is None:
                 raise NotFoundError(f"no experiment with id {experiment_id}")
-            if not isinstance(queue, str) or not queue.strip():
-                raise ValueError("a run needs a queue name (the device it runs on, e.g. 'cpu' or 'cuda:0')")
-            if total_steps is not None and total_steps < 0:
-                raise ValueError(f"total_steps must be >= 0, got {total_steps}")
-            attempt = 1
-            if resumed_from is not None:
-                previous = self._run_row(conn, resumed_from)
-                if previous.experiment_id != experiment_id:
-                    raise ValueError(f"run {resumed_from} belongs to experiment {previous.experiment_id}, not "
-                                     f"{experiment_id}; resume it within its own experiment")
-                attempt = previous.attempt + 1
-            values = {"experiment_id": experiment_id, "attempt": attempt, "status": QUEUED,
-                      "config": convert.json_config(config), "queue": queue.strip(), "device": device,
-                      "total_steps": total_steps, "resumed_from": resumed_from, "stop_requested": False,
-                      "tags": convert.clean_tags(tags), "notes": notes or "",
-                      "created_at": conn.execute(_NOW).fetchone()[0], "step": 0, "env_step": 0}
+            resumed = None if resumed_from is None else self._run_row(conn, resumed_from)
+            values = convert.new_run_values(experiment_id, config, queue, total_steps, resumed=resumed, device=device,
+                                            tags=tags, notes=notes, created_at=conn.execute(_NOW).fetchone()[0])
             new_id = self._insert(conn, "runs", values)
             return convert.run(self._run_row(conn, new_id))
 
