@@ -122,3 +122,13 @@ def new_run_values(experiment_id: int, config: Mapping[str, Any], queue: str, to
             "queue": queue.strip(), "device": device, "total_steps": total_steps,
             "resumed_from": None if resumed is None else resumed.id, "stop_requested": False,
             "tags": clean_tags(tags), "notes": notes or "", "created_at": created_at, "step": 0, "env_step": 0}
+
+
+def run_changes(row: Any, **given: Any) -> dict[str, Any]:
+    """The execution details of ``given`` (``celery_task_id``, ``worker``, ``log_path``, ``output_dir``,
+    ``total_steps``, ``device``) that are set and differ from ``row``'s: None leaves a field as it is, and an
+    empty answer means no UPDATE, as the ORM's flush; refuses a negative ``total_steps``."""
+    total_steps = given.get("total_steps")
+    if total_steps is not None and total_steps < 0:
+        raise ValueError(f"total_steps must be >= 0, got {total_steps}")
+    return {name: value for name, value in given.items() if value is not None and value != getattr(row, name)}

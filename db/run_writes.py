@@ -119,13 +119,9 @@ class RunWrites(StoreBase):
         """Record execution details (None leaves a field as it is)."""
         with self._core_write() as conn:
             row = _run_row(conn, run_id)
-            if total_steps is not None and total_steps < 0:
-                raise ValueError(f"total_steps must be >= 0, got {total_steps}")
-            given = {"celery_task_id": celery_task_id, "worker": worker, "log_path": log_path,
-                     "output_dir": output_dir, "total_steps": total_steps, "device": device}
-            changed = {name: value for name, value in given.items()
-                       if value is not None and value != getattr(row, name)}
-            if changed:  # as the ORM's flush: no UPDATE when nothing changes
+            changed = convert.run_changes(row, celery_task_id=celery_task_id, worker=worker, log_path=log_path,
+                                          output_dir=output_dir, total_steps=total_steps, device=device)
+            if changed:
                 conn.execute(update(runs).where(runs.c.id == run_id).values(changed))
             return convert.run(SimpleNamespace(**{**row._mapping, **changed}))
 

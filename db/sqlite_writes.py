@@ -218,13 +218,9 @@ class SqliteRunWrites:
         """As :meth:`db.run_writes.RunWrites.update_run`."""
         with self._write() as conn:
             row = self._run_row(conn, run_id)
-            if total_steps is not None and total_steps < 0:
-                raise ValueError(f"total_steps must be >= 0, got {total_steps}")
-            given = {"celery_task_id": celery_task_id, "worker": worker, "log_path": log_path,
-                     "output_dir": output_dir, "total_steps": total_steps, "device": device}
-            changed = {name: value for name, value in given.items()
-                       if value is not None and value != getattr(row, name)}
-            if changed:  # as the ORM's flush: no UPDATE when nothing changes
+            changed = convert.run_changes(row, celery_task_id=celery_task_id, worker=worker, log_path=log_path,
+                                          output_dir=output_dir, total_steps=total_steps, device=device)
+            if changed:
                 conn.execute(f"UPDATE runs SET {', '.join(f'{name} = ?' for name in changed)} WHERE id = ?",
                              [*changed.values(), run_id])
             return convert.run(SimpleNamespace(**{**vars(row), **changed}))

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,10 +228,9 @@ def fit_problem(agent: str, shape: ModelShape, world: int, device_bytes: int, *,
     if need.gpu <= device_bytes:
         return None
     options = []
-    fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and need_at(w, offload).gpu <= device_bytes), None)
-    if fits is not None:
-        more = (f" on a worker that owns {fits} GPUs (cooplab worker --device cuda:{','.join(map(str, range(fits)))})"
-                if queue_gpus is not None and fits > queue_gpus else "")
+    more_ranks = _fewest_ranks(world, lambda w: need_at(w, offload).gpu <= device_bytes, queue_gpus)
+    if more_ranks is not None:
+        fits, more = more_ranks
         options.append(f"shard it over {fits} ranks (parallel_training: fsdp, fsdp_ranks: {fits}{more})")
     options.append("train a LoRA adapter (lora_rank) instead of every weight")
     if not offload:
@@ -345,10 +344,9 @@ def team_problem(shapes: Mapping[str, ModelShape], world: int, device_bytes: int
                               reference_weight_bytes=reference_weight_bytes) for name, shape in shapes.items()}
     shares = " + ".join(f"{name} {gib(n.gpu - n.gathered)}" for name, n in held.items())
     fixes = []
-    fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and team_at(w) <= device_bytes), None)
-    if fits is not None:
-        more = (f" on a worker that owns {fits} GPUs (cooplab worker --device cuda:{','.join(map(str, range(fits)))})"
-                if queue_gpus is not None and fits > queue_gpus else "")
+    more_ranks = _fewest_ranks(world, lambda w: team_at(w) <= device_bytes, queue_gpus)
+    if more_ranks is not None:
+        fits, more = more_ranks
         fixes.append(f"shard the team over {fits} ranks (fsdp_ranks: {fits}{more})")
     fixes.append("train LoRA adapters (lora_rank) instead of every weight")
     if not offload:
@@ -358,3 +356,14 @@ def team_problem(shapes: Mapping[str, ModelShape], world: int, device_bytes: int
             f"{' and references' if reference_weight_bytes else ''}, GiB: {shares}) plus the largest agent's "
             f"gathered units, before activations, over the {device_bytes:,} bytes ({gib(device_bytes)} GiB) of a "
             f"device; " + "; or ".join(fixes))
+
+
+def _fewest_ranks(world: int, fits_at: Callable[[int], bool], queue_gpus: int | None) -> tuple[int, str] | None:
+    """The fewest ranks above ``world`` (a power of two up to 64) at which ``fits_at`` holds, with what a
+    suggestion of them adds when the queue has fewer GPUs: the worker that owns that many; None if none fits."""
+    fits = next((w for w in (2, 4, 8, 16, 32, 64) if w > world and fits_at(w)), None)
+    if fits is None:
+        return None
+    more = (f" on a worker that owns {fits} GPUs (cooplab worker --device cuda:{','.join(map(str, range(fits)))})"
+            if queue_gpus is not None and fits > queue_gpus else "")
+    return fits, more

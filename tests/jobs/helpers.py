@@ -165,3 +165,16 @@ def assert_forced_stop(settings, store, worker, run_id: int, grace_s: float) -> 
     wait_for(lambda: not psutil.pid_exists(job_pid) or psutil.Process(job_pid).status() == psutil.STATUS_ZOMBIE,
              20, "the job process to be terminated")
     assert worker.proc.poll() is None
+
+
+def qwen2_1_5b_folder(tmp_path: Path) -> Path:
+    """A model folder holding only Qwen2.5-1.5B's config (1,543,714,304 parameters), for the memory checks."""
+    import json
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "qwen2", "vocab_size": 151_936, "hidden_size": 1536, "intermediate_size": 8960,
+        "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "tie_word_embeddings": True,
+        "max_position_embeddings": 32768}))
+    return folder

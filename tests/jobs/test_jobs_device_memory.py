@@ -4,20 +4,14 @@ CPU queue, nothing is checked."""
 
 from __future__ import annotations
 
-import json
-
 from engine.schema.run_config import parse_run_config
 from jobs.preflight import run_config_problems, run_limits
 from jobs.settings import Settings
+from tests.jobs.helpers import qwen2_1_5b_folder
 
 
 def _config(tmp_path):
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({  # Qwen2.5-1.5B's shape: 1,543,714,304 parameters
-        "model_type": "qwen2", "vocab_size": 151_936, "hidden_size": 1536, "intermediate_size": 8960,
-        "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "tie_word_embeddings": True,
-        "max_position_embeddings": 32768}))
+    folder = qwen2_1_5b_folder(tmp_path)  # Qwen2.5-1.5B's shape: 1,543,714,304 parameters
     return parse_run_config({"agents": [{"name": "writer", "model": str(folder)}, {"name": "small"}],
                              "task": {"name": "quickstart"}, "trainer": {"num_generations": 2}})
 

@@ -6,8 +6,6 @@ Pure: no GPU, no worker process (the worker's two gloo ranks are launched in tes
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from engine.schema.run_config import parse_run_config
@@ -17,7 +15,7 @@ from jobs.fsdp_job import rank_gpu_env, too_many_ranks
 from jobs.preflight import run_config_problems, run_limits
 from jobs.settings import Settings
 from jobs.worker import node_name, pin_device
-from tests.jobs.helpers import tiny_config
+from tests.jobs.helpers import qwen2_1_5b_folder, tiny_config
 
 
 def test_a_gpu_set_is_one_queue_with_a_canonical_name():
@@ -81,12 +79,7 @@ def test_an_fsdp_run_goes_to_a_queue_with_a_gpu_per_rank_or_is_refused_naming_th
 
 
 def test_the_memory_check_counts_one_rank_per_gpu_of_the_queue(tmp_path):
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({  # Qwen2.5-1.5B's shape: 1,543,714,304 parameters
-        "model_type": "qwen2", "vocab_size": 151_936, "hidden_size": 1536, "intermediate_size": 8960,
-        "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "tie_word_embeddings": True,
-        "max_position_embeddings": 32768}))
+    folder = qwen2_1_5b_folder(tmp_path)  # Qwen2.5-1.5B's shape: 1,543,714,304 parameters
     # per rank, bfloat16 compute: states 16 P / W; gathered = root 233,375,232 x (2 + 4) + two layers
     # 2 x 46,797,824 x 2 + one layer's fp32 gradients 46,797,824 x 4 = 1,400,251,392 + 374,382,592
     gathered = 233_375_232 * 6 + 46_797_824 * 8
