@@ -1,7 +1,8 @@
 """Per-test CPU time of the suite: ``COOPLAB_TEST_CPU_PROFILE=FILE`` makes every pytest process append one
-JSON line per test to ``FILE``: its id, its file, wall seconds and CPU seconds (user + system of the
+JSON line per test to ``FILE``: its id, its file, wall seconds, CPU seconds (user + system of the
 pytest process and of the child processes it waited for: servers, workers, browsers and job processes a
-fixture stopped). A file's module fixtures are set up in its first test and torn down in its last, so a
+fixture stopped), when it started (epoch seconds) and which pytest process ran it (the xdist name, or
+``main``). A file's module fixtures are set up in its first test and torn down in its last, so a
 file's sum is the file's cost. ``python -m tests.cpu_profile FILE`` prints the files by CPU, heaviest
 first (docs/testing.md)."""
 
@@ -50,10 +51,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
         return
     target = os.environ[PROFILE_ENV]
-    cpu, wall = cpu_seconds(), time.monotonic()
+    cpu, wall, started = cpu_seconds(), time.monotonic(), time.time()
     yield
     line = {"test": item.nodeid, "file": item.nodeid.split("::")[0],
-            "cpu": round(cpu_seconds() - cpu, 3), "wall": round(time.monotonic() - wall, 3)}
+            "cpu": round(cpu_seconds() - cpu, 3), "wall": round(time.monotonic() - wall, 3),
+            "start": round(started, 3), "process": os.environ.get("PYTEST_XDIST_WORKER", "main")}
     with open(target, "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
 
