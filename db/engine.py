@@ -6,9 +6,10 @@ lock up front instead of failing halfway through (a deferred transaction that re
 writes cannot wait for the lock; SQLite answers "database is locked" at once). Readers use plain
 deferred transactions and never block the writer. Other URLs (PostgreSQL) get a pre-pinged pool.
 
-Write transactions are short and bounded. On PostgreSQL each one sets, for itself only
-(``set_config(..., true)``): ``lock_timeout`` (:data:`WRITE_LOCK_TIMEOUT_S`: a write that waits longer
-for a row lock fails with a transient error its caller retries, instead of hanging its thread),
+Write transactions are short and bounded (the bounds are declared in :mod:`db.write_bounds`). On
+PostgreSQL each one sets, for itself only (``set_config(..., true)``): ``lock_timeout``
+(:data:`WRITE_LOCK_TIMEOUT_S`: a write that waits longer for a row lock fails with a transient error its
+caller retries, instead of hanging its thread),
 ``statement_timeout`` (:data:`WRITE_STATEMENT_TIMEOUT_S`) and ``idle_in_transaction_session_timeout``
 (:data:`WRITE_IDLE_TIMEOUT_S`: a process hung or stopped inside a write transaction has its session
 ended by the server, which releases its locks; no CoopLab write transaction waits on its client that
@@ -39,25 +40,20 @@ from sqlalchemy.pool import StaticPool
 from db.sqlite_files import private_sqlite_files as _private_sqlite_files
 from db.sqlite_locks import describe_write_lock_holders
 from db.urls import redact_url
+from db.write_bounds import (  # noqa: F401 - re-exported: the engine's bounds
+    BOUND_WRITE,
+    CONNECT_TIMEOUT_S,
+    SQLITE_BUSY_TIMEOUT_MS,
+    WRITE_IDLE_TIMEOUT_S,
+    WRITE_LOCK_TIMEOUT_S,
+    WRITE_STATEMENT_TIMEOUT_S,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-WRITE_LOCK_TIMEOUT_S = 5
-"""PostgreSQL: the longest a write waits for a lock another transaction holds."""
-WRITE_STATEMENT_TIMEOUT_S = 300
-"""PostgreSQL: the longest one statement of a write transaction may run (deleting a run of millions of
-metric rows included)."""
-WRITE_IDLE_TIMEOUT_S = 10
-"""PostgreSQL: a write transaction idle this long (its process hung or stopped) is ended by the server.
-Keep it below the heartbeat timeout, so a run whose job hung holding its row is reaped in time."""
-CONNECT_TIMEOUT_S = 10
-"""PostgreSQL: the longest opening a connection may take (libpq's ``connect_timeout``, unless the URL
-sets one), so a database whose host drops packets fails in seconds instead of the system's TCP timeout
-(minutes)."""
 _WRITE_OPTION = "cooplab_write"
 _LOCK_WAIT_OPTION = "cooplab_lock_wait_ms"
 _UNBOUNDED_OPTION = "cooplab_unbounded"
@@ -147,17 +143,12 @@ def _configure_sqlite(engine: Engine, *, in_memory: bool, busy_timeout_ms: int) 
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-_BOUND_WRITE = (f"SELECT set_config('lock_timeout', '{WRITE_LOCK_TIMEOUT_S}s', true), "
-                f"set_config('statement_timeout', '{WRITE_STATEMENT_TIMEOUT_S}s', true), "
-                f"set_config('idle_in_transaction_session_timeout', '{WRITE_IDLE_TIMEOUT_S}s', true)")
-
-
 def _bound_postgresql_writes(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         options = conn.get_execution_options()
         if options.get(_WRITE_OPTION, False) and not options.get(_UNBOUNDED_OPTION, False):
-            conn.exec_driver_sql(_BOUND_WRITE)  # local to this transaction (see the module docstring)
+            conn.exec_driver_sql(BOUND_WRITE)  # local to this transaction (see the module docstring)
             if _LOCK_WAIT_OPTION in options:
                 conn.exec_driver_sql(f"SELECT set_config('lock_timeout', '{int(options[_LOCK_WAIT_OPTION])}ms', true)")
 
