@@ -128,7 +128,7 @@ def one_line(exc: BaseException) -> str:
     if reason:
         return reason
     module = type(exc).__module__ or ""
-    if module.startswith(("sqlalchemy", "sqlite3")):  # a Store's / the submit's own SQLite writes
+    if module.startswith(("sqlalchemy", "sqlite3", "psycopg2")):  # a Store's / the submit's own writes
         from jobs.datadir import redact_url
 
         url = redact_url(get_settings().resolved_database_url)

@@ -5,10 +5,11 @@ run's execution details.
 :meth:`~db.engine.StoreBase.within` they run in the caller's transaction, after its pending ORM
 changes are flushed), and ``RunWrites(engine)`` alone runs them each in a Core write transaction of
 its own (:func:`db.engine.write_connection`: begun, bounded and committed as a store's). That is what
-``cooplab submit`` and :func:`cooplab.api.submit` use on PostgreSQL (on a SQLite file they use
-:mod:`db.sqlite_writes`, the same writes without SQLAlchemy): they import the two tables they write
-(:mod:`db.tables`) and never ``sqlalchemy.orm``, the ORM models or the store's other operations (about
-a tenth of a CPU-second of a submit's start-up).
+``cooplab submit`` and :func:`cooplab.api.submit` use on a database URL that the writers without
+SQLAlchemy do not take (those make the same writes with ``sqlite3`` on a SQLite file,
+:mod:`db.sqlite_writes`, and with ``psycopg2`` on PostgreSQL, :mod:`db.postgres_writes`): they import
+the two tables they write (:mod:`db.tables`) and never ``sqlalchemy.orm``, the ORM models or the
+store's other operations (about a tenth of a CPU-second of a submit's start-up).
 
 Rows written and records returned are the ORM's: the same columns and defaults (the tables are the
 ORM classes' own ``__table__``), the same validation errors, and a returned record holds what was

@@ -11,8 +11,9 @@ Importing this module never imports torch or the task module: configs are valida
 torch-free :mod:`engine.schema.run_config` and pre-flight checked (:mod:`jobs.preflight`) before anything is
 stored, and the task is sent by name (``jobs.run_training``) to the queue of
 the chosen device: on the filesystem broker as the message file Celery would write, without loading
-Celery (:mod:`jobs.broker_fs_write`), on Redis through Celery's sending app. Calls return as soon as the database and the broker have the request; stopping
-a run that ignores its stop flag is finished later by the stop enforcer (see :mod:`jobs.maintenance`).
+Celery (:mod:`jobs.broker_fs_write`), on Redis through Celery's sending app.
+Calls return as soon as the database and the broker have the request; stopping a run that ignores its
+stop flag is finished later by the stop enforcer (see :mod:`jobs.maintenance`).
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from jobs.preflight import check_run_config
 from jobs.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from db.postgres_writes import PostgresRunWrites
     from db.run_writes import RunWrites
     from db.sqlite_writes import SqliteRunWrites
     from db.store import Store
 
-    SubmitWrites = Store | RunWrites | SqliteRunWrites
+    SubmitWrites = Store | RunWrites | SqliteRunWrites | PostgresRunWrites
 
 log = logging.getLogger(__name__)
 
@@ -103,18 +105,23 @@ def get_store(settings: Settings | None = None) -> Store:
 
 def get_run_writes(settings: Settings | None = None) -> SubmitWrites:
     """What a submit writes with: the settings' database's shared store when this process has one, else,
-    for a SQLite file, its writes with ``sqlite3`` (:mod:`db.sqlite_writes`, no SQLAlchemy), for another
-    database its Core writes (:mod:`db.run_writes`, no ORM) (``cooplab submit``, :mod:`cooplab.api`). Each
-    has ``ensure_schema()``, the migration check a submit makes first."""
+    for a SQLite file, its writes with ``sqlite3`` (:mod:`db.sqlite_writes`, no SQLAlchemy), for PostgreSQL
+    through ``psycopg2`` its writes with ``psycopg2`` (:mod:`db.postgres_writes`, no SQLAlchemy), for
+    another URL its Core writes (:mod:`db.run_writes`, no ORM) (``cooplab submit``, :mod:`cooplab.api`).
+    Each has ``ensure_schema()``, the migration check a submit makes first."""
     url = (settings or get_settings()).resolved_database_url
     with _STORES_LOCK:
         held = _STORES.get(url)
         if held is None:
+            from db.postgres_writes import PostgresRunWrites, postgres_connect_args
             from db.sqlite_writes import SqliteRunWrites, plain_sqlite_file
 
             path = plain_sqlite_file(url)
+            connect_args = None if path is not None else postgres_connect_args(url)
             if path is not None:
                 _STORES[url] = held = SqliteRunWrites(url, path)
+            elif connect_args is not None:
+                _STORES[url] = held = PostgresRunWrites(url, connect_args)
             else:
                 from db.engine import make_engine
                 from db.run_writes import RunWrites

@@ -1,8 +1,9 @@
 """A submit's writes without the ORM (``db.run_writes.RunWrites`` on an engine alone, what ``cooplab
-submit`` uses on PostgreSQL) and without SQLAlchemy (``db.sqlite_writes.SqliteRunWrites``, what it uses
-on a SQLite file) write what the store writes, return what is stored, refuse what the store refuses,
-and import no ``sqlalchemy.orm`` (respectively no ``sqlalchemy``); the ORM classes of the two tables are
-mapped onto the same Core tables."""
+submit`` uses on other URLs) and without SQLAlchemy (``db.sqlite_writes.SqliteRunWrites``, what it uses
+on a SQLite file; ``db.postgres_writes.PostgresRunWrites``, what it uses on PostgreSQL through psycopg2)
+write what the store writes, return what is stored, refuse what the store refuses, and import no
+``sqlalchemy.orm`` (respectively no ``sqlalchemy``); the ORM classes of the two tables are mapped onto
+the same Core tables."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import JSON, Text, cast, select
 
+from db.dbapi_writes import DbapiRunWrites
 from db.errors import NotFoundError
 from db.models import Base, ExperimentRow, RunRow
+from db.postgres_writes import PostgresRunWrites, postgres_connect_args
 from db.run_writes import RunWrites
 from db.sqlite_writes import SqliteRunWrites, plain_sqlite_file
 from db.store import Store
@@ -24,8 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _row(store: Store, table, row_id: int) -> dict:  # type: ignore[no-untyped-def]
+    """A row's values (its JSON columns also as the text stored), but its id and times."""
+    stored_text = [cast(column, Text).label(f"{column.name} as text") for column in table.c
+                   if isinstance(column.type, JSON)]
     with store.engine.connect() as conn:
-        found = conn.execute(select(table).where(table.c.id == row_id)).mappings().one()
+        found = conn.execute(select(table, *stored_text).where(table.c.id == row_id)).mappings().one()
     return {k: v for k, v in found.items() if k not in ("id", "created_at", "updated_at")}
 
 
@@ -41,19 +47,30 @@ def _sqlite3_writes(store: Store) -> SqliteRunWrites:
     return SqliteRunWrites(url, path)
 
 
+def _dbapi_writes(store: Store) -> DbapiRunWrites:
+    """The writer without SQLAlchemy for the store's database: ``sqlite3`` or ``psycopg2``."""
+    if store.engine.dialect.name == "sqlite":
+        return _sqlite3_writes(store)
+    url = store.engine.url.render_as_string(hide_password=False)
+    connect_args = postgres_connect_args(url)
+    assert connect_args is not None, url
+    return PostgresRunWrites(url, connect_args)
+
+
 def test_core_writes_store_and_return_what_the_store_does(store: Store) -> None:
     _writes_store_and_return_what_the_store_does(store, RunWrites(store.engine))
 
 
-def test_sqlite3_writes_store_and_return_what_the_store_does(sqlite_store: Store) -> None:
-    writes = _sqlite3_writes(sqlite_store)
+def test_dbapi_writes_store_and_return_what_the_store_does(store: Store) -> None:
+    """``sqlite3`` on SQLite, ``psycopg2`` on PostgreSQL."""
+    writes = _dbapi_writes(store)
     try:
-        _writes_store_and_return_what_the_store_does(sqlite_store, writes)
+        _writes_store_and_return_what_the_store_does(store, writes)
     finally:
         writes.close()
 
 
-def _writes_store_and_return_what_the_store_does(store: Store, writes: RunWrites | SqliteRunWrites) -> None:
+def _writes_store_and_return_what_the_store_does(store: Store, writes: RunWrites | DbapiRunWrites) -> None:
     config = {"name": "x", "trainer": {"max_steps": 5}, "nested": [1, {"a": None}]}
     by_core = writes.get_or_create_experiment("core", description="d", tags=["a", " a", "b"], config=config)
     by_store = store.get_or_create_experiment("orm", description="d", tags=["a", " a", "b"], config=config)
@@ -87,12 +104,13 @@ def _writes_store_and_return_what_the_store_does(store: Store, writes: RunWrites
 def test_core_writes_refuse_what_the_store_refuses(store: Store, experiment_id: int, run_id: int, call, error,
                                                     message) -> None:  # type: ignore[no-untyped-def]
     before = (store.list_experiments(), store.list_runs())
-    writers: list = [RunWrites(store.engine), store]
-    if store.engine.dialect.name == "sqlite":
-        writers.append(_sqlite3_writes(store))
-    for writer in writers:
-        with pytest.raises(error, match=message):
-            call(writer, experiment_id, run_id)
+    dbapi = _dbapi_writes(store)
+    try:
+        for writer in (RunWrites(store.engine), store, dbapi):
+            with pytest.raises(error, match=message):
+                call(writer, experiment_id, run_id)
+    finally:
+        dbapi.close()
     assert (store.list_experiments(), store.list_runs()) == before
 
 
@@ -103,14 +121,55 @@ def test_core_writes_import_no_orm() -> None:
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
-def test_sqlite3_writes_import_no_sqlalchemy_and_wait_as_the_engine_does() -> None:
-    code = ("import sys; from db.sqlite_writes import SqliteRunWrites; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))")
+def test_dbapi_writes_import_no_sqlalchemy_and_stamp_runs_with_the_engines_clock() -> None:
+    code = ("import sys; from db.sqlite_writes import SqliteRunWrites; from db.postgres_writes import "
+            "PostgresRunWrites; print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
-    from db import engine, sqlite_writes
+    from sqlalchemy import select
+    from sqlalchemy.dialects import postgresql, sqlite
 
-    assert sqlite_writes.SQLITE_BUSY_TIMEOUT_MS == engine.SQLITE_BUSY_TIMEOUT_MS
+    from db import postgres_writes, sqlite_writes
+    from db.clock import db_now
+
+    for dialect, now in ((sqlite.dialect(), sqlite_writes._NOW), (postgresql.dialect(), postgres_writes.NOW)):
+        assert str(select(db_now()).compile(dialect=dialect)).replace("\n", " ") == f"{now} AS db_now_1"
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql+psycopg2://postgres@127.0.0.1:5432/test", "postgresql+psycopg2://u:p%40ss%3Aw@db.example/cooplab",
+    "postgresql+psycopg2://u@[::1]:5433/x?sslmode=require&options=-csearch_path%3Ds1",
+    "postgresql+psycopg2://u@h/db?connect_timeout=3", "postgresql+psycopg2:///db", "postgresql://u@h/db"])
+def test_postgresql_connect_args_are_the_engines(url: str) -> None:
+    """What ``psycopg2.connect`` is given is what the engine of ``db.engine.make_engine`` gives it."""
+    from sqlalchemy import event
+
+    from db.engine import make_engine
+
+    class Connecting(Exception):
+        pass
+
+    given: dict = {}
+    engine = make_engine(url)
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect, record, cargs, cparams) -> None:  # type: ignore[no-untyped-def]
+        given.update(cparams, cargs=cargs)
+        raise Connecting
+
+    try:
+        with pytest.raises(Connecting):
+            engine.connect()
+    finally:
+        engine.dispose()
+    assert given.pop("cargs") == [] and postgres_connect_args(url) == given
+
+
+@pytest.mark.parametrize("url", [
+    "sqlite:///x.db", "postgresql+psycopg://u@h/db", "postgresql+psycopg2://u@h/db?host=a&host=b",
+    "postgresql+psycopg2://u@h:notaport/db", "mysql://u@h/db"])
+def test_other_urls_keep_the_engine(url: str) -> None:
+    assert postgres_connect_args(url) is None
 
 
 @pytest.mark.parametrize(("url", "path"), [
