@@ -11,7 +11,8 @@ Importing this module never imports torch or the task module: configs are valida
 torch-free :mod:`engine.schema.run_config` and pre-flight checked (:mod:`jobs.preflight`) before anything is
 stored, and the task is sent by name (``jobs.run_training``) to the queue of
 the chosen device: on the filesystem broker as the message file Celery would write, without loading
-Celery (:mod:`jobs.broker_fs_write`), on Redis through Celery's sending app.
+Celery (:mod:`jobs.broker_fs_write`), on Redis as the commands kombu would send, without loading Celery,
+kombu or redis-py (:mod:`jobs.broker_redis_write`; other broker URLs through Celery's sending app).
 Calls return as soon as the database and the broker have the request; stopping a run that ignores its
 stop flag is finished later by the stop enforcer (see :mod:`jobs.maintenance`).
 """
@@ -151,13 +152,21 @@ def _send(run: Run, task_id: str, settings: Settings) -> None:
         def send() -> None:
             send_task_file(settings, TASK_NAME, [run.id], task_id, queue=validate_device(run.queue))
     else:
-        from jobs.celery_app import device_queue, get_sender_app
+        from jobs.broker_redis_write import redis_address, send_task_redis
 
-        app = get_sender_app(settings)  # a broker URL it refuses (no broadcast) is an error, not a broker down
+        address = redis_address(settings.resolved_broker_url)
+        if address is not None:  # the commands kombu would send, without Celery, kombu or redis-py
 
-        def send() -> None:
-            app.send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue),
-                          ignore_result=True, retry=True, retry_policy=SEND_RETRY_POLICY)
+            def send() -> None:
+                send_task_redis(address, TASK_NAME, [run.id], task_id, queue=validate_device(run.queue))
+        else:
+            from jobs.celery_app import device_queue, get_sender_app
+
+            app = get_sender_app(settings)  # a broker URL it refuses (no broadcast) is an error, not a broker down
+
+            def send() -> None:
+                app.send_task(TASK_NAME, args=[run.id], task_id=task_id, queue=device_queue(run.queue),
+                              ignore_result=True, retry=True, retry_policy=SEND_RETRY_POLICY)
     try:
         send()
     except Exception as exc:
