@@ -2,13 +2,15 @@
 current), torch, transformers, streamlit, pandas, numpy, plotly, pydantic-settings, CLI framework (typer,
 rich), other algorithms' config classes, or SQLAlchemy at all on a SQLite file (they write through
 ``db.sqlite_writes`` with ``sqlite3``; on PostgreSQL through ``db.run_writes`` on Core, without the ORM)
-or Celery and kombu on the filesystem broker (``jobs.broker_fs_write`` writes the message); a refused
-config is refused before the store or the broker client is imported; the schema check reads one row
+or Celery and kombu on the filesystem broker (``jobs.broker_fs_write`` writes the message); on PostgreSQL
+and Redis no SQLAlchemy, Celery, kombu or redis-py either (``db.postgres_writes``,
+``jobs.broker_redis_write``); a refused config is refused before the store or the broker client is imported; the schema check reads one row
 instead of loading alembic; and the Python API for scripted sweeps (:mod:`cooplab.api`) queues, lists
 and waits for runs. No worker: cheap."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +24,8 @@ from db.schema_version import at_head, ensure_schema, head_revisions
 from engine.schema.run_config import ConfigError
 from tests.jobs.helpers import ROOT, tiny_config
 
+PG_ENV = "COOPLAB_TEST_POSTGRES_URL"
+
 HEAVY = ("alembic", "torch", "transformers", "streamlit", "pandas", "numpy", "plotly")
 # what a plain submit of a MAGRPO config has no use for (cooplab.submit_path, engine.schema.config_class,
 # db.rollups, jobs.env_settings, db.run_writes, SQLAlchemy on a SQLite file, Celery and kombu on the filesystem
@@ -31,6 +35,7 @@ NOT_FOR_SUBMIT = (*HEAVY, "typer", "rich", "pydantic_settings", "engine.schema.a
                   "engine.schema.preference_configs", "engine.schema.actor_critic_configs",
                   "sqlalchemy", "db.run_writes", "db.models", "db.store", "celery", "kombu")
 STORE_AND_BROKER = ("sqlalchemy", "celery", "kombu", "db.store", "jobs.client")
+NOT_FOR_SUBMIT_ON_SERVERS = (*NOT_FOR_SUBMIT, "redis")  # PostgreSQL through psycopg2, Redis
 
 _SUBMIT_AND_LIST_IMPORTS = """
 import atexit, sys
@@ -60,6 +65,60 @@ def test_cooplab_submit_imports_only_what_it_needs(jobs_env, store, tmp_path):
     assert result.stdout.splitlines() == [f"run {first.id} queued on cpu (experiment 'cheap')",
                                           f"run {second.id} queued on cpu (experiment 'cheap')", "HEAVY []"]
     assert {first.status, second.status} == {states.QUEUED} and (first.total_steps, second.total_steps) == (3, 4)
+
+
+@pytest.fixture
+def postgres_url():  # type: ignore[no-untyped-def]
+    """A migrated schema of its own on the test PostgreSQL server (its URL), dropped afterwards."""
+    import uuid
+
+    from sqlalchemy import create_engine, text
+
+    from db.engine import resolve_url
+    from db.migrate import upgrade
+
+    url = os.environ.get(PG_ENV)
+    if not url:
+        pytest.skip(f"no PostgreSQL server: {PG_ENV} is not set (make test sets it to the local server)")
+    admin = create_engine(resolve_url(url), isolation_level="AUTOCOMMIT")
+    schema = f"cooplab_submit_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        schema_url = resolve_url(url).update_query_dict({"options": f"-csearch_path={schema}"})
+        upgrade(schema_url.render_as_string(hide_password=False))
+        yield schema_url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def test_cooplab_submit_on_postgresql_and_redis_imports_only_what_it_needs(redis_env, postgres_url, monkeypatch,
+                                                                           tmp_path):
+    """The rows through psycopg2 alone, the messages pushed without Celery, kombu or redis-py: both runs
+    stored queued with their task ids, both messages in the queue."""
+    import redis
+
+    from db.store import Store
+
+    monkeypatch.setenv("COOPLAB_DATABASE_URL", postgres_url)
+    paths = [tmp_path / "run.yaml", tmp_path / "longer.yaml"]
+    paths[0].write_text(yaml.safe_dump(tiny_config()))
+    paths[1].write_text(yaml.safe_dump(tiny_config(max_steps=4)))
+    result = _submit(paths, NOT_FOR_SUBMIT_ON_SERVERS)
+    assert result.returncode == 0, result.stderr
+    with Store(postgres_url) as store:
+        second, first = store.list_runs()
+    assert result.stdout.splitlines() == [f"run {first.id} queued on cpu (experiment 'cheap')",
+                                          f"run {second.id} queued on cpu (experiment 'cheap')", "HEAVY []"]
+    assert {first.status, second.status} == {states.QUEUED} and (first.total_steps, second.total_steps) == (3, 4)
+    client = redis.Redis.from_url(redis_env.resolved_broker_url)
+    try:
+        messages = [json.loads(m) for m in client.lrange("cpu", 0, -1)]
+    finally:
+        client.close()
+    assert [m["headers"]["id"] for m in messages] == [second.celery_task_id, first.celery_task_id]
 
 
 def test_a_refused_config_is_refused_before_the_store_or_the_broker_is_loaded(jobs_env, store, tmp_path):
