@@ -13,8 +13,8 @@ It talks to the database and the broker of the environment's settings (``COOPLAB
 ``COOPLAB_DATABASE_URL``, ``COOPLAB_BROKER_URL``; or pass ``settings=``), like ``cooplab submit``: the
 workers that train the runs are started separately (``cooplab worker`` or ``cooplab up``). One process
 submitting many runs pays the imports once (about 0.1 s per run after that). Importing this module
-imports no torch, Celery or alembic; a submit on a SQLite file and the filesystem broker (the defaults)
-imports no SQLAlchemy, Celery or kombu either.
+imports no torch, Celery or alembic; a submit on a SQLite file and the filesystem broker (the defaults),
+or on PostgreSQL and Redis, imports no SQLAlchemy, Celery or kombu either.
 """
 
 from __future__ import annotations
