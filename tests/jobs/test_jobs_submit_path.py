@@ -85,6 +85,10 @@ def postgres_url():  # type: ignore[no-untyped-def]
     try:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    except Exception as err:  # noqa: BLE001 - any failure to connect means the server is not there
+        admin.dispose()
+        pytest.skip(f"PostgreSQL server at {url} ({PG_ENV}) did not answer: {type(err).__name__}")
+    try:
         schema_url = resolve_url(url).update_query_dict({"options": f"-csearch_path={schema}"})
         upgrade(schema_url.render_as_string(hide_password=False))
         yield schema_url.render_as_string(hide_password=False)
