@@ -117,9 +117,10 @@ def _form_of(path: str) -> Any:
 def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool = True,
                  max_values: int | None = None, task_modules: tuple[str, ...] = ()) -> list[Any]:
     """The values typed into ``path``'s field (at most ``max_values``); with ``check``, each one is set
-    in the base config and validated through the run-config schema, so a value the field refuses is
-    named at the field. Raises :class:`StudySpaceError` (without the path: the message is shown under
-    the field). ``task_modules``: the operator's task module allowlist the configs are validated under."""
+    in the base config and validated through the run-config schema, so the values the field refuses are
+    named at the field, all of them at once (``-1: <reason> · -2: <reason>``). Raises
+    :class:`StudySpaceError` (without the path: the message is shown under the field). ``task_modules``:
+    the operator's task module allowlist the configs are validated under."""
     values = parse_values(text, max_values=max_values)
     repeated = sorted({value_text(v) for i, v in enumerate(values) if v in values[:i]})
     if repeated:
@@ -127,12 +128,15 @@ def field_values(base: Mapping[str, Any], path: str, text: str, *, check: bool =
     if not check:
         return values
     seed = int(base_value(base, SEED_PATH) or 0)
+    refused = []  # every refused value, named at once: fixing them one per try is slow
     for value in values:
         try:
             parse_run_config(point_config(base, {path: value}, seed), task_modules=task_modules)
         except ConfigError as exc:
             reasons = [line.removeprefix(f"{path}: ") for line in str(exc).splitlines() if line.strip()]
-            raise StudySpaceError(f"{value_text(value)}: {'; '.join(reasons)}") from None
+            refused.append(f"{value_text(value)}: {'; '.join(reasons)}")
+    if refused:
+        raise StudySpaceError(" · ".join(refused))
     return values
 
 

@@ -60,7 +60,7 @@ def test_each_field_has_one_values_box_and_a_bad_value_is_named_under_it(app, ex
     assert not at.exception
     assert _values(at, MODEL).value == "builtin:tiny-llama" and _values(at, ALGORITHM).value == "magrpo"
     assert _values(at, ALGORITHM).placeholder.startswith("one or more of: magrpo, grpo")
-    _values(at, LR).set_value("0.001, -1").run()
+    _values(at, LR).set_value("0.001, -1, -2").run()
     _values(at, ALGORITHM).set_value("magrpo, sideways").run()
     _values(at, MODEL).set_value("builtin:tiny-llama, builtin:tiny-llama").run()
     under = {}
@@ -68,7 +68,7 @@ def test_each_field_has_one_values_box_and_a_bad_value_is_named_under_it(app, ex
         boxes = [box.key for box in column.text_input if box.key.startswith("st_values.")]
         if len(boxes) == 1:
             under[boxes[0].removeprefix("st_values.")] = [e.value for e in column.error]
-    assert under == {LR: ["-1: Input should be greater than 0"],
+    assert under == {LR: ["-1: Input should be greater than 0 · -2: Input should be greater than 0"],  # all at once
                      MODEL: ["builtin:tiny-llama given twice; list each value once"],
                      ALGORITHM: [under[ALGORITHM][0]]}
     assert under[ALGORITHM][0].startswith("sideways: Input should be 'magrpo', 'grpo'")
