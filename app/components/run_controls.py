@@ -13,11 +13,13 @@ from app.queries import experiment_names, heartbeat_age, run_label
 from app.runinfo import actions_for, format_duration, header_step, status_markdown
 from db.errors import NotFoundError, RunActiveError
 from db.records import Run
+from db.states import TERMINAL_STATUSES
 from db.store import Store
 
 
 def status_line(store: Store, run_id: int) -> Run | None:
-    """Status badge, progress, rate and heartbeat of a run (refreshed inside a live fragment)."""
+    """Status badge, progress, rate and heartbeat of a run (refreshed inside a live fragment); a finished
+    run shows when it ended instead of a heartbeat age that would keep growing."""
     try:
         run = store.get_run(run_id)
     except NotFoundError:
@@ -31,7 +33,11 @@ def status_line(store: Store, run_id: int) -> Run | None:
     c2.metric("step", f"{step}/{run.total_steps}" if run.total_steps else str(step))
     c3.metric("steps/s", f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—")
     c4.metric("ETA", format_duration(rate.eta_s) if run.status in ("starting", "running") else "—")
-    c5.metric("heartbeat", heartbeat_age(run.heartbeat_at, store.server_now()))
+    if run.status in TERMINAL_STATUSES:  # no heartbeat comes any more: its age would only grow
+        c5.metric("ended", f"{run.finished_at:%d %b %H:%M} UTC" if run.finished_at else "—",
+                  help="When the run reached its final state; a finished run sends no heartbeat.")
+    else:
+        c5.metric("heartbeat", heartbeat_age(run.heartbeat_at, store.server_now()))
     if run.total_steps:
         st.progress(min(1.0, step / run.total_steps))
     st.caption(f"device {md_code(run.device or run.queue)} · worker {md_code(run.worker) if run.worker else '—'} · "

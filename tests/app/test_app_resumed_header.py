@@ -1,4 +1,5 @@
-"""A resumed attempt's header continues from the step it resumes (its checkpoint), not from 0."""
+"""The run header: a resumed attempt continues from the step it resumes (its checkpoint), not from 0;
+a finished run shows when it ended."""
 
 from __future__ import annotations
 
@@ -21,3 +22,16 @@ def test_a_resumed_run_starts_from_its_checkpoint_step(app, store: Store, experi
     at = app("run_detail", run=second)
     assert next(m for m in at.metric if m.label == "step").value == "7/12"  # its own steps from then on
     assert not any("continues from step" in c.value for c in at.caption)
+
+
+def test_a_finished_run_shows_when_it_ended_not_a_growing_heartbeat(app, store: Store, experiment: int,
+                                                                    seed) -> None:
+    run_id = seed(experiment, status="succeeded", steps=2)
+    ended = store.get_run(run_id).finished_at
+    at = app("run_detail", run=run_id)
+    assert not at.exception
+    shown = {m.label: m.value for m in at.metric}
+    assert "heartbeat" not in shown  # its age would grow for ever after the run ended
+    assert shown["ended"] == f"{ended:%d %b %H:%M} UTC"
+    live = seed(experiment, status="running", steps=1)
+    assert any(m.label == "heartbeat" for m in app("run_detail", run=live).metric)  # a live run keeps it
