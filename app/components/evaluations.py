@@ -23,6 +23,7 @@ from app.components.downloads import offer
 from app.components.transcript_view import render_episode
 from app.escape import md_code
 from app.held_out import metric_order
+from app.who_mattered import who_mattered
 from db.csv_cells import spreadsheet_cell
 from db.evaluation_records import Evaluation
 from db.ops_transcripts import episode_totals
@@ -222,6 +223,9 @@ def render_evaluations(evaluations: Sequence[Evaluation], *, run_id: int, output
               help="The table above: per metric its mean and standard error as numbers, one row per evaluation.")
     for analysis, table in analysis_tables(evaluations).items():
         st.markdown(f"**Team analysis** {md_code(analysis[:8])}: each agent reset to its base model")
+        variants = [e for e in evaluations if e.kind == "team_analysis" and e.analysis == analysis]
+        if sentence := who_mattered(variants, variants[0].settings.get("metric", "eval/reward_mean")):
+            st.markdown(sentence)
         st.dataframe(table, hide_index=True, key=f"analysis_{run_id}_{analysis}")
     st.caption(f"More: {md_code(command)} (`--team-analysis`, `--samples K`, `--split train`); test-time "
                "baselines: the form's *test-time baselines*.")

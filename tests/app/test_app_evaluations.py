@@ -40,7 +40,7 @@ def test_the_tab_lists_evaluations_with_the_best_marked_and_opens_an_items_episo
     evaluations = EvaluationStore(store)
     evaluations.add_evaluation(_evaluation(run_id, 4, 0.75))
     evaluations.add_evaluation(_evaluation(run_id, 8, 0.5))
-    for label, value in (("trained", 0.75), ("writer reset", 0.25)):
+    for label, value in (("trained", 0.75), ("writer reset", 0.25), ("editor reset", 0.65)):
         evaluations.add_evaluation(_evaluation(run_id, 8, value, kind="team_analysis", label=label, analysis="abc123",
                                                settings={"metric": "eval/reward_mean", "samples": 1, "items": 2,
                                                          "weights": ["trained:writer", "trained:editor"]}))
@@ -51,8 +51,11 @@ def test_the_tab_lists_evaluations_with_the_best_marked_and_opens_an_items_episo
     assert list(held_out["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.5000 ± 0.0500"]
     # the quick start checks no tests: its pass@1 is not shown as if it were a code benchmark's
     assert [c for c in held_out.columns if c.startswith("eval/")] == ["eval/reward_mean"]
-    assert list(analysis["configuration"]) == ["trained", "writer reset"]
-    assert list(analysis["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.2500 ± 0.0500"]
+    assert list(analysis["configuration"]) == ["trained", "writer reset", "editor reset"]
+    assert list(analysis["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.2500 ± 0.0500", "0.6500 ± 0.0500"]
+    # one plain sentence says who mattered, from the rows above
+    assert ("**writer** mattered most: resetting it to its base model lowers `eval/reward_mean` by 0.500 ± 0.071 "
+            "(editor's reset: 0.100).") in [m.value for m in at.markdown]
     assert list(items["correct"]) == ["1 / 1", "0 / 1"]
     texts = [t.value for t in at.text]
     assert "abcdef" in texts and "nopqrs" in texts  # the evaluated episode of item 0, as a dialogue
@@ -199,3 +202,17 @@ def test_the_best_models_are_promoted_to_the_experiments_model_sources(
     models = [a["model"] for a in store.get_experiment(experiment).config["agents"]]
     assert models == [str(out / "model_best" / "agent_0"), str(out / "model_best" / "agent_1")]
     assert any("start from the best models of step 3" in s.value for s in at.success)
+
+
+def test_who_mattered_by_hand() -> None:
+    from app.who_mattered import who_mattered
+
+    def variant(label: str, value: float):  # the fields who_mattered reads, as a stored variant has them
+        return _evaluation(1, 8, value, kind="team_analysis", label=label)
+
+    rows = [variant("trained", 0.5), variant("writer reset", 0.45), variant("editor reset", 0.55)]
+    assert who_mattered(rows, "eval/reward_mean").endswith(
+        "by 0.050 ± 0.071 (within two standard errors: more items or samples would tell) (editor's reset: -0.050).")
+    assert who_mattered([variant("trained", 0.5), variant("writer reset", 0.6)], "eval/reward_mean") == (
+        "No agent mattered: resetting any one of them to its base model does not lower `eval/reward_mean`.")
+    assert who_mattered([variant("trained", 0.5), variant("base", 0.1)], "eval/reward_mean") is None  # one agent
