@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     CursorResult,
     Executable,
     Select,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     delete,
     func,
     literal,
+    or_,
     select,
     update,
 )
@@ -30,7 +32,7 @@ from sqlalchemy.orm import Session
 from db import convert
 from db.clock import db_now, server_now
 from db.errors import NotFoundError, RunActiveError, RunSettledError
-from db.models import CheckpointRow, RunRow, UTCDateTime, WorkerRow, utcnow
+from db.models import CheckpointRow, ExperimentRow, RunRow, UTCDateTime, WorkerRow, utcnow
 from db.ops_experiments import tag_pattern
 from db.records import Checkpoint, Run, RunRate
 from db.run_writes import RunWrites
@@ -54,16 +56,25 @@ from db.states import (
 MAX_ERROR_CHARS = 20_000
 
 
+def carries_tag(tag: str) -> ColumnElement[bool]:
+    """A run carries ``tag`` when it has the tag or its experiment has it (an experiment's tags, such as
+    ``lr-sweep``, then select its runs without tagging each one)."""
+    pattern = tag_pattern(tag)
+    tagged_experiments = select(ExperimentRow.id).where(cast(ExperimentRow.tags, Text).like(pattern, escape="\\"))
+    return or_(cast(RunRow.tags, Text).like(pattern, escape="\\"), RunRow.experiment_id.in_(tagged_experiments))
+
+
 def filter_runs(query: Select[Any], experiment_id: int | None = None, statuses: Iterable[str] | None = None,
                 tag: str | None = None) -> Select[Any]:
-    """``query`` narrowed to the runs of one experiment, in some states and carrying a tag (each optional)."""
+    """``query`` narrowed to the runs of one experiment, in some states and carrying a tag (its own or
+    its experiment's, :func:`carries_tag`), each optional."""
     if experiment_id is not None:
         query = query.where(RunRow.experiment_id == experiment_id)
     if statuses is not None:
         wanted = [check_status(s) for s in ([statuses] if isinstance(statuses, str) else statuses)]
         query = query.where(RunRow.status.in_(wanted))
     if tag:
-        query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
+        query = query.where(carries_tag(tag))
     return query
 
 
@@ -255,10 +266,14 @@ class RunOps(RunWrites):
             session.expunge(row)
 
     def run_tags(self) -> list[str]:
-        """Every tag used by some run, sorted."""
+        """Every tag some run carries (its own, or its experiment's: :func:`carries_tag`), sorted."""
         with self._read() as session:
             found: set[str] = set()
             for tags in session.scalars(select(RunRow.tags).where(cast(RunRow.tags, Text) != "[]")):
+                found.update(str(t) for t in tags or ())
+            with_runs = select(RunRow.experiment_id)
+            for tags in session.scalars(select(ExperimentRow.tags).where(cast(ExperimentRow.tags, Text) != "[]",
+                                                                          ExperimentRow.id.in_(with_runs))):
                 found.update(str(t) for t in tags or ())
             return sorted(found)
 
@@ -270,7 +285,7 @@ class RunOps(RunWrites):
             if experiment_id is not None:
                 query = query.where(RunRow.experiment_id == experiment_id)
             if tag:
-                query = query.where(cast(RunRow.tags, Text).like(tag_pattern(tag), escape="\\"))
+                query = query.where(carries_tag(tag))
             counts = dict.fromkeys(ALL_STATUSES, 0)
             for status, count in session.execute(query):
                 counts[status] = int(count)

@@ -88,7 +88,8 @@ def filters(store: Store, names: dict[int, str]) -> RunFilter:
                               format_func=lambda i: "(all)" if i is None else f"#{i} {names[i]}")
     statuses = f2.multiselect("status", list(ALL_STATUSES), key="runs_filter_status")
     tag = f3.selectbox("tag", [None, *store.run_tags()], key="runs_filter_tag",
-                       format_func=lambda t: "(any tag)" if t is None else t)
+                       format_func=lambda t: "(any tag)" if t is None else t,
+                       help="Runs carrying the tag, or of an experiment that carries it.")
     query = f4.text_input("search", key="runs_search", placeholder="name, tag, config value…",
                           help="Every word must appear in the run's #id, name, experiment, tags, state or a "
                                "config entry (path=value, e.g. learning_rate=0.001).")

@@ -73,6 +73,17 @@ def test_tag_filter_offers_the_tags_runs_carry(app, store: Store, experiment: in
     assert "succeeded: 1" in [c.value for c in at.caption]  # the counts follow the tag filter (were 2)
 
 
+def test_an_experiments_tags_select_its_runs(app, store: Store, experiment: int, seed, make_config) -> None:
+    tagged = store.create_experiment("baselines", config=make_config("baselines"), tags=["baseline"]).id
+    inside = seed(tagged, status="succeeded", steps=1)  # the run itself carries no tag
+    seed(experiment, status="succeeded", steps=1)
+    at = app("runs")
+    assert at.selectbox(key="runs_filter_tag").options == ["(any tag)", "baseline"]
+    at.selectbox(key="runs_filter_tag").set_value("baseline").run()
+    assert at.dataframe[0].value["run"].tolist() == [inside]
+    assert "succeeded: 1" in [c.value for c in at.caption]
+
+
 def test_stop_shows_stopping_then_the_final_state(app, store: Store, experiment: int, seed) -> None:
     run_id = seed(experiment, status="running", steps=2)
     at = app("runs", run=run_id)

@@ -114,4 +114,4 @@ def test_run_tags_lists_every_tag_runs_carry(store: Store, experiment_id: int) -
     first = store.create_run(experiment_id, {"seed": 1}, "cpu", tags=["b", "a"]).id
     store.create_run(experiment_id, {"seed": 1}, "cpu")
     store.set_run_notes(first, tags=["lr-sweep", "a"])
-    assert store.run_tags() == ["a", "lr-sweep"]
+    assert store.run_tags() == ["a", "lr-sweep", "t1"]  # t1: their experiment's tag

@@ -47,6 +47,9 @@ def test_list_runs_filters(store: Store, experiment_id: int) -> None:
     assert [r.id for r in store.list_runs(statuses=["starting"])] == [b.id]
     assert [r.id for r in store.list_runs(statuses="queued")] == [c.id, a.id]
     assert [r.id for r in store.list_runs(tag="sweep")] == [a.id]
+    store.update_experiment(other.id, tags=["sweep"])  # an experiment's tag selects its runs too
+    assert [r.id for r in store.list_runs(tag="sweep")] == [c.id, a.id]
+    assert store.run_counts_by_status(tag="sweep")["queued"] == 2 and store.run_tags() == ["sweep", "t1"]
     assert [r.id for r in store.list_runs(limit=1)] == [c.id]
     with pytest.raises(ValueError, match="unknown run status 'done'"):
         store.list_runs(statuses=["done"])
