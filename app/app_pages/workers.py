@@ -1,11 +1,12 @@
-"""Workers: who is connected, what they run, the queues, the artifact store they share, and this machine's
-CPU/RAM/GPU use."""
+"""Workers: who is connected, what they run, the queues (and the runs studies hold back), the artifact store
+they share, and this machine's CPU/RAM/GPU use."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app import context
+from app.components.held_back import render_held_back
 from app.components.store_outage import render_worker_outages
 from app.components.stored_files import render_store_line
 from app.escape import md_code, md_text
@@ -59,6 +60,7 @@ def live_workers(store: Store) -> None:
                         f"{', '.join(serving) or 'no online worker'}")
             for position, label in enumerate(labels, start=1):
                 st.markdown(f"{position}. {label}")
+    render_held_back(store)  # runs a study has not queued yet wait too, out of the queues
 
     st.subheader("This machine")
     host = host_stats()

@@ -1,4 +1,5 @@
-"""Compare page (overlaid curves, diff of only what differs) and Workers page (workers, queues, host)."""
+"""Compare page (overlaid curves, diff of only what differs) and Workers page (workers, queues, the runs
+studies hold back, host)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,24 @@ def test_workers_and_queues(app, store: Store, experiment: int, seed) -> None:
     assert any(m.value.startswith("**`cpu`** · 1 waiting · served by `cpu@box`") for m in at.markdown)
     assert any(f"#{queued} demo" in m.value for m in at.markdown)
     assert [m.label for m in at.metric][:2] == ["CPU", "RAM"]
+
+
+def test_runs_a_study_holds_back_are_listed_with_why(app, store: Store, experiment: int, make_config) -> None:
+    from db.study_store import StudyStore
+    from jobs.study_space import generate, parse_space
+
+    lr = "trainer.agent_learning_rate"
+    base = make_config()
+    studies = StudyStore(store)
+    study = studies.create_study("lr sweep", {"base": base, "space": {lr: [0.001, 0.01]}}, generate(
+        base, parse_space({lr: [0.001, 0.01]}), seeds=2), max_concurrent=1)
+    studies.claim_slots(study.id)  # one queued, three waiting for its slot
+    at = app("workers")
+    assert not at.exception
+    assert ("- study lr sweep · 3 runs held back: at most 1 at once (the study's `max_concurrent`), 1 in flight; "
+            "each is queued on `cpu` as one of them ends") in [m.value for m in at.markdown]
+    studies.set_status(study.id, "stopped")
+    assert any("3 runs held back: the study is stopped" in m.value for m in app("workers").markdown)
 
 
 def test_workers_empty_state(app) -> None:
