@@ -1,5 +1,6 @@
-"""Dialogue rendering of stored episodes: turn by turn, one chat bubble per agent with its role name,
-the prompt it saw (collapsible, "view as agent"), its reply, and reward/return/advantage beside it, with
+"""Dialogue rendering of stored episodes: turn by turn, what the environment told the agents between turns
+(its feedback, in a bubble of its own), one chat bubble per agent with its role name, the prompt it saw
+(collapsible, "view as agent"), its reply, and reward/return/advantage beside it, with
 its credit where the step measured it; preference pairs (winner and loser side by side with the reward
 gap). Replies are shown by ``app.reply_text``: whole characters, code highlighted."""
 
@@ -12,9 +13,11 @@ import streamlit as st
 from app.escape import md_text
 from app.pairs import pair_title, pairs_by_gap, preference_pairs
 from app.reply_text import reply_parts, whole_characters
+from app.turn_feedback import feedback_between
 from db.records import EpisodeView
 from engine.transcripts import TurnRecord
 
+ENVIRONMENT_AVATAR = ":material/forum:"
 AVATARS = (":material/smart_toy:", ":material/psychology:", ":material/support_agent:", ":material/engineering:",
            ":material/person:", ":material/face:")
 
@@ -57,12 +60,36 @@ def render_reply(completion: str, *, code: bool = False) -> None:
         st.caption("The last character was cut by the token limit (max_new_tokens) and is left out.")
 
 
+def render_feedback(turns: list[TurnRecord], previous: dict[int, TurnRecord]) -> None:
+    """The environment's text between the previous turn and ``turns`` (:func:`app.turn_feedback.feedback_between`),
+    shown in the dialogue, not only inside the collapsed prompt: one bubble when every agent got the same
+    text, else one line per agent."""
+    said = {turn.agent_name: text for turn in turns if turn.agent_index in previous
+            and (text := feedback_between(previous[turn.agent_index].prompt, previous[turn.agent_index].completion,
+                                          turn.prompt))}
+    if not said:
+        return
+    with st.chat_message("environment", avatar=ENVIRONMENT_AVATAR):
+        if len(said) == len(turns) and len(set(said.values())) == 1:
+            st.markdown("**environment** · to every agent")
+            st.text(next(iter(said.values())))
+            return
+        for name, text in said.items():
+            st.markdown(f"**environment** · to {md_text(name)}")
+            st.text(text)
+
+
 def render_episode(episode: EpisodeView, *, key: str, show_prompts: bool = False, code: bool = False) -> None:
-    """One episode as a dialogue (``code``: a coding task, its replies shown as code)."""
+    """One episode as a dialogue (``code``: a coding task, its replies shown as code); from the second turn
+    on, what the environment told the agents between turns comes first (:func:`render_feedback`)."""
+    previous: dict[int, TurnRecord] = {}
     with st.container(border=True):
         st.markdown(f"**{episode_title(episode)}**")
-        for turn_index, turns in groupby(episode.turns, key=lambda t: t.turn):
+        for turn_index, grouped in groupby(episode.turns, key=lambda t: t.turn):
             st.caption(f"turn {turn_index}")
+            turns = list(grouped)
+            render_feedback(turns, previous)
+            previous = {turn.agent_index: turn for turn in turns}
             for turn in turns:
                 with st.chat_message(turn.agent_name, avatar=AVATARS[turn.agent_index % len(AVATARS)]):
                     name = md_text(turn.agent_name)  # a stored name: shown as text, never as markdown

@@ -1,5 +1,6 @@
 """Transcripts: code shown as code (monospace, highlighted), whole characters only (a character cut
-by the token limit is left out, never shown as "\ufffd")."""
+by the token limit is left out, never shown as "\ufffd"), the environment's feedback between turns shown
+in the dialogue."""
 
 from __future__ import annotations
 
@@ -59,3 +60,44 @@ def test_reply_parts_and_whole_characters_by_hand() -> None:
     assert reply_parts("plain words") == [Part("plain words")]
     assert reply_parts("see\n```js\nf()\n```\nend") == [Part("see"), Part("f()", "js"), Part("end")]
     assert reply_parts("```\nopen fence cut") == [Part("open fence cut", "python")]
+
+
+def test_the_feedback_between_turns_is_shown_in_the_dialogue(app, store: Store, experiment: int) -> None:
+    from engine.tasks.transitions import revise_with_feedback
+
+    item = "Topic: islands."
+    feedback = {"writer": "Too short: add two letters.", "editor": "Off your half: use n-z."}
+    transition = revise_with_feedback(lambda *, agent_index, **_: list(feedback.values())[agent_index])
+    replies = ["abc", "xyz"]
+    second = transition(prompt=item, agent_completions=replies, num_agents=2)
+
+    def turn(number: int, index: int, prompt: str, reply: str) -> TurnRecord:
+        return TurnRecord(turn=number, agent_index=index, agent_name=list(feedback)[index], prompt=prompt,
+                          completion=reply, reward=0.5, ret=0.5, advantage=0.0)
+
+    turns = (turn(1, 0, item, "abc"), turn(1, 1, item, "xyz"), turn(2, 0, second[0], "abcdef"),
+             turn(2, 1, second[1], "nopxyz"))
+    config = dict(store.get_experiment(experiment).config)
+    run_id = store.create_run(experiment, config, "cpu", total_steps=2, device="cpu").id
+    store.transition(run_id, "starting")
+    store.transition(run_id, "running")
+    store.log_step(run_id, 1, 4, {"train/reward_mean": 0.5}, [Episode(sample_index=0, turns=turns)], wall_time=1.7e9)
+    at = app("transcripts", run=run_id)
+    assert not at.exception
+    bubbles = at.chat_message
+    assert [b.name for b in bubbles] == ["writer", "editor", "environment", "writer", "editor"]
+    environment = bubbles[2]  # not inside a collapsed prompt: in the dialogue, before the second turn
+    assert [m.value for m in environment.markdown] == ["**environment** · to writer", "**environment** · to editor"]
+    assert [t.value for t in environment.text] == [
+        f"Feedback:\n{text}\n\nWrite an improved answer." for text in feedback.values()]
+
+
+def test_feedback_between_by_hand() -> None:
+    from app.turn_feedback import feedback_between
+
+    template = "Topic.\n\nYour previous answer:\n{}\n\nFeedback:\nshorter\n\nWrite an improved answer."
+    assert feedback_between("Topic.", "a", template.format("a")) == \
+        "Feedback:\nshorter\n\nWrite an improved answer."  # a one-letter reply is not found inside "answer"
+    assert feedback_between("Topic.", "  x = 1  ", template.format("  x = 1  ")).startswith("Feedback:")
+    assert feedback_between("Topic.", "gone", "Topic. Try again.") == "Try again."  # reply not quoted
+    assert feedback_between("same", "reply", "same") == ""
