@@ -2,7 +2,11 @@
 PostgreSQL server: readers and ``cooplab runs`` answer at once, the reaper passes the locked row by
 instead of waiting on it, the server ends the hung transaction (``idle_in_transaction_session_timeout``
 of write transactions), and the hung run is marked ``lost`` after the heartbeat timeout while a healthy
-run beside it keeps running."""
+run beside it keeps running.
+
+The PostgreSQL case uses a heartbeat timeout shorter than the server's idle-transaction timeout, so the
+hung run's heartbeat goes stale while its row is still locked: ``cooplab runs`` and the reaper passes
+run against the held lock, and the run is lost once the server ends the transaction."""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from db.store import Store
 from tests.jobs.fault_helpers import cli
 from tests.jobs.helpers import ROOT, wait_for
 
-HEARTBEAT_TIMEOUT_S = WRITE_IDLE_TIMEOUT_S + 2
+HEARTBEAT_TIMEOUT_S = 3.0  # well below WRITE_IDLE_TIMEOUT_S: the heartbeat is stale while the row is locked
 
 
 @pytest.fixture
@@ -67,22 +71,28 @@ def test_a_job_hung_in_a_transaction_blocks_no_one_and_is_lost_after_the_timeout
     store = pg_store
     experiment_id = store.create_experiment("hung").id
     hung, healthy = _running_run(store, experiment_id), _running_run(store, experiment_id)
-    proc = subprocess.Popen([sys.executable, "-c", HANG, store.url, str(hung)], cwd=ROOT, stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     stop_beating = threading.Event()
 
-    def beat() -> None:  # the healthy run's job
+    def beat() -> None:  # the healthy run's job: a heartbeat every 0.5 s from the start
         with Store(store.url) as own:
-            while not stop_beating.wait(0.5):
+            while True:
                 own.heartbeat(healthy, live_only=True)
+                if stop_beating.wait(0.5):
+                    return
 
     beater = threading.Thread(target=beat, daemon=True)
+    beater.start()
+    proc = subprocess.Popen([sys.executable, "-c", HANG, store.url, str(hung)], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED, 10, "the job to stop")
         t0 = time.monotonic()
-        beater.start()
         time.sleep(HEARTBEAT_TIMEOUT_S + 0.5)  # the hung run's heartbeat is stale now: the reaper must act
+        started = time.monotonic()
+        assert store.reap_lost(HEARTBEAT_TIMEOUT_S) == []  # the hung run's row is locked: passed by
+        took = time.monotonic() - started
+        assert took < 2, f"a reaper pass waited {took:.1f} s on the hung job's row lock"
         env = {**os.environ, "COOPLAB_DATABASE_URL": store.url, "COOPLAB_HOME": str(tmp_path / "home"),
                "COOPLAB_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S)}
         listed, seconds = cli("runs", env=env, timeout=40)
@@ -90,10 +100,11 @@ def test_a_job_hung_in_a_transaction_blocks_no_one_and_is_lost_after_the_timeout
         assert seconds < 15, f"cooplab runs took {seconds:.1f} s"
         while store.get_run(hung).status != states.LOST:
             store.reap_lost(HEARTBEAT_TIMEOUT_S)
-            assert time.monotonic() - t0 < HEARTBEAT_TIMEOUT_S + 15, "the hung run was not marked lost"
-            time.sleep(0.5)
+            assert time.monotonic() - t0 < WRITE_IDLE_TIMEOUT_S + 15, "the hung run was not marked lost"
+            time.sleep(0.2)
         lost_after = time.monotonic() - t0
-        print(f"\nhung run lost {lost_after:.1f} s after it hung (heartbeat timeout {HEARTBEAT_TIMEOUT_S} s)")
+        print(f"\nhung run lost {lost_after:.1f} s after it hung (heartbeat timeout {HEARTBEAT_TIMEOUT_S} s, "
+              f"idle-transaction timeout {WRITE_IDLE_TIMEOUT_S} s)")
         assert store.get_run(healthy).status == states.RUNNING
         os.kill(proc.pid, signal.SIGCONT)
         proc.wait(timeout=30)
