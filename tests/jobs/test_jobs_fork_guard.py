@@ -19,7 +19,7 @@ SCENARIO = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     from jobs import fork_guard
 
-    mode, hold_s = sys.argv[2], float(sys.argv[3])
+    mode, hold_s, alarm_s = sys.argv[2], float(sys.argv[3]), int(sys.argv[5])
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(message)s")
     if mode != "unguarded":
         fork_guard.install(wait_s=float(sys.argv[4]))
@@ -37,7 +37,7 @@ SCENARIO = textwrap.dedent("""
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        signal.alarm(3)  # a child stuck on the inherited lock dies of SIGALRM
+        signal.alarm(alarm_s)  # a child stuck on the inherited lock dies of SIGALRM
         import slow_module  # noqa: F401,F811
         with fork_guard.bookkeeping():  # the child's own guard is free
             pass
@@ -49,11 +49,19 @@ SCENARIO = textwrap.dedent("""
 """)
 
 
-def _fork_during_import(tmp_path: Path, mode: str, *, hold_s: float, wait_s: float = 30.0) -> str:
+def _alarm_s(mode: str) -> int:
+    """How long a child may take before SIGALRM ends it: a guarded child has nothing to wait for (3 s is
+    a margin for a loaded machine); an unguarded one is stuck for good, so 1 s shows it as well as 3 s."""
+    return 3 if mode == "guarded" else 1
+
+
+def _fork_during_import(tmp_path: Path, mode: str, *, hold_s: float, wait_s: float = 30.0,
+                        alarm_s: int | None = None) -> str:
     (tmp_path / "slow_module.py").write_text(f"import time\ntime.sleep({hold_s})\n")
     script = tmp_path / "scenario.py"
     script.write_text(SCENARIO)
-    result = subprocess.run([sys.executable, str(script), str(ROOT), mode, str(hold_s), str(wait_s)],
+    alarm = _alarm_s(mode) if alarm_s is None else alarm_s
+    result = subprocess.run([sys.executable, str(script), str(ROOT), mode, str(hold_s), str(wait_s), str(alarm)],
                             cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -80,7 +88,9 @@ def test_without_the_guard_such_a_child_hangs_on_the_inherited_import_lock(tmp_p
 
 
 def test_a_pass_longer_than_the_wait_does_not_hold_the_fork_and_says_so(tmp_path):
-    output = _fork_during_import(tmp_path, "guarded", hold_s=3.0, wait_s=0.5)
+    # the child is forked while the import is still under way, so it is stuck on the inherited lock
+    # (as if unguarded) until its alarm
+    output = _fork_during_import(tmp_path, "guarded", hold_s=3.0, wait_s=0.5, alarm_s=1)
     assert "forking while a bookkeeping pass has run for over 0.5 s" in output, output
     assert 0.4 < _field(output, "waited") < 2.0, output
 
@@ -90,7 +100,7 @@ LOG_SCENARIO = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     from jobs import fork_guard
 
-    mode = sys.argv[2]
+    mode, alarm_s = sys.argv[2], int(sys.argv[3])
     if mode != "unguarded":
         fork_guard.install()
     reader, writer = os.pipe()
@@ -113,7 +123,7 @@ LOG_SCENARIO = textwrap.dedent("""
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        signal.alarm(3)  # a child stuck on the inherited stream lock dies of SIGALRM
+        signal.alarm(alarm_s)  # a child stuck on the inherited stream lock dies of SIGALRM
         worker_log.warning("job process started")
         os._exit(0)
     waited = time.monotonic() - t0
@@ -126,7 +136,7 @@ LOG_SCENARIO = textwrap.dedent("""
 def _fork_during_log_write(tmp_path: Path, mode: str) -> str:
     script = tmp_path / "log_scenario.py"
     script.write_text(LOG_SCENARIO)
-    result = subprocess.run([sys.executable, str(script), str(ROOT), mode], cwd=tmp_path,
+    result = subprocess.run([sys.executable, str(script), str(ROOT), mode, str(_alarm_s(mode))], cwd=tmp_path,
                             env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return result.stderr
