@@ -141,10 +141,12 @@ def _slow_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, delays: dict[st
 @pytest.mark.integration
 def test_a_stop_during_the_final_uploads_waits_for_them_while_they_progress(jobs_env, store, experiment_id,
                                                                            monkeypatch, tmp_path):
-    settings = _slow_store(monkeypatch, tmp_path, {}, default_s=0.5)
+    # about 11 files after the stop, each stored in 0.35 s: about 4 s in all, longer than the 2.5 s grace,
+    # while the marks (one a second at most) keep the last stored file under 1.4 s old
+    settings = _slow_store(monkeypatch, tmp_path, {}, default_s=0.35)
     run = store.create_run(experiment_id, tiny_config(), "cpu")
     training = StopAtTheEnd(store, run.id)
-    enforcer = Enforcer(store, grace_s=3.0)
+    enforcer = Enforcer(store, grace_s=2.5)
     enforcer.start()
     try:
         status = execute_run(run.id, settings=settings, store=store, train_fn=training)
@@ -153,8 +155,8 @@ def test_a_stop_during_the_final_uploads_waits_for_them_while_they_progress(jobs
         enforcer.done.set()
         enforcer.join()
     done = store.get_run(run.id)
-    print(f"\nthe job stored its checkpoints and exports for {stored_for:.1f} s after the stop (grace 3 s)")
-    assert stored_for > 3.0  # longer than the grace period: without the marks the enforcer cuts it off
+    print(f"\nthe job stored its checkpoints and exports for {stored_for:.1f} s after the stop (grace 2.5 s)")
+    assert stored_for > 2.5  # longer than the grace period: without the marks the enforcer cuts it off
     assert enforcer.settled == [] and status == states.STOPPED
     assert done.status == states.STOPPED and done.error is None, done.error
     assert [(c.step, c.artifact_url is not None) for c in store.list_checkpoints(run.id)] == [
@@ -165,8 +167,8 @@ def test_a_stop_during_the_final_uploads_waits_for_them_while_they_progress(jobs
 @pytest.mark.integration
 def test_an_upload_that_stalls_after_the_stop_is_terminated_after_the_grace_period(jobs_env, store, experiment_id,
                                                                                    monkeypatch, tmp_path):
-    # the final model's one file hangs for 6 s; every other file is written in 0.1 s
-    settings = _slow_store(monkeypatch, tmp_path, {"model.safetensors": 6.0}, default_s=0.1)
+    # the final model's one file hangs for 4 s; every other file is written in 0.1 s
+    settings = _slow_store(monkeypatch, tmp_path, {"model.safetensors": 4.0}, default_s=0.1)
     run = store.create_run(experiment_id, tiny_config(), "cpu")
     enforcer = Enforcer(store, grace_s=1.5)
     enforcer.start()
@@ -178,7 +180,7 @@ def test_an_upload_that_stalls_after_the_stop_is_terminated_after_the_grace_peri
     done = store.get_run(run.id)
     quiet = (done.finished_at - done.storing_at).total_seconds()
     print(f"\nterminated {quiet:.2f} s after the job's last stored file (grace 1.5 s)")
-    assert enforcer.settled == [run.id] and 1.5 <= quiet < 6.0
+    assert enforcer.settled == [run.id] and 1.5 <= quiet < 4.0
     assert done.status == states.STOPPED
     assert done.error == ("stored no file of its artifacts for the 1.5 s grace period while stopping; "
                           "its job was terminated")
