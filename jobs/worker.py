@@ -97,13 +97,14 @@ def check_worker_name(store: Any, name: str, settings: Settings) -> None:
 def prepare_worker(settings: Settings, name: str) -> None:
     """Before a worker starts: the database is migrated, the data directory belongs to it
     (:func:`jobs.datadir.claim_data_dir`), no live worker has this name, and the artifact store
-    (``COOPLAB_ARTIFACTS_URL``) takes this worker's credentials (:func:`check_artifact_store`)."""
-    from db.migrate import upgrade
+    (``COOPLAB_ARTIFACTS_URL``) takes this worker's credentials (:func:`check_artifact_store`). A
+    database at the head revision is told by one ``SELECT``; alembic loads only to migrate."""
+    from db.schema_version import ensure_schema
     from db.store import Store
     from jobs.datadir import claim_data_dir
 
-    upgrade(settings.resolved_database_url)
     with Store(settings.resolved_database_url) as store:
+        ensure_schema(store.engine)
         claim_data_dir(settings, store)
         check_worker_name(store, name, settings)
     check_artifact_store(settings)
@@ -216,9 +217,6 @@ def start_worker(device: str = "cpu", *, settings: Settings | None = None, logle
     settings.ensure_dirs()
     name = worker_name(device, name)
     prepare_worker(settings, name)
-    from db.migrate import upgrade
-
-    upgrade(settings.resolved_database_url)
     preload_engine(settings)
     app = create_app(settings, devices=(device,))
     quiet_console()
