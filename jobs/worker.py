@@ -7,7 +7,7 @@ the set's GPUs as ``cuda:0`` to ``cuda:3``, and a ``parallel_training: fsdp`` ru
 one rank per GPU (:mod:`jobs.fsdp_job`); a single-device run there trains on ``cuda:0`` and may place
 agents on the others (``agent_devices``).
 
-Before it forks any child, the worker imports torch, transformers and the trainer
+Before it forks any child, the worker imports torch, transformers, datasets and the trainer
 (``COOPLAB_WORKER_PRELOAD``, on by default): every child starts with them loaded, copy-on-write,
 instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its
 GPU (or GPUs) with ``CUDA_VISIBLE_DEVICES=N`` before anything can initialise CUDA (the job then sees it as
@@ -182,8 +182,11 @@ def quiet_console() -> None:
         log.info("the worker runs as root; it accepts only JSON task messages")
 
 
-PRELOADED_MODULES = ("torch", "transformers", "transformers.modeling_utils", "engine.build.run")
-"""What every job imports before it trains; a worker imports them once, before it forks job processes."""
+PRELOADED_MODULES = ("torch", "transformers", "transformers.modeling_utils", "datasets", "engine.build.run",
+                     "engine.tasks.builtin", "engine.models.loading", "jobs.executor")
+"""What every job imports before it trains; a worker imports them once, before it forks job processes.
+``datasets`` (with pandas and pyarrow) is here because every task holds its items in a ``Dataset``;
+the task registry, the model loader and the executor because every run uses them."""
 
 
 def preload_engine(settings: Settings) -> float | None:
@@ -199,7 +202,8 @@ def preload_engine(settings: Settings) -> float | None:
     if torch.cuda.is_initialized():  # a fork would hand the children a CUDA context they cannot use
         raise RuntimeError("preloading the engine initialised CUDA in the worker parent; set "
                            "COOPLAB_WORKER_PRELOAD=false and report this")
-    log.info("preloaded torch, transformers and the trainer in %.1f s: job processes start with them", seconds)
+    log.info("preloaded torch, transformers, datasets and the trainer in %.1f s: job processes start with them",
+             seconds)
     return seconds
 
 
