@@ -9,7 +9,9 @@ agents on the others (``agent_devices``).
 
 Before it forks any child, the worker imports torch, transformers, datasets and the trainer
 (``COOPLAB_WORKER_PRELOAD``, on by default): every child starts with them loaded, copy-on-write,
-instead of importing them again; importing them initialises no CUDA. A ``cuda:N`` worker pins its
+instead of importing them again; importing them initialises no CUDA. The preload runs without the
+garbage collector and ends with :func:`gc.freeze`, so no collection, in the worker or in a job, scans
+what it built (nor writes to, and so copies, its pages). A ``cuda:N`` worker pins its
 GPU (or GPUs) with ``CUDA_VISIBLE_DEVICES=N`` before anything can initialise CUDA (the job then sees it as
 ``cuda:0``); a ``cpu`` worker hides the GPUs. Before torch loads, the worker sets its job processes'
 OpenMP threads to wait passively and gives each job its share of the worker's cores
@@ -26,6 +28,7 @@ and an artifact store it cannot use (wrong credentials, a missing bucket).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import os
@@ -195,8 +198,15 @@ def preload_engine(settings: Settings) -> float | None:
     if not settings.worker_preload:
         return None
     t0 = time.monotonic()
-    for name in PRELOADED_MODULES:
-        importlib.import_module(name)
+    collecting = gc.isenabled()
+    gc.disable()  # imports build objects that live on: collections while importing are wasted work
+    try:
+        for name in PRELOADED_MODULES:
+            importlib.import_module(name)
+        gc.freeze()  # what the preload built: never scanned again, here or in the job processes
+    finally:
+        if collecting:
+            gc.enable()
     seconds = time.monotonic() - t0
     torch = importlib.import_module("torch")
     if torch.cuda.is_initialized():  # a fork would hand the children a CUDA context they cannot use
