@@ -1,6 +1,7 @@
 """The runs table and a study's parameters in a real browser against the shared ``cooplab up``: the table
-fits a 1400 px window beside the sidebar (it overflowed before), two ticked runs open Compare overlaid,
-and a finished study draws its parallel-coordinates chart and parameter importance.
+fits a 1400 px window beside the sidebar (it overflowed before), a column chosen in it is there again in
+another browser (a saved view), two ticked runs open Compare overlaid, and a finished study draws its
+parallel-coordinates chart and parameter importance.
 
 The runs are a 2 × 2 study (learning rate × seed) written through the store as succeeded, under a name
 of this file's own (the dashboard is shared), so nothing trains. Screenshots: ``runs-table-*.png``."""
@@ -26,6 +27,8 @@ WIDTHS_JS = """() => {
   return {table: scroller.scrollWidth, frame: scroller.clientWidth,
           page: document.documentElement.scrollWidth, window: window.innerWidth};
 }"""
+HEADERS_JS = """() => [...document.querySelectorAll('[data-testid="stDataFrame"] th')]
+  .map(th => th.textContent.trim()).filter(Boolean)"""
 TRACES_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(c => (c.data || []).map(t => ({
   type: t.type, name: t.name || '', labels: (t.dimensions || []).map(d => d.label)})))"""
 
@@ -58,6 +61,48 @@ def _finished_study(home: Path, name: str) -> tuple[int, list[int]]:
     return study.id, runs
 
 
+def _filter_experiment(page, experiment: int) -> None:
+    box = page.get_by_role("combobox", name="experiment")
+    box.click()
+    box.fill(f"#{experiment} ")
+    box.press("Enter")
+    _settle(page)
+
+
+def _shows_column(page, column: str) -> None:
+    page.wait_for_function(f"() => ({HEADERS_JS})().includes({column!r})")
+
+
+def columns_kept(page, url: str, home: Path, run_id: int, shot) -> None:
+    """A config column chosen for one experiment's runs is there again in another browser (the choice is
+    kept in the store per experiment filter; this experiment is this file's own)."""
+    from jobs.client import get_store
+    from jobs.settings import Settings
+
+    experiment = get_store(Settings(home=home)).get_run(run_id).experiment_id
+    _filter_experiment(page, experiment)
+    page.get_by_role("button", name="Columns", exact=True).click()
+    picker = page.get_by_role("combobox", name="config columns")
+    picker.click()
+    picker.fill(LR)
+    picker.press("Enter")
+    _settle(page)
+    page.keyboard.press("Escape")  # the options list
+    page.get_by_role("heading", name="Runs").click()  # outside the popover: it closes
+    _settle(page)
+    _shows_column(page, LR)
+    shot("1b-column-chosen")
+    other = page.context.browser.new_context(viewport=page.viewport_size)  # another browser: a new session
+    try:
+        fresh = other.new_page()
+        fresh.goto(f"{url}/runs")
+        _settle(fresh)
+        _filter_experiment(fresh, experiment)
+        _shows_column(fresh, LR)
+    finally:
+        other.close()
+
+
 def test_runs_table_fits_and_opens_compare_and_a_study_shows_its_parameters(shared_up, browser_page,
                                                                            artifacts: Path) -> None:
     from playwright.sync_api import expect
@@ -83,6 +128,7 @@ def test_runs_table_fits_and_opens_compare_and_a_study_shows_its_parameters(shar
     widths = page.evaluate(WIDTHS_JS)
     assert widths["table"] <= widths["frame"] and widths["page"] <= widths["window"] == 1400, widths
     shot("1-fits")
+    columns_kept(page, url, home, runs[0], shot)
 
     # tick the first two rows (the newest runs), then Compare overlays exactly them
     box = table.bounding_box()
