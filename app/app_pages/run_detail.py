@@ -11,6 +11,7 @@ import streamlit as st
 import yaml
 
 from app import context, saved_views
+from app.components import live_chart
 from app.components.charts import SpecFigure, line_spec
 from app.components.credit_chart import (
     TAIL_POINTS,
@@ -21,7 +22,6 @@ from app.components.credit_chart import (
 )
 from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_best_models, render_evaluations
-from app.components.live_chart import live_chart
 from app.components.run_controls import choose_run, notes_editor, run_header
 from app.components.run_downloads import render_run_downloads
 from app.components.run_system import render_run_system
@@ -167,8 +167,9 @@ def charts_tab(store: Store, shown: Shown) -> None:
     charted = sum(len(charts[title].curves) for title in chosen) + len(credit)
     held = (live_metrics(st.session_state, run_id)
             if not joined and x_range is None and shown.run.step * charted <= CACHE_POINTS else None)
-    # A live run's charts append (app.components.live_chart): each poll sends the browser only the new points.
-    # Each full run of the page sends the figures whole once (their frames may have been mounted anew).
+    # A live run's charts append (app.components.live_chart, all in one frame): each poll sends the browser
+    # only the new points.
+    # Each full run of the page sends the figures whole once (the frame may have been mounted anew).
     generation = st.session_state[f"detail_generation_{run_id}"] = \
         st.session_state.get(f"detail_generation_{run_id}", 0) + 1
     ui_files = context.settings().data_dir / "ui"
@@ -201,6 +202,7 @@ def charts_tab(store: Store, shown: Shown) -> None:
             return chart_data(store, run_id, curves, x=x, max_points=points, x_range=span, title=title,
                               history=history if joined else None)
 
+        live: list[tuple[str, dict]] = []
         for title in chosen:
             look = (title, x_axis, max_points, x_range, method, amount, joined)
             if look not in drawn:
@@ -214,9 +216,11 @@ def charts_tab(store: Store, shown: Shown) -> None:
                 st.caption(f"{md_text(title)}: no points yet")
                 continue
             if active:
-                live_chart(spec, key=f"live.{run_id}.{title}", generation=generation, root=ui_files)
+                live.append((f"live.{run_id}.{title}", spec))
             else:
                 st.plotly_chart(SpecFigure(spec), key=f"chart.{run_id}.{title}", config={"displaylogo": False})
+        if active:  # one frame for every live chart, mounted before the first one comes
+            live_chart.live_charts(live, key=f"live.{run_id}", generation=generation, root=ui_files)
 
         def contribution() -> CreditView:
             look = ("credit", max_points, method, amount, joined)

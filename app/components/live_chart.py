@@ -1,6 +1,8 @@
-"""A live run's metric chart that appends: a Streamlit component (``live_chart_frontend/``, static HTML
-and JS, no build step) that keeps its Plotly figure in its frame and, on each poll, is sent only the
-points that arrived since the last one, drawn with ``Plotly.extendTraces``.
+"""A live run's metric charts that append: a Streamlit component (``live_chart_frontend/``, static HTML
+and JS, no build step) that keeps the Plotly figures of all the page's live charts in one frame and, on
+each poll, is sent only the points that arrived since the last one, drawn with ``Plotly.extendTraces``.
+One frame for all of them: each frame runs the whole ``plotly.min.js`` when it is mounted (most of the
+browser's work when the charts of a run appear), so a page mounts one, before its first chart.
 
 ``st.plotly_chart`` cannot do that: a fragment's rerun replaces its elements, and the browser redraws
 each chart whose figure changed from all its points (most of a live page's browser CPU per poll). Here
@@ -9,7 +11,7 @@ the server keeps, per chart and session, the figure it sent last; a new figure t
 points only. Anything else (a new setting, a trace that changed style, downsampling that moved) goes
 out whole and is redrawn with ``Plotly.react``. A frame that cannot apply what it got (one mounted
 after the server sent it the figure: a tab switched back) asks for the whole figure through the
-component's value, once.
+component's value, once (then every chart of the frame goes out whole).
 
 The frame loads ``plotly.min.js`` from the installed ``plotly`` package: the component's files are
 copied, with it, into a folder of the data directory named after their contents (Streamlit serves a
@@ -127,7 +129,8 @@ def _same(a: list, b: list) -> bool:
 
 
 def message(sent: Sent | None, spec: dict, generation: int, asked: int, chart: str = "") -> tuple[dict, Sent]:
-    """What to send the frame for ``spec`` (the component's arguments), and what it will then hold.
+    """What to send the frame for the chart ``spec`` (one entry of the component's ``charts``), and what
+    it will then hold.
 
     Whole (``kind: full``) the first time, after a full page run (``generation``), on the frame's request
     (``asked``: its counter, higher than the last answered) and when ``spec`` does not extend what was
@@ -148,16 +151,26 @@ def message(sent: Sent | None, spec: dict, generation: int, asked: int, chart: s
     return {"chart": chart, "seq": seq, "kind": "full", "payload": pio_json.to_json_plotly(whole)}, now
 
 
-def live_chart(spec: dict, *, key: str, generation: int, root: Path, state: Any = None) -> None:
-    """Draw ``spec`` (a :func:`app.components.charts.line_spec` figure) in the chart ``key``, sending the
-    frame only what it does not hold; ``generation`` changes on each full run of the page (after which
-    the whole figure is sent again) and ``root`` is where the component's files are written."""
+def live_charts(charts: list[tuple[str, dict]], *, key: str, generation: int, root: Path, state: Any = None) -> None:
+    """Draw each ``(chart, spec)`` (:func:`app.components.charts.line_spec` figures, in order) in the one
+    frame ``key``, sending it only what it does not hold; with no charts, the frame is mounted empty
+    (its scripts loaded before the first chart comes). ``generation`` changes on each full run of the
+    page (after which every figure is sent whole again) and ``root`` is where the component's files are
+    written."""
     state = st.session_state if state is None else state
-    held = state.get(f"live_chart.{key}")
     asked_value = state.get(key)
     asked = int(asked_value.get("full", 0)) if isinstance(asked_value, dict) else 0
-    args, now = message(held if isinstance(held, Sent) else None, spec, generation, asked, key)
-    state[f"live_chart.{key}"] = now
+    messages = []
+    for chart, spec in charts:
+        held = state.get(f"live_chart.{chart}")
+        sent, now = message(held if isinstance(held, Sent) else None, spec, generation, asked, chart)
+        state[f"live_chart.{chart}"] = now
+        messages.append(sent)
     # the frame's height until it reports its own (Streamlit's component frame reads a ``height`` argument)
-    height = int((spec.get("layout") or {}).get("height") or 450)
-    _component(root)(**args, height=height, key=key, default=None)
+    height = sum(chart_height(spec) for _, spec in charts)
+    _component(root)(charts=messages, height=height, key=key, default=None)
+
+
+def chart_height(spec: dict) -> int:
+    """The height in pixels a chart takes in the frame (its layout's, else Plotly's 450)."""
+    return int((spec.get("layout") or {}).get("height") or 450)

@@ -173,16 +173,17 @@ def app(home: Path) -> Callable[..., AppTest]:
 
 def plotly_figures(at: AppTest) -> list[dict[str, Any]]:
     """The Plotly figures on the page, as dicts (``data``, ``layout``): those of ``st.plotly_chart``, then
-    those of the live charts that append (``app.components.live_chart``), each the whole figure its
-    frame holds (what the server recorded sending it: the first message, then only new points)."""
+    those of the live charts that append (``app.components.live_chart``, all in one frame), each the
+    whole figure the frame holds (what the server recorded sending it: the first message, then only
+    new points)."""
     import plotly.io.json as pio_json
 
     figures = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
     for el in at.get("component_instance"):
         if not el.proto.component_name.endswith(".live_chart"):
             continue
-        chart = json.loads(el.proto.json_args)["chart"]
-        figures.append(json.loads(pio_json.to_json_plotly(at.session_state[f"live_chart.{chart}"].spec)))
+        for sent in json.loads(el.proto.json_args)["charts"]:
+            figures.append(json.loads(pio_json.to_json_plotly(at.session_state[f"live_chart.{sent['chart']}"].spec)))
     return figures
 
 

@@ -114,21 +114,25 @@ def test_a_poll_reads_only_the_new_points_and_rebuilds_only_their_figures(app, s
 
 
 def _live_messages(tree) -> dict[str, dict]:
-    """The live charts' messages a page run or poll sent its frames, by chart."""
-    sent = [json.loads(c.proto.json_args) for c in tree.get("component_instance")
-            if c.proto.component_name.endswith(".live_chart")]
-    return {m["chart"]: m for m in sent}
+    """The live charts' messages a page run or poll sent their frame, by chart."""
+    frames = [json.loads(c.proto.json_args) for c in tree.get("component_instance")
+              if c.proto.component_name.endswith(".live_chart")]
+    return {m["chart"]: m for frame in frames for m in frame["charts"]}
 
 
 def test_a_poll_sends_a_live_chart_only_its_new_points(app, store: Store, experiment: int, seed, polls) -> None:
-    """A live run's charts are the appending component: the page sends each whole once, a poll only the
-    points logged since (``extend``), a poll with nothing new nothing (``same``); an ended run's are
-    ``st.plotly_chart``."""
+    """A live run's charts are the appending component, all in one frame (mounted before the first chart):
+    the page sends each whole once, a poll only the points logged since (``extend``), a poll with nothing
+    new nothing (``same``); an ended run's are ``st.plotly_chart``."""
     run_id = seed(experiment, status="running", steps=0)
+    empty = app("run_detail", run=run_id)  # before the first step: the frame is there, with no chart yet
+    assert [json.loads(c.proto.json_args)["charts"] for c in empty.get("component_instance")
+            if c.proto.component_name.endswith(".live_chart")] == [[]]
     _log(store, run_id, range(1, 21))
     at = app("run_detail", run=run_id)
     first = _live_messages(at)
-    assert first and all(m["kind"] == "full" for m in first.values())
+    assert len(first) >= 2 and all(m["kind"] == "full" for m in first.values())
+    assert len([c for c in at.get("component_instance") if c.proto.component_name.endswith(".live_chart")]) == 1
     assert not [c for c in at.get("plotly_chart") if "reward_mean per turn" in c.proto.spec]
     _log(store, run_id, range(21, 24))
     polled = _live_messages(polls.poll(at))

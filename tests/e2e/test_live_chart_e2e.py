@@ -1,7 +1,8 @@
 """A live run's metric chart appends in a real browser (issue 45, "charts that append"): the run page of
-a running run draws each chart once in its own frame (``app.components.live_chart``), and each poll
-adds only the new points to that same plot (``Plotly.extendTraces``) instead of redrawing the figure;
-once the run has ended its charts are Streamlit's static ones.
+a running run draws each chart once, all of them in one frame (``app.components.live_chart``: one
+``plotly.min.js`` run per page), and each poll adds only the new points to that same plot
+(``Plotly.extendTraces``) instead of redrawing the figure; once the run has ended its charts are
+Streamlit's static ones.
 
 The run is written through the store (running, its steps logged by this test, with heartbeats) on the
 shared ``cooplab up``, under a name of this file's own, so nothing trains. Screenshots:
@@ -29,8 +30,8 @@ STATE_JS = """d => ({draws: +d.dataset.fullDraws, appends: +d.dataset.appends, p
 
 def _log(store, run_id: int, steps: range) -> None:
     for step in steps:
-        store.log_step(run_id, step, step * 4, {"train/reward_mean": 0.01 * step, "turn_1/reward_mean": 0.01 * step},
-                       wall_time=1.7e9 + step)
+        store.log_step(run_id, step, step * 4, {"train/reward_mean": 0.01 * step, "turn_1/reward_mean": 0.01 * step,
+                                                "agent/first/loss": 1.0 / step}, wall_time=1.7e9 + step)
     store.heartbeat(run_id)
 
 
@@ -50,13 +51,16 @@ def test_a_live_chart_grows_by_appending_without_a_redraw(shared_up, browser_pag
 
     page.goto(f"{url}/run_detail?run={run_id}")
     frame = page.frame_locator(FRAME).first
-    chart = frame.locator("#chart")
-    frame.locator('#chart[data-full-draws="1"]').wait_for(timeout=120_000)
+    chart = frame.locator('[data-testid="liveChart"]').first
+    frame.locator('[data-testid="liveChart"][data-full-draws="1"]').first.wait_for(timeout=120_000)
     first = chart.evaluate(STATE_JS)
     assert first["title"].replace("<b>", "").startswith(TEAM_REWARD), first  # the first chart: the team reward
     assert first["last"] and all(x == 20 for x in first["last"])
     chart.evaluate("d => { d.__kept = 'this plot'; }")  # gone if the frame or the plot were made anew
     assert not page.locator(".js-plotly-plot").count()  # no chart of the page is redrawn by Streamlit
+    _wait_until(lambda: frame.locator('[data-testid="liveChart"] .main-svg').count() >= 2, 60,
+                "the second live chart", page, artifacts / "live-chart-fail-second.png")
+    assert page.locator(FRAME).count() == 1  # every live chart of the page in one frame
 
     seen = [first]
     for end in (30, 40):

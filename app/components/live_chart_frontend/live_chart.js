@@ -1,19 +1,19 @@
-// A Plotly chart that stays in its frame and appends points: the Streamlit component protocol (v1)
-// written out by hand (no build step), see app/components/live_chart.py for the other side.
+// The Plotly charts of a live run's page, all in this one frame, that stay and append points: the
+// Streamlit component protocol (v1) written out by hand (no build step), see
+// app/components/live_chart.py for the other side.
 //
-// Each render message carries {seq, base, kind, payload}: kind "full" is a whole figure (drawn with
-// Plotly.react), "extend" the points after those of message `base` (Plotly.extendTraces), "same"
-// nothing new. A message this frame cannot apply (a frame that was just mounted gets an "extend")
-// asks the server for the whole figure once, through the component's value.
+// Each render message carries a list `charts`, one {chart, seq, base, kind, payload} per chart in the
+// order shown: kind "full" is a whole figure (drawn with Plotly.react), "extend" the points after those
+// of message `base` (Plotly.extendTraces), "same" nothing new. A chart's div is made when it first
+// comes and removed when it no longer does. A message this frame cannot apply (a frame that was just
+// mounted gets an "extend") asks the server for every figure whole once, through the component's value.
 //
-// The plot div tells what was done on the DOM (what the browser test reads): data-full-draws,
-// data-appends, data-seq and data-points.
+// Each plot div tells what was done on the DOM (what the browser test reads): data-chart,
+// data-full-draws, data-appends, data-seq and data-points.
 (function () {
   "use strict";
-  var div = document.getElementById("chart");
-  var seq = null;
-  var draws = 0;
-  var appends = 0;
+  var root = document.getElementById("charts");
+  var plots = {};  // chart key -> {div, seq, draws, appends}
   var asks = 0;
   var askedFor = null;
   var height = -1;
@@ -119,46 +119,83 @@
   var config = { displaylogo: false, responsive: true, showSendToCloud: false,
                  modeBarButtonsToRemove: ["lasso2d", "select2d", "sendChartToCloud"] };
 
-  function points() {
+  function points(div) {
     var total = 0;
     (div.data || []).forEach(function (trace) { total += (trace.x || []).length; });
     return total;
   }
 
-  function mark() {
-    div.setAttribute("data-full-draws", String(draws));
-    div.setAttribute("data-appends", String(appends));
-    div.setAttribute("data-seq", String(seq));
-    div.setAttribute("data-points", String(points()));
+  function mark(plot) {
+    plot.div.setAttribute("data-full-draws", String(plot.draws));
+    plot.div.setAttribute("data-appends", String(plot.appends));
+    plot.div.setAttribute("data-seq", String(plot.seq));
+    plot.div.setAttribute("data-points", String(points(plot.div)));
+  }
+
+  function plotOf(chart, before) {
+    var plot = plots[chart];
+    if (!plot) {
+      var div = document.createElement("div");
+      div.className = "chart";
+      div.setAttribute("data-testid", "liveChart");
+      div.setAttribute("data-chart", chart);
+      plot = plots[chart] = { div: div, seq: null, draws: 0, appends: 0, height: 450 };
+    }
+    if (plot.div.parentNode !== root || plot.div.nextSibling !== before) { root.insertBefore(plot.div, before); }
+    return plot;
   }
 
   function askFull(wanted) {
-    if (askedFor === wanted) { return; }  // once per message: the server answers with the whole figure
+    if (askedFor === wanted) { return; }  // once per message: the server answers with every figure whole
     askedFor = wanted;
     asks += 1;
-    send("streamlit:setComponentValue", { value: { full: asks, have: seq }, dataType: "json" });
+    send("streamlit:setComponentValue", { value: { full: asks, have: wanted }, dataType: "json" });
+  }
+
+  // one chart's message; false when it cannot be applied (the whole figure is needed)
+  function apply(plot, msg, theme) {
+    if (msg.kind === "full") {
+      var figure = themed(JSON.parse(msg.payload), theme);
+      Plotly.react(plot.div, figure.data, figure.layout, config);
+      plot.draws += 1;
+      plot.seq = msg.seq;
+      plot.height = figure.layout.height || 450;
+    } else if (msg.seq === plot.seq) {
+      return true;  // nothing new
+    } else if (msg.kind === "extend" && msg.base === plot.seq && plot.seq !== null) {
+      var added = JSON.parse(msg.payload);
+      Plotly.extendTraces(plot.div, { x: added.x, y: added.y }, added.traces);
+      plot.appends += 1;
+      plot.seq = msg.seq;
+    } else {
+      return false;
+    }
+    mark(plot);
+    return true;
   }
 
   function render(args, theme) {
-    if (!args || typeof args.seq !== "number") { return; }
-    if (args.kind === "full") {
-      var figure = themed(JSON.parse(args.payload), theme);
-      Plotly.react(div, figure.data, figure.layout, config);
-      draws += 1;
-      seq = args.seq;
-      setHeight(figure.layout.height || 450);
-    } else if (args.seq === seq) {
-      return;  // nothing new
-    } else if (args.kind === "extend" && args.base === seq && seq !== null) {
-      var added = JSON.parse(args.payload);
-      Plotly.extendTraces(div, { x: added.x, y: added.y }, added.traces);
-      appends += 1;
-      seq = args.seq;
-    } else {
-      askFull(args.seq);
-      return;
-    }
-    mark();
+    if (!args || !Array.isArray(args.charts)) { return; }
+    var wanted = {};
+    var missing = null;
+    var next = root.firstChild;
+    args.charts.forEach(function (msg) {
+      wanted[msg.chart] = true;
+      var plot = plotOf(msg.chart, next);
+      next = plot.div.nextSibling;
+      if (!apply(plot, msg, theme) && missing === null) { missing = msg.chart + ":" + msg.seq; }
+    });
+    Object.keys(plots).forEach(function (chart) {
+      if (!wanted[chart]) {
+        Plotly.purge(plots[chart].div);
+        root.removeChild(plots[chart].div);
+        delete plots[chart];
+      }
+    });
+    var total = 0;
+    args.charts.forEach(function (msg) { total += plots[msg.chart].height; });
+    setHeight(total);
+    if (missing !== null) { askFull(missing); }
   }
 
   window.addEventListener("message", function (event) {
