@@ -3,6 +3,8 @@ delete (with confirmation), tags and notes."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import streamlit as st
 
 from app import commands, context, control
@@ -10,7 +12,7 @@ from app.components.store_outage import render_run_outage
 from app.escape import md_code, md_message
 from app.live import poll_every
 from app.queries import experiment_names, heartbeat_age, run_label
-from app.runinfo import actions_for, format_duration, header_step, status_markdown
+from app.runinfo import actions_for, format_duration, header_step, redraws_page, status_markdown
 from db.errors import NotFoundError, RunActiveError
 from db.records import Run
 from db.states import TERMINAL_STATUSES
@@ -33,11 +35,14 @@ def status_line(store: Store, run_id: int) -> Run | None:
     c2.metric("step", f"{step}/{run.total_steps}" if run.total_steps else str(step))
     c3.metric("steps/s", f"{rate.steps_per_s:.2f}" if rate.steps_per_s else "—")
     c4.metric("ETA", format_duration(rate.eta_s) if run.status in ("starting", "running") else "—")
+    now = store.server_now()
     if run.status in TERMINAL_STATUSES:  # no heartbeat comes any more: its age would only grow
-        c5.metric("ended", f"{run.finished_at:%d %b %H:%M} UTC" if run.finished_at else "—",
-                  help="When the run reached its final state; a finished run sends no heartbeat.")
+        c5.metric("ended (UTC)", end_time(run.finished_at, now),
+                  help="When the run reached its final state"
+                       + (f" ({run.finished_at:%Y-%m-%d %H:%M:%S} UTC)" if run.finished_at else "")
+                       + "; a finished run sends no heartbeat.")
     else:
-        c5.metric("heartbeat", heartbeat_age(run.heartbeat_at, store.server_now()))
+        c5.metric("heartbeat", heartbeat_age(run.heartbeat_at, now))
     if run.total_steps:
         st.progress(min(1.0, step / run.total_steps))
     st.caption(f"device {md_code(run.device or run.queue)} · worker {md_code(run.worker) if run.worker else '—'} · "
@@ -51,6 +56,14 @@ def status_line(store: Store, run_id: int) -> Run | None:
         with st.expander("error", expanded=run.status == "failed"):
             st.code(run.error, language="text")
     return run
+
+
+def end_time(finished_at: datetime | None, now: datetime) -> str:
+    """A finished run's end as a header's narrow column holds it: ``14:05`` the same day (UTC), else
+    ``06 Dec``; ``—`` when it was not recorded."""
+    if finished_at is None:
+        return "—"
+    return f"{finished_at:%H:%M}" if finished_at.date() == now.date() else f"{finished_at:%d %b}"
 
 
 def resume_point(store: Store, run: Run) -> tuple[int, int] | None:
@@ -115,8 +128,9 @@ def run_header(store: Store, run_id: int, key: str) -> Run | None:
     """Live status of a run, with its control buttons below.
 
     Only the status refreshes on the timer; the buttons are drawn outside the auto-refreshing region
-    so that they stay put under the pointer, and the page is redrawn when the state changes (so
-    the buttons always match the state, e.g. Resume appears once a run has stopped).
+    so that they stay put under the pointer, and the page is redrawn when the state changes what it
+    shows (so the buttons always match the state, e.g. Resume appears once a run has stopped; not
+    from starting to running, :func:`app.runinfo.redraws_page`).
     """
     try:
         shown = store.get_run(run_id)
@@ -127,7 +141,7 @@ def run_header(store: Store, run_id: int, key: str) -> Run | None:
     @st.fragment(run_every=poll_every(context.refresh_every(), shown.status))  # an ended run is not polled
     def live_status() -> None:
         run = status_line(store, run_id)
-        if run is not None and run.status != shown.status:
+        if run is not None and redraws_page(shown.status, run.status):
             st.rerun()
 
     live_status()

@@ -3,6 +3,9 @@ a finished run shows when it ended."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from app.components.run_controls import end_time
 from db.store import Store
 
 
@@ -32,6 +35,7 @@ def test_a_finished_run_shows_when_it_ended_not_a_growing_heartbeat(app, store: 
     assert not at.exception
     shown = {m.label: m.value for m in at.metric}
     assert "heartbeat" not in shown  # its age would grow for ever after the run ended
-    assert shown["ended"] == f"{ended:%d %b %H:%M} UTC"
+    assert shown["ended (UTC)"] in (f"{ended:%H:%M}", f"{ended:%d %b}")  # the date once the day has changed
+    assert end_time(ended, ended + timedelta(days=1)) == f"{ended:%d %b}" and end_time(None, ended) == "—"
     live = seed(experiment, status="running", steps=1)
     assert any(m.label == "heartbeat" for m in app("run_detail", run=live).metric)  # a live run keeps it
