@@ -80,6 +80,14 @@ def actions_for(status: str) -> RunActions:
     )
 
 
+def redraws_page(shown: str, now: str) -> bool:
+    """Whether a run page drawn for state ``shown`` must be drawn again now the run is ``now``: its
+    buttons differ, or it ended (its live regions stop polling). ``starting`` → ``running`` does not
+    (the same Stop button; the live status shows the state), and so the page's whole redraw, in the
+    browser as much CPU as opening the page, does not fall on the run's first training steps."""
+    return actions_for(shown) != actions_for(now) or (shown in TERMINAL_STATUSES) != (now in TERMINAL_STATUSES)
+
+
 def format_duration(seconds: float | None) -> str:
     """``1h 02m``, ``3m 05s``, ``42s``; a dash when unknown."""
     if seconds is None:

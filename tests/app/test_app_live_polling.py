@@ -181,6 +181,21 @@ def test_only_a_figure_that_grows_is_sent_as_its_new_points() -> None:
     assert message(sent, spec(25), generation=1, asked=1)[0]["kind"] == "extend"
 
 
+def test_a_run_that_starts_training_does_not_redraw_the_page(app, store: Store, experiment: int, seed,
+                                                              polls) -> None:
+    """From starting to running the page shows the same buttons: a poll redraws the status only (a whole
+    redraw, as costly in the browser as opening the page, fell on the run's first training steps); a
+    state with other buttons (stopping) redraws the page."""
+    run_id = seed(experiment, status="queued", steps=0)
+    store.transition(run_id, "starting")
+    at = app("run_detail", run=run_id)
+    store.transition(run_id, "running")
+    polled = polls.poll(at)
+    assert not polled.title and any(m.value.endswith("running]") for m in polled.metric)  # the status only
+    store.transition(run_id, "stopping")
+    assert polls.poll(at).title  # the Stop button goes: the whole page again
+
+
 def test_a_poll_of_the_log_reads_only_the_new_lines(app, store: Store, experiment: int, seed, polls, tmp_path) -> None:
     run_id = seed(experiment, status="running", steps=1)
     log = tmp_path / "run.log"
