@@ -1,6 +1,6 @@
-"""Fixtures for the artifact store tests: a real SeaweedFS S3 server for the session, a private one
-for the tests that stop it, a fresh bucket per test, and stores opened from ``COOPLAB_*``/``AWS_*``
-variables as a worker opens them."""
+"""Fixtures for the artifact store tests: a real SeaweedFS S3 server for the session, a second one
+for the tests that stop it (one test at a time), a fresh bucket per test, and stores opened from
+``COOPLAB_*``/``AWS_*`` variables as a worker opens them."""
 
 from __future__ import annotations
 
@@ -32,13 +32,26 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServe
     server.stop()
 
 
-@pytest.fixture
-def private_s3_server(tmp_path: Path) -> Iterator[SeaweedServer]:
-    """A server of this test's own, which the test may stop and start again."""
-    server = SeaweedServer(_binary(), tmp_path / "seaweedfs")
+@pytest.fixture(scope="session")
+def stoppable_s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """A second server for the session, apart from ``s3_server``: the one the tests that stop a server
+    share (through ``private_s3_server``). A start costs seconds, most of them waiting."""
+    server = SeaweedServer(_binary(), tmp_path_factory.mktemp("seaweedfs-stoppable"))
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def private_s3_server(stoppable_s3_server: SeaweedServer) -> SeaweedServer:
+    """A server no other test is using while this one runs, which the test may stop and start again;
+    it is running when the test starts (started again if the test before left it stopped). Tests give it
+    buckets of their own (``new_bucket``)."""
+    server = stoppable_s3_server
+    if server.proc is None or server.proc.poll() is not None:
+        server.stop()  # a crashed one leaves no process behind
+        server.start()
+    return server
 
 
 def s3_client(server: SeaweedServer, secret: str = SECRET_KEY):

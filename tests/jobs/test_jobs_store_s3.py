@@ -20,7 +20,13 @@ from db import states
 from jobs.artifacts import open_store
 from jobs.artifacts.location import checkpoint_key
 from jobs.executor import execute_run, run_output_dir
-from tests.artifacts.conftest import new_bucket, private_s3_server, s3_client, s3_server  # noqa: F401 (fixtures)
+from tests.artifacts.conftest import (  # noqa: F401 (fixtures)
+    new_bucket,
+    private_s3_server,
+    s3_client,
+    s3_server,
+    stoppable_s3_server,
+)
 from tests.artifacts.fake_training import FakeTraining, payload
 from tests.artifacts.job_env import use_s3
 from tests.jobs.helpers import ROOT, tiny_config
