@@ -19,17 +19,19 @@ handed to alembic through a SQLAlchemy engine, exactly as :func:`db.schema_versi
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from db import convert
 from db.convert import check_experiment_name
 from db.errors import NotFoundError
 from db.records import Experiment, Run
 from db.urls import redact_url
+
+T = TypeVar("T")
 
 
 class DbapiRunWrites:
@@ -60,6 +62,10 @@ class DbapiRunWrites:
     def _failed(self, exc: Exception) -> None:
         """A write transaction failed with the driver's ``exc`` (before it is raised)."""
 
+    def _dropped(self, conn: Any) -> bool:
+        """Whether the server has closed ``conn`` (it cannot be used again)."""
+        return False
+
     def _to_db(self, value: Any) -> Any:
         """A value as SQLAlchemy binds it for its column."""
         return value
@@ -83,6 +89,37 @@ class DbapiRunWrites:
             self._conn = self._connect()
         return self._conn
 
+    def _on_live_connection(self, action: Callable[[Any], T]) -> T:
+        """``action(conn)`` on this writer's connection. One the server closed since its last use (a
+        restart, an idle timeout) is replaced and ``action`` tried once more on the new one, as the
+        engine's pool pings a connection before handing it out; a new connection is not tried twice."""
+        reused = self._conn is not None
+        conn = self._connection()
+        try:
+            return action(conn)
+        except self.driver.Error:
+            if not self._dropped(conn):
+                raise
+            self._conn = None
+            if not reused:
+                raise
+        return action(self._connection())
+
+    def _rollback(self, conn: Any) -> None:
+        """End the open transaction, if any; a connection that broke off has none left to end (its error,
+        not the rollback's, is the one raised)."""
+        with suppress(self.driver.Error):
+            self._execute(conn, "ROLLBACK")
+
+    def _begun(self, conn: Any) -> Any:
+        """``conn`` in a write transaction begun by :meth:`_begin`, or none open when beginning fails."""
+        try:
+            self._begin(conn)
+        except self.driver.Error:
+            self._rollback(conn)  # BEGIN may have run before what bounds the transaction failed
+            raise
+        return conn
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
@@ -98,16 +135,17 @@ class DbapiRunWrites:
     def _write(self) -> Iterator[Any]:
         """One write transaction, begun as the engine begins one (:meth:`_begin`), committed or rolled back."""
         with self._lock:
-            conn = self._connection()
             try:
-                self._begin(conn)
+                conn = self._on_live_connection(self._begun)
                 try:
                     yield conn
+                    self._execute(conn, "COMMIT")
                 except BaseException:
-                    self._execute(conn, "ROLLBACK")
+                    self._rollback(conn)
                     raise
-                self._execute(conn, "COMMIT")
             except self.driver.Error as exc:
+                if self._conn is not None and self._dropped(self._conn):  # connect again next time
+                    self._conn = None
                 self._failed(exc)
                 raise
 
@@ -183,7 +221,8 @@ class DbapiRunWrites:
         database cannot be read: alembic then says what is wrong)."""
         try:
             with self._lock:
-                rows = self._execute(self._connection(), "SELECT version_num FROM alembic_version").fetchall()
+                rows = self._on_live_connection(
+                    lambda conn: self._execute(conn, "SELECT version_num FROM alembic_version").fetchall())
         except self.driver.Error:
             return frozenset()
         return frozenset(row[0] for row in rows)

@@ -106,9 +106,8 @@ class PostgresRunWrites(DbapiRunWrites):
         self._execute(conn, "BEGIN")
         self._execute(conn, BOUND_WRITE)  # local to this transaction (db.engine)
 
-    def _failed(self, exc: Exception) -> None:
-        if self._conn is not None and self._conn.closed:  # the server went away: connect again next time
-            self._conn = None
+    def _dropped(self, conn: Any) -> bool:
+        return bool(conn.closed)  # psycopg2 marks a connection the server closed once it is used
 
     def _to_db(self, value: Any) -> Any:
         if isinstance(value, datetime):  # as db.tables.UTCDateTime binds it

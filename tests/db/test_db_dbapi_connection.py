@@ -1,0 +1,56 @@
+"""The submit's writer without SQLAlchemy on PostgreSQL (``db.postgres_writes.PostgresRunWrites``) keeps
+working when the server drops its connection between two writes (a restart, an idle timeout), as the
+engine's pre-pinged pool does, and a connection lost inside a write raises the error that lost it, not
+the rollback's. The server's side is real: ``pg_terminate_backend`` ends the writer's session."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg2
+import pytest
+from sqlalchemy import Engine, text
+
+from db.postgres_writes import PostgresRunWrites, postgres_connect_args
+
+
+def _writes(url: str) -> PostgresRunWrites:
+    connect_args = postgres_connect_args(url)
+    assert connect_args is not None, url
+    return PostgresRunWrites(url, connect_args)
+
+
+def _end_session(engine: Engine, writes: PostgresRunWrites) -> None:
+    """End the writer's session from another connection, as a server restart would."""
+    pid = writes._conn.get_backend_pid()
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
+
+
+def test_a_write_after_the_server_dropped_the_connection_connects_again(
+        postgres_schema: tuple[str, Engine]) -> None:
+    url, engine = postgres_schema
+    writes = _writes(url)
+    try:
+        experiment = writes.get_or_create_experiment(f"dropped-{uuid.uuid4().hex[:8]}")
+        _end_session(engine, writes)
+        assert writes.current_revisions()  # read on a new connection, not taken for an empty database
+        _end_session(engine, writes)
+        run = writes.create_run(experiment.id, {"seed": 1}, "cpu")
+        assert writes.update_run(run.id, celery_task_id="t").celery_task_id == "t"
+    finally:
+        writes.close()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT celery_task_id FROM runs WHERE id = :id"), {"id": run.id}).scalar() == "t"
+
+
+def test_a_connection_lost_inside_a_write_raises_its_own_error(postgres_schema: tuple[str, Engine]) -> None:
+    url, _ = postgres_schema
+    writes = _writes(url)
+    try:
+        with pytest.raises(psycopg2.OperationalError), writes._write() as conn:  # not InterfaceError
+            writes._execute(conn, "SELECT pg_terminate_backend(pg_backend_pid())")
+        assert writes._conn is None  # the next write connects again
+        assert writes.get_or_create_experiment(f"after-{uuid.uuid4().hex[:8]}").id
+    finally:
+        writes.close()
