@@ -22,7 +22,7 @@ sent this way. It waits for the server as the sending app does: a connection may
 answer :data:`SOCKET_TIMEOUT_S`; a server that cannot be reached raises :class:`BrokerNotReached` with
 redis-py's words (``Error 111 connecting to HOST:PORT. Connection refused.``).
 
-Only a plain ``redis://[[user]:password@]host[:port][/db]`` URL is sent to this way
+Only a plain ``redis://[user[:password]@]host[:port][/db]`` URL is sent to this way
 (:func:`redis_address`); others (TLS, a Unix socket, URL options) are sent to through Celery.
 """
 
@@ -70,7 +70,8 @@ class RedisAddress:
 
 def redis_address(url: str) -> RedisAddress | None:
     """Where a plain ``redis://`` URL points, as kombu reads it (host 127.0.0.1 and port 6379 by default,
-    the path's number the database, user and password unquoted); None for any other URL."""
+    the path's number the database, user and password unquoted, an empty one as none); None for any
+    other URL."""
     if not url.startswith("redis://"):
         return None
     try:
@@ -79,11 +80,19 @@ def redis_address(url: str) -> RedisAddress | None:
     except ValueError:
         return None
     path = parts.path.lstrip("/")
-    if parts.query or parts.fragment or not (path == "" or path.isdigit()):
+    if parts.query or parts.fragment or not (path == "" or (path.isascii() and path.isdigit())):
         return None
     return RedisAddress(host=parts.hostname or "127.0.0.1", port=port, db=int(path or 0),
-                        username=unquote(parts.username) if parts.username else None,
-                        password=unquote(parts.password) if parts.password is not None else None)
+                        username=unquote(parts.username or "") or None,
+                        password=unquote(parts.password or "") or None)
+
+
+def credentials(address: RedisAddress) -> tuple[str, ...]:
+    """``AUTH``'s arguments as redis-py sends them for kombu: ``user password`` (an empty password for a
+    user without one), ``password`` alone, or nothing to send."""
+    if address.username:
+        return address.username, address.password or ""
+    return (address.password,) if address.password else ()
 
 
 def _command(*args: str | bytes) -> bytes:
@@ -107,7 +116,12 @@ def _reply(stream: Any) -> Any:
         return rest
     if kind == b"$":
         size = int(rest)
-        return None if size < 0 else stream.read(size + 2)[:-2]
+        if size < 0:
+            return None
+        data = stream.read(size + 2)
+        if len(data) != size + 2:
+            raise ConnectionResetError("Connection closed by server.")
+        return data[:-2]
     if kind == b"*":
         return [_reply(stream) for _ in range(max(0, int(rest)))]
     raise ConnectionResetError(f"unexpected reply from the server: {line[:40]!r}")
@@ -140,9 +154,8 @@ def push_message(address: RedisAddress, queue: str, message: dict[str, Any]) -> 
     nothing); raises :class:`BrokerNotReached` or :class:`BrokerRefused`."""
     member = BINDING_SEPARATOR.join([queue, "", queue])  # routing key = queue name, no pattern
     prelude = []
-    if address.password is not None:
-        credentials = [address.username, address.password] if address.username else [address.password]
-        prelude.append(_command("AUTH", *credentials))
+    if auth := credentials(address):
+        prelude.append(_command("AUTH", *auth))
     if address.db:
         prelude.append(_command("SELECT", str(address.db)))
     writes = [_command("SADD", key % EXCHANGE, member) for key in BINDING_KEYS]
@@ -170,4 +183,5 @@ def send_task_redis(address: RedisAddress, task_name: str, args: list[Any], task
     push_message(address, queue, task_message(task_name, args, task_id, routing_key=queue))
 
 
-__all__ = ["BrokerNotReached", "BrokerRefused", "RedisAddress", "push_message", "redis_address", "send_task_redis"]
+__all__ = ["BrokerNotReached", "BrokerRefused", "RedisAddress", "credentials", "push_message", "redis_address",
+           "send_task_redis"]

@@ -117,6 +117,33 @@ def test_a_refused_password_writes_nothing(redis_env) -> None:  # type: ignore[n
     assert _held(redis_env.resolved_broker_url) == {}
 
 
+def test_an_empty_password_is_none_and_a_user_is_authenticated_as_itself(redis_env) -> None:  # type: ignore[no-untyped-def]
+    """As kombu and redis-py: ``redis://:@host`` sends no ``AUTH``; ``redis://user:pw@host`` and
+    ``redis://user@host`` (a user without a password) authenticate as that user (an ACL user of the
+    test server, removed after)."""
+    url = redis_env.resolved_broker_url
+    address = redis_address(url)
+    db = f"/{address.db}" if address.db else ""
+    send_task_redis(redis_address(f"redis://:@{address.host}:{address.port}{db}"), client.TASK_NAME, [1], "x",
+                    queue="cpu")
+    assert len(_held(url)["cpu"][1]) == 1
+    user = f"cooplab-test-{uuid.uuid4().hex[:8]}"
+    r = redis.Redis.from_url(url)
+    try:
+        r.acl_setuser(user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"], commands=["+@all"])
+        send_task_redis(redis_address(f"redis://{user}:pw@{address.host}:{address.port}{db}"), client.TASK_NAME,
+                        [2], "y", queue="cpu")
+        assert len(_held(url)["cpu"][1]) == 1
+        r.acl_setuser(user, enabled=False, nopass=True, reset=True)  # AUTH as it is refused: it was sent
+        with pytest.raises(BrokerRefused, match="WRONGPASS"):
+            send_task_redis(redis_address(f"redis://{user}@{address.host}:{address.port}{db}"), client.TASK_NAME,
+                            [3], "z", queue="cpu")
+        assert _held(url) == {}
+    finally:
+        r.acl_deluser(user)
+        r.close()
+
+
 def test_an_unreachable_server_is_named_in_redis_pys_words() -> None:
     port = free_port()
     with pytest.raises(BrokerNotReached) as raised:
@@ -131,6 +158,8 @@ def test_an_unreachable_server_is_named_in_redis_pys_words() -> None:
     ("redis://:p%40ss@h:7000/", RedisAddress("h", 7000, 0, None, "p@ss")),
     ("redis://user:pw@[::1]/3", RedisAddress("::1", 6379, 3, "user", "pw")),
     ("redis://", RedisAddress("127.0.0.1", 6379, 0, None, None)),
+    ("redis://:@h/2", RedisAddress("h", 6379, 2, None, None)), ("redis://u@h", RedisAddress("h", 6379, 0, "u", None)),
+    ("redis://h/\u00b3", None),
     ("rediss://h/0", None), ("unix:///tmp/redis.sock", None), ("redis://h/0?socket_timeout=3", None),
     ("redis://h/x", None), ("redis://h:port/0", None), ("filesystem://", None)])
 def test_only_a_plain_redis_url_is_sent_to_without_celery(url: str, address: RedisAddress | None) -> None:
