@@ -55,7 +55,7 @@ def test_the_tab_lists_evaluations_with_the_best_marked_and_opens_an_items_episo
     assert list(analysis["eval/reward_mean"]) == ["0.7500 ± 0.0500", "0.2500 ± 0.0500", "0.6500 ± 0.0500"]
     # one plain sentence says who mattered, from the rows above
     assert ("**writer** mattered most: resetting it to its base model lowers `eval/reward_mean` by 0.500 ± 0.071 "
-            "(editor's reset: 0.100).") in [m.value for m in at.markdown]
+            "(editor's reset lowers it by 0.100 ± 0.071).") in [m.value for m in at.markdown]
     assert list(items["correct"]) == ["1 / 1", "0 / 1"]
     texts = [t.value for t in at.text]
     assert "abcdef" in texts and "nopqrs" in texts  # the evaluated episode of item 0, as a dialogue
@@ -212,7 +212,16 @@ def test_who_mattered_by_hand() -> None:
 
     rows = [variant("trained", 0.5), variant("writer reset", 0.45), variant("editor reset", 0.55)]
     assert who_mattered(rows, "eval/reward_mean").endswith(
-        "by 0.050 ± 0.071 (within two standard errors: more items or samples would tell) (editor's reset: -0.050).")
-    assert who_mattered([variant("trained", 0.5), variant("writer reset", 0.6)], "eval/reward_mean") == (
+        "by 0.050 ± 0.071 (within two standard errors: more items or samples would tell) (editor's reset raises it "
+        "by 0.050 ± 0.071).")  # the other reset's change said as one, not as a value of the metric
+    assert who_mattered([variant("trained", 0.5), variant("writer reset", 0.55)], "eval/reward_mean") == (
         "No agent mattered: resetting any one of them to its base model does not lower `eval/reward_mean`.")
+    # a reset that raises the metric beyond the noise: that agent's training lowered it, which is said
+    assert who_mattered([variant("trained", 0.5), variant("writer reset", 0.9), variant("editor reset", 0.5)],
+                        "eval/reward_mean") == (
+        "No agent mattered: resetting any one of them to its base model does not lower `eval/reward_mean`; "
+        "resetting **writer** raises it by 0.400 ± 0.071 (its training lowered it).")
+    nan = variant("editor reset", float("nan"))  # a metric that is not a number names nobody
+    assert who_mattered([variant("trained", 0.5), variant("writer reset", 0.45), nan], "eval/reward_mean").startswith(
+        "**writer** mattered most")
     assert who_mattered([variant("trained", 0.5), variant("base", 0.1)], "eval/reward_mean") is None  # one agent
