@@ -101,3 +101,10 @@ def test_feedback_between_by_hand() -> None:
     assert feedback_between("Topic.", "  x = 1  ", template.format("  x = 1  ")).startswith("Feedback:")
     assert feedback_between("Topic.", "gone", "Topic. Try again.") == "Try again."  # reply not quoted
     assert feedback_between("same", "reply", "same") == ""
+    # prompts that differ inside a line: that line whole, not from the first character that differs
+    assert feedback_between("Topic: islands.", "gone", "Topic: islets. Try again.") == "Topic: islets. Try again."
+    # feedback that quotes the reply's line again (a traceback of a one-line reply) is kept whole
+    code = "Task.\n\nYour previous code:\n{}\n\nTest feedback:\n{}\n\nFix the problems and write the code again."
+    traceback = "Error: line 2, in add\n    return a + b\nTypeError: unsupported operand"
+    assert feedback_between("Task.", "    return a + b", code.format("    return a + b", traceback)) == (
+        f"Test feedback:\n{traceback}\n\nFix the problems and write the code again.")
