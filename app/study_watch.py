@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from db import states
-from db.study_records import ACTIVE, Study, StudyTrial
+from db.study_records import ACTIVE, PENDING, Study, StudyTrial
 
 RESUMABLE = (states.STOPPED, states.CANCELLED, states.LOST)
 """The children resume-all gives a new run (unless the study stopped them early)."""
@@ -29,5 +29,7 @@ def can_stop(study: Study, trials: Sequence[StudyTrial]) -> bool:
 
 def can_resume(study: Study, trials: Sequence[StudyTrial]) -> bool:
     """Resume all has something to do: a child ended stopped, cancelled or lost, not stopped early by
-    the study, while the study is not queueing children already."""
-    return study.status != ACTIVE and any(t.status in RESUMABLE and not t.stop_reason for t in trials)
+    the study, or a child waits for a slot that a stopped study never gives it (``pending``), while the
+    study is not queueing children already."""
+    return study.status != ACTIVE and any((t.status in RESUMABLE and not t.stop_reason) or t.status == PENDING
+                                          for t in trials)

@@ -85,6 +85,10 @@ def test_runs_a_study_holds_back_are_listed_with_why(app, store: Store, experime
             "each is queued on `cpu` as one of them ends") in [m.value for m in at.markdown]
     studies.set_status(study.id, "stopped")
     assert any("3 runs held back: the study is stopped" in m.value for m in app("workers").markdown)
+    from app.study_watch import can_resume
+
+    # the line sends the reader to Resume all: it is enabled for children that only wait for a slot
+    assert can_resume(studies.get_study(study.id), studies.trials(study.id))
 
 
 def test_workers_empty_state(app) -> None:
