@@ -32,6 +32,8 @@ from tests.jobs.helpers import (
     wait_until_step,
 )
 
+HEARTBEAT_TIMEOUT_S = 3.0
+
 
 def _start_worker(tmp_path: Path) -> WorkerProcess:
     env = dict(os.environ)
@@ -60,10 +62,14 @@ def _reap_as_the_lock_frees(store: Store, settings: Settings, held_s: float) -> 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_a_live_job_whose_heartbeat_was_held_up_keeps_its_run_and_a_frozen_one_is_lost(jobs_env, store,
-                                                                                       experiment_id, tmp_path):
+                                                                                       experiment_id, tmp_path,
+                                                                                       monkeypatch):
     """Before: the first look after the database took writes again marked the healthy run ``lost``
     ("worker died or hung"), and its job's own end was then discarded ("already lost; keeping that")."""
-    settings = Settings()  # heartbeat timeout 5 s
+    # a 3 s heartbeat timeout (a beat and a pulse every 0.75 s): the lock is held 5 s, the frozen job's
+    # run is lost about 3 s after it froze
+    monkeypatch.setenv("COOPLAB_HEARTBEAT_TIMEOUT_S", str(HEARTBEAT_TIMEOUT_S))
+    settings = Settings()
     worker = _start_worker(tmp_path)
     try:
         healthy = submit_run(tiny_config(max_steps=15, checkpoint_interval=0), experiment_id=experiment_id,
@@ -88,7 +94,7 @@ def test_a_live_job_whose_heartbeat_was_held_up_keeps_its_run_and_a_frozen_one_i
                 return store.get_run(frozen).status == states.LOST
 
             wait_for(lost, 30, "the frozen run to be marked lost", interval=0.5)
-            print(f"\nfrozen job's run lost after {time.monotonic() - t0:.1f} s (heartbeat timeout 5 s)")
+            print(f"\nfrozen job's run lost after {time.monotonic() - t0:.1f} s (heartbeat timeout {HEARTBEAT_TIMEOUT_S:g} s)")
             run = store.get_run(frozen)
             assert run.status == states.LOST and "no heartbeat" in (run.error or ""), (run.status, run.error)
         finally:
