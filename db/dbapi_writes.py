@@ -217,13 +217,18 @@ class DbapiRunWrites:
             return convert.run(SimpleNamespace(**{**vars(row), **changed}))
 
     def current_revisions(self) -> frozenset[str]:
-        """The revisions the database is at (empty without an ``alembic_version`` table, or when the
-        database cannot be read: alembic then says what is wrong)."""
+        """The revisions the database is at (empty without an ``alembic_version`` table, or when it cannot
+        be read: alembic then says what is wrong). A database that cannot be connected to raises the
+        driver's error at once: alembic would only wait for the same connect timeout again."""
+        with self._lock:
+            return self._on_live_connection(self._revisions)
+
+    def _revisions(self, conn: Any) -> frozenset[str]:
         try:
-            with self._lock:
-                rows = self._on_live_connection(
-                    lambda conn: self._execute(conn, "SELECT version_num FROM alembic_version").fetchall())
+            rows = self._execute(conn, "SELECT version_num FROM alembic_version").fetchall()
         except self.driver.Error:
+            if self._dropped(conn):  # not a missing table: the connection (see _on_live_connection)
+                raise
             return frozenset()
         return frozenset(row[0] for row in rows)
 

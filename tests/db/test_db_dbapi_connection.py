@@ -5,13 +5,18 @@ the rollback's. The server's side is real: ``pg_terminate_backend`` ends the wri
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import psycopg2
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, make_url, text
 
 from db.postgres_writes import PostgresRunWrites, postgres_connect_args
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _writes(url: str) -> PostgresRunWrites:
@@ -54,3 +59,17 @@ def test_a_connection_lost_inside_a_write_raises_its_own_error(postgres_schema: 
         assert writes.get_or_create_experiment(f"after-{uuid.uuid4().hex[:8]}").id
     finally:
         writes.close()
+
+
+def test_a_server_that_does_not_answer_is_said_at_once_without_alembic(postgres_schema: tuple[str, Engine]) -> None:
+    """The schema check's connection failure is the error: alembic is not loaded to wait for it again."""
+    from tests.jobs.fault_helpers import free_port
+
+    url = make_url(postgres_schema[0]).set(host="127.0.0.1", port=free_port()).render_as_string(hide_password=False)
+    code = ("import sys, psycopg2; from db.postgres_writes import PostgresRunWrites, postgres_connect_args\n"
+            f"url = {url!r}\n"
+            "try:\n    PostgresRunWrites(url, postgres_connect_args(url)).ensure_schema()\n"
+            "except psycopg2.OperationalError as exc:\n    print('refused' if 'refused' in str(exc) else exc)\n"
+            "print(sorted(m for m in ('alembic', 'sqlalchemy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.stdout.split("\n")[:2] == ["refused", "[]"], out.stdout + out.stderr
