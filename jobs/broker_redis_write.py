@@ -44,9 +44,10 @@ BINDING_KEYS = ("_kombu.binding.%s", "_kombu.binding_permanent.%s")
 BINDING_SEPARATOR = "\x06\x16"
 """kombu's Redis channel's ``sep``."""
 CONNECT_TIMEOUT_S = 2.0
-"""As :data:`jobs.celery_app.SEND_CONNECT_TIMEOUT_S` (a test holds the two equal)."""
+"""How long a sender waits for Redis to accept a connection (per try); Celery's sending app
+(:data:`jobs.celery_app.SEND_CONNECT_TIMEOUT_S`) uses this one too."""
 SOCKET_TIMEOUT_S = 10.0
-"""How long an answer may take, as the sending app's ``socket_timeout``."""
+"""How long an answer may take; the sending app's ``socket_timeout`` too."""
 CONNECT_TRIES = 2
 RETRY_AFTER_S = 0.5
 

@@ -20,6 +20,7 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from db.urls import redact_url
+from jobs.broker_redis_write import CONNECT_TIMEOUT_S, SOCKET_TIMEOUT_S
 from jobs.devices import validate_device  # re-exported: senders and workers check names with it
 from jobs.settings import Settings, get_settings
 
@@ -108,8 +109,9 @@ def create_app(settings: Settings | None = None, *, devices: tuple[str, ...] = (
     return app
 
 
-SEND_CONNECT_TIMEOUT_S = 2.0
-"""How long a sender waits for the broker to accept a connection (per try)."""
+SEND_CONNECT_TIMEOUT_S = CONNECT_TIMEOUT_S
+"""How long a sender waits for the broker to accept a connection (per try); declared with the Redis
+push that does without this app (:mod:`jobs.broker_redis_write`), as is how long an answer may take."""
 
 
 def create_sender_app(settings: Settings) -> Celery:
@@ -120,7 +122,7 @@ def create_sender_app(settings: Settings) -> Celery:
     options = broker_options(settings)
     transport = dict(options.pop("broker_transport_options", {}))
     if is_redis_url(settings.resolved_broker_url):
-        transport.update(socket_connect_timeout=SEND_CONNECT_TIMEOUT_S, socket_timeout=10.0)
+        transport.update(socket_connect_timeout=SEND_CONNECT_TIMEOUT_S, socket_timeout=SOCKET_TIMEOUT_S)
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],

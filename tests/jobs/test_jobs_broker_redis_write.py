@@ -26,6 +26,7 @@ from jobs.broker_redis_write import (
     redis_address,
     send_task_redis,
 )
+from jobs.settings import Settings
 from tests.jobs.fault_helpers import free_port
 from tests.jobs.helpers import ROOT, tiny_config
 
@@ -172,6 +173,10 @@ def test_the_constants_are_kombus_and_celerys() -> None:
     assert celery_app.EXCHANGE.name == broker_redis_write.EXCHANGE
     assert (Channel.keyprefix_queue, Channel.keyprefix_binding_permanent) == broker_redis_write.BINDING_KEYS
     assert Channel.sep == broker_redis_write.BINDING_SEPARATOR
-    assert broker_redis_write.CONNECT_TIMEOUT_S == celery_app.SEND_CONNECT_TIMEOUT_S
+    celery_app._SENDERS.clear()
+    sender = celery_app.create_sender_app(Settings(broker_url="redis://127.0.0.1:6379/0"))
+    transport = sender.conf.broker_transport_options  # the sending app's bounds are this push's
+    assert (transport["socket_connect_timeout"], transport["socket_timeout"]) == (
+        broker_redis_write.CONNECT_TIMEOUT_S, broker_redis_write.SOCKET_TIMEOUT_S)
     assert client.SEND_RETRY_POLICY["max_retries"] + 1 == broker_redis_write.CONNECT_TRIES
     assert Channel.priority_steps[0] == 0  # priority 0: the queue's own key
