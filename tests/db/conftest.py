@@ -9,8 +9,6 @@ before each test, so ids start at 1 as in a fresh SQLite copy (a test may name a
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,43 +16,21 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from db.engine import resolve_url
-from db.migrate import upgrade
 from db.models import Base
 from db.store import Store
-
-PG_ENV = "COOPLAB_TEST_POSTGRES_URL"
-
-
-def _schema_url(url: str, schema: str) -> str:
-    return resolve_url(url).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-        hide_password=False)
+from tests.postgres_schema import migrated_schema
 
 
 @pytest.fixture(scope="session")
 def postgres_schema() -> Iterator[tuple[str, Engine]]:
     """A migrated schema of its own on the test PostgreSQL server (dropped at the end): its URL and an
     engine for cleaning it."""
-    url = os.environ.get(PG_ENV)
-    if not url:
-        pytest.skip(f"no PostgreSQL server: {PG_ENV} is not set (make test sets it to the local server)")
-    admin = create_engine(resolve_url(url), isolation_level="AUTOCOMMIT")
-    schema = f"cooplab_test_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    except Exception as err:  # noqa: BLE001 - any failure to connect means the server is not there
-        admin.dispose()
-        pytest.skip(f"PostgreSQL server at {url} ({PG_ENV}) did not answer: {type(err).__name__}")
-    schema_url = _schema_url(url, schema)
-    engine = create_engine(resolve_url(schema_url))
-    try:
-        upgrade(schema_url)
-        yield schema_url, engine
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with migrated_schema("cooplab_test") as schema_url:
+        engine = create_engine(resolve_url(schema_url))
+        try:
+            yield schema_url, engine
+        finally:
+            engine.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

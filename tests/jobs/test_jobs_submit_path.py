@@ -23,8 +23,7 @@ from db.engine import make_engine
 from db.schema_version import at_head, ensure_schema, head_revisions
 from engine.schema.run_config import ConfigError
 from tests.jobs.helpers import ROOT, tiny_config
-
-PG_ENV = "COOPLAB_TEST_POSTGRES_URL"
+from tests.postgres_schema import migrated_schema
 
 HEAVY = ("alembic", "torch", "transformers", "streamlit", "pandas", "numpy", "plotly")
 # what a plain submit of a MAGRPO config has no use for (cooplab.submit_path, engine.schema.config_class,
@@ -70,32 +69,8 @@ def test_cooplab_submit_imports_only_what_it_needs(jobs_env, store, tmp_path):
 @pytest.fixture
 def postgres_url():  # type: ignore[no-untyped-def]
     """A migrated schema of its own on the test PostgreSQL server (its URL), dropped afterwards."""
-    import uuid
-
-    from sqlalchemy import create_engine, text
-
-    from db.engine import resolve_url
-    from db.migrate import upgrade
-
-    url = os.environ.get(PG_ENV)
-    if not url:
-        pytest.skip(f"no PostgreSQL server: {PG_ENV} is not set (make test sets it to the local server)")
-    admin = create_engine(resolve_url(url), isolation_level="AUTOCOMMIT")
-    schema = f"cooplab_submit_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    except Exception as err:  # noqa: BLE001 - any failure to connect means the server is not there
-        admin.dispose()
-        pytest.skip(f"PostgreSQL server at {url} ({PG_ENV}) did not answer: {type(err).__name__}")
-    try:
-        schema_url = resolve_url(url).update_query_dict({"options": f"-csearch_path={schema}"})
-        upgrade(schema_url.render_as_string(hide_password=False))
-        yield schema_url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    with migrated_schema("cooplab_submit") as url:
+        yield url
 
 
 def test_cooplab_submit_on_postgresql_and_redis_imports_only_what_it_needs(redis_env, postgres_url, monkeypatch,
