@@ -33,7 +33,7 @@ FORM_CSS = """<style>
   position: sticky; top: 3.75rem; z-index: 99; background-color: rgb(255 255 255);}
 .st-key-exp_action_bar {padding: 0.4rem 0 0.2rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.15);}
 /* its "Unsaved changes" note takes one line, cut with an ellipsis (hovering it shows it whole): the bar
-   stays about 85 px high however many fields changed; errors keep every line */
+   stays about 100 px high however many fields changed; errors keep every line */
 .st-key-exp_action_bar [data-testid="stAlertContainer"]:has([data-testid="stAlertContentWarning"]) {
   padding: 0.3rem 0.75rem;}
 .st-key-exp_action_bar [data-testid="stAlertContentWarning"] p {overflow: hidden; text-overflow: ellipsis; margin: 0;}
