@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from db import convert
@@ -152,6 +152,20 @@ class StudyStore(StoreBase):
                      .where(StudyTrialRow.study_id == study_id)
                      .order_by(StudyTrialRow.point, StudyTrialRow.seed_index))
             return [_trial(trial, run) for trial, run in session.execute(query)]
+
+    def waiting_and_in_flight(self, study_ids: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """Per study of ``study_ids`` that has children: how many wait for a run (``pending``) and how many
+        runs are in flight, in one statement (a live page asks for every study at each refresh)."""
+        ids = list(study_ids)
+        if not ids:
+            return {}
+        waiting = func.sum(case((RunRow.id.is_(None), 1), else_=0))
+        in_flight = func.sum(case((RunRow.status.in_(ACTIVE_STATUSES), 1), else_=0))
+        query = (select(StudyTrialRow.study_id, waiting, in_flight)
+                 .outerjoin(RunRow, RunRow.id == StudyTrialRow.run_id)
+                 .where(StudyTrialRow.study_id.in_(ids)).group_by(StudyTrialRow.study_id))
+        with self._read() as session:
+            return {study_id: (int(w or 0), int(f or 0)) for study_id, w, f in session.execute(query)}
 
     def trial_of_run(self, run_id: int) -> StudyTrial | None:
         """The study child that ``run_id`` executes, or None for a run of no study."""

@@ -4,36 +4,33 @@ all there is."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import streamlit as st
 
 from app.escape import md_code, md_text
-from db import states
 from db.store import Store
-from db.study_records import ACTIVE, PENDING, STOPPED, Study, StudyTrial
+from db.study_records import ACTIVE, STOPPED, Study
 from db.study_store import StudyStore
 
 
-def held_back_line(study: Study, trials: Sequence[StudyTrial]) -> str | None:
+def held_back_line(study: Study, waiting: int, in_flight: int) -> str | None:
     """``study lr sweep · 6 runs held back: at most 2 at once, 2 in flight`` (Markdown, the name as
-    text); None when the study holds nothing back (or has finished)."""
-    waiting = sum(t.status == PENDING for t in trials)
+    text) from the study's children waiting for a run and those in flight; None when the study holds
+    nothing back (or has finished)."""
     if not waiting or study.status not in (ACTIVE, STOPPED):
         return None
     head = f"study {md_text(study.name)} · {waiting} run{'s' if waiting != 1 else ''} held back: "
     if study.status == STOPPED:
         return head + "the study is stopped; **Resume all** on the Studies page queues them"
-    in_flight = sum(t.status in states.ACTIVE_STATUSES for t in trials)
     return (head + f"at most {study.max_concurrent} at once (the study's `max_concurrent`), {in_flight} in "
             f"flight; each is queued on {md_code(study.queue)} as one of them ends")
 
 
 def render_held_back(store: Store) -> None:
-    """One line per study that holds runs back, under the queues."""
+    """One line per study that holds runs back, under the queues (two statements however many studies)."""
     studies = StudyStore(store)
-    lines = [line for study in studies.list_studies([ACTIVE, STOPPED])
-             if (line := held_back_line(study, studies.trials(study.id)))]
+    listed = studies.list_studies([ACTIVE, STOPPED])
+    counts = studies.waiting_and_in_flight(study.id for study in listed)
+    lines = [line for study in listed if (line := held_back_line(study, *counts.get(study.id, (0, 0))))]
     if lines:
         st.markdown("**Held back by their study** (not in a queue yet)")
         for line in lines:

@@ -91,6 +91,36 @@ def test_runs_a_study_holds_back_are_listed_with_why(app, store: Store, experime
     assert can_resume(studies.get_study(study.id), studies.trials(study.id))
 
 
+def test_held_back_lines_cost_two_statements_however_many_studies(store: Store, make_config) -> None:
+    """The Workers page draws them at every refresh: no statement per study, no child's config read."""
+    from sqlalchemy import event
+
+    from app.components.held_back import render_held_back
+    from db.study_store import StudyStore
+    from jobs.study_space import generate, parse_space
+
+    lr = "trainer.agent_learning_rate"
+    base, studies = make_config(), StudyStore(store)
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *_) -> None:  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("SELECT"):  # not SQLite's BEGIN
+            statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", count)
+    try:
+        for number in range(3):
+            study = studies.create_study(f"sweep {number}", {"base": base, "space": {lr: [0.001, 0.01]}},
+                                         generate(base, parse_space({lr: [0.001, 0.01]}), seeds=2), max_concurrent=1)
+            studies.claim_slots(study.id)
+            statements.clear()
+            render_held_back(store)
+            assert len(statements) == 2, statements
+    finally:
+        event.remove(store.engine, "before_cursor_execute", count)
+    assert studies.waiting_and_in_flight([study.id, study.id + 100]) == {study.id: (3, 1)}
+
+
 def test_workers_empty_state(app) -> None:
     at = app("workers")
     assert any("`cooplab up` starts the dashboard with one CPU worker" in i.value for i in at.info)

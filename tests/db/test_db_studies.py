@@ -165,3 +165,17 @@ def test_deleting_refuses_runs_in_flight_and_the_experiment_takes_its_studies_al
     _, again = _make(store, name="again")
     store.delete_experiment(again.experiment_id, force=True)
     assert studies.find_study("again") is None
+
+
+def test_waiting_and_in_flight_count_every_study_in_one_statement(store: Store) -> None:
+    """As the children's own states say: ``pending`` children wait, queued to stopping ones are in flight."""
+    studies, study = _make(store, points=3, seeds=2, cap=3)
+    _, idle = _make(store, name="idle", points=1, seeds=1)
+    first, second, _ = studies.claim_slots(study.id)
+    _finish(store, first)  # ended: neither waiting nor in flight
+    store.transition(second, states.STARTING)
+    counts = studies.waiting_and_in_flight([study.id, idle.id, 999])
+    trials = studies.trials(study.id)
+    assert counts[study.id] == (sum(t.status == PENDING for t in trials),
+                                sum(t.status in states.ACTIVE_STATUSES for t in trials)) == (3, 2)
+    assert counts == {study.id: (3, 2), idle.id: (1, 0)} and studies.waiting_and_in_flight([]) == {}
