@@ -19,8 +19,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def test_submit_train_and_stop_through_redis(redis_env, store, experiment_id, start_worker, monkeypatch,
                                              tmp_path, allow_plugin_tasks):
     assert redis_env.resolved_broker_url.startswith("redis://")
-    grace_s = 3.0
+    grace_s = 2.0
     monkeypatch.setenv("COOPLAB_STOP_GRACE_S", str(grace_s))
+    # a 3 s heartbeat timeout (a beat every 0.75 s): the stuck step outlives it sooner (the jobs' default is 5 s)
+    monkeypatch.setenv("COOPLAB_HEARTBEAT_TIMEOUT_S", "3")
     worker = start_worker()
     config = tiny_config(max_steps=50)
     gate = tmp_path / "hang"  # quick steps until this file exists, then the reward hangs
@@ -32,5 +34,5 @@ def test_submit_train_and_stop_through_redis(redis_env, store, experiment_id, st
     assert store.latest_metrics(run_id)["train/reward_mean"].step >= 2
     episodes = store.episodes(run_id)
     assert episodes and {t.agent_name for t in episodes[0].turns} == {"first", "second"}
-    assert_forced_stop(redis_env, store, worker, run_id, grace_s)
+    assert_forced_stop(Settings(), store, worker, run_id, grace_s)
     assert 2 <= store.get_run(run_id).step < 50

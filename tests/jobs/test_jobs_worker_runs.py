@@ -111,11 +111,13 @@ def test_an_invalid_stored_config_fails_the_run_with_a_readable_error(jobs_env, 
 
 def test_a_run_ignoring_its_stop_is_terminated_after_the_grace_period(jobs_env, store, experiment_id,
                                                                       start_worker, monkeypatch, allow_plugin_tasks):
-    grace_s = 3.0
+    grace_s = 2.0
     monkeypatch.setenv("COOPLAB_STOP_GRACE_S", str(grace_s))
+    # a 3 s heartbeat timeout (a beat every 0.75 s): the stuck step outlives it sooner (the jobs' default is 5 s)
+    monkeypatch.setenv("COOPLAB_HEARTBEAT_TIMEOUT_S", "3")
     worker = start_worker()
     config = tiny_config(max_steps=5)
     config["task"] = {"name": f"{allow_plugin_tasks}:slow_quickstart", "params": {"sleep_s": 300}}
     run_id = submit_run(config, experiment_id=experiment_id, settings=Settings())
     wait_for(lambda: store.get_run(run_id).status == states.RUNNING, START_TIMEOUT_S, "the run to start")
-    assert_forced_stop(jobs_env, store, worker, run_id, grace_s)
+    assert_forced_stop(Settings(), store, worker, run_id, grace_s)
