@@ -153,7 +153,8 @@ def run_maintenance(settings: Settings | None = None, *, store: Store | None = N
             from jobs.reconcile import reconcile as reconcile_queued
 
             try:
-                requeued = reconcile_queued(store, app, settings, confirm_s=max(1.0, settings.maintenance_interval_s))
+                requeued = reconcile_queued(store, app, settings, min_age_s=settings.resend_after_s,
+                                            confirm_s=max(1.0, settings.maintenance_interval_s))
             except BrokerUnreadable as exc:
                 log.info("queued runs not checked against the broker: %s", exc)
         _schedule_studies(settings, store)

@@ -37,7 +37,8 @@ from jobs.settings import Settings
 log = logging.getLogger(__name__)
 
 MIN_AGE_S = 10.0
-"""A run queued for less than this is never re-sent by the timer (its message may still be on its way)."""
+"""A run queued for less than this is never re-sent (its message may still be on its way); the timer's
+passes use ``COOPLAB_RESEND_AFTER_S`` (:attr:`jobs.settings.Settings.resend_after_s`, the same default)."""
 
 
 class BrokerUnreadable(RuntimeError):

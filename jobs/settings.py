@@ -47,6 +47,10 @@ class Settings(EnvSettings):
         "reserved before Redis hands it to another worker. Long: a run trains for hours with its message "
         "unacknowledged, and each redelivery is only refused. Short: the message of a worker that died unseen "
         "is redelivered sooner.")
+    resend_after_s: float = Field(
+        10.0, ge=0, le=3600, description="A queued run missing from the broker (Redis restarted without "
+        "persistence, a flushed queue) is sent again once it has been queued this long and was missing at two "
+        "looks a maintenance interval apart. Below it a run's message may still be on its way to the broker.")
     task_modules: str = Field(
         "", description="Modules run configs may name tasks (and custom system schedules) from, as "
         "'package.module:factory': comma-separated module names or package prefixes, e.g. mylab.tasks,otherpkg. "

@@ -29,6 +29,7 @@ from db.store import Store
 from jobs import jobfile
 from jobs.client import BrokerUnavailable, resend_run, stop_run, submit_run
 from jobs.executor import execute_run
+from jobs.maintenance import run_maintenance
 from jobs.settings import Settings
 from tests.jobs.fault_helpers import PrivateRedis, assert_each_step_once, cli, free_port, small_filesystem
 from tests.jobs.helpers import (
@@ -294,6 +295,7 @@ def test_queued_runs_lost_by_a_redis_restart_are_sent_again_and_run_once(jobs_en
     """Runs queued before Redis restarted without persistence, and a run submitted (`cooplab submit`)
     while it was down: all stay queued, are sent again by the reconciler and run once."""
     monkeypatch.setenv("COOPLAB_BROKER_URL", private_redis.url)
+    monkeypatch.setenv("COOPLAB_RESEND_AFTER_S", "2")  # the default 10 s is tested without a worker below
     settings = Settings()  # with the plugin task module allowed
     worker = spawn()
     busy = submit_run(_busy_config(allow_plugin_tasks), experiment_id=experiment_id, settings=settings)
@@ -336,8 +338,31 @@ def test_queued_runs_lost_by_a_redis_restart_are_sent_again_and_run_once(jobs_en
         assert worker.log().count(f"run {run_id} (experiment") == 1  # trained once
         assert f"run {run_id} was queued but missing from the broker: sent again" in worker.log()
     assert store.get_run(busy).status == states.STOPPED
-    assert detect < 40  # queued at least 10 s, missing at two looks
+    assert detect < 30  # queued at least 2 s, missing at two looks
     assert len(store.list_runs()) == 4
+
+
+def test_a_maintenance_pass_sends_a_missing_run_again_once_queued_resend_after_s(jobs_env, store, experiment_id,
+                                                                                 monkeypatch):
+    """A queued run whose message the broker lost is sent again by the timer's passes only once it has been
+    queued ``COOPLAB_RESEND_AFTER_S`` (default 10 s; its message may still be on its way before)."""
+    monkeypatch.setenv("COOPLAB_HEARTBEAT_TIMEOUT_S", "2")  # looks 1 s apart confirm it missing (at least 1 s)
+    run_id = submit_run(tiny_config(), experiment_id=experiment_id, settings=jobs_env)
+    task = store.get_run(run_id).celery_task_id
+    (message,) = [p for p in (jobs_env.broker_dir / "in").iterdir() if task in p.read_text()]
+    message.unlink()  # the broker forgot it
+
+    def two_passes(settings: Settings) -> tuple[int, ...]:
+        run_maintenance(settings, store=store)  # the first look
+        time.sleep(1.1)  # the second look is at least a second later
+        return run_maintenance(settings, store=store).requeued
+
+    assert Settings().resend_after_s == 10.0
+    assert two_passes(Settings()) == ()  # queued for about a second: not yet
+    assert store.get_run(run_id).celery_task_id == task
+    monkeypatch.setenv("COOPLAB_RESEND_AFTER_S", "0.5")
+    assert two_passes(Settings()) == (run_id,)
+    assert store.get_run(run_id).celery_task_id != task
 
 
 def test_cooplab_requeue_sends_again_the_queued_runs_missing_from_the_broker(jobs_env, store, experiment_id):
