@@ -16,8 +16,7 @@ from typing import Any
 
 from engine.rewards.team_reward import RewardError, TeamReward, call_reward_function, check_reward_values
 from engine.trainer.agents import AgentRuntime
-from engine.trainer.losses import k3_kl
-from engine.trainer.magrpo import TrainSample, score_logprobs
+from engine.trainer.losses import TrainSample, k3_kl, score_logprobs
 from engine.trainer.rollout import call_formatter, render_prompt
 
 

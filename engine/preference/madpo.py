@@ -34,8 +34,8 @@ from engine.schema.preference_configs import MADPOConfig, MARLHFConfig
 from engine.sinks.base import BaseSink, Episode, Sink, TurnRecord
 from engine.trainer.core import TrainerCore, TrainResult, step_timing, train_trainer
 from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items
-from engine.trainer.losses import lr_factor, reduce_tokens
-from engine.trainer.magrpo import NO_GRAD_CHUNK, MAGRPOTrainer
+from engine.trainer.losses import NO_GRAD_CHUNK, lr_factor, reduce_tokens
+from engine.trainer.magrpo import MAGRPOTrainer
 from engine.trainer.rollout import RolloutSettings, TreeBuilder
 from engine.trainer.setup import COMLRL_AGENT_ARGUMENTS, comlrl_agents
 from engine.trainer.threads import agent_threads

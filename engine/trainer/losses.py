@@ -2,6 +2,11 @@
 
 Token-level pieces of the policy-gradient loss. Pure tensor functions, checked by hand in tests.
 
+What the loss reads (:class:`TrainSample`, one completion of one agent) and its settings
+(:class:`UpdateSettings`); the rollout policy's and the reference model's log-probs, scored without
+gradients when the step needs them (:func:`score_logprobs`; :func:`engine.trainer.magrpo.score_for_loss`
+says when).
+
 Shapes: ``B`` sequences, ``T`` completion positions (right-padded), ``V`` vocabulary.
 
 Token log-probs and entropy from the final hidden states, a chunk of positions at a time.
@@ -28,12 +33,16 @@ for bit; chunked results equal them up to float rounding.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
+
+if TYPE_CHECKING:  # engine.trainer.agents imports this module
+    from engine.trainer.agents import AgentRuntime, SequenceBatch
 
 
 def completion_mask(completion_ids: torch.Tensor, eos_token_ids: set[int] | list[int]) -> torch.Tensor:
@@ -170,6 +179,96 @@ def lr_factor(step: int, *, warmup_steps: int, total_steps: int | None, schedule
     if schedule == "cosine":
         return 0.5 * (1.0 + float(torch.cos(torch.tensor(progress * torch.pi))))
     raise ValueError(f"lr_scheduler must be constant, linear or cosine; got {schedule!r}")
+
+
+# -- The samples the loss reads, the update's settings, and the log-probs scored without gradients ---------
+NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
+
+
+@dataclass
+class UpdateSettings:
+    """The parts of the config that shape an update."""
+
+    loss_type: str
+    clip_epsilon: float | None
+    num_inner_epochs: int
+    train_batch_size: int
+    micro_batch_size: int | None
+    max_grad_norm: float | None
+    reference_kl_enabled: bool
+    reference_kl_mode: str
+    reference_kl_coef: float
+    rollout_correction: str = "none"  # auto | tis | none (engine.trainer.agents.corrects_sampler)
+    tis_cap: float = 2.0
+
+
+@dataclass
+class TrainSample:
+    """One completion of one agent, ready for the loss."""
+
+    node_key: tuple[int, int]  # (rollout index, node id)
+    turn: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float = 0.0
+    old_logps: torch.Tensor | None = None  # (T,) rollout policy
+    sampler_logps: torch.Tensor | None = None  # (T,) the sampler's own, kept for the rollout correction
+    ref_logps: torch.Tensor | None = None  # (T,) reference model
+
+
+@torch.no_grad()
+def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference: bool) -> None:
+    """Fill ``old_logps`` (current policy) or ``ref_logps`` (reference model) without gradients."""
+    model = agent.reference_model if reference else agent.model
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(samples), NO_GRAD_CHUNK):
+            chunk = samples[start:start + NO_GRAD_CHUNK]
+            batch = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
+            if reference:
+                batch = _to_device(batch, next(model.parameters()).device)
+            logps, _ = agent.forward_logprobs(batch, model=model)
+            logps = logps.float().cpu()
+            for row, s in enumerate(chunk):
+                value = logps[row, :len(s.completion_ids)].clone()
+                if reference:
+                    s.ref_logps = value
+                else:
+                    s.old_logps = value
+    finally:
+        model.train(was_training)
+
+
+def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
+    """The batch on another device (the reference model's): every tensor, shared prompts included."""
+    def move(obj):
+        return replace(obj, **{f.name: getattr(obj, f.name).to(device) for f in fields(obj)
+                               if isinstance(getattr(obj, f.name), torch.Tensor)})
+
+    return replace(move(batch), prefix=None if batch.prefix is None else move(batch.prefix))
+
+
+def sample_kl(samples: Sequence[TrainSample]) -> list[float]:
+    """Sum of the per-token k3 KL of each sample (CoMLRL's KL-in-reward quantity)."""
+    return [float(k3_kl(_scored(s.old_logps), _scored(s.ref_logps)).sum()) for s in samples]
+
+
+def _scored(logps: torch.Tensor | None) -> torch.Tensor:
+    """Log-probs :func:`engine.trainer.magrpo.score_for_loss` filled in (the loss reads them only where it scored them)."""
+    if logps is None:
+        raise ValueError("a sample's rollout-policy or reference log-probs are missing: score_for_loss scores "
+                         "them before the loss reads them")
+    return logps
+
+
+def pad_rows(rows: Sequence[torch.Tensor | None], width: int, device: torch.device) -> torch.Tensor:
+    """(B, T) float32 rows of per-token log-probs, zero after each row's tokens."""
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        r = _scored(r)
+        out[i, :r.numel()] = r
+    return out.to(device)
 
 
 # -- Token log-probs and entropy from the final hidden states, a chunk of positions at a time ----------------

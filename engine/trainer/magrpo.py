@@ -9,8 +9,11 @@ and the trainer that runs it. Read it top to bottom:
       credit probes, metrics and episodes                   (engine.trainer.reporting)
     AgentBatch, agent_batch, fill_advantages   the advantages: which samples form a group, their
       batch_advantages, group_advantages       values, and the group baselines (mean, raw, max, rloo)
-    TrainSample, score_for_loss, optimize_agent  the loss and the optimiser loop
-    MAGRPOTrainer and its presets              CoMLRL's constructor; ``rollout``/``credit``/``update``
+    score_for_loss, optimize_agent             the loss and the optimiser loop (the samples it reads,
+                                               TrainSample, and its settings: engine.trainer.losses)
+    MAGRPOTrainer                              the step, ``update()`` and the per-agent map; CoMLRL's
+                                               constructor, ``rollout``/``credit``, evaluation:
+                                               engine.trainer.team_trainer; presets: engine.trainer.presets
 
 Shapes: N agents; K = ``num_generations`` samples per agent at a node; J joint actions per node (K
 ``aligned``, K^N ``cross``); S = one agent's samples over every node of every rollout of the step;
@@ -27,31 +30,29 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from engine.rewards.team_reward import TeamReward
-from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS, TrainerConfig
-from engine.schema.configs import MAGRPOConfig, MAREINFORCEConfig, MAReMaxConfig, MARLOOConfig
-from engine.schema.rules import team_problems
-from engine.sinks.base import Episode, Sink
-from engine.trainer.agents import (
-    AgentRuntime,
-    SequenceBatch,
-    corrects_sampler,
-    map_agents,
-    rollout_engines,
-    weight_sync_metrics,
-)
-from engine.trainer.core import TrainerCore, step_timing
+from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS
+from engine.sinks.base import Episode
+from engine.trainer.agents import AgentRuntime, corrects_sampler, map_agents, weight_sync_metrics
+from engine.trainer.core import step_timing
 from engine.trainer.counterfactual import counterfactual_advantages, joint_values
-from engine.trainer.evaluation import EvalOutcome, evaluate, evaluate_items, path_completions
-from engine.trainer.losses import k3_kl, lr_factor, policy_loss, tis_weights
+from engine.trainer.losses import (
+    TrainSample,
+    UpdateSettings,
+    lr_factor,
+    pad_rows,
+    policy_loss,
+    sample_kl,
+    score_logprobs,
+    tis_weights,
+)
 from engine.trainer.reporting import (
+    agent_metrics,
     branch_episodes,
     choose_branches,
     choose_probes,
@@ -60,11 +61,9 @@ from engine.trainer.reporting import (
     probe_count,
     rollout_metrics,
 )
-from engine.trainer.rollout import Node, Rollout, RolloutSettings, TreeBuilder, assign_returns, nodes_per_item
-from engine.trainer.setup import comlrl_agents
-from engine.trainer.threads import agent_threads
+from engine.trainer.rollout import Node, Rollout, assign_returns
+from engine.trainer.team_trainer import TeamTrainer
 
-NO_GRAD_CHUNK = 64  # sequences per no-grad forward when scoring old/reference log-probs
 ADVANTAGE_EPS = 1e-6  # the floor of a standard deviation that z-scores advantages
 
 
@@ -343,79 +342,7 @@ def normalize_batch(advantages: torch.Tensor) -> torch.Tensor:
     return (advantages - advantages.mean()) / advantages.std(unbiased=False).clamp_min(ADVANTAGE_EPS)
 
 
-def credit_rollout(rollout: Rollout, rewards: Sequence[Sequence[float]],
-                   terms: Mapping[str, Sequence[float]] | Sequence[Mapping[str, Sequence[float]]] | None) -> None:
-    """Rewards from outside for an unscored single-turn rollout: ``rewards[n][j]`` for item n's joint
-    action j, ``terms`` per-term values of the same shape (one mapping per item, or one for all)."""
-    if any(node.turn > 0 for node in rollout.nodes):
-        raise ValueError("credit() takes single-turn rollouts; multi-turn rollouts are scored while they grow")
-    if len(rewards) != len(rollout.roots):
-        raise ValueError(f"credit(): got rewards for {len(rewards)} items, the rollout has {len(rollout.roots)}")
-    for n, (root, values) in enumerate(zip(rollout.roots, rewards, strict=True)):
-        if len(values) != len(root.joint_actions):
-            raise ValueError(f"credit(): item {n} has {len(root.joint_actions)} joint actions, got "
-                             f"{len(values)} rewards")
-        root.rewards = [float(v) for v in values]
-        node_terms = terms[n] if isinstance(terms, Sequence) else terms
-        root.reward_terms = {k: [float(x) for x in v] for k, v in (node_terms or {}).items()}
-
-
 # -- the loss and the optimiser loop --------------------------------------------------------------
-
-@dataclass
-class UpdateSettings:
-    """The parts of the config that shape an update."""
-
-    loss_type: str
-    clip_epsilon: float | None
-    num_inner_epochs: int
-    train_batch_size: int
-    micro_batch_size: int | None
-    max_grad_norm: float | None
-    reference_kl_enabled: bool
-    reference_kl_mode: str
-    reference_kl_coef: float
-    rollout_correction: str = "none"  # auto | tis | none (see corrects_sampler)
-    tis_cap: float = 2.0
-
-
-@dataclass
-class TrainSample:
-    """One completion of one agent, ready for the loss."""
-
-    node_key: tuple[int, int]  # (rollout index, node id)
-    turn: int
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    advantage: float = 0.0
-    old_logps: torch.Tensor | None = None  # (T,) rollout policy
-    sampler_logps: torch.Tensor | None = None  # (T,) the sampler's own, kept for the rollout correction
-    ref_logps: torch.Tensor | None = None  # (T,) reference model
-
-
-@torch.no_grad()
-def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference: bool) -> None:
-    """Fill ``old_logps`` (current policy) or ``ref_logps`` (reference model) without gradients."""
-    model = agent.reference_model if reference else agent.model
-    was_training = model.training
-    model.eval()
-    try:
-        for start in range(0, len(samples), NO_GRAD_CHUNK):
-            chunk = samples[start:start + NO_GRAD_CHUNK]
-            batch = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
-            if reference:
-                batch = _to_device(batch, next(model.parameters()).device)
-            logps, _ = agent.forward_logprobs(batch, model=model)
-            logps = logps.float().cpu()
-            for row, s in enumerate(chunk):
-                value = logps[row, :len(s.completion_ids)].clone()
-                if reference:
-                    s.ref_logps = value
-                else:
-                    s.old_logps = value
-    finally:
-        model.train(was_training)
-
 
 def score_for_loss(agent: AgentRuntime, samples: list[TrainSample], config: Any) -> None:
     """The log-probs the loss needs besides the current policy's: the rollout policy's (the sampler
@@ -440,37 +367,6 @@ def set_learning_rates(agents: Sequence[AgentRuntime], factor: float) -> None:
         assert agent.optimizer is not None  # every trained agent has one (engine.trainer.setup.load_agents)
         for group in agent.optimizer.param_groups:
             group["lr"] = agent.learning_rate * factor
-
-
-def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
-    """The batch on another device (the reference model's): every tensor, shared prompts included."""
-    def move(obj):
-        return replace(obj, **{f.name: getattr(obj, f.name).to(device) for f in fields(obj)
-                               if isinstance(getattr(obj, f.name), torch.Tensor)})
-
-    return replace(move(batch), prefix=None if batch.prefix is None else move(batch.prefix))
-
-
-def sample_kl(samples: Sequence[TrainSample]) -> list[float]:
-    """Sum of the per-token k3 KL of each sample (CoMLRL's KL-in-reward quantity)."""
-    return [float(k3_kl(_scored(s.old_logps), _scored(s.ref_logps)).sum()) for s in samples]
-
-
-def _scored(logps: torch.Tensor | None) -> torch.Tensor:
-    """Log-probs :func:`score_for_loss` filled in (the loss reads them only where it scored them)."""
-    if logps is None:
-        raise ValueError("a sample's rollout-policy or reference log-probs are missing: score_for_loss scores "
-                         "them before the loss reads them")
-    return logps
-
-
-def _pad_rows(rows: Sequence[torch.Tensor | None], width: int, device: torch.device) -> torch.Tensor:
-    """(B, T) float32 rows of per-token log-probs, zero after each row's tokens."""
-    out = torch.zeros((len(rows), width), dtype=torch.float32)
-    for i, r in enumerate(rows):
-        r = _scored(r)
-        out[i, :r.numel()] = r
-    return out.to(device)
 
 
 def minibatches(samples: list[TrainSample], batch_nodes: int, rng: random.Random) -> list[list[TrainSample]]:
@@ -516,12 +412,12 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
                 logps, entropy = agent.forward_logprobs(packed, with_entropy=epoch == 0)  # (B, T) each
                 width = logps.shape[1]
                 adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=logps.device)  # (B,)
-                old = _pad_rows([s.old_logps for s in chunk], width, logps.device) \
+                old = pad_rows([s.old_logps for s in chunk], width, logps.device) \
                     if settings.clip_epsilon is not None else None  # (B, T) the rollout policy's
-                ref = _pad_rows([s.ref_logps for s in chunk], width, logps.device) if kl_as_loss else None  # (B, T)
+                ref = pad_rows([s.ref_logps for s in chunk], width, logps.device) if kl_as_loss else None  # (B, T)
                 weights = None
                 if tis:  # the trained policy at rollout time: the rescored old log-probs, or the first pass's
-                    sampler = _pad_rows([s.sampler_logps for s in chunk], width, logps.device)
+                    sampler = pad_rows([s.sampler_logps for s in chunk], width, logps.device)
                     weights, tis_stats = tis_weights(old if old is not None else logps.detach(), sampler,
                                                      packed.completion_mask, settings.tis_cap)
                     if epoch == 0:
@@ -572,25 +468,6 @@ def optimize_agent(agent: AgentRuntime, samples: list[TrainSample], settings: Up
     return stats_out
 
 
-# -- what the update reports ------------------------------------------------------------------------
-def agent_metrics(agents: Sequence[Any], batches: Sequence[AgentBatch], stats: Sequence[dict[str, float]],
-                  lr_factor: float) -> dict[str, float]:
-    """``agent/<name>/...``: each agent's update statistics, its learning rate and its mean KL to the
-    reference when measured."""
-    metrics: dict[str, float] = {}
-    for agent, batch, agent_stats in zip(agents, batches, stats, strict=True):
-        prefix = f"agent/{agent.name}/"
-        metrics.update({prefix + k: v for k, v in agent_stats.items()})
-        metrics[prefix + "lr"] = agent.learning_rate * lr_factor
-        if batch.kl is not None:
-            metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
-    for key in ("sampler_kl", "tis_clipped"):  # the rollout correction, across agents
-        values = [s[key] for s in stats if key in s]
-        if values:
-            metrics[f"perf/{key}"] = sum(values) / len(values)
-    return metrics
-
-
 # -- the trainer -------------------------------------------------------------------------------------
 def credit_note(credit_samples: int, num_agents: int) -> str | None:
     """The start-up line of a run that asked for credit probes (None when it did not): what they cost."""
@@ -604,84 +481,14 @@ def credit_note(credit_samples: int, num_agents: int) -> str | None:
             "reward calls per step (perf/credit_reward_calls, perf/credit_s); credit_samples 0 turns them off")
 
 
-class MAGRPOTrainer(TrainerCore):
+class MAGRPOTrainer(TeamTrainer):
     """Cooperative multi-agent GRPO (and its baseline variants) over a rollout tree.
 
-    Arguments up to ``args`` are CoMLRL's; ``agents`` may also be
-    :class:`engine.trainer.setup.AgentSetup` records, one per agent, with every other per-agent
-    argument left unset (the run-config build passes them). The keyword-only extras: ``sink`` (where reports go;
-    nothing is reported by default), ``agent_names``, ``agent_learning_rates``, ``agent_generation``
-    (per-agent sampling overrides: max_new_tokens, temperature, top_p, top_k), ``system_prompts``,
-    ``eval_check(item, agent_completions) -> bool`` (enables pass@k) and ``output_dir`` (default
-    checkpoint location). CoMLRL's ``wandb_config`` (when no ``sink`` is given) reports to a
-    ``WandbSink``; otherwise nothing goes to wandb.
+    Constructed as CoMLRL's trainer is (:class:`engine.trainer.team_trainer.TeamTrainer` lists the
+    arguments and holds ``rollout()``, ``credit()``, evaluation and ``close()``); here are the step,
+    ``update()`` (the step's update on a coordinator's rollouts) and the per-agent map both run on.
+    The presets MAREINFORCE, MAReMax and MARLOO are in :mod:`engine.trainer.presets`.
     """
-
-    shards_agents = False  # engine.distributed.trainer.FSDPMAGRPOTrainer: each agent sharded over the ranks
-
-    def __init__(
-        self,
-        agent_model: Any = None,
-        agents: Sequence[Any] | None = None,
-        num_agents: int = 2,
-        tokenizer: Any = None,
-        model_config: dict[str, Any] | None = None,
-        train_dataset: Any = None,
-        eval_dataset: Any = None,
-        reward_func: Any = None,
-        reward_processor: Callable[[float], float] | None = None,
-        formatters: Any = None,
-        external_transition: Callable | None = None,
-        wandb_config: dict[str, Any] | None = None,
-        eval_logger: Callable | None = None,
-        eval_aggregator: Callable | None = None,
-        args: MAGRPOConfig | None = None,
-        *,
-        sink: Sink | None = None,
-        agent_names: Sequence[str] | None = None,
-        agent_learning_rates: Sequence[float | None] | None = None,
-        agent_generation: Sequence[dict[str, Any] | None] | None = None,
-        system_prompts: Sequence[str | None] | None = None,
-        eval_check: Callable[[dict, list[str]], bool] | None = None,
-        output_dir: str | Path | None = None,
-    ) -> None:
-        cfg = self._configured(args, model_config)
-        if cfg.parallel_training == "fsdp" and not self.shards_agents:
-            raise ValueError("parallel_training='fsdp' is trained by engine.distributed.trainer.FSDPMAGRPOTrainer on "
-                             "the ranks of a torchrun launch (cooplab train starts it, docs/gpu.md); use 'auto', "
-                             "'none' or 'mp' here")
-        team = comlrl_agents(cfg, agent_model=agent_model, agents=agents, num_agents=num_agents,
-                             tokenizer=tokenizer, formatters=formatters, agent_names=agent_names,
-                             agent_learning_rates=agent_learning_rates, agent_generation=agent_generation,
-                             system_prompts=system_prompts)
-        for problem in team_problems(cfg.credit_assignment, len(team)):
-            raise ValueError(problem)
-        self._setup(cfg, team, train_dataset=train_dataset, eval_dataset=eval_dataset,
-                    external_transition=external_transition, eval_logger=eval_logger,
-                    eval_aggregator=eval_aggregator, sink=sink, wandb_config=wandb_config, output_dir=output_dir)
-        self.reward = TeamReward(reward_func, reward_processor)
-        self.reward_func = reward_func
-        self.eval_check = eval_check
-        self._pool = agent_threads(cfg.parallel_training, [agent.device for agent in self.agents],
-                                   [agent.model for agent in self.agents])
-        self.tree = TreeBuilder(self.agents, self.reward, external_transition, RolloutSettings(
-            samples_per_node=cfg.num_generations, num_turns=cfg.num_turns, joint_mode=cfg.joint_mode,
-            turn_order=cfg.turn_order, early_termination_threshold=cfg.early_termination_threshold,
-            external_prompt_passthrough=cfg.external_prompt_passthrough,
-            counterfactual=cfg.credit_assignment == "counterfactual",
-        ), pool=self._pool)  # None for agents sharing a model: it is never sampled from two threads
-        self.update_settings = UpdateSettings(
-            loss_type=cfg.loss_type, clip_epsilon=cfg.clip_epsilon, num_inner_epochs=cfg.num_inner_epochs,
-            train_batch_size=cfg.effective_train_batch_size, micro_batch_size=cfg.micro_batch_size,
-            max_grad_norm=cfg.max_grad_norm, reference_kl_enabled=cfg.reference_kl_enabled,
-            reference_kl_mode=cfg.reference_kl_mode, reference_kl_coef=cfg.reference_kl_coef,
-            rollout_correction=cfg.rollout_correction, tis_cap=cfg.tis_cap,
-        )
-        self._schedule(nodes_per_item(cfg.joint_mode, self.num_agents, cfg.num_generations, cfg.num_turns),
-                       update_streams=self.num_agents)
-
-    def _default_config(self) -> TrainerConfig:  # the preference trainers built on this one return theirs
-        return MAGRPOConfig()
 
     def train_step(self) -> tuple[dict[str, float], list[Episode]]:
         """One training step (:func:`magrpo_step`): metrics and episodes."""
@@ -695,28 +502,6 @@ class MAGRPOTrainer(TrainerCore):
     def map_agents(self, fn: Callable[[AgentRuntime], Any]) -> list[Any]:
         """``fn(agent)`` for every agent, in order; in the agents' threads when they have them."""
         return map_agents(fn, self.agents, self._pool)
-
-    # -- the step in two calls, for a coordinator (engine.systems) --------------------------------
-    def rollout(self, items: Sequence[dict], item_indices: Sequence[int] | None = None, *,
-                score: bool = True) -> Rollout:
-        """Grow and score the rollout trees of ``items`` (no gradients); returns carry the discount.
-
-        ``score=False`` (single turn) samples without calling the reward function; a coordinator
-        that scores the joint outcome itself then hands the rewards over with :meth:`credit`.
-        """
-        indices = list(item_indices) if item_indices is not None else list(range(len(items)))
-        rollout = self.tree.build([dict(i) for i in items], indices, score=score)
-        if score:
-            assign_returns(rollout, self.args.discount)
-        return rollout
-
-    def credit(self, rollout: Rollout, rewards: Sequence[Sequence[float]],
-               terms: Mapping[str, Sequence[float]] | Sequence[Mapping[str, Sequence[float]]] | None = None) -> None:
-        """Give an unscored single-turn rollout its rewards: ``rewards[n][j]`` for item n's joint
-        action j (``terms``: per-term values of the same shape, one mapping per item or one for all);
-        returns are then computed with this trainer's discount, ready for :meth:`update`."""
-        credit_rollout(rollout, rewards, terms)
-        assign_returns(rollout, self.args.discount)
 
     def update(self, rollouts: Sequence[Rollout], *, advance_step: bool = False) -> dict[str, float]:
         """Steps 4 and 5 of :func:`magrpo_step` on scored ``rollouts`` (:func:`update_team`, the code the
@@ -734,66 +519,3 @@ class MAGRPOTrainer(TrainerCore):
         if advance_step:
             self.step += 1
         return metrics
-
-    # -- evaluation (engine.trainer.evaluation) ---------------------------------------------------
-    def evaluate(self, num_eval_samples: int | None = None, *, greedy: bool | None = None,
-                 samples_per_item: int | None = None, sink: Sink | None = None) -> dict[str, float]:
-        """``eval/...`` metrics on the first ``num_eval_samples`` eval items
-        (:func:`engine.trainer.evaluation.evaluate`)."""
-        return evaluate(self, num_eval_samples, greedy=greedy, samples_per_item=samples_per_item, sink=sink)
-
-    def evaluate_items(self, dataset: Any, count: int, *, greedy: bool | None = None,
-                       samples_per_item: int | None = None, split: str = "eval") -> EvalOutcome | None:
-        """Every item's outcome on the first ``count`` items of ``dataset``
-        (:func:`engine.trainer.evaluation.evaluate_items`)."""
-        return evaluate_items(self, dataset, count, greedy=greedy, samples_per_item=samples_per_item, split=split)
-
-    def _eval_completions(self, paths: list[list[Any]]) -> list[list[list[str]]]:
-        """``[agent][item][turn]`` texts along the eval paths, for CoMLRL's ``eval_logger``."""
-        return path_completions(paths, self.num_agents)
-
-    def close(self) -> None:
-        """Stop the per-agent worker threads (``mp`` mode) and the rollout engines' server processes
-        (``rollout_backend: vllm``; sampling afterwards raises, naming the stopped server)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-            self.tree.pool = None
-        for engine in rollout_engines(self.agents):
-            engine.close()
-
-
-class _Preset(MAGRPOTrainer):
-    config_class: type[MAGRPOConfig] = MAGRPOConfig
-
-    def __init__(self, *args, **kwargs) -> None:
-        config = kwargs.get("args")
-        if config is not None and config.advantage_mode != self.config_class().advantage_mode:
-            raise ValueError(
-                f"advantage_mode: {type(self).__name__} uses {self.config_class().advantage_mode!r}; "
-                f"pass a {self.config_class.__name__} (or use MAGRPOTrainer with advantage_mode={config.advantage_mode!r})"
-            )
-        super().__init__(*args, **kwargs)
-
-    def _default_config(self) -> MAGRPOConfig:
-        return self.config_class()
-
-
-class MAREINFORCETrainer(_Preset):
-    """No baseline: advantages are the returns (``advantage_mode="raw"``)."""
-
-    config_class = MAREINFORCEConfig
-
-
-class MAReMaxTrainer(_Preset):
-    """The group maximum as baseline (``advantage_mode="max"``)."""
-
-    config_class = MAReMaxConfig
-
-
-class MARLOOTrainer(_Preset):
-    """The leave-one-out mean as baseline (``advantage_mode="rloo"``)."""
-
-    config_class = MARLOOConfig
-
-

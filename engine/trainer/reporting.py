@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from engine.rewards.team_reward import TeamReward
 from engine.sinks.base import Episode, TurnRecord
 from engine.trainer.rollout import Node, Rollout
+
+if TYPE_CHECKING:  # engine.trainer.magrpo imports this module
+    from engine.trainer.magrpo import AgentBatch
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -174,3 +178,22 @@ def credit_metrics(probes: Sequence[Probe], names: Sequence[str]) -> dict[str, f
         return {}
     values = [node.credit[joint] for node, joint in probes]
     return {f"agent/{name}/credit": sum(v[i] for v in values) / len(values) for i, name in enumerate(names)}
+
+
+# -- what the update reports ------------------------------------------------------------------------
+def agent_metrics(agents: Sequence[Any], batches: Sequence[AgentBatch], stats: Sequence[dict[str, float]],
+                  lr_factor: float) -> dict[str, float]:
+    """``agent/<name>/...``: each agent's update statistics, its learning rate and its mean KL to the
+    reference when measured."""
+    metrics: dict[str, float] = {}
+    for agent, batch, agent_stats in zip(agents, batches, stats, strict=True):
+        prefix = f"agent/{agent.name}/"
+        metrics.update({prefix + k: v for k, v in agent_stats.items()})
+        metrics[prefix + "lr"] = agent.learning_rate * lr_factor
+        if batch.kl is not None:
+            metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
+    for key in ("sampler_kl", "tis_clipped"):  # the rollout correction, across agents
+        values = [s[key] for s in stats if key in s]
+        if values:
+            metrics[f"perf/{key}"] = sum(values) / len(values)
+    return metrics
