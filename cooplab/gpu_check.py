@@ -182,7 +182,8 @@ def check_decode(model: Any, tokenizer: Any, device: str, *, new_tokens: int, dt
 
 def _fast_step_line(model: Any) -> str:
     """What the lean decoder decided about the fast token step on this model's device and dtype."""
-    from engine.sampling.decoder import fast_step_verdicts, needs_check
+    from engine.sampling.decoder import needs_check
+    from engine.sampling.fast_step_check import fast_step_verdicts
 
     if needs_check(model) is None:
         return "fast token step: exact on this device (no check needed)"

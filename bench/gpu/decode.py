@@ -84,8 +84,8 @@ def hf_generate_call(model: Any, tokenizer: Any, prompt_ids: list[list[int]], w:
 
 def fast_step(model: Any) -> dict[str, Any] | None:
     """The lean decoder's decision about its fast token step on this model (None: no check was needed
-    or recorded, :func:`engine.sampling.decoder.check_fast_step`)."""
-    from engine.sampling.decoder import fast_step_verdicts
+    or recorded, :func:`engine.sampling.fast_step_check.check_fast_step`)."""
+    from engine.sampling.fast_step_check import fast_step_verdicts
 
     verdicts = fast_step_verdicts(model)
     return {where: dict(v) for where, v in verdicts.items()} or None

@@ -22,12 +22,12 @@ from engine.sampling.decoder import (
     _forward_kwargs,
     _prefill,
     _prefix_layout,
-    check_fast_step,
     decode_lean,
     fast_step_kept,
     filter_logits,
     needs_check,
 )
+from engine.sampling.fast_step_check import check_fast_step
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 # does, and its logits are bit-identical to it (tests: ``torch.equal``); with a larger block the
 # masked tail changes SDPA's reduction lengths (see docs/gpu.md for what the tests measured). On a
 # GPU the step is checked once per model, device and dtype against the model's forward like the fast
-# step (:func:`engine.sampling.decoder.check_fast_step`, kind ``static``); a refused check decodes that call and the
+# step (:func:`engine.sampling.fast_step_check.check_fast_step`, kind ``static``); a refused check decodes that call and the
 # model's later calls with the lean decoder.
 #
 # Rows are not refilled: one call's P x K rows decode together until all have finished (a finished
