@@ -4,6 +4,7 @@ checkpoints and downloads of one run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from app.components.credit_chart import (
 )
 from app.components.evaluate_control import render_evaluate
 from app.components.evaluations import render_best_models, render_evaluations
-from app.components.run_controls import choose_run, notes_editor, run_header
+from app.components.run_controls import Header, choose_run, header_box, notes_editor, poll_status
 from app.components.run_downloads import render_run_downloads
 from app.components.run_system import render_run_system
 from app.components.stored_files import (
@@ -60,6 +61,30 @@ class Shown:
     @property
     def run_id(self) -> int:
         return self.run.id
+
+
+@dataclass
+class PageStatus:
+    """The header's status on the run page, drawn by the open tab's live region when it has one (one
+    region polled, not two: the browser's work per poll is mostly per rerun region), else by a region
+    of its own (:meth:`finish`)."""
+
+    store: Store
+    header: Header
+    taken: bool = False
+
+    def take(self) -> Callable[[], object]:
+        """What a live region calls first on each run to redraw the status (the first region to ask)."""
+        if self.taken:
+            return lambda: None
+        self.taken = True
+        return lambda: self.header.follow(self.store)
+
+    def finish(self) -> None:
+        """The status as a region of its own, if no live region took it."""
+        if not self.taken:
+            self.taken = True
+            poll_status(self.store, self.header)
 
 
 def history_and_seed(store: Store, run: Run) -> Shown:
@@ -113,8 +138,9 @@ def _live_keys(store: Store, shown: Shown) -> tuple[list[str], tuple]:
     return _chart_keys(store, shown), marker
 
 
-def charts_tab(store: Store, shown: Shown) -> None:
-    """The chosen charts (x axis, smoothing, points, zoom), following a live run's new points."""
+def charts_tab(store: Store, shown: Shown, status: PageStatus) -> None:
+    """The chosen charts (x axis, smoothing, points, zoom), following a live run's new points; the
+    charts' region redraws the header's status too (the page's one polled region)."""
     run_id, history, joined = shown.run_id, shown.history, shown.joined
     keys = _chart_keys(store, shown)
     charts = {c.title: c for c in group_metrics(keys)}
@@ -173,12 +199,14 @@ def charts_tab(store: Store, shown: Shown) -> None:
     generation = st.session_state[f"detail_generation_{run_id}"] = \
         st.session_state.get(f"detail_generation_{run_id}", 0) + 1
     ui_files = context.settings().data_dir / "ui"
+    header_status = status.take()
 
     @st.fragment(run_every=context.refresh_every() if active else None)
     def live_charts() -> None:
-        """The chosen charts and who contributed, from the points held in the session plus the new ones
-        (or, for a joined history, a zoomed range or a run too long to hold, re-queried downsampled in
-        SQL); a figure is rebuilt only when its points or its settings changed."""
+        """The header's status, then the chosen charts and who contributed, from the points held in the
+        session plus the new ones (or, for a joined history, a zoomed range or a run too long to hold,
+        re-queried downsampled in SQL); a figure is rebuilt only when its points or its settings changed."""
+        header_status()
         keys, marker = _live_keys(store, shown)
         if {c.title for c in group_metrics(keys)} != set(charts):
             st.rerun()  # new metric keys appeared: rebuild the chart picker (and its defaults) with them
@@ -258,15 +286,19 @@ def config_tab(store: Store, run: Run) -> None:
     notes_editor(store, run, key=f"detail.{run.id}")
 
 
-def logs_tab(store: Store, run: Run) -> None:
-    """The end of the run's log, followed live, and the whole log to download."""
+def logs_tab(store: Store, run: Run, status: PageStatus) -> None:
+    """The end of the run's log, followed live, and the whole log to download; the log's region redraws
+    the header's status too (the page's one polled region)."""
     run_id = run.id
 
     follow = log_follow(st.session_state, run_id)
+    header_status = status.take()
 
     @st.fragment(run_every=poll_every(context.refresh_every(), run.status))  # an ended run's log is read once
     def live_log() -> None:
-        """The end of the log: each poll reads only the bytes written since the last (app.live.LogFollow)."""
+        """The header's status, then the end of the log: each poll reads only the bytes written since the
+        last (app.live.LogFollow)."""
+        header_status()
         path = store.get_run(run_id).log_path
         tail = follow.refresh(path)
         if not tail.text:
@@ -317,18 +349,24 @@ def run_detail_page() -> None:
     run_id = choose_run(store, key="detail_pick", runs_link=True,
                         when_none="No runs yet. Launch one from the Experiments or Runs page; its live charts appear "
                                   "here.")
-    run = store.get_run(run_id)
-    run_header(store, run_id, key=f"detail.{run_id}")
+    header = header_box(store, run_id, key=f"detail.{run_id}")
+    if header is None:
+        st.stop()
+    run = header.run
+    status = PageStatus(store, header)
     shown = history_and_seed(store, run)
     # Lazy tabs: only the open one is computed (and polled); the tab is in the URL (?tab=Logs).
-    tabs = {"Charts": lambda: charts_tab(store, shown), "Evaluations": lambda: evaluations_tab(store, run),
-            "Config": lambda: config_tab(store, run), "Logs": lambda: logs_tab(store, run),
+    # The open tab's live region (the charts, the log) redraws the header's status too: one region per
+    # poll. Another tab leaves the status a region of its own.
+    tabs = {"Charts": lambda: charts_tab(store, shown, status), "Evaluations": lambda: evaluations_tab(store, run),
+            "Config": lambda: config_tab(store, run), "Logs": lambda: logs_tab(store, run, status),
             "Checkpoints & downloads": lambda: files_tab(store, run),
             "System": lambda: render_run_system(store, run)}
     for container, draw in zip(st.tabs(list(tabs), key=TAB_KEY, bind="query-params"), tabs.values(), strict=True):
         if container.open is not False:
             with container:
                 draw()
+    status.finish()
 
 
 run_detail_page()

@@ -3,9 +3,11 @@ delete (with confirmation), tags and notes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from app import commands, context, control
 from app.components.store_outage import render_run_outage
@@ -124,29 +126,71 @@ def action_buttons(store: Store, run: Run, key: str) -> None:
                     st.rerun()
 
 
-def run_header(store: Store, run_id: int, key: str) -> Run | None:
-    """Live status of a run, with its control buttons below.
+@dataclass(frozen=True)
+class Header:
+    """A run's header as drawn: the run as the page was drawn for, and the box its status goes in (filled
+    by :meth:`follow`, inside the page's live region)."""
 
-    Only the status refreshes on the timer; the buttons are drawn outside the auto-refreshing region
-    so that they stay put under the pointer, and the page is redrawn when the state changes what it
-    shows (so the buttons always match the state, e.g. Resume appears once a run has stopped; not
-    from starting to running, :func:`app.runinfo.redraws_page`).
-    """
+    run: Run
+    box: DeltaGenerator
+
+    @property
+    def every(self) -> float | None:
+        """How often the page's live region reruns for the run as drawn (None: an ended run, not polled)."""
+        return poll_every(context.refresh_every(), self.run.status)
+
+    def status(self, store: Store) -> Run | None:
+        """The status line here, read afresh; the page is drawn again when the run's state changes what it
+        shows (its buttons, or whether it polls: :func:`app.runinfo.redraws_page`)."""
+        run = status_line(store, self.run.id)
+        if run is not None and redraws_page(self.run.status, run.status):
+            st.rerun()
+        return run
+
+    def follow(self, store: Store) -> Run | None:
+        """:meth:`status` in the header's box, from a live region drawn elsewhere on the page."""
+        with self.box:
+            return self.status(store)
+
+
+def header_box(store: Store, run_id: int, key: str) -> Header | None:
+    """A run's header with its status left to :meth:`Header.follow`: an empty box for the status, the
+    control buttons below it (outside any refreshing region, so they stay put under the pointer; the page
+    is redrawn when the state changes them). A page that polls one live region fills the box from it."""
     try:
         shown = store.get_run(run_id)
     except NotFoundError:
         st.warning(f"Run #{run_id} no longer exists.")
         return None
-
-    @st.fragment(run_every=poll_every(context.refresh_every(), shown.status))  # an ended run is not polled
-    def live_status() -> None:
-        run = status_line(store, run_id)
-        if run is not None and redraws_page(shown.status, run.status):
-            st.rerun()
-
-    live_status()
+    box = st.container()
     action_buttons(store, shown, key)
-    return shown
+    return Header(shown, box)
+
+
+def run_header(store: Store, run_id: int, key: str) -> Run | None:
+    """Live status of a run, with its control buttons below.
+
+    Only the status refreshes on the timer (its own region); the buttons are drawn outside the
+    auto-refreshing region so that they stay put under the pointer, and the page is redrawn when the
+    state changes what it shows (so the buttons always match the state, e.g. Resume appears once a run
+    has stopped; not from starting to running, :func:`app.runinfo.redraws_page`).
+    """
+    header = header_box(store, run_id, key)
+    if header is None:
+        return None
+    poll_status(store, header)
+    return header.run
+
+
+def poll_status(store: Store, header: Header) -> None:
+    """The header's status as a region of its own, in its box, polled while the run is active."""
+
+    @st.fragment(run_every=header.every)  # an ended run is not polled
+    def live_status() -> None:
+        header.status(store)
+
+    with header.box:
+        live_status()
 
 
 def notes_editor(store: Store, run: Run, key: str) -> None:

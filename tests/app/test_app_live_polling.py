@@ -27,12 +27,37 @@ def test_an_ended_run_is_not_polled_a_live_one_only_in_its_open_tab(app, store: 
     live = seed(experiment, status="running", steps=4)
     at = app("run_detail", run=live)
     assert not at.exception
-    assert sorted(polls.asked.values()) == [2.0, 2.0]  # the status and the charts (not the log of a closed tab)
+    assert list(polls.asked.values()) == [2.0]  # one region: the status and the charts (not the closed log)
     at = app("run_detail", run=live, tab="Logs")
     assert not at.exception and not at.get("plotly_chart")  # the Charts tab is not computed
-    assert len(polls.asked) == 2  # the status and the log
+    assert len(polls.asked) == 1  # one region: the status and the log
     at = app("run_detail", run=live, tab="Config")
     assert len(polls.asked) == 1  # the status only
+
+
+def test_one_poll_of_a_live_page_redraws_the_status_and_the_open_tab(app, store: Store, experiment: int, seed,
+                                                                     polls, tmp_path) -> None:
+    """A live run's page polls one region (the browser's work per poll is mostly per rerun region): the
+    open tab's live region draws the header's status in its place above the buttons, then the charts
+    (or the log)."""
+    run_id = seed(experiment, status="running", steps=0)
+    _log(store, run_id, range(1, 6))
+    at = app("run_detail", run=run_id)
+    assert [m.value for m in at.metric][1].startswith("5/") and at.button[0].label == "Stop"
+    _log(store, run_id, range(6, 8))
+    polled = polls.poll(at)
+    assert not polled.exception and not polled.button  # the buttons stay put
+    assert [m.value for m in polled.metric][1].startswith("7/")  # the status, read afresh
+    assert any(m["kind"] == "extend" for m in _live_messages(polled).values())  # and the charts' new points
+    log = tmp_path / "run.log"
+    log.write_text("step 1\n")
+    store.update_run(run_id, log_path=str(log))
+    at = app("run_detail", run=run_id, tab="Logs")
+    _log(store, run_id, range(8, 9))
+    with log.open("a") as out:
+        out.write("step 2\n")
+    polled = polls.poll(at)
+    assert [m.value for m in polled.metric][1].startswith("8/") and polled.code[0].value == "step 1\nstep 2"
 
 
 def test_a_live_page_reads_only_new_points(app, store: Store, experiment: int, seed, figures) -> None:

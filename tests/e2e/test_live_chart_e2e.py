@@ -73,6 +73,11 @@ def test_a_live_chart_grows_by_appending_without_a_redraw(shared_up, browser_pag
     assert seen[-1]["points"] == first["points"] * 2  # 20 steps, then 40: every point once
     assert seen[-1]["draws"] == 1 and seen[-1]["appends"] >= 2, seen  # appended, never redrawn
     assert seen[-1]["kept"]  # the same plot in the same frame
+    # the header's status is redrawn by the charts' poll (the page's one polled region), in its place
+    step = page.locator('[data-testid="stMetricValue"]').nth(1)
+    _wait_until(lambda: step.inner_text().startswith("40/"), 30, "the header's step to follow the run", page,
+                artifacts / "live-chart-fail-header.png")
+    assert page.locator('[data-testid="stMetricValue"]').count() == 5  # one status line, not one per poll
 
     store.transition(run_id, states.SUCCEEDED)  # ended: the page is drawn once, with static charts
     _wait_until(lambda: page.locator(".js-plotly-plot").count() > 0 and not page.locator(FRAME).count(), 90,
