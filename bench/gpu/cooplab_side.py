@@ -126,10 +126,11 @@ def summarize_team(steps: list[dict[str, float]], w: GpuWorkload, params: int, p
 
 def logprob_pass(agent: Any, prompt_ids: list[list[int]], completions: list[list[int]], device: str,
                  num_generations: int) -> dict[str, Any]:
-    """The engine's no-grad log-prob pass (:func:`engine.trainer.losses.score_logprobs`, what a step
+    """The engine's no-grad log-prob pass (:func:`engine.trainer.magrpo.score_logprobs`, what a step
     runs for ``clip_epsilon`` or the reference KL) over one sampling call's batch, timed. A default
     MAGRPO step runs none: the sampler's own log-probs are the old policy's."""
-    from engine.trainer.losses import TrainSample, score_logprobs
+    from engine.trainer.losses import TrainSample
+    from engine.trainer.magrpo import score_logprobs
 
     samples = [TrainSample(node_key=(0, i // num_generations), turn=0, prompt_ids=prompt_ids[i // num_generations],
                            completion_ids=c) for i, c in enumerate(completions)]
@@ -141,4 +142,4 @@ def logprob_pass(agent: Any, prompt_ids: list[list[int]], completions: list[list
     tokens = sum(len(c) for c in completions)
     return {"in_step_s": 0.0, "standalone_s": seconds, "tokens": tokens, "tokens_per_s": ratio(tokens, seconds),
             "note": "a default MAGRPO step makes no separate log-prob pass (the sampler's log-probs are the old "
-                    "policy's); standalone_s is engine.trainer.losses.score_logprobs over one agent's batch"}
+                    "policy's); standalone_s is engine.trainer.magrpo.score_logprobs over one agent's batch"}

@@ -16,7 +16,8 @@ from typing import Any
 
 from engine.rewards.team_reward import RewardError, TeamReward, call_reward_function, check_reward_values
 from engine.trainer.agents import AgentRuntime
-from engine.trainer.losses import TrainSample, k3_kl, score_logprobs
+from engine.trainer.losses import TrainSample, k3_kl
+from engine.trainer.magrpo import score_logprobs
 from engine.trainer.rollout import call_formatter, render_prompt
 
 

@@ -3,9 +3,9 @@
 Token-level pieces of the policy-gradient loss. Pure tensor functions, checked by hand in tests.
 
 What the loss reads (:class:`TrainSample`, one completion of one agent) and its settings
-(:class:`UpdateSettings`); the rollout policy's and the reference model's log-probs, scored without
-gradients when the step needs them (:func:`score_logprobs`; :func:`engine.trainer.magrpo.score_for_loss`
-says when).
+(:class:`UpdateSettings`); the rollout policy's and the reference model's log-probs are scored without
+gradients when the step needs them (:func:`engine.trainer.magrpo.score_logprobs`;
+:func:`engine.trainer.magrpo.score_for_loss` says when).
 
 Shapes: ``B`` sequences, ``T`` completion positions (right-padded), ``V`` vocabulary.
 
@@ -34,15 +34,12 @@ for bit; chunked results equal them up to float rounding.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
-
-if TYPE_CHECKING:  # engine.trainer.agents imports this module
-    from engine.trainer.agents import AgentRuntime, SequenceBatch
 
 
 def completion_mask(completion_ids: torch.Tensor, eos_token_ids: set[int] | list[int]) -> torch.Tensor:
@@ -214,39 +211,6 @@ class TrainSample:
     old_logps: torch.Tensor | None = None  # (T,) rollout policy
     sampler_logps: torch.Tensor | None = None  # (T,) the sampler's own, kept for the rollout correction
     ref_logps: torch.Tensor | None = None  # (T,) reference model
-
-
-@torch.no_grad()
-def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference: bool) -> None:
-    """Fill ``old_logps`` (current policy) or ``ref_logps`` (reference model) without gradients."""
-    model = agent.reference_model if reference else agent.model
-    was_training = model.training
-    model.eval()
-    try:
-        for start in range(0, len(samples), NO_GRAD_CHUNK):
-            chunk = samples[start:start + NO_GRAD_CHUNK]
-            batch = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
-            if reference:
-                batch = _to_device(batch, next(model.parameters()).device)
-            logps, _ = agent.forward_logprobs(batch, model=model)
-            logps = logps.float().cpu()
-            for row, s in enumerate(chunk):
-                value = logps[row, :len(s.completion_ids)].clone()
-                if reference:
-                    s.ref_logps = value
-                else:
-                    s.old_logps = value
-    finally:
-        model.train(was_training)
-
-
-def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
-    """The batch on another device (the reference model's): every tensor, shared prompts included."""
-    def move(obj):
-        return replace(obj, **{f.name: getattr(obj, f.name).to(device) for f in fields(obj)
-                               if isinstance(getattr(obj, f.name), torch.Tensor)})
-
-    return replace(move(batch), prefix=None if batch.prefix is None else move(batch.prefix))
 
 
 def sample_kl(samples: Sequence[TrainSample]) -> list[float]:

@@ -31,24 +31,30 @@ import math
 import random
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
 
 from engine.schema.algorithms import POLICY_GRADIENT_CONFIGS
 from engine.sinks.base import Episode
-from engine.trainer.agents import AgentRuntime, corrects_sampler, map_agents, weight_sync_metrics
+from engine.trainer.agents import (
+    AgentRuntime,
+    SequenceBatch,
+    corrects_sampler,
+    map_agents,
+    weight_sync_metrics,
+)
 from engine.trainer.core import step_timing
 from engine.trainer.counterfactual import counterfactual_advantages, joint_values
 from engine.trainer.losses import (
+    NO_GRAD_CHUNK,
     TrainSample,
     UpdateSettings,
     lr_factor,
     pad_rows,
     policy_loss,
     sample_kl,
-    score_logprobs,
     tis_weights,
 )
 from engine.trainer.reporting import (
@@ -140,7 +146,7 @@ def update_team(trainer: MAGRPOTrainer, rollouts: Sequence[Rollout]) -> dict[str
     set_learning_rates(agents, factor)
     stats = trainer.map_agents(lambda agent: optimize_agent(
         agent, batches[agent.index].samples, trainer.update_settings, trainer.update_rngs[agent.index]))
-    return agent_metrics(agents, batches, stats, factor)
+    return agent_metrics(agents, [batch.kl for batch in batches], stats, factor)
 
 
 # -- advantages: which samples form a group, the values they are compared on, the group baselines -------
@@ -343,6 +349,39 @@ def normalize_batch(advantages: torch.Tensor) -> torch.Tensor:
 
 
 # -- the loss and the optimiser loop --------------------------------------------------------------
+
+@torch.no_grad()
+def score_logprobs(agent: AgentRuntime, samples: list[TrainSample], *, reference: bool) -> None:
+    """Fill ``old_logps`` (current policy) or ``ref_logps`` (reference model) without gradients."""
+    model = agent.reference_model if reference else agent.model
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(samples), NO_GRAD_CHUNK):
+            chunk = samples[start:start + NO_GRAD_CHUNK]
+            batch = agent.pack([s.prompt_ids for s in chunk], [s.completion_ids for s in chunk])
+            if reference:
+                batch = _to_device(batch, next(model.parameters()).device)
+            logps, _ = agent.forward_logprobs(batch, model=model)
+            logps = logps.float().cpu()
+            for row, s in enumerate(chunk):
+                value = logps[row, :len(s.completion_ids)].clone()
+                if reference:
+                    s.ref_logps = value
+                else:
+                    s.old_logps = value
+    finally:
+        model.train(was_training)
+
+
+def _to_device(batch: SequenceBatch, device: torch.device) -> SequenceBatch:
+    """The batch on another device (the reference model's): every tensor, shared prompts included."""
+    def move(obj):
+        return replace(obj, **{f.name: getattr(obj, f.name).to(device) for f in fields(obj)
+                               if isinstance(getattr(obj, f.name), torch.Tensor)})
+
+    return replace(move(batch), prefix=None if batch.prefix is None else move(batch.prefix))
+
 
 def score_for_loss(agent: AgentRuntime, samples: list[TrainSample], config: Any) -> None:
     """The log-probs the loss needs besides the current policy's: the rollout policy's (the sampler

@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.rewards.team_reward import TeamReward
 from engine.sinks.base import Episode, TurnRecord
 from engine.trainer.rollout import Node, Rollout
-
-if TYPE_CHECKING:  # engine.trainer.magrpo imports this module
-    from engine.trainer.magrpo import AgentBatch
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -181,17 +178,17 @@ def credit_metrics(probes: Sequence[Probe], names: Sequence[str]) -> dict[str, f
 
 
 # -- what the update reports ------------------------------------------------------------------------
-def agent_metrics(agents: Sequence[Any], batches: Sequence[AgentBatch], stats: Sequence[dict[str, float]],
+def agent_metrics(agents: Sequence[Any], kls: Sequence[Sequence[float] | None], stats: Sequence[dict[str, float]],
                   lr_factor: float) -> dict[str, float]:
     """``agent/<name>/...``: each agent's update statistics, its learning rate and its mean KL to the
-    reference when measured."""
+    reference when measured (``kls``: each agent's per-sample KL, None when not scored)."""
     metrics: dict[str, float] = {}
-    for agent, batch, agent_stats in zip(agents, batches, stats, strict=True):
+    for agent, kl, agent_stats in zip(agents, kls, stats, strict=True):
         prefix = f"agent/{agent.name}/"
         metrics.update({prefix + k: v for k, v in agent_stats.items()})
         metrics[prefix + "lr"] = agent.learning_rate * lr_factor
-        if batch.kl is not None:
-            metrics[prefix + "kl"] = float(sum(batch.kl) / max(len(batch.kl), 1))
+        if kl is not None:
+            metrics[prefix + "kl"] = float(sum(kl) / max(len(kl), 1))
     for key in ("sampler_kl", "tis_clipped"):  # the rollout correction, across agents
         values = [s[key] for s in stats if key in s]
         if values:

@@ -103,7 +103,7 @@ def test_distinct_prompts_and_checkpointed_training_use_one_packed_forward() -> 
 
 def test_moving_a_batch_moves_its_shared_prompts() -> None:
     from engine.trainer.agents import pack_sequences
-    from engine.trainer.losses import _to_device
+    from engine.trainer.magrpo import _to_device
 
     batch = pack_sequences([[5, 6], [5, 6]], [[1, 2], [3]], pad_id=0, device=torch.device("cpu"))
     moved = _to_device(batch, torch.device("meta"))
