@@ -26,9 +26,9 @@ def schema_url(url: str, schema: str) -> str:
 
 
 @contextmanager
-def migrated_schema(prefix: str) -> Iterator[str]:
-    """The URL of a new schema named ``<prefix>_<random>``, migrated to the head revision; skips when
-    the server is not set or does not answer."""
+def migrated_schema(prefix: str, *, migrate: bool = True) -> Iterator[str]:
+    """The URL of a new schema named ``<prefix>_<random>``, migrated to the head revision (left empty
+    with ``migrate=False``); skips when the server is not set or does not answer."""
     url = os.environ.get(PG_ENV)
     if not url:
         pytest.skip(f"no PostgreSQL server: {PG_ENV} is not set (make test sets it to the local server)")
@@ -42,7 +42,8 @@ def migrated_schema(prefix: str) -> Iterator[str]:
         pytest.skip(f"PostgreSQL server at {redact_url(url)} ({PG_ENV}) did not answer: {type(err).__name__}")
     try:
         migrated = schema_url(url, schema)
-        upgrade(migrated)
+        if migrate:
+            upgrade(migrated)
         yield migrated
     finally:
         with admin.connect() as conn:

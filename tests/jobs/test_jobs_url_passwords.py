@@ -4,47 +4,26 @@ that is not one (each shows the URL with the password as ``***``)."""
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
 import yaml
-from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from cooplab.cli import app
 from db.engine import resolve_url
 from db.urls import redact_url
 from tests.jobs.helpers import tiny_config
+from tests.postgres_schema import migrated_schema
 
-PG_ENV = "COOPLAB_TEST_POSTGRES_URL"
 PASSWORD = "Sup3r-Secret-pw"
 runner = CliRunner()
 
 
 @pytest.fixture
 def postgres_url_with_password():
-    """A schema of its own on the test PostgreSQL server, as a URL with a password (the local server
-    trusts loopback connections, so any password is accepted); dropped afterwards."""
-    url = os.environ.get(PG_ENV)
-    if not url:
-        pytest.skip(f"no PostgreSQL server: {PG_ENV} is not set (make test sets it to the local server)")
-    admin = create_engine(resolve_url(url), isolation_level="AUTOCOMMIT")
-    schema = f"cooplab_pw_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    except Exception as err:  # noqa: BLE001 - any failure to connect means the server is not there
-        admin.dispose()
-        pytest.skip(f"PostgreSQL server at {url} ({PG_ENV}) did not answer: {type(err).__name__}")
-    parsed = resolve_url(url)
-    with_password = parsed.set(password=PASSWORD).update_query_dict({"options": f"-csearch_path={schema}"})
-    try:
-        yield with_password.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    """An empty schema of its own on the test PostgreSQL server, as a URL with a password (the local
+    server trusts loopback connections, so any password is accepted); dropped afterwards."""
+    with migrated_schema("cooplab_pw", migrate=False) as url:
+        yield resolve_url(url).set(password=PASSWORD).render_as_string(hide_password=False)
 
 
 def test_db_upgrade_masks_the_database_password(jobs_env, monkeypatch, postgres_url_with_password) -> None:
