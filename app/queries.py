@@ -80,11 +80,13 @@ def runs_rows(store: Store, names: dict[int, str], columns: Columns, *, experime
               statuses: list[str] | None = None, tag: str | None = None, query: str = "",
               limit: int = 5000) -> list[Row]:
     """Every run (the newest ``limit``) that the filters and the search ``query`` match, as rows of the
-    runs table with ``columns``: two queries, whatever the number of runs (:meth:`Store.table_runs`)."""
+    runs table with ``columns``: two queries, whatever the number of runs (:meth:`Store.table_runs`), and
+    one more for the experiments' tags when there is a search."""
     keys = list(dict.fromkeys([SPARK_KEY, *columns.metrics]))
     runs = store.table_runs(experiment, statuses or None, tag=tag, metric_keys=keys, limit=limit)
     now = store.server_now()  # durations on the clock the runs' times were stamped with, not this machine's
-    return search([make_row(item, names, columns, now) for item in runs], query)
+    tags = {e.id: e.tags for e in store.list_experiments(limit=10_000) if e.tags} if query.strip() else {}
+    return search([make_row(item, names, columns, now, tags) for item in runs], query)
 
 
 def page_cells(store: Store, rows: list[Row]) -> list[dict[str, Any]]:

@@ -125,8 +125,11 @@ def duration_s(started: datetime | None, finished: datetime | None, now: datetim
     return max(0.0, ((finished or now) - started).total_seconds())
 
 
-def make_row(item: TableRun, names: Mapping[int, str], columns: Columns, now: datetime) -> Row:
-    """The table row of one run (``now``: the database server's time, for an active run's duration)."""
+def make_row(item: TableRun, names: Mapping[int, str], columns: Columns, now: datetime,
+             experiment_tags: Mapping[int, Sequence[str]] | None = None) -> Row:
+    """The table row of one run (``now``: the database server's time, for an active run's duration).
+    Its search text holds its experiment's tags (``experiment_tags``) beside its own, as the tag filter
+    counts them."""
     run = item.run
     experiment = names.get(run.experiment_id, str(run.experiment_id))
     attempt = f" (attempt {run.attempt})" if run.attempt > 1 else ""
@@ -159,7 +162,8 @@ def make_row(item: TableRun, names: Mapping[int, str], columns: Columns, now: da
             number = _summary(item.metrics.get(key), aggregate)
             values[metric_column(key, aggregate)] = number
             cells[metric_column(key, aggregate)] = math.nan if number is None else number
-    words = [f"#{run.id}", run.name or "", experiment, *run.tags, run.status,
+    inherited = (experiment_tags or {}).get(run.experiment_id, ())
+    words = [f"#{run.id}", run.name or "", experiment, *run.tags, *inherited, run.status,
              *(f"{path}={json.dumps(value) if not isinstance(value, str) else value}" for path, value in flat.items())]
     return Row(run.id, values, cells, "\n".join(words).casefold())
 
@@ -172,7 +176,7 @@ def first_line(text: str, limit: int = 80) -> str:
 
 def search(rows: Sequence[Row], query: str) -> list[Row]:
     """The rows holding every word of ``query`` (case-insensitive) in their id (``#12``), name,
-    experiment, tags, state or a config entry (``trainer.learning_rate=0.001``)."""
+    experiment, tags (their experiment's included), state or a config entry (``trainer.learning_rate=0.001``)."""
     words = query.casefold().split()
     return [r for r in rows if all(w in r.text for w in words)]
 

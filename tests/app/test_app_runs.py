@@ -74,7 +74,7 @@ def test_tag_filter_offers_the_tags_runs_carry(app, store: Store, experiment: in
 
 
 def test_an_experiments_tags_select_its_runs(app, store: Store, experiment: int, seed, make_config) -> None:
-    tagged = store.create_experiment("baselines", config=make_config("baselines"), tags=["baseline"]).id
+    tagged = store.create_experiment("references", config=make_config("references"), tags=["baseline"]).id
     inside = seed(tagged, status="succeeded", steps=1)  # the run itself carries no tag
     seed(experiment, status="succeeded", steps=1)
     at = app("runs")
@@ -82,6 +82,9 @@ def test_an_experiments_tags_select_its_runs(app, store: Store, experiment: int,
     at.selectbox(key="runs_filter_tag").set_value("baseline").run()
     assert at.dataframe[0].value["run"].tolist() == [inside]
     assert "succeeded: 1" in [c.value for c in at.caption]
+    at.selectbox(key="runs_filter_tag").set_value(None).run()
+    at.text_input(key="runs_search").set_value("baseline").run()  # the search counts them as the filter does
+    assert at.dataframe[0].value["run"].tolist() == [inside]
 
 
 def test_stop_shows_stopping_then_the_final_state(app, store: Store, experiment: int, seed) -> None:
