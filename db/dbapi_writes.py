@@ -19,6 +19,7 @@ handed to alembic through a SQLAlchemy engine, exactly as :func:`db.schema_versi
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -34,7 +35,7 @@ from db.urls import redact_url
 T = TypeVar("T")
 
 
-class DbapiRunWrites:
+class DbapiRunWrites(ABC):
     """:class:`db.run_writes.RunWrites`'s three writes, each one transaction on one DB-API connection
     (shared by this process's threads under a lock), opened on first use. Subclasses set ``driver`` (the
     DB-API module), ``marker`` (its parameter marker), ``now_sql`` (the server's time as the store
@@ -51,16 +52,17 @@ class DbapiRunWrites:
 
     # ------------------------------------------------------------------ what a subclass says
 
+    @abstractmethod
     def _connect(self) -> Any:
         """A new connection in autocommit mode: transactions are begun and ended by SQL statements."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _begin(self, conn: Any) -> None:
         """Begin a write transaction (statements: ``BEGIN ...`` and what bounds it)."""
-        raise NotImplementedError
 
     def _failed(self, exc: Exception) -> None:
-        """A write transaction failed with the driver's ``exc`` (before it is raised)."""
+        """A write transaction failed with the driver's ``exc`` (before it is raised); a hook, nothing here."""
+        return None
 
     def _dropped(self, conn: Any) -> bool:
         """Whether the server has closed ``conn`` (it cannot be used again)."""
@@ -251,7 +253,8 @@ class DbapiRunWrites:
         return True
 
     def _schema_changed(self) -> None:
-        """Forget what was read of the tables: alembic has just changed them."""
+        """Forget what was read of the tables: alembic has just changed them; a hook, nothing here."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({redact_url(self.url)!r})"
